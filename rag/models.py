@@ -1,0 +1,111 @@
+"""The gold-set model: documents split into pages, and questions with gold evidence.
+
+Documented in docs/datasets.md. Offsets are Python string (code point) offsets.
+"""
+from __future__ import annotations
+
+import hashlib
+from dataclasses import asdict, dataclass, field
+
+
+def content_hash(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:32]
+
+
+@dataclass
+class Page:
+    page_id: str
+    doc_id: str
+    page_no: int  # 0-based position within the document
+    start: int  # char offset of the page in the document text
+    end: int
+    text: str
+
+
+@dataclass
+class Document:
+    doc_id: str
+    title: str
+    language: str
+    source_path: str
+    text: str
+    pages: list[Page] = field(default_factory=list)
+    is_markdown: bool = False
+
+    @property
+    def content_hash(self) -> str:
+        return content_hash(self.text)
+
+
+@dataclass
+class Evidence:
+    doc_id: str
+    page_id: str | None = None
+    start: int | None = None  # char span in the document text, when known
+    end: int | None = None
+    text: str | None = None
+
+    @property
+    def level(self) -> str:
+        if self.start is not None:
+            return "span"
+        return "page" if self.page_id else "document"
+
+
+@dataclass
+class Question:
+    qid: str
+    text: str
+    answers: list[str]
+    answerable: bool
+    qtype: str = ""
+    language: str = "en"
+    evidence: list[Evidence] = field(default_factory=list)
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "Question":
+        ev = [Evidence(**e) for e in d.get("evidence", [])]
+        return cls(**{**d, "evidence": ev})
+
+
+@dataclass
+class Skipped:
+    path: str
+    reason: str
+    line: int | None = None
+
+    def __str__(self) -> str:
+        where = f"{self.path}:{self.line}" if self.line else self.path
+        return f"{where}: {self.reason}"
+
+
+@dataclass
+class Dataset:
+    name: str
+    documents: list[Document]
+    questions: list[Question]
+    skipped: list[Skipped] = field(default_factory=list)
+
+    def doc(self, doc_id: str) -> Document:
+        return self._by_id()[doc_id]
+
+    def _by_id(self) -> dict[str, Document]:
+        if getattr(self, "_ids", None) is None or len(self._ids) != len(self.documents):
+            self._ids = {d.doc_id: d for d in self.documents}
+        return self._ids
+
+
+def pages_from_paragraphs(doc_id: str, paragraphs: list[str], sep: str = "\n\n") -> tuple[str, list[Page]]:
+    """Join paragraphs into one document text and return one page per paragraph."""
+    pages, parts, pos = [], [], 0
+    for i, p in enumerate(paragraphs):
+        if i:
+            parts.append(sep)
+            pos += len(sep)
+        pages.append(Page(f"{doc_id}#p{i}", doc_id, i, pos, pos + len(p), p))
+        parts.append(p)
+        pos += len(p)
+    return "".join(parts), pages

@@ -1,0 +1,74 @@
+"""Language-aware lexical analysis for BM25 and lexical scorers.
+
+casefold (Greek final sigma, Cyrillic), accent stripping (Greek tonos), \\w+ words,
+CJK runs segmented into character bigrams, Snowball stemming (PyStemmer) for
+English, Greek and Russian.
+"""
+from __future__ import annotations
+
+import functools
+import re
+import unicodedata
+
+_WORD = re.compile(r"\w+", re.U)
+_CJK = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af]+")
+_STEMMERS = {"en": "english", "el": "greek", "ru": "russian", "de": "german", "fr": "french", "es": "spanish"}
+
+STOPWORDS = {
+    "en": set("a an the of to in on at for and or is are was were be been by with as from that this it its "
+              "which who whom what when where why how did do does".split()),
+}
+
+
+@functools.lru_cache(maxsize=16)
+def _stemmer(lang: str):
+    try:
+        import Stemmer
+    except ImportError:  # stemming is an improvement, not a requirement
+        return None
+    name = _STEMMERS.get(lang)
+    return Stemmer.Stemmer(name) if name else None
+
+
+def strip_accents(s: str) -> str:
+    return "".join(c for c in unicodedata.normalize("NFD", s) if not unicodedata.combining(c))
+
+
+def words(text: str) -> list[str]:
+    """Casefolded, accent-stripped words; CJK runs become character bigrams."""
+    text = strip_accents(unicodedata.normalize("NFKC", text).casefold())
+    out: list[str] = []
+    for w in _WORD.findall(text):
+        if _CJK.search(w):
+            for part in re.split(f"({_CJK.pattern})", w):
+                if not part:
+                    continue
+                if _CJK.fullmatch(part):
+                    out.extend(part[i:i + 2] for i in range(max(1, len(part) - 1)))
+                else:
+                    out.append(part)
+        else:
+            out.append(w)
+    return out
+
+
+_stem_cache: dict[tuple[str, str], str] = {}
+
+
+def analyze(text: str, lang: str = "en", stopwords: bool = False) -> list[str]:
+    toks = words(text)
+    if stopwords and lang in STOPWORDS:
+        toks = [t for t in toks if t not in STOPWORDS[lang]]
+    st = _stemmer(lang)
+    if st is None:
+        return toks
+    out = []
+    for t in toks:
+        k = (lang, t)
+        s = _stem_cache.get(k)
+        if s is None:
+            s = st.stemWord(t)
+            if len(_stem_cache) < 500_000:
+                _stem_cache[k] = s
+        out.append(s)
+    return out

