@@ -1,0 +1,134 @@
+"""Answerers by name: the deterministic offline extractor, and any OpenAI-compatible LLM.
+
+``extractive`` (offline default): split the blocks into sentences, score each by
+lexical support (idf-weighted share of the question's content terms it contains,
+after language-aware stemming) blended with embedding evidence (the cosine of its
+block to the question), answer with the best sentence and cite every block that
+holds it. Below ``threshold`` it answers exactly the fallback.
+"""
+from __future__ import annotations
+
+import math
+import re
+import time
+from dataclasses import dataclass, field
+
+from .prompts import FALLBACK, build_messages, prompt_tokens
+from .textproc import analyze
+from .tokens import count_tokens
+
+_SENT = re.compile(r"[^.!?。！？\n]+(?:[.!?。！？]+[\"')\]]*|\n|$)")
+
+
+@dataclass
+class Answer:
+    text: str
+    status: str = "ok"  # ok | rate_limited | timeout | error | parse_error
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    usage_source: str = "tokenizer"  # tokenizer (exact count here) | endpoint (the server's usage)
+    cached: bool = False
+    error: str = ""
+    support: float = 0.0
+    seconds: float = 0.0
+    extra: dict = field(default_factory=dict)
+
+
+def split_sentences(text: str) -> list[str]:
+    return [s.strip() for s in _SENT.findall(text) if len(s.strip()) > 1]
+
+
+ANSWERERS: dict[str, type] = {}
+
+
+def register_answerer(cls):
+    ANSWERERS[cls.name] = cls
+    return cls
+
+
+@register_answerer
+class ExtractiveAnswerer:
+    name = "extractive"
+
+    def __init__(self, threshold: float = 0.35, lexical_weight: float = 0.75, language: str = "en",
+                 encoding: str = "o200k_base", max_sentences: int = 1):
+        self.threshold, self.w, self.lang, self.enc = threshold, lexical_weight, language, encoding
+        self.max_sentences = max_sentences
+
+    def config(self) -> dict:
+        return {"answerer": self.name, "threshold": self.threshold, "lexical_weight": self.w,
+                "max_sentences": self.max_sentences}
+
+    def answer(self, question: str, blocks, **_) -> Answer:
+        t0 = time.perf_counter()
+        messages = build_messages(question, blocks)
+        ptoks = prompt_tokens(messages, self.enc)
+        qterms = list(dict.fromkeys(analyze(question, self.lang, stopwords=True)))
+        if not blocks or not qterms:
+            return self._fallback(ptoks, t0)
+        sents = []  # (sentence, block index, term set)
+        for bi, b in enumerate(blocks):
+            for s in split_sentences(b.text):
+                sents.append((s, bi, set(analyze(s, self.lang))))
+        if not sents:
+            return self._fallback(ptoks, t0)
+        # idf over the context's sentences: rare question terms count more
+        n = len(sents)
+        df = {t: sum(1 for _, _, ts in sents if t in ts) for t in qterms}
+        w = {t: math.log(1 + n / (1 + df[t])) for t in qterms}
+        wsum = sum(w.values()) or 1.0
+        smax = max((b.score for b in blocks), default=0.0) or 1.0
+        best, best_score = None, -1.0
+        for s, bi, ts in sents:
+            hit = [t for t in qterms if t in ts]
+            lex = 0.5 * len(hit) / len(qterms) + 0.5 * sum(w[t] for t in hit) / wsum
+            emb = max(0.0, blocks[bi].score) / smax
+            score = self.w * lex + (1 - self.w) * emb * lex  # embedding evidence scales, never replaces, lexical
+            # prefer sentences that add something beyond the question itself
+            novelty = len(ts - set(qterms))
+            if novelty == 0:
+                score *= 0.5
+            if score > best_score:
+                best, best_score = (s, bi), score
+        if best is None or best_score < self.threshold:
+            return self._fallback(ptoks, t0, best_score)
+        sent = best[0]
+        cited = [b.n for b in blocks if sent in b.text]
+        text = sent.rstrip() + " " + "".join(f"[{c}]" for c in cited)
+        return Answer(text, "ok", ptoks, count_tokens(text, self.enc), support=best_score,
+                      seconds=time.perf_counter() - t0)
+
+    def _fallback(self, ptoks: int, t0: float, score: float = 0.0) -> Answer:
+        return Answer(FALLBACK, "ok", ptoks, count_tokens(FALLBACK, self.enc), support=max(score, 0.0),
+                      seconds=time.perf_counter() - t0)
+
+
+@register_answerer
+class OpenAIAnswerer:
+    name = "openai"
+
+    def __init__(self, client, encoding: str = "o200k_base", **_):
+        self.client, self.enc = client, encoding
+
+    def config(self) -> dict:
+        return {"answerer": self.name, **self.client.cfg.public()}
+
+    def answer(self, question: str, blocks, repeat: int = 0, **_) -> Answer:
+        t0 = time.perf_counter()
+        messages = build_messages(question, blocks)
+        exact = prompt_tokens(messages, self.enc)
+        res = self.client.chat(messages, purpose="answer", repeat=repeat)
+        if res.status != "ok":
+            return Answer("", res.status, exact, 0, error=res.error, seconds=time.perf_counter() - t0)
+        text = res.text.strip()
+        if res.prompt_tokens:
+            return Answer(text, "ok", res.prompt_tokens, res.completion_tokens, "endpoint", res.cached,
+                          seconds=time.perf_counter() - t0, extra={"prompt_tokens_exact": exact})
+        return Answer(text, "ok", exact, count_tokens(text, self.enc), "tokenizer", res.cached,
+                      seconds=time.perf_counter() - t0)
+
+
+def make_answerer(name: str = "extractive", **kw):
+    if name not in ANSWERERS:
+        raise KeyError(f"unknown answerer {name!r}; valid: {', '.join(ANSWERERS)}")
+    return ANSWERERS[name](**kw)

@@ -1,0 +1,188 @@
+"""OpenAI-compatible chat client with a response cache, retries and statuses.
+
+Works with OpenAI, vLLM, Ollama, llama.cpp's server: anything speaking the protocol.
+Every call is cached in the workspace, keyed by endpoint, model, the full messages,
+the parameters and the repeat index, so re-running a run makes zero calls. Failures
+never raise out of ``chat``: they come back as a status (rate_limited, timeout, error).
+The API key is read from the environment variable named in the config and is never
+stored or printed.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import random
+import sqlite3
+import threading
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+# dollars per million tokens (input, output); edit or extend with --price MODEL=IN,OUT
+PRICES: dict[str, tuple[float, float]] = {
+    "gpt-4o": (2.50, 10.00),
+    "gpt-4o-mini": (0.15, 0.60),
+    "gpt-4.1": (2.00, 8.00),
+    "gpt-4.1-mini": (0.40, 1.60),
+    "gpt-4.1-nano": (0.10, 0.40),
+    "local": (0.0, 0.0),
+}
+
+
+def price_of(model: str, prompt_tokens: int, completion_tokens: int, prices: dict | None = None) -> float:
+    table = prices or PRICES
+    pin, pout = table.get(model, table.get("local", (0.0, 0.0))) if model in table else (0.0, 0.0)
+    return (prompt_tokens * pin + completion_tokens * pout) / 1e6
+
+
+@dataclass(frozen=True)
+class LLMConfig:
+    base_url: str
+    model: str
+    api_key_env: str = "OPENAI_API_KEY"
+    temperature: float = 0.0
+    max_tokens: int = 256
+    timeout: float = 60.0
+    retries: int = 3
+    backoff: float = 0.5
+    max_backoff: float = 30.0
+    max_concurrency: int = 4
+    response_format: str = ""  # "" or "json_object"
+
+    def public(self) -> dict:
+        """What may be stored: no key, only the name of its variable."""
+        return asdict(self)
+
+
+@dataclass
+class LLMResult:
+    text: str | None
+    status: str  # ok | rate_limited | timeout | error
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cached: bool = False
+    error: str = ""
+    latency_s: float = 0.0
+    calls: int = 0
+
+
+@dataclass
+class CacheStats:
+    hits: int = 0
+    misses: int = 0
+    calls: int = 0
+    tokens_saved: int = 0
+    dollars_saved: float = 0.0
+    tokens_used: int = 0
+
+
+class ResponseCache:
+    def __init__(self, path: str | Path):
+        Path(path).parent.mkdir(parents=True, exist_ok=True)
+        self.db = sqlite3.connect(str(path), check_same_thread=False)
+        self.db.execute("CREATE TABLE IF NOT EXISTS responses (k TEXT PRIMARY KEY, v TEXT)")
+        self.lock = threading.Lock()
+
+    def get(self, k: str) -> dict | None:
+        with self.lock:
+            row = self.db.execute("SELECT v FROM responses WHERE k = ?", (k,)).fetchone()
+        return json.loads(row[0]) if row else None
+
+    def put(self, k: str, v: dict) -> None:
+        with self.lock:
+            self.db.execute("INSERT OR REPLACE INTO responses VALUES (?, ?)", (k, json.dumps(v)))
+            self.db.commit()
+
+
+class LLMClient:
+    def __init__(self, cfg: LLMConfig, cache_path: str | Path | None = None, use_cache: bool = True,
+                 prices: dict | None = None):
+        from openai import OpenAI
+
+        self.cfg = cfg
+        self.client = OpenAI(base_url=cfg.base_url, api_key=os.environ.get(cfg.api_key_env) or "not-needed",
+                             max_retries=0, timeout=cfg.timeout)
+        self.cache = ResponseCache(cache_path) if (use_cache and cache_path) else None
+        self.stats = CacheStats()
+        self.prices = prices
+        self._sem = threading.Semaphore(cfg.max_concurrency)
+        self._lock = threading.Lock()
+
+    def cache_key(self, messages: list[dict], params: dict, repeat: int) -> str:
+        blob = json.dumps({"endpoint": self.cfg.base_url, "model": self.cfg.model, "messages": messages,
+                           "params": params, "repeat": repeat}, sort_keys=True, ensure_ascii=False)
+        return hashlib.sha256(blob.encode()).hexdigest()
+
+    def chat(self, messages: list[dict], purpose: str = "answer", repeat: int = 0, **overrides) -> LLMResult:
+        params = {"temperature": self.cfg.temperature, "max_tokens": self.cfg.max_tokens}
+        if self.cfg.response_format:
+            params["response_format"] = {"type": self.cfg.response_format}
+        params.update(overrides)
+        key = self.cache_key(messages, params, repeat)
+        if self.cache is not None:
+            hit = self.cache.get(key)
+            if hit is not None:
+                with self._lock:
+                    self.stats.hits += 1
+                    self.stats.tokens_saved += hit["prompt_tokens"] + hit["completion_tokens"]
+                    self.stats.dollars_saved += price_of(self.cfg.model, hit["prompt_tokens"],
+                                                         hit["completion_tokens"], self.prices)
+                return LLMResult(hit["text"], "ok", hit["prompt_tokens"], hit["completion_tokens"], cached=True)
+        with self._lock:
+            self.stats.misses += 1
+        res = self._call(messages, params)
+        if res.status == "ok" and self.cache is not None:
+            self.cache.put(key, {"text": res.text, "prompt_tokens": res.prompt_tokens,
+                                 "completion_tokens": res.completion_tokens, "purpose": purpose})
+        return res
+
+    def _call(self, messages, params) -> LLMResult:
+        import openai
+
+        t0 = time.perf_counter()
+        last_status, last_err, calls = "error", "", 0
+        for attempt in range(self.cfg.retries + 1):
+            delay = min(self.cfg.max_backoff, self.cfg.backoff * 2 ** attempt) * (0.75 + 0.5 * random.random())
+            try:
+                with self._sem:
+                    calls += 1
+                    with self._lock:
+                        self.stats.calls += 1
+                    resp = self.client.chat.completions.create(model=self.cfg.model, messages=messages, **params)
+                text = resp.choices[0].message.content if resp.choices else None
+                if text is None:
+                    return LLMResult(None, "parse_error", error="response had no message content",
+                                     latency_s=time.perf_counter() - t0, calls=calls)
+                u = resp.usage
+                pt, ct = (u.prompt_tokens or 0, u.completion_tokens or 0) if u else (0, 0)
+                with self._lock:
+                    self.stats.tokens_used += pt + ct
+                return LLMResult(text, "ok", pt, ct, latency_s=time.perf_counter() - t0, calls=calls)
+            except openai.RateLimitError as e:
+                last_status, last_err = "rate_limited", _short(e)
+                ra = e.response.headers.get("retry-after") if e.response is not None else None
+                if ra:
+                    try:
+                        delay = min(self.cfg.max_backoff, float(ra))
+                    except ValueError:
+                        pass
+            except openai.APITimeoutError as e:
+                last_status, last_err = "timeout", _short(e)
+            except openai.APIStatusError as e:
+                last_status, last_err = "error", f"HTTP {e.status_code}: {_short(e)}"
+                if e.status_code < 500:
+                    break  # a client error will not fix itself
+            except openai.APIConnectionError as e:
+                last_status, last_err = "error", _short(e)
+            except (ValueError, KeyError, TypeError, AttributeError) as e:  # malformed JSON body
+                return LLMResult(None, "parse_error", error=_short(e), latency_s=time.perf_counter() - t0,
+                                 calls=calls)
+            if attempt < self.cfg.retries:
+                time.sleep(delay)
+        return LLMResult(None, last_status, error=last_err, latency_s=time.perf_counter() - t0, calls=calls)
+
+
+def _short(e: Exception) -> str:
+    s = f"{type(e).__name__}: {e}"
+    return s[:300]

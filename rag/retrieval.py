@@ -1,0 +1,237 @@
+"""Reading an index for retrieval: an in-memory snapshot of the LanceDB tables,
+exact dense search, language-aware BM25, and the per-question candidate cache.
+
+Dense search is exact cosine (normalised inner product) over the chunk vectors read
+from LanceDB, as LanceDB's own flat search is; the snapshot is keyed on the tables'
+versions, so a re-ingest is picked up. BM25 runs over the ``bm25_text`` column
+(the same analysed tokens LanceDB's full-text index holds) with Okapi k1=1.2, b=0.75.
+"""
+from __future__ import annotations
+
+import math
+import threading
+from collections import defaultdict
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from .embedders import get_embedder
+from .index import IndexConfig, Workspace
+from .textproc import analyze
+
+
+class BM25:
+    def __init__(self, docs_tokens: list[list[str]], k1: float = 1.2, b: float = 0.75):
+        self.k1, self.b, self.n = k1, b, len(docs_tokens)
+        self.dl = np.array([len(t) for t in docs_tokens], dtype=np.float32)
+        self.avgdl = float(self.dl.mean()) if self.n else 0.0
+        postings: dict[str, dict[int, int]] = defaultdict(dict)
+        for i, toks in enumerate(docs_tokens):
+            p = postings
+            for t in toks:
+                d = p[t]
+                d[i] = d.get(i, 0) + 1
+        self.post = {t: (np.fromiter(d.keys(), np.int32, len(d)), np.fromiter(d.values(), np.float32, len(d)))
+                     for t, d in postings.items()}
+        # Lucene/BM25+ style idf (never negative)
+        self.idf = {t: math.log(1 + (self.n - len(v[0]) + 0.5) / (len(v[0]) + 0.5)) for t, v in self.post.items()}
+        self.norm = (k1 * (1 - b + b * self.dl / self.avgdl)).astype(np.float32) if self.n else self.dl
+
+    def scores(self, query_tokens: list[str]) -> np.ndarray:
+        s = np.zeros(self.n, dtype=np.float32)
+        for t in set(query_tokens):
+            p = self.post.get(t)
+            if p is None:
+                continue
+            ids, tf = p
+            s[ids] += self.idf[t] * tf * (self.k1 + 1) / (tf + self.norm[ids])
+        return s
+
+
+@dataclass
+class IndexReader:
+    """Arrays over the chunks of one index plus lookups of documents, pages and parents."""
+
+    index: str
+    config: IndexConfig
+    chunk_ids: list[str]
+    doc_ids: list[str]
+    page_ids: list[str]
+    chunk_index: np.ndarray
+    starts: np.ndarray
+    ends: np.ndarray
+    texts: list[str]
+    n_tokens: np.ndarray
+    parent_ids: list[str]
+    languages: list[str]
+    bm25_texts: list[str]
+    vectors: np.ndarray
+    documents: dict[str, dict]
+    pages: dict[str, dict]
+    parents: dict[str, dict]
+    version: tuple = ()
+    _bm25: BM25 | None = None
+    _page_chunks: dict[str, list[int]] | None = None
+    _page_vecs: dict[str, np.ndarray] | None = None
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    @property
+    def language(self) -> str:
+        return max(set(self.languages), key=self.languages.count) if self.languages else "en"
+
+    @property
+    def bm25(self) -> BM25:
+        with self._lock:
+            if self._bm25 is None:
+                self._bm25 = BM25([t.split() for t in self.bm25_texts])
+        return self._bm25
+
+    def page_chunks(self, page_id: str) -> list[int]:
+        """Rows of ALL chunks of a page, in chunk_index order."""
+        if self._page_chunks is None:
+            pc: dict[str, list[int]] = defaultdict(list)
+            for i, p in enumerate(self.page_ids):
+                pc[p].append(i)
+            self._page_chunks = {p: sorted(rows, key=lambda r: self.chunk_index[r]) for p, rows in pc.items()}
+        return self._page_chunks.get(page_id, [])
+
+    def page_vector(self, page_id: str) -> np.ndarray:
+        """A page's embedding: the normalised mean of its chunks' vectors."""
+        if self._page_vecs is None:
+            self._page_vecs = {}
+        v = self._page_vecs.get(page_id)
+        if v is None:
+            rows = self.page_chunks(page_id)
+            v = self.vectors[rows].mean(axis=0)
+            v = v / (np.linalg.norm(v) or 1.0)
+            self._page_vecs[page_id] = v
+        return v
+
+
+_readers: dict[tuple[str, str], IndexReader] = {}
+_rlock = threading.Lock()
+
+
+def _versions(ws: Workspace, index: str) -> tuple:
+    return tuple(ws.table(index, k).version for k in ("chunks", "documents", "pages", "parents"))
+
+
+def open_index(ws: Workspace, index: str) -> IndexReader:
+    key = (str(ws.root.resolve()), index)
+    ver = _versions(ws, index)
+    with _rlock:
+        r = _readers.get(key)
+        if r is not None and r.version == ver:
+            return r
+    meta = ws.meta(index)
+    ch = ws.table(index, "chunks").to_arrow()
+    vec = ch.column("vector").combine_chunks()
+    dim = vec.type.list_size
+    vectors = vec.values.to_numpy(zero_copy_only=False).reshape(-1, dim).astype(np.float32)
+    col = lambda n: ch.column(n).to_pylist()  # noqa: E731
+    docs = {r["doc_id"]: r for r in ws.table(index, "documents").to_arrow().to_pylist()}
+    pages = {r["page_id"]: r for r in ws.table(index, "pages").to_arrow().to_pylist()}
+    parents = {r["parent_id"]: r for r in ws.table(index, "parents").to_arrow().to_pylist()}
+    r = IndexReader(index, IndexConfig.from_dict(meta["config"]), col("chunk_id"), col("doc_id"), col("page_id"),
+                    ch.column("chunk_index").to_numpy(), ch.column("start").to_numpy(), ch.column("end").to_numpy(),
+                    col("text"), ch.column("n_tokens").to_numpy(), col("parent_id"), col("language"),
+                    col("bm25_text"), vectors, docs, pages, parents, ver)
+    with _rlock:
+        _readers[key] = r
+    return r
+
+
+# --------------------------------------------------------------------------- candidate cache
+
+@dataclass(frozen=True)
+class SearchKey:
+    """Everything that changes *search* (as opposed to packing). Keys the candidate cache."""
+    query_template: str = "{question}"
+    search_dim: int = 0
+    pool: int = 100
+
+
+@dataclass
+class CandidatePool:
+    question: str
+    qvec: np.ndarray
+    dense_idx: np.ndarray  # chunk rows, best first
+    dense_scores: np.ndarray
+    extra: dict = field(default_factory=dict)  # strategy-specific memo (bm25 pool, page scores, llm calls)
+
+
+class Retriever:
+    """Computes the expensive part once per (index, question, SearchKey) and caches it."""
+
+    def __init__(self, ws: Workspace, index: str, llm=None):
+        self.ws, self.index = ws, index
+        self.reader = open_index(ws, index)
+        self.embedder = get_embedder(self.reader.config.embedder)
+        self.llm = llm
+        self._pools: dict[tuple, CandidatePool] = {}
+        self.stats = {"pool_hits": 0, "pool_misses": 0}
+
+    def embed_queries(self, texts: list[str]) -> np.ndarray:
+        return self.ws.embedding_cache.embed(self.embedder, self.reader.config.embedder.key, texts, "query")
+
+    def warm(self, questions: list[str], key: SearchKey = SearchKey()) -> None:
+        """Embed many questions in one batch (faster than one by one)."""
+        todo = [q for q in dict.fromkeys(questions) if (q, key) not in self._pools]
+        if todo:
+            vecs = self.embed_queries([key.query_template.format(question=q) for q in todo])
+            for q, v in zip(todo, vecs):
+                self._pools[(q, key)] = self._search(q, v, key)
+                self.stats["pool_misses"] += 1
+
+    def dense(self, qvec: np.ndarray, k: int, search_dim: int = 0) -> tuple[np.ndarray, np.ndarray]:
+        V = self.reader.vectors
+        if 0 < search_dim < V.shape[1]:  # Matryoshka-style fast mode
+            Vd = _truncated(self.reader, search_dim)
+            q = qvec[:search_dim] / (np.linalg.norm(qvec[:search_dim]) or 1.0)
+            sims = Vd @ q
+        else:
+            sims = V @ qvec
+        k = min(k, len(sims))
+        if k <= 0:
+            return np.zeros(0, np.int64), np.zeros(0, np.float32)
+        top = np.argpartition(-sims, k - 1)[:k]
+        top = top[np.lexsort((top, -sims[top]))]  # score desc, row asc for ties: deterministic
+        return top, sims[top]
+
+    def _search(self, question: str, qvec: np.ndarray, key: SearchKey) -> CandidatePool:
+        idx, sc = self.dense(qvec, key.pool, key.search_dim)
+        return CandidatePool(question, qvec, idx, sc)
+
+    def pool(self, question: str, key: SearchKey = SearchKey()) -> CandidatePool:
+        p = self._pools.get((question, key))
+        if p is not None:
+            self.stats["pool_hits"] += 1
+            return p
+        self.warm([question], key)
+        return self._pools[(question, key)]
+
+    def bm25_pool(self, pool: CandidatePool, k: int) -> tuple[np.ndarray, np.ndarray]:
+        memo = pool.extra.get(("bm25", k))
+        if memo is None:
+            s = self.reader.bm25.scores(analyze(pool.question, self.reader.language))
+            kk = min(k, int((s > 0).sum()))
+            if kk:
+                top = np.argpartition(-s, kk - 1)[:kk]
+                top = top[np.lexsort((top, -s[top]))]
+            else:
+                top = np.zeros(0, np.int64)
+            memo = pool.extra[("bm25", k)] = (top, s[top])
+        return memo
+
+
+_trunc_cache: dict[tuple[int, int], np.ndarray] = {}
+
+
+def _truncated(reader: IndexReader, d: int) -> np.ndarray:
+    key = (id(reader.vectors), d)
+    m = _trunc_cache.get(key)
+    if m is None:
+        m = reader.vectors[:, :d]
+        m = m / np.maximum(np.linalg.norm(m, axis=1, keepdims=True), 1e-12)
+        _trunc_cache[key] = m
+    return m
