@@ -14,7 +14,7 @@ import time
 from dataclasses import dataclass, field
 
 from .prompts import FALLBACK, build_messages, prompt_tokens
-from .textproc import analyze
+from .textproc import analyze, term_set
 from .tokens import count_tokens
 
 _SENT = re.compile(r"[^.!?。！？\n]+(?:[.!?。！？]+[\"')\]]*|\n|$)")
@@ -35,7 +35,16 @@ class Answer:
 
 
 def split_sentences(text: str) -> list[str]:
-    return [s.strip() for s in _SENT.findall(text) if len(s.strip()) > 1]
+    """Sentences; a piece made only of citation markers ("[2][3]") joins the sentence before it."""
+    out: list[str] = []
+    for s in (x.strip() for x in _SENT.findall(text)):
+        if not s:
+            continue
+        if out and re.fullmatch(r"(\[\d+\]\s*)+[.!?]?", s):
+            out[-1] = f"{out[-1]} {s}"
+        elif len(s) > 1:
+            out.append(s)
+    return out
 
 
 ANSWERERS: dict[str, type] = {}
@@ -69,7 +78,7 @@ class ExtractiveAnswerer:
         sents = []  # (sentence, block index, term set)
         for bi, b in enumerate(blocks):
             for s in split_sentences(b.text):
-                sents.append((s, bi, set(analyze(s, self.lang))))
+                sents.append((s, bi, term_set(s, self.lang)))
         if not sents:
             return self._fallback(ptoks, t0)
         # idf over the context's sentences: rare question terms count more

@@ -163,8 +163,8 @@ class CandidatePool:
 class Retriever:
     """Computes the expensive part once per (index, question, SearchKey) and caches it."""
 
-    def __init__(self, ws: Workspace, index: str, llm=None):
-        self.ws, self.index = ws, index
+    def __init__(self, ws: Workspace, index: str, llm=None, cache_queries: bool = True):
+        self.ws, self.index, self.cache_queries = ws, index, cache_queries
         self.reader = open_index(ws, index)
         self.embedder = get_embedder(self.reader.config.embedder)
         self.llm = llm
@@ -172,6 +172,8 @@ class Retriever:
         self.stats = {"pool_hits": 0, "pool_misses": 0}
 
     def embed_queries(self, texts: list[str]) -> np.ndarray:
+        if not self.cache_queries:
+            return self.embedder.embed_queries(texts)
         return self.ws.embedding_cache.embed(self.embedder, self.reader.config.embedder.key, texts, "query")
 
     def warm(self, questions: list[str], key: SearchKey = SearchKey()) -> None:

@@ -72,3 +72,9 @@ def analyze(text: str, lang: str = "en", stopwords: bool = False) -> list[str]:
                 _stem_cache[k] = s
         out.append(s)
     return out
+
+
+@functools.lru_cache(maxsize=262_144)
+def term_set(text: str, lang: str = "en") -> frozenset:
+    """Memoised set of analysed terms of a text (sentences and blocks repeat across questions)."""
+    return frozenset(analyze(text, lang))

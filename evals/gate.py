@@ -1,0 +1,191 @@
+"""CI regression gate: paired bootstrap intervals of per-question deltas, per strategy and metric.
+
+Fails (exit 1) when
+  * a metric's whole 95% interval lies beyond its tolerance in the worse direction,
+  * either run's share of non-ok statuses exceeds ``max_error_rate`` (default 2%),
+  * the datasets or the question sets differ (the message lists the questions).
+Tolerances: docs/gate.md; defaults below, overridable with a TOML file ([tolerances]).
+"""
+from __future__ import annotations
+
+import gzip
+import json
+import sys
+import tomllib
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from .metrics import METRICS
+from .stats import DEFAULT_SEED, paired_bootstrap
+from .store import ResultStore
+
+DEFAULT_TOLERANCES = {"default": 0.02, "context_tokens": "rel:0.05", "prompt_tokens": "rel:0.05",
+                      "completion_tokens": "rel:0.10", "cost_usd": "rel:0.05", "context_tokens_est": "rel:0.05",
+                      "token_estimate_error": 0.05}
+GATED_DEFAULT = ["em", "f1", "abstention_accuracy", "citation_validity", "citation_precision", "citation_recall",
+                 "statement_coverage", "faithfulness", "evidence_recall", "doc_ndcg@10", "page_ndcg@10",
+                 "context_tokens", "prompt_tokens", "cost_usd"]
+
+
+def add_gate_args(p) -> None:
+    p.add_argument("--baseline", required=False, help="baseline run id, 'latest', or a baseline file (.json/.json.gz)")
+    p.add_argument("--candidate", required=True, help="candidate run id, prefix or 'latest'")
+    p.add_argument("--tolerances", default=None, help="TOML file with a [tolerances] table (metric = value or 'rel:x')")
+    p.add_argument("--metrics", nargs="*", default=None, help="metrics to gate (default: the headline set)")
+    p.add_argument("--max-error-rate", type=float, default=0.02, help="cap on the share of non-ok statuses (0.02)")
+    p.add_argument("--aa-noise", action="store_true",
+                   help="widen each tolerance by the A/A noise floor measured between repeats 0 and 1 of the baseline")
+    p.add_argument("--resamples", type=int, default=2000)
+    p.add_argument("--seed", type=int, default=DEFAULT_SEED)
+    p.add_argument("--markdown", default=None, help="also write the Markdown summary to this file")
+    p.add_argument("--json", dest="json_out", default="results/gate.json", help="JSON verdict file")
+    p.add_argument("--write-baseline", default=None, metavar="FILE",
+                   help="write the candidate's per-question scores to FILE (a committed baseline) and exit")
+    p.add_argument("--workspace", default="results")
+    p.add_argument("--db", default=None)
+
+
+def per_question(store: ResultStore, run_id: str) -> tuple[str, pd.DataFrame]:
+    run = store.run(run_id)
+    df = store.con.execute(
+        "SELECT s.strategy, r.point_label, s.question_id, s.repeat, s.metric, s.value, s.status "
+        "FROM scores s JOIN results r USING (run_id, strategy, point_id, question_id, repeat) WHERE s.run_id = ?",
+        [run_id]).df()
+    return run["dataset"], df
+
+
+def write_baseline(path: str | Path, dataset: str, df: pd.DataFrame, run_id: str) -> Path:
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    payload = {"format": "ragwb-baseline/1", "run_id": run_id, "dataset": dataset,
+               "rows": df.astype(object).where(df.notna(), None).to_dict(orient="records")}
+    data = json.dumps(payload, separators=(",", ":")).encode()
+    path.write_bytes(gzip.compress(data, mtime=0) if path.suffix == ".gz" else data)
+    return path
+
+
+def read_baseline(path: str | Path) -> tuple[str, pd.DataFrame]:
+    raw = Path(path).read_bytes()
+    if raw[:2] == b"\x1f\x8b":
+        raw = gzip.decompress(raw)
+    d = json.loads(raw)
+    if d.get("format") != "ragwb-baseline/1":
+        raise ValueError(f"{path}: not a ragwb baseline file")
+    return d["dataset"], pd.DataFrame(d["rows"])
+
+
+def _tol(tols: dict, metric: str, base_mean: float) -> float:
+    t = tols.get(metric, tols.get("default", 0.02))
+    if isinstance(t, str) and t.startswith("rel:"):
+        return float(t[4:]) * abs(base_mean)
+    return float(t)
+
+
+def error_rate(df: pd.DataFrame) -> float:
+    return float((df.status != "ok").mean()) if len(df) else 0.0
+
+
+def gate(base: tuple[str, pd.DataFrame], cand: tuple[str, pd.DataFrame], metrics: list[str] | None = None,
+         tolerances: dict | None = None, max_error_rate: float = 0.02, aa_noise: bool = False,
+         resamples: int = 2000, seed: int = DEFAULT_SEED) -> dict:
+    (bds, b), (cds, c) = base, cand
+    tols = {**DEFAULT_TOLERANCES, **(tolerances or {})}
+    failures, rows = [], []
+    if bds != cds:
+        failures.append(f"datasets differ: baseline {bds!r}, candidate {cds!r}")
+    bq, cq = set(b.question_id), set(c.question_id)
+    if bq != cq:
+        only_b, only_c = sorted(bq - cq), sorted(cq - bq)
+        failures.append("question sets differ: " + "; ".join(x for x in (
+            f"{len(only_b)} only in baseline ({', '.join(only_b[:20])}{' ...' if len(only_b) > 20 else ''})" if only_b else "",
+            f"{len(only_c)} only in candidate ({', '.join(only_c[:20])}{' ...' if len(only_c) > 20 else ''})" if only_c else "")
+            if x))
+    for name, df in (("baseline", b), ("candidate", c)):
+        r = error_rate(df)
+        if r > max_error_rate:
+            bad = df[df.status != "ok"].status.value_counts().to_dict()
+            failures.append(f"{name} has {r:.1%} non-ok statuses (cap {max_error_rate:.1%}): {bad}")
+    metrics = metrics or GATED_DEFAULT
+    shared = bq & cq
+
+    def mean_per_q(df):
+        ok = df[(df.status == "ok") & df.question_id.isin(shared) & df.metric.isin(metrics)]
+        return ok.groupby(["strategy", "point_label", "metric", "question_id"])["value"].mean()
+
+    bm, cm = mean_per_q(b), mean_per_q(c)
+    joined = pd.concat([bm.rename("b"), cm.rename("c")], axis=1, join="inner").reset_index()
+    noise = {}
+    if aa_noise and "repeat" in b.columns and b.repeat.nunique() > 1:
+        r0 = b[(b.repeat == 0) & (b.status == "ok")].set_index(["strategy", "point_label", "metric", "question_id"]).value
+        r1 = b[(b.repeat == 1) & (b.status == "ok")].set_index(["strategy", "point_label", "metric", "question_id"]).value
+        aa = pd.concat([r0.rename("a0"), r1.rename("a1")], axis=1, join="inner").reset_index()
+        for key, g in aa.groupby(["strategy", "point_label", "metric"]):
+            pb = paired_bootstrap(g.a0, g.a1, resamples, seed=seed)
+            noise[key] = max(abs(pb["low"]), abs(pb["high"]))
+    for (strategy, point, metric), g in joined.groupby(["strategy", "point_label", "metric"], sort=True):
+        pb = paired_bootstrap(g.b.to_numpy(), g.c.to_numpy(), resamples, seed=seed)
+        hib = METRICS[metric].higher_is_better if metric in METRICS else True
+        tol = max(_tol(tols, metric, pb["baseline"]), noise.get((strategy, point, metric), 0.0))
+        worse = (pb["high"] < -tol) if hib else (pb["low"] > tol)
+        better = (pb["low"] > tol) if hib else (pb["high"] < -tol)
+        verdict = "REGRESSION" if worse else ("improved" if better else "ok")
+        rows.append({"strategy": strategy, "point": point, "metric": metric, "n": pb["n"],
+                     "baseline": pb["baseline"], "candidate": pb["candidate"], "delta": pb["delta"],
+                     "low": pb["low"], "high": pb["high"], "tolerance": tol,
+                     "direction": "higher" if hib else "lower", "verdict": verdict})
+        if worse:
+            failures.append(f"{strategy} [{point}] {metric}: delta {pb['delta']:+.4f} "
+                            f"(95% CI {pb['low']:+.4f} .. {pb['high']:+.4f}) beyond tolerance {tol:.4f}")
+    return {"passed": not failures, "failures": failures, "rows": rows,
+            "error_rates": {"baseline": error_rate(b), "candidate": error_rate(c)}}
+
+
+def to_markdown(res: dict, base_name: str, cand_name: str) -> str:
+    head = "PASSED" if res["passed"] else "FAILED"
+    lines = [f"### ragwb gate: {head}", "", f"baseline `{base_name}` vs candidate `{cand_name}`; non-ok rates "
+             f"{res['error_rates']['baseline']:.1%} / {res['error_rates']['candidate']:.1%}", ""]
+    if res["failures"]:
+        lines += ["**Failures**", ""] + [f"- {f}" for f in res["failures"]] + [""]
+    lines += ["| strategy | point | metric | baseline | candidate | delta | 95% CI | tolerance | verdict |",
+              "|---|---|---|---:|---:|---:|---|---:|---|"]
+    for r in res["rows"]:
+        lines.append(f"| {r['strategy']} | {r['point']} | {r['metric']} | {r['baseline']:.4f} | {r['candidate']:.4f} | "
+                     f"{r['delta']:+.4f} | [{r['low']:+.4f}, {r['high']:+.4f}] | {r['tolerance']:.4f} | {r['verdict']} |")
+    return "\n".join(lines) + "\n"
+
+
+def compare_runs(store: ResultStore, base: str, cand: str) -> pd.DataFrame:
+    res = gate(per_question(store, base), per_question(store, cand), resamples=1000)
+    return pd.DataFrame(res["rows"])
+
+
+def main_gate(a) -> int:
+    db = a.db or Path(a.workspace) / "results.duckdb"
+    with ResultStore(db, read_only=True) as st:
+        cid = st.resolve_run(a.candidate)
+        cand = per_question(st, cid)
+        if a.write_baseline:
+            print(write_baseline(a.write_baseline, cand[0], cand[1], cid))
+            return 0
+        if not a.baseline:
+            raise ValueError("--baseline is required (a run id or a baseline file)")
+        if Path(a.baseline).is_file():
+            base, bname = read_baseline(a.baseline), a.baseline
+        else:
+            bid = st.resolve_run(a.baseline)
+            base, bname = per_question(st, bid), bid
+    tols = {}
+    if a.tolerances:
+        with open(a.tolerances, "rb") as f:
+            tols = tomllib.load(f).get("tolerances", {})
+    res = gate(base, cand, a.metrics, tols, a.max_error_rate, a.aa_noise, a.resamples, a.seed)
+    md = to_markdown(res, bname, cid)
+    print(md)
+    if a.markdown:
+        Path(a.markdown).write_text(md)
+    if a.json_out:
+        Path(a.json_out).parent.mkdir(parents=True, exist_ok=True)
+        Path(a.json_out).write_text(json.dumps(res, indent=2, default=float))
+    return 0 if res["passed"] else 1

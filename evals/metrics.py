@@ -1,0 +1,302 @@
+"""Metrics, registered by name in scorer families. Formulas: docs/metrics.md.
+
+A scorer gets one ``ScoringInput`` and returns ``{metric: Score}``. A metric that does
+not apply to a question (e.g. missed abstention on an answerable one) is simply not
+returned; a metric that applies but cannot be computed gets a non-ok status and no
+value, and is stored that way: never dropped, never averaged as a number.
+"""
+from __future__ import annotations
+
+import math
+import re
+import string
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Callable
+
+from rag.answerers import split_sentences
+from rag.models import Evidence, Question
+from rag.prompts import is_fallback, parse_citations, strip_citations
+from rag.textproc import analyze, term_set
+from rag.tokens import estimate_tokens
+
+STATUSES = ("ok", "undetermined", "parse_error", "timeout", "rate_limited", "error")
+
+
+@dataclass(slots=True)
+class Score:
+    value: float | None
+    status: str = "ok"
+    detail: str = ""
+
+
+@dataclass
+class ScoringInput:
+    question: Question
+    blocks: list  # rag.strategies.Block
+    answer: str
+    answer_status: str = "ok"
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    price_usd: float = 0.0
+    counters: dict = field(default_factory=dict)
+    embed: Callable | None = None  # texts -> normalised vectors (optional, for embedding support)
+    block_vectors: dict = field(default_factory=dict)  # block n -> vector (optional)
+
+
+@dataclass(frozen=True)
+class MetricInfo:
+    name: str
+    family: str
+    higher_is_better: bool
+    description: str
+
+
+METRICS: dict[str, MetricInfo] = {}
+SCORERS: dict[str, Callable[[ScoringInput], dict[str, Score]]] = {}
+
+
+def scorer(family: str, metrics: dict[str, tuple[bool, str]]):
+    """Register a scorer family producing ``metrics`` = {name: (higher_is_better, description)}."""
+    def deco(fn):
+        SCORERS[family] = fn
+        for name, (hib, desc) in metrics.items():
+            METRICS[name] = MetricInfo(name, family, hib, desc)
+        return fn
+    return deco
+
+
+def get_scorers(names: list[str] | None = None) -> dict[str, Callable]:
+    if not names:
+        return dict(SCORERS)
+    bad = [n for n in names if n not in SCORERS]
+    if bad:
+        raise KeyError(f"unknown scorer(s) {bad}; valid: {', '.join(SCORERS)}")
+    return {n: SCORERS[n] for n in names}
+
+
+def score_all(inp: ScoringInput, scorers: dict[str, Callable] | None = None) -> dict[str, Score]:
+    out: dict[str, Score] = {}
+    for fam, fn in (scorers or SCORERS).items():
+        try:
+            out.update(fn(inp))
+        except Exception as e:  # a scorer bug must not lose the row: record it
+            for name, m in METRICS.items():
+                if m.family == fam:
+                    out[name] = Score(None, "error", f"{type(e).__name__}: {e}"[:300])
+    return out
+
+
+# --------------------------------------------------------------------------- SQuAD v2 answer metrics
+
+def normalize_answer(s: str) -> str:
+    """Official SQuAD v2 normalisation: lowercase, drop punctuation and articles, collapse spaces."""
+    s = s.lower()
+    s = "".join(ch for ch in s if ch not in set(string.punctuation))
+    s = re.sub(r"\b(a|an|the)\b", " ", s)
+    return " ".join(s.split())
+
+
+def exact_match(pred: str, gold: str) -> float:
+    return float(normalize_answer(pred) == normalize_answer(gold))
+
+
+def f1_score(pred: str, gold: str) -> float:
+    p, g = normalize_answer(pred).split(), normalize_answer(gold).split()
+    if not p or not g:
+        return float(p == g)
+    common = Counter(p) & Counter(g)
+    same = sum(common.values())
+    if same == 0:
+        return 0.0
+    prec, rec = same / len(p), same / len(g)
+    return 2 * prec * rec / (prec + rec)
+
+
+def _failed(inp: ScoringInput, names: list[str]) -> dict[str, Score] | None:
+    if inp.answer_status != "ok":
+        return {n: Score(None, inp.answer_status, "answer not available") for n in names}
+    return None
+
+
+@scorer("answer", {"em": (True, "exact match, best over gold answers (SQuAD v2)"),
+                   "f1": (True, "token F1, best over gold answers (SQuAD v2)")})
+def score_answer(inp: ScoringInput) -> dict[str, Score]:
+    if (f := _failed(inp, ["em", "f1"])) is not None:
+        return f
+    q, fb = inp.question, is_fallback(inp.answer)
+    if not q.answerable:
+        v = float(fb)
+        return {"em": Score(v), "f1": Score(v)}
+    if fb or not q.answers:
+        return {"em": Score(0.0), "f1": Score(0.0)}
+    pred = strip_citations(inp.answer)
+    return {"em": Score(max(exact_match(pred, g) for g in q.answers)),
+            "f1": Score(max(f1_score(pred, g) for g in q.answers))}
+
+
+@scorer("abstention", {
+    "abstention_accuracy": (True, "1 when the answer abstains exactly on unanswerable questions"),
+    "false_abstention": (False, "answerable questions answered with the fallback"),
+    "missed_abstention": (False, "unanswerable questions not answered with the fallback")})
+def score_abstention(inp: ScoringInput) -> dict[str, Score]:
+    if (f := _failed(inp, ["abstention_accuracy"])) is not None:
+        return f
+    fb = is_fallback(inp.answer)
+    out = {"abstention_accuracy": Score(float(fb != inp.question.answerable))}
+    if inp.question.answerable:
+        out["false_abstention"] = Score(float(fb))
+    else:
+        out["missed_abstention"] = Score(float(not fb))
+    return out
+
+
+# --------------------------------------------------------------------------- evidence matching
+
+def block_holds(block, ev: Evidence) -> bool:
+    """Does a block show this gold evidence? Span: the block's span covers it; page: the page is
+    in the block; document: the document is in the block."""
+    if ev.start is not None:
+        return any(d == ev.doc_id and s <= ev.start and ev.end <= e for d, s, e in block.spans)
+    if ev.page_id:
+        return ev.page_id in block.page_ids
+    return ev.doc_id in block.doc_ids
+
+
+def _evidence(q: Question) -> list[Evidence]:
+    return q.evidence if q.answerable else []
+
+
+@scorer("citation", {
+    "citation_validity": (True, "share of [n] markers that point at an existing block"),
+    "citation_precision": (True, "share of distinct cited blocks that hold gold evidence"),
+    "citation_recall": (True, "share of gold evidence items found in a cited block"),
+    "statement_coverage": (True, "share of answer sentences with at least one citation")})
+def score_citation(inp: ScoringInput) -> dict[str, Score]:
+    names = ["citation_validity", "citation_precision", "citation_recall", "statement_coverage"]
+    if (f := _failed(inp, names)) is not None:
+        return f
+    if is_fallback(inp.answer):
+        return {}  # nothing claimed, nothing to cite
+    cites = parse_citations(inp.answer)
+    k = len(inp.blocks)
+    out = {"citation_validity": Score(sum(1 for c in cites if 1 <= c <= k) / len(cites) if cites else 1.0)}
+    sents = split_sentences(inp.answer)
+    out["statement_coverage"] = Score(sum(1 for s in sents if parse_citations(s)) / len(sents) if sents else 0.0)
+    evs = _evidence(inp.question)
+    if evs:
+        distinct = list(dict.fromkeys(cites))
+        cited_blocks = [inp.blocks[c - 1] for c in distinct if 1 <= c <= k]
+        good = sum(1 for b in cited_blocks if any(block_holds(b, e) for e in evs))
+        out["citation_precision"] = Score(good / len(distinct) if distinct else 0.0)
+        out["citation_recall"] = Score(sum(1 for e in evs if any(block_holds(b, e) for b in cited_blocks)) / len(evs))
+    return out
+
+
+# --------------------------------------------------------------------------- retrieval (BEIR / pytrec_eval)
+
+def ranking_metrics(ranked: list[str], relevant: set[str], k: int) -> dict[str, float]:
+    """Binary relevance. recall@k = |rel in top k| / |rel|; MRR@k = 1/rank of the first relevant
+    within k; nDCG@k = sum_{i<=k} rel_i/log2(i+1) / ideal (pytrec_eval / BEIR definitions)."""
+    top = ranked[:k]
+    hits = [1.0 if r in relevant else 0.0 for r in top]
+    recall = sum(hits) / len(relevant) if relevant else 0.0
+    mrr = next((1.0 / (i + 1) for i, h in enumerate(hits) if h), 0.0)
+    dcg = sum(h / math.log2(i + 2) for i, h in enumerate(hits))
+    idcg = sum(1.0 / math.log2(i + 2) for i in range(min(len(relevant), k)))
+    return {"recall": recall, "mrr": mrr, "ndcg": dcg / idcg if idcg else 0.0}
+
+
+RANK_K = 10
+
+
+@scorer("retrieval", {
+    "evidence_recall": (True, "share of gold evidence items shown in some block (span, page or document)"),
+    "context_precision": (True, "share of blocks that hold gold evidence"),
+    "doc_recall@10": (True, "BEIR recall@10 over distinct documents in block order"),
+    "doc_mrr@10": (True, "MRR@10 over distinct documents in block order"),
+    "doc_ndcg@10": (True, "nDCG@10 over distinct documents in block order"),
+    "page_recall@10": (True, "BEIR recall@10 over distinct pages in block order"),
+    "page_mrr@10": (True, "MRR@10 over distinct pages in block order"),
+    "page_ndcg@10": (True, "nDCG@10 over distinct pages in block order")})
+def score_retrieval(inp: ScoringInput) -> dict[str, Score]:
+    evs = _evidence(inp.question)
+    if not evs:
+        return {}
+    blocks = inp.blocks
+    out = {"evidence_recall": Score(sum(1 for e in evs if any(block_holds(b, e) for b in blocks)) / len(evs)),
+           "context_precision": Score(sum(1 for b in blocks if any(block_holds(b, e) for e in evs)) / len(blocks)
+                                      if blocks else 0.0)}
+    docs = list(dict.fromkeys(d for b in blocks for d in b.doc_ids))
+    for name, v in ranking_metrics(docs, {e.doc_id for e in evs}, RANK_K).items():
+        out[f"doc_{name}@{RANK_K}"] = Score(v)
+    rel_pages = {e.page_id for e in evs if e.page_id}
+    if rel_pages:
+        pages = list(dict.fromkeys(p for b in blocks for p in b.page_ids))
+        for name, v in ranking_metrics(pages, rel_pages, RANK_K).items():
+            out[f"page_{name}@{RANK_K}"] = Score(v)
+    return out
+
+
+# --------------------------------------------------------------------------- faithfulness (offline)
+
+LEXICAL_SUPPORT = 0.6
+EMBED_SUPPORT = 0.85
+
+
+def statement_support(statement: str, texts: list[str], lang: str = "en") -> float:
+    """Share of the statement's content terms (stemmed, stopwords dropped) found in ``texts``."""
+    terms = set(analyze(statement, lang, stopwords=True))
+    if not terms:
+        return 1.0
+    have = frozenset().union(*(term_set(t, lang) for t in texts)) if texts else frozenset()
+    return len(terms & have) / len(terms)
+
+
+@scorer("faithfulness", {"faithfulness": (True, "share of answer statements supported by the blocks they cite")})
+def score_faithfulness(inp: ScoringInput) -> dict[str, Score]:
+    if (f := _failed(inp, ["faithfulness"])) is not None:
+        return f
+    if is_fallback(inp.answer):
+        return {}
+    sents = split_sentences(inp.answer)
+    if not sents:
+        return {"faithfulness": Score(None, "undetermined", "empty answer")}
+    k, supported = len(inp.blocks), 0
+    for s in sents:
+        cited = [inp.blocks[c - 1] for c in dict.fromkeys(parse_citations(s)) if 1 <= c <= k]
+        if not cited:
+            continue
+        claim = strip_citations(s)
+        lex = statement_support(claim, [b.text for b in cited], inp.question.language)
+        ok = lex >= LEXICAL_SUPPORT
+        if not ok and inp.embed is not None and lex >= LEXICAL_SUPPORT / 2:
+            # paraphrase zone: fall back to embedding similarity against the cited blocks
+            v = inp.embed([claim])[0]
+            vecs = [inp.block_vectors.get(b.n) for b in cited]
+            ok = any(bv is not None and float(bv @ v) >= EMBED_SUPPORT for bv in vecs)
+        supported += ok
+    return {"faithfulness": Score(supported / len(sents))}
+
+
+# --------------------------------------------------------------------------- cost
+
+@scorer("cost", {
+    "prompt_tokens": (False, "prompt tokens (exact tokenizer, or the endpoint's usage)"),
+    "context_tokens": (False, "tokens of the context blocks (exact)"),
+    "completion_tokens": (False, "completion tokens"),
+    "cost_usd": (False, "dollars from the price table"),
+    "context_tokens_est": (False, "the words * 1.3 estimate of the context tokens"),
+    "token_estimate_error": (False, "(estimate - exact) / exact for the context")})
+def score_cost(inp: ScoringInput) -> dict[str, Score]:
+    ctx = sum(b.n_tokens for b in inp.blocks)
+    est = sum(estimate_tokens(b.text) for b in inp.blocks)
+    out = {"context_tokens": Score(float(ctx)), "context_tokens_est": Score(est),
+           "token_estimate_error": Score((est - ctx) / ctx) if ctx else Score(None, "undetermined", "empty context")}
+    if inp.answer_status == "ok":
+        out.update(prompt_tokens=Score(float(inp.prompt_tokens)), completion_tokens=Score(float(inp.completion_tokens)),
+                   cost_usd=Score(inp.price_usd))
+    else:
+        for n in ("prompt_tokens", "completion_tokens", "cost_usd"):
+            out[n] = Score(None, inp.answer_status, "answer not available")
+    return out

@@ -1,0 +1,86 @@
+"""Static HTML report of a stored run (or two runs compared), readable with no Python.
+
+Plotly's JavaScript is embedded, so the file opens offline. Every piece of corpus text
+and every answer is HTML-escaped: a document holding <script> is shown, never run.
+"""
+from __future__ import annotations
+
+import html
+import json
+from pathlib import Path
+
+import pandas as pd
+
+from .store import ResultStore
+from .summary import HEADLINE, headline_table, summarize
+from .charts import pareto_front, quality_cost_figure
+
+QUALITY = ["f1", "faithfulness", "citation_precision", "evidence_recall", "abstention_accuracy"]
+
+
+def _table(df: pd.DataFrame) -> str:
+    return df.to_html(index=False, escape=True, border=0, classes="tbl", na_rep="")
+
+
+def worst_questions(store: ResultStore, run_id: str, metric: str = "f1", n: int = 5) -> pd.DataFrame:
+    return store.con.execute(
+        "SELECT r.strategy, r.point_label, r.question_id, q.text AS question, r.answer, s.value AS score, r.blocks "
+        "FROM scores s JOIN results r USING (run_id, strategy, point_id, question_id, repeat) "
+        "JOIN runs USING (run_id) JOIN questions q ON q.dataset = runs.dataset AND q.question_id = r.question_id "
+        "WHERE s.run_id = ? AND s.metric = ? AND s.status = 'ok' ORDER BY s.value ASC, r.question_id LIMIT ?",
+        [run_id, metric, n]).df()
+
+
+def build_report_html(store: ResultStore, run_id: str, compare: str | None = None) -> str:
+    import plotly.io as pio
+
+    run = store.run(run_id)
+    summ = summarize(store, run_id)
+    parts = [f"<h1>RAG Workbench report: run {html.escape(run_id)}</h1>",
+             f"<p>dataset <b>{html.escape(str(run['dataset']))}</b>, commit {html.escape(str(run['git_commit']))}, "
+             f"created {html.escape(str(run['created_at']))}, status {html.escape(str(run['status']))}</p>",
+             "<h2>Summary (means with 95% bootstrap intervals over questions)</h2>",
+             _table(headline_table(summ, HEADLINE))]
+    figs = []
+    for q in ("f1", "faithfulness", "evidence_recall"):
+        if q in set(summ.metric):
+            figs.append(quality_cost_figure(summ, q, "context_tokens"))
+    parts.append("<h2>Quality vs token cost (Pareto front marked)</h2>")
+    for i, fig in enumerate(figs):
+        parts.append(pio.to_html(fig, full_html=False, include_plotlyjs=(i == 0), div_id=f"chart{i}"))
+    br = store.con.execute(
+        "SELECT r.strategy, q.qtype AS question_type, q.language, avg(s.value) AS f1, count(*) AS n "
+        "FROM scores s JOIN results r USING (run_id, strategy, point_id, question_id, repeat) JOIN runs USING (run_id) "
+        "JOIN questions q ON q.dataset = runs.dataset AND q.question_id = r.question_id "
+        "WHERE s.run_id = ? AND s.metric = 'f1' AND s.status = 'ok' GROUP BY ALL ORDER BY 1, 2, 3", [run_id]).df()
+    parts += ["<h2>F1 by strategy, question type and language</h2>", _table(br)]
+    statuses = store.con.execute("SELECT strategy, metric, status, count(*) AS n FROM scores WHERE run_id=? AND "
+                                 "status <> 'ok' GROUP BY ALL ORDER BY n DESC LIMIT 30", [run_id]).df()
+    parts += ["<h2>Scores that are not ok</h2>", _table(statuses) if len(statuses) else "<p>none</p>"]
+    if compare:
+        from .gate import compare_runs
+        cmp = compare_runs(store, compare, run_id)
+        parts += [f"<h2>Compared with run {html.escape(compare)} (paired deltas)</h2>", _table(cmp)]
+    parts.append("<h2>Worst questions (lowest F1) with their contexts</h2>")
+    for _, r in worst_questions(store, run_id).iterrows():
+        blocks = json.loads(r["blocks"])
+        items = "".join(f"<li><b>[{b['n']}]</b> <span class='src'>{html.escape(', '.join(b['page_ids'][:1] or b['doc_ids']))}"
+                        f"</span><pre>{html.escape(b['text'][:1500])}</pre></li>" for b in blocks[:5])
+        parts.append(f"<div class='q'><p><b>{html.escape(r['strategy'])}</b> ({html.escape(r['point_label'])}) "
+                     f"<code>{html.escape(r['question_id'])}</code>: {html.escape(r['question'])}</p>"
+                     f"<p>answer: <i>{html.escape(r['answer'] or '')}</i> (F1 {r['score']:.2f})</p><ol>{items}</ol></div>")
+    css = ("body{font-family:system-ui,sans-serif;margin:2em;max-width:1200px}.tbl{border-collapse:collapse;"
+           "font-size:13px}.tbl td,.tbl th{padding:3px 8px;border-bottom:1px solid #ddd}pre{white-space:pre-wrap;"
+           "background:#f6f6f6;padding:6px}.src{color:#666}")
+    return (f"<!doctype html><html><head><meta charset='utf-8'><title>RAG Workbench {html.escape(run_id)}</title>"
+            f"<style>{css}</style></head><body>{''.join(parts)}</body></html>")
+
+
+def write_report(run_id: str, db: str | Path, out_dir: str | Path = "results/reports", compare: str | None = None) -> Path:
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    with ResultStore(db, read_only=True) as st:
+        text = build_report_html(st, run_id, compare)
+    path = out / (f"report-{run_id}" + (f"-vs-{compare}" if compare else "") + ".html")
+    path.write_text(text, encoding="utf-8")
+    return path

