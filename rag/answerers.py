@@ -35,14 +35,14 @@ class Answer:
 
 
 def split_sentences(text: str) -> list[str]:
-    """Sentences; a piece made only of citation markers ("[2][3]") joins the sentence before it."""
+    """Sentences; citation markers right after a sentence end ("... end. [2][3]") stay with it."""
     out: list[str] = []
     for s in (x.strip() for x in _SENT.findall(text)):
-        if not s:
-            continue
-        if out and re.fullmatch(r"(\[\d+\]\s*)+[.!?]?", s):
-            out[-1] = f"{out[-1]} {s}"
-        elif len(s) > 1:
+        lead = re.match(r"^((?:\[\d+\]\s*)+)", s)
+        if lead and out:
+            out[-1] = f"{out[-1]} {lead.group(1).strip()}"
+            s = s[lead.end():].strip()
+        if len(s) > 1 and not re.fullmatch(r"[\W\d_]*", s):
             out.append(s)
     return out
 

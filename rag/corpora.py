@@ -159,6 +159,15 @@ def _markitdown(path: Path) -> str:
 
     if path.stat().st_size == 0:
         raise ImportError_(f"{path}: empty file")
+    if path.suffix.lower() == ".docx":
+        import zipfile
+
+        # markitdown falls back to plain text on a non-zip, so check the container first
+        if not zipfile.is_zipfile(path):
+            raise ImportError_(f"{path}: broken DOCX (not a ZIP container)")
+        with zipfile.ZipFile(path) as z:
+            if "word/document.xml" not in z.namelist():
+                raise ImportError_(f"{path}: broken DOCX (no word/document.xml)")
     try:
         text = MarkItDown(enable_plugins=False).convert(str(path)).text_content
     except Exception as e:
