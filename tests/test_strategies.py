@@ -1,0 +1,142 @@
+import pytest
+
+from rag.answerers import ExtractiveAnswerer
+from rag.embedders import EmbedderConfig
+from rag.index import IndexConfig, Workspace
+from rag.models import Dataset, Document, pages_from_paragraphs
+from rag.chunking import ChunkConfig
+from rag.prompts import FALLBACK, build_messages, parse_citations, prompt_tokens
+from rag.retrieval import Retriever
+from rag.strategies import (FullDocumentsStrategy, make_params, pack_blocks, retrieve, rrf_fusion, weighted_fusion,
+                            STRATEGIES)
+from rag.tokens import count_tokens
+
+
+def _doc(doc_id, paras):
+    text, pages = pages_from_paragraphs(doc_id, paras)
+    return Document(doc_id, doc_id, "en", doc_id, text, pages)
+
+
+@pytest.fixture
+def kw_index(tmp_path):
+    docs = [
+        _doc("d1", ["alpha alpha alpha.", "alpha beta."]),          # 2 alpha-ish chunks
+        _doc("d2", ["alpha gamma gamma gamma.", "delta only."]),
+        _doc("d3", ["omega omega. " * 40]),                          # a long document
+    ]
+    ws = Workspace(tmp_path / "ws")
+    cfg = IndexConfig(ChunkConfig(chunker="tokens", chunk_tokens=64, overlap=0), EmbedderConfig("keywords"))
+    s = ws.ingest(Dataset("kw", docs, []), cfg, progress=False)
+    return Retriever(ws, s.index)
+
+
+def test_registry_errors_name_valid_options():
+    assert set(STRATEGIES) == {"chunks", "full_documents", "two_phase_pages", "hybrid", "parent_child"}
+    with pytest.raises(KeyError, match="valid: chunks, full_documents"):
+        make_params("nope")
+    with pytest.raises(ValueError, match="valid: max_context_tokens"):
+        make_params("chunks", topk=3)
+    assert make_params("hybrid").alpha == 0.8 and make_params("hybrid").rrf_k == 60
+    assert make_params("two_phase_pages").candidates == 50 and make_params("parent_child").max_parents == 4
+    assert make_params("full_documents").max_total_chars == 80000 and make_params("chunks").top_k == 8
+
+
+def test_full_documents_ranking_by_hits_then_mean():
+    ranked = FullDocumentsStrategy.rank_documents(["a", "b", "b", "c", "a", "c"], [0.9, 0.5, 0.6, 0.8, 0.1, 0.9])
+    # a: 2 hits mean 0.5; b: 2 hits mean 0.55; c: 2 hits mean 0.85 -> c, b, a
+    assert [d for d, _, _ in ranked] == ["c", "b", "a"]
+    assert FullDocumentsStrategy.rank_documents(["x", "y", "y"], [0.99, 0.1, 0.1])[0][0] == "y"
+
+
+def test_full_documents_budget_overflow_and_fallback(kw_index, tmp_path):
+    r = kw_index
+    q = "alpha alpha"
+    ctx = retrieve(r, "full_documents", q, top_k=3)
+    assert [b.doc_ids[0] for b in ctx.blocks][:1] == ["d1"] and ctx.counters["docs_loaded"] >= 1
+    d1 = len(r.reader.documents["d1"]["text"])
+    # first document alone over budget -> included truncated to the budget
+    ctx = retrieve(r, "full_documents", q, top_k=3, max_total_chars=10)
+    assert len(ctx.blocks) == 1 and len(ctx.blocks[0].text) == 10 and ctx.blocks[0].text == r.reader.documents["d1"]["text"][:10]
+    # stop at the first that does not fit vs skip it and try the next
+    big = retrieve(r, "full_documents", "omega alpha", top_k=6)
+    order = [b.doc_ids[0] for b in big.blocks]
+    budget = d1 + 5
+    stop = retrieve(r, "full_documents", "alpha alpha", top_k=6, max_total_chars=budget, on_overflow="stop")
+    skip = retrieve(r, "full_documents", "alpha alpha", top_k=6, max_total_chars=budget, on_overflow="skip")
+    assert [b.doc_ids[0] for b in stop.blocks] == ["d1"]
+    assert sum(len(b.text) for b in skip.blocks) <= budget and len(skip.blocks) >= 1
+    assert order
+    # no document loadable (sources missing) -> falls back to chunks and says so
+    fb = retrieve(r, "full_documents", q, top_k=3, load_from="source")
+    assert fb.counters["docs_loaded"] == 0 and fb.counters["fallback"] == "chunks"
+    assert all(b.group == "chunks" for b in fb.blocks) and len(fb.blocks) == 3
+
+
+def test_two_phase_pages_rebuilds_and_keeps_duplicates(kw_index):
+    r = kw_index
+    ctx = retrieve(r, "two_phase_pages", "alpha", top_chunks=2, top_pages=2, candidates=4)
+    groups = [b.group for b in ctx.blocks]
+    assert groups == ["chunks", "chunks", "pages", "pages"]
+    for b in ctx.blocks[2:]:
+        assert b.text == r.reader.pages[b.page_ids[0]]["text"]  # whole page, chunk_index order
+    chunk_pages = {b.page_ids[0] for b in ctx.blocks[:2]}
+    assert chunk_pages & {b.page_ids[0] for b in ctx.blocks[2:]}  # duplicates kept across groups
+    assert ctx.counters["pages_rebuilt"] >= 2
+
+
+def test_parent_child_dedupes_by_parent(kw_index):
+    ctx = retrieve(kw_index, "parent_child", "omega", top_k=20, max_parents=2)
+    pids = [b.page_ids[0] for b in ctx.blocks]
+    assert len(ctx.blocks) <= 2 and len(set(pids)) == len(pids)
+
+
+def test_hybrid_fusion_hand_computed():
+    dense = {"a": 0.9, "b": 0.7, "c": 0.5}
+    bm25 = {"b": 10.0, "c": 5.0, "d": 0.0}
+    # min-max: dense a=1, b=.5, c=0 ; bm25 b=1, c=.5, d=0
+    fused = dict(weighted_fusion(dense, bm25, 0.8))
+    assert fused["a"] == pytest.approx(0.8) and fused["b"] == pytest.approx(0.8 * 0.5 + 0.2)
+    assert fused["c"] == pytest.approx(0.1) and fused["d"] == pytest.approx(0.0)
+    rrf = dict(rrf_fusion([["a", "b", "c"], ["b", "c", "d"]], 60))
+    assert rrf["b"] == pytest.approx(1 / 62 + 1 / 61) and rrf["a"] == pytest.approx(1 / 61)
+    assert max(rrf, key=rrf.get) == "b"
+
+
+def test_packing_never_exceeds_budget_and_policies(kw_index):
+    r = kw_index
+    for budget in (5, 20, 60, 200):
+        for pol in ("truncate", "drop"):
+            for name in STRATEGIES:
+                ctx = retrieve(r, name, "omega alpha", max_context_tokens=budget, overflow=pol)
+                assert ctx.context_tokens <= budget
+                assert all(b.n_tokens == count_tokens(b.text) for b in ctx.blocks)
+                assert [b.n for b in ctx.blocks] == list(range(1, len(ctx.blocks) + 1))
+    raw = [("One. Two. Three.", "chunks", ("d",), ("p",), ("c",), (("d", 0, 16),), count_tokens("One. Two. Three."), 1.0)]
+    cut = pack_blocks(raw, make_params("chunks", max_context_tokens=4), "o200k_base")
+    assert cut[0].text == "One. Two." and cut[0].truncated
+    assert pack_blocks(raw, make_params("chunks", max_context_tokens=4, overflow="drop"), "o200k_base") == []
+
+
+def test_candidate_cache_reused_by_packing_budgets(kw_index):
+    r = kw_index
+    retrieve(r, "chunks", "alpha beta", top_k=2)
+    misses = r.stats["pool_misses"]
+    for k in (1, 2, 3):
+        retrieve(r, "chunks", "alpha beta", top_k=k, max_context_tokens=50)
+    retrieve(r, "hybrid", "alpha beta", alpha=0.3)
+    assert r.stats["pool_misses"] == misses
+
+
+def test_offline_answerer_cites_existing_blocks_and_falls_back(kw_index):
+    r = kw_index
+    a = ExtractiveAnswerer()
+    ctx = retrieve(r, "chunks", "gamma", top_k=3)
+    ans = a.answer("Where is gamma?", ctx.blocks)
+    cites = parse_citations(ans.text)
+    assert cites and all(1 <= c <= len(ctx.blocks) for c in cites)
+    assert "gamma" in ans.text
+    assert a.answer("What is the capital of Peru?", ctx.blocks).text == FALLBACK
+    assert a.answer("gamma?", []).text == FALLBACK
+    msgs = build_messages("q?", ctx.blocks)
+    assert "[1]" in msgs[1]["content"] and FALLBACK in msgs[0]["content"]
+    assert prompt_tokens(msgs) == sum(count_tokens(m["content"]) + 3 for m in msgs) + 3
