@@ -198,6 +198,9 @@ def run_evaluation(cfg: RunConfig, workspace: str | Path = "results", db: str | 
             pending_s.clear()
             if on_flush:
                 on_flush(summary.items)
+            if not progress and summary.items:  # headless (CI) log: one line per commit
+                print(f"[run {run_id}] committed {summary.items + summary.skipped_done}/{planned} items",
+                      file=sys.stderr, flush=True)
 
         batch = 64
         for qs in range(0, len(questions), batch):
