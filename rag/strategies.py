@@ -8,6 +8,7 @@ only changes packing re-uses the pool; that is what keeps notebook sliders fast.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import re
 import time
@@ -127,8 +128,13 @@ def make_params(name: str, **kw) -> BaseParams:
     return p
 
 
+@functools.lru_cache(maxsize=1024)
+def _params_items(p: BaseParams) -> tuple:
+    return tuple(dataclasses.asdict(p).items())
+
+
 def params_dict(p: BaseParams) -> dict:
-    return dataclasses.asdict(p)
+    return dict(_params_items(p))
 
 
 # --------------------------------------------------------------------------- packing
@@ -136,20 +142,32 @@ def params_dict(p: BaseParams) -> dict:
 _SENT_BOUNDARY = re.compile(r"(?<=[.!?;。！？])[\"')\]]*\s+|\n+")
 
 
+@functools.lru_cache(maxsize=8192)
 def truncate_to_tokens(text: str, budget: int, encoding: str = "o200k_base") -> str:
     """The longest prefix of ``text`` that ends at a sentence boundary and fits ``budget`` tokens."""
     if budget <= 0:
         return ""
-    ends = [m.start() for m in _SENT_BOUNDARY.finditer(text)] + [len(text)]
-    lo, hi, best = 0, len(ends) - 1, ""
-    while lo <= hi:  # token count is monotone in prefix length
-        mid = (lo + hi) // 2
-        cand = text[:ends[mid]].rstrip()
-        if count_tokens(cand, encoding) <= budget:
-            best, lo = cand, mid + 1
-        else:
-            hi = mid - 1
-    return best
+    from .tokens import get_encoding
+
+    enc = get_encoding(encoding)
+    # one encode finds where the budget runs out; then walk back to a sentence boundary
+    ids = enc.encode(text[: budget * 12], disallowed_special=())
+    if len(ids) <= budget and len(text) <= budget * 12:
+        return text
+    limit = len(enc.decode(ids[:budget]))
+    ends = [m.start() for m in _SENT_BOUNDARY.finditer(text, 0, limit + 1)]
+    if limit >= len(text):
+        ends.append(len(text))
+    for end in reversed(ends):
+        cand = text[:end].rstrip()
+        if cand and count_tokens(cand, encoding) <= budget:  # token merges at the cut can differ: recheck
+            return cand
+    return ""
+
+
+@functools.lru_cache(maxsize=8192)
+def _count_cached(text: str, encoding: str) -> int:
+    return count_tokens(text, encoding)
 
 
 def pack_blocks(raw: list[tuple], params: BaseParams, encoding: str) -> list[Block]:
@@ -169,7 +187,7 @@ def pack_blocks(raw: list[tuple], params: BaseParams, encoding: str) -> list[Blo
                 continue
             cut = truncate_to_tokens(text, budget - used, encoding)
             if cut:
-                k = count_tokens(cut, encoding)
+                k = _count_cached(cut, encoding)
                 cut_spans = tuple((sd, ss, min(se, ss + len(cut))) for sd, ss, se in spans[:1])
                 out.append(Block(len(out) + 1, cut, group, d, p, c, cut_spans, k, score, True))
             break
@@ -487,13 +505,17 @@ class HybridStrategy(Strategy):
         return dense, sparse, extra_lists
 
     def pack(self, r, pool, p):
-        dense, sparse, extra = self._lists(r, pool, p)
-        if extra:
-            fused = rrf_fusion([list(dense), *extra, list(sparse)], p.rrf_k)
-        elif p.fusion == "weighted":
-            fused = weighted_fusion(dense, sparse, p.alpha)
-        else:
-            fused = rrf_fusion([list(dense), list(sparse)], p.rrf_k)
+        fkey = ("fused", p.fusion, p.alpha, p.rrf_k, p.multi_query, p.hyde, p.search_dim, p.top_k > DEFAULT_POOL)
+        fused = pool.extra.get(fkey)
+        if fused is None:  # fusion depends on alpha/fusion/rrf_k, not on top_k or token budgets: memoise
+            dense, sparse, extra = self._lists(r, pool, p)
+            if extra:
+                fused = rrf_fusion([list(dense), *extra, list(sparse)], p.rrf_k)
+            elif p.fusion == "weighted":
+                fused = weighted_fusion(dense, sparse, p.alpha)
+            else:
+                fused = rrf_fusion([list(dense), list(sparse)], p.rrf_k)
+            pool.extra[fkey] = fused
         if p.llm_rerank:
             if r.llm is None:
                 raise ValueError("hybrid llm_rerank needs an LLM endpoint")
