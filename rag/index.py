@@ -262,9 +262,12 @@ class Workspace:
             return
         # bm25_text is already analysed (casefolded, accent-stripped, stemmed per language),
         # so LanceDB only needs to split on whitespace.
-        self.table(index, "chunks").create_fts_index(
-            "bm25_text", replace=True, base_tokenizer="whitespace", lower_case=False, stem=False,
-            remove_stop_words=False, ascii_folding=False, max_token_length=None)
+        from lancedb.index import FTS
+
+        self.table(index, "chunks").create_index(
+            "bm25_text", replace=True,
+            config=FTS(base_tokenizer="whitespace", lower_case=False, stem=False, remove_stop_words=False,
+                       ascii_folding=False, max_token_length=None))
 
 
 def _progress(total: int, desc: str, enabled: bool):
