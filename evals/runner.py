@@ -156,8 +156,7 @@ def run_evaluation(cfg: RunConfig, workspace: str | Path = "results", db: str | 
             cfg = RunConfig.from_dict({**store.run(run_id)["config"], "use_cache": cfg.use_cache})
         ds = load_any(cfg.dataset, cfg.questions_file)
         ingest = ws.ingest(ds, cfg.index, progress=progress)
-        if progress:
-            print(ingest.render(), file=sys.stderr)
+        print(ingest.render(), file=sys.stderr)
         questions = ds.questions[:cfg.limit] if cfg.limit else ds.questions
         points = expand_grid(cfg.grid)
         planned = len(points) * len(questions) * cfg.repeats
