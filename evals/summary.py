@@ -36,4 +36,6 @@ def headline_table(summary: pd.DataFrame, metrics: list[str] = HEADLINE) -> pd.D
                      f"{r['mean']:.3f} [{r['low']:.3f}, {r['high']:.3f}]")
     s["cell"] = s.apply(fmt, axis=1)
     wide = s.pivot_table(index=["strategy", "point"], columns="metric", values="cell", aggfunc="first")
-    return wide[[m for m in metrics if m in wide.columns]].reset_index()
+    wide = wide[[m for m in metrics if m in wide.columns]].reset_index()
+    wide.columns.name = None
+    return wide
