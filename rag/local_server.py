@@ -1,0 +1,141 @@
+"""A small OpenAI-compatible HTTP server on 127.0.0.1 backed by deterministic local models.
+
+``POST /v1/chat/completions``: the offline extractive answerer applied to the numbered
+blocks of the workbench prompt (or, for other prompts, an echo of the last user line);
+``POST /v1/embeddings``: the hash embedder. Usage counts are exact (o200k_base).
+
+It lets the LLM path (client, retries, cache, statuses) run end to end against a real
+server with no network: ``python -m rag.local_server --port 8765``. Fault modes for tests
+are picked per request by the model name: ``fault-429`` (429 with Retry-After),
+``fault-500``, ``fault-slow`` (sleeps past a client timeout), ``fault-badjson``
+(200 with a malformed body), ``fault-flaky`` (429 once per distinct request, then ok).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+from .tokens import count_tokens
+
+_BLOCK = re.compile(r"^\[(\d+)\] \(source: [^)]*\)\n(.*?)(?=\n\n\[\d+\] \(source|\n\n## |\n\nQuestion: )", re.S | re.M)
+
+
+class _Block:
+    def __init__(self, n, text):
+        self.n, self.text, self.score, self.group = n, text, 1.0, "chunks"
+        self.doc_ids = self.page_ids = self.chunk_ids = self.spans = ()
+        self.n_tokens = 0
+
+
+def answer_messages(messages: list[dict]) -> str:
+    from .answerers import ExtractiveAnswerer
+
+    user = next((m["content"] for m in reversed(messages) if m.get("role") == "user"), "")
+    q = re.search(r"\nQuestion: (.*?)\nAnswer:\s*$", user, re.S)
+    if not q:
+        return user.strip().splitlines()[-1] if user.strip() else ""
+    blocks = [_Block(int(n), t) for n, t in _BLOCK.findall(user)]
+    return ExtractiveAnswerer().answer(q.group(1).strip(), blocks).text
+
+
+class Handler(BaseHTTPRequestHandler):
+    server_version = "ragwb-local/1"
+    calls = 0
+    seen: set = set()
+    lock = threading.Lock()
+
+    def log_message(self, *a):  # quiet
+        pass
+
+    def _send(self, code: int, body: bytes, headers: dict | None = None):
+        self.send_response(code)
+        self.send_header("Content-Type", "application/json")
+        for k, v in (headers or {}).items():
+            self.send_header(k, v)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def do_GET(self):
+        if self.path.rstrip("/").endswith("/models"):
+            self._send(200, json.dumps({"object": "list", "data": [{"id": "local-extractive", "object": "model"}]}).encode())
+        else:
+            self._send(404, b'{"error": {"message": "not found"}}')
+
+    def do_POST(self):
+        n = int(self.headers.get("Content-Length") or 0)
+        raw = self.rfile.read(n)
+        with Handler.lock:
+            Handler.calls += 1
+        try:
+            req = json.loads(raw)
+        except ValueError:
+            return self._send(400, b'{"error": {"message": "bad json"}}')
+        model = req.get("model", "")
+        if model == "fault-429":
+            return self._send(429, b'{"error": {"message": "rate limited"}}', {"Retry-After": "0.01"})
+        if model == "fault-500":
+            return self._send(500, b'{"error": {"message": "boom"}}')
+        if model == "fault-slow":
+            time.sleep(float(self.headers.get("X-Sleep", "2")))
+        if model == "fault-badjson":
+            return self._send(200, b'{"id": "x", "choices": [ {"message": ')
+        if model == "fault-flaky":
+            key = raw
+            with Handler.lock:
+                first = key not in Handler.seen
+                Handler.seen.add(key)
+            if first:
+                return self._send(429, b'{"error": {"message": "try again"}}', {"Retry-After": "0.01"})
+        if self.path.endswith("/embeddings"):
+            from .embedders import get_embedder
+
+            inp = req.get("input", [])
+            inp = [inp] if isinstance(inp, str) else inp
+            vecs = get_embedder("hash").embed_passages(inp)
+            data = [{"object": "embedding", "index": i, "embedding": v.tolist()} for i, v in enumerate(vecs)]
+            toks = sum(count_tokens(t) for t in inp)
+            return self._send(200, json.dumps({"object": "list", "data": data, "model": model,
+                                               "usage": {"prompt_tokens": toks, "total_tokens": toks}}).encode())
+        if self.path.endswith("/chat/completions"):
+            msgs = req.get("messages", [])
+            text = answer_messages(msgs)
+            pt = sum(count_tokens(m.get("content") or "") + 3 for m in msgs) + 3
+            ct = count_tokens(text)
+            body = {"id": f"cmpl-{Handler.calls}", "object": "chat.completion", "created": int(time.time()),
+                    "model": model, "choices": [{"index": 0, "finish_reason": "stop",
+                                                 "message": {"role": "assistant", "content": text}}],
+                    "usage": {"prompt_tokens": pt, "completion_tokens": ct, "total_tokens": pt + ct}}
+            return self._send(200, json.dumps(body).encode())
+        self._send(404, b'{"error": {"message": "not found"}}')
+
+
+class QuietServer(ThreadingHTTPServer):
+    daemon_threads = True
+
+    def handle_error(self, request, client_address):  # a client that timed out and left is expected
+        pass
+
+
+def start(port: int = 0) -> tuple[ThreadingHTTPServer, str]:
+    """Start in a background thread; returns (server, base_url)."""
+    srv = QuietServer(("127.0.0.1", port), Handler)
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    return srv, f"http://127.0.0.1:{srv.server_address[1]}/v1"
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--port", type=int, default=8765)
+    a = ap.parse_args()
+    srv = QuietServer(("127.0.0.1", a.port), Handler)
+    print(f"serving OpenAI-compatible API on http://127.0.0.1:{a.port}/v1", flush=True)
+    srv.serve_forever()
+
+
+if __name__ == "__main__":
+    main()

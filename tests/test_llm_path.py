@@ -1,0 +1,60 @@
+"""The LLM path end to end against a real HTTP server on 127.0.0.1 (no mocks)."""
+import duckdb
+import pytest
+
+from evals.cli import main
+from rag.llm import LLMClient, LLMConfig
+from rag.local_server import Handler, start
+
+
+@pytest.fixture(scope="module")
+def server():
+    srv, url = start()
+    yield url
+    srv.shutdown()
+
+
+def _run(ws, url, model, run_id, extra=()):
+    return main(["run", "--dataset", "squad2", "--limit", "6", "--embedder", "hash", "--no-progress", "--no-report",
+                 "--strategies", "chunks,parent_child", "--workspace", str(ws), "--run-id", run_id,
+                 "--llm-base-url", url, "--llm-model", model, "--llm-key-env", "RAGWB_TEST_KEY", *extra])
+
+
+def test_llm_answers_through_server_then_rerun_makes_zero_calls(server, tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv("RAGWB_TEST_KEY", "sk-secret-never-stored")
+    before = Handler.calls
+    assert _run(tmp_path, server, "local-extractive", "L1") == 0
+    first = Handler.calls - before
+    assert first == 12  # 6 questions x 2 strategies
+    out = capsys.readouterr().out
+    assert "0 hits, 12 misses" in out
+    before = Handler.calls
+    assert _run(tmp_path, server, "local-extractive", "L2") == 0
+    assert Handler.calls == before  # every answer came from the response cache
+    assert "12 hits, 0 misses, 0 calls" in capsys.readouterr().out
+    con = duckdb.connect(str(tmp_path / "results.duckdb"), read_only=True)
+    rows = con.execute("SELECT answer_status, usage_source, cached FROM results WHERE run_id='L2'").fetchall()
+    assert {r for r in rows} == {("ok", "endpoint", True)}
+    dump = " ".join(str(r) for r in con.execute("SELECT * FROM runs").fetchall())
+    assert "sk-secret-never-stored" not in dump and "RAGWB_TEST_KEY" in dump
+    con.close()
+    assert _run(tmp_path, server, "local-extractive", "L3", ["--no-cache"]) == 0
+    assert Handler.calls == before + 12
+
+
+@pytest.mark.parametrize("model,status", [("fault-429", "rate_limited"), ("fault-500", "error"),
+                                          ("fault-slow", "timeout"), ("fault-badjson", "parse_error")])
+def test_failing_endpoint_gives_every_question_a_status(server, tmp_path, model, status):
+    assert _run(tmp_path, server, model, "F", ["--retries", "1", "--timeout", "0.3"]) == 0
+    con = duckdb.connect(str(tmp_path / "results.duckdb"), read_only=True)
+    res = con.execute("SELECT answer_status, count(*) FROM results WHERE run_id='F' GROUP BY 1").fetchall()
+    assert res == [(status, 12)]
+    f1 = con.execute("SELECT status, value FROM scores WHERE run_id='F' AND metric='f1'").fetchall()
+    assert len(f1) == 12 and all(s == status and v is None for s, v in f1)
+    con.close()
+
+
+def test_retry_after_is_honoured(server):
+    c = LLMClient(LLMConfig(server, "fault-flaky", retries=2, backoff=5.0), cache_path=None)
+    res = c.chat([{"role": "user", "content": "hello there"}])
+    assert res.status == "ok" and res.calls == 2 and res.latency_s < 2.0  # waited Retry-After (0.01 s), not 5 s
