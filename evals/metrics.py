@@ -89,10 +89,12 @@ def score_all(inp: ScoringInput, scorers: dict[str, Callable] | None = None) -> 
 
 # --------------------------------------------------------------------------- SQuAD v2 answer metrics
 
+_PUNCT = str.maketrans("", "", string.punctuation)
+
+
 def normalize_answer(s: str) -> str:
     """Official SQuAD v2 normalisation: lowercase, drop punctuation and articles, collapse spaces."""
-    s = s.lower()
-    s = "".join(ch for ch in s if ch not in set(string.punctuation))
+    s = s.lower().translate(_PUNCT)
     s = re.sub(r"\b(a|an|the)\b", " ", s)
     return " ".join(s.split())
 

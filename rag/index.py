@@ -189,14 +189,14 @@ class Workspace:
         emb = get_embedder(cfg.embedder)
         texts = [r.pop("_embed") for r in chunk_rows]
         te = time.perf_counter()
-        h0 = self.embedding_cache.hits
+        h0, m0 = self.embedding_cache.hits, self.embedding_cache.misses
         bar = _progress(len(texts), f"embedding {ds.name}", progress)
         vecs = self.embedding_cache.embed(emb, cfg.embedder.key, texts, "passage", progress=bar.update if bar else None)
         if bar:
             bar.close()
         summ.embed_seconds = time.perf_counter() - te
-        summ.cache_hits = self.embedding_cache.hits - h0
-        summ.embedded = len(texts) - summ.cache_hits
+        summ.embedded = self.embedding_cache.misses - m0  # distinct texts actually embedded
+        summ.cache_hits = len(texts) - summ.embedded
         for r, v in zip(chunk_rows, vecs):
             r["vector"] = v
 

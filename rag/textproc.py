@@ -31,7 +31,14 @@ def _stemmer(lang: str):
 
 
 def strip_accents(s: str) -> str:
-    return "".join(c for c in unicodedata.normalize("NFD", s) if not unicodedata.combining(c))
+    if s.isascii():
+        return s
+    d = unicodedata.normalize("NFD", s)
+    return "".join(c for c in d if not unicodedata.combining(c)) if _has_combining(d) else s
+
+
+def _has_combining(s: str) -> bool:
+    return any(unicodedata.combining(c) for c in s if ord(c) >= 0x300)
 
 
 def words(text: str) -> list[str]:

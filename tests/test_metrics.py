@@ -81,3 +81,11 @@ def test_bootstrap_seeded_and_registry():
     pb = paired_bootstrap([1, 1, 1, 1], [0, 0, 0, 0])
     assert pb["delta"] == -1 and pb["high"] == -1
     assert METRICS["f1"].higher_is_better and not METRICS["context_tokens"].higher_is_better
+
+
+def test_language_aware_terms():
+    from rag.textproc import analyze, words
+    assert words("ΠΆΝΘΕΡΣ Πάνθερς") == ["πανθερσ", "πανθερσ"]  # casefold + final sigma + tonos
+    assert words("ЗАЩИТА защита") == ["защита", "защита"]
+    assert words("中文字") == ["中文", "文字"] and words("한국어") == ["한국", "국어"]
+    assert analyze("running runs", "en") == ["run", "run"]
