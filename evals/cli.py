@@ -142,10 +142,33 @@ def cmd_run(a) -> int:
                 path = write_report(rid, db=a.db or Path(a.workspace) / "results.duckdb",
                                     out_dir=Path(a.workspace) / "reports")
                 print(f"report: {path}")
+                nb = export_report_notebook(rid, a.db or Path(a.workspace) / "results.duckdb",
+                                            Path(a.workspace) / "reports")
+                if nb:
+                    print(f"notebook report: {nb}  (offline: python -m evals.serve {nb})")
             except Exception as e:  # the results are stored; a report failure must say so, not hide it
                 print(f"report for {rid} failed: {type(e).__name__}: {e}", file=sys.stderr)
                 status = 4
     return status
+
+
+NOTEBOOKS = Path(__file__).resolve().parents[1] / "notebooks"
+
+
+def export_report_notebook(run_id: str, db, out_dir) -> Path | None:
+    """`marimo export html notebooks/report.py` for a run (None when the notebooks folder is absent)."""
+    import subprocess
+
+    nb = NOTEBOOKS / "report.py"
+    if not nb.exists():
+        return None
+    out = Path(out_dir) / f"report-{run_id}.marimo.html"
+    proc = subprocess.run([sys.executable, "-m", "marimo", "export", "html", "--no-include-code", "-f", str(nb),
+                           "-o", str(out), "--", "--db", str(db), "--run", run_id],
+                          capture_output=True, text=True, timeout=600)
+    if proc.returncode != 0:
+        raise RuntimeError(f"marimo export of {nb} failed: {proc.stderr[-500:]}")
+    return out
 
 
 def _store(a, read_only=True):

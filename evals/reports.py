@@ -18,6 +18,7 @@ from .charts import pareto_front, quality_cost_figure
 QUALITY = ["f1", "faithfulness", "citation_precision", "evidence_recall", "abstention_accuracy"]
 
 
+
 def _table(df: pd.DataFrame) -> str:
     return df.to_html(index=False, escape=True, border=0, classes="tbl", na_rep="")
 
@@ -31,44 +32,52 @@ def worst_questions(store: ResultStore, run_id: str, metric: str = "f1", n: int 
         [run_id, metric, n]).df()
 
 
-def build_report_html(store: ResultStore, run_id: str, compare: str | None = None) -> str:
-    import plotly.io as pio
-
+def report_sections(store: ResultStore, run_id: str, compare: str | None = None) -> dict:
+    """Everything a report shows, as data (tables, plotly figures, escaped HTML): shared by the
+    static HTML writer and notebooks/report.py."""
     run = store.run(run_id)
     summ = summarize(store, run_id)
-    parts = [f"<h1>RAG Workbench report: run {html.escape(run_id)}</h1>",
-             f"<p>dataset <b>{html.escape(str(run['dataset']))}</b>, commit {html.escape(str(run['git_commit']))}, "
-             f"created {html.escape(str(run['created_at']))}, status {html.escape(str(run['status']))}</p>",
-             "<h2>Summary (means with 95% bootstrap intervals over questions)</h2>",
-             _table(headline_table(summ, HEADLINE))]
-    figs = []
-    for q in ("f1", "faithfulness", "evidence_recall"):
-        if q in set(summ.metric):
-            figs.append(quality_cost_figure(summ, q, "context_tokens"))
-    parts.append("<h2>Quality vs token cost (Pareto front marked)</h2>")
-    for i, fig in enumerate(figs):
-        parts.append(pio.to_html(fig, full_html=False, include_plotlyjs=(i == 0), div_id=f"chart{i}"))
-    br = store.con.execute(
-        "SELECT r.strategy, q.qtype AS question_type, q.language, avg(s.value) AS f1, count(*) AS n "
-        "FROM scores s JOIN results r USING (run_id, strategy, point_id, question_id, repeat) JOIN runs USING (run_id) "
-        "JOIN questions q ON q.dataset = runs.dataset AND q.question_id = r.question_id "
-        "WHERE s.run_id = ? AND s.metric = 'f1' AND s.status = 'ok' GROUP BY ALL ORDER BY 1, 2, 3", [run_id]).df()
-    parts += ["<h2>F1 by strategy, question type and language</h2>", _table(br)]
+    figs = [quality_cost_figure(summ, q, "context_tokens") for q in QUALITY if q in set(summ.metric)]
+    breakdown = store.con.execute(
+        "SELECT r.strategy, r.point_label AS point, q.qtype AS question_type, q.language, avg(s.value) AS f1, "
+        "count(*) AS n FROM scores s JOIN results r USING (run_id, strategy, point_id, question_id, repeat) "
+        "JOIN runs USING (run_id) JOIN questions q ON q.dataset = runs.dataset AND q.question_id = r.question_id "
+        "WHERE s.run_id = ? AND s.metric = 'f1' AND s.status = 'ok' GROUP BY ALL ORDER BY 1, 2, 3, 4", [run_id]).df()
     statuses = store.con.execute("SELECT strategy, metric, status, count(*) AS n FROM scores WHERE run_id=? AND "
                                  "status <> 'ok' GROUP BY ALL ORDER BY n DESC LIMIT 30", [run_id]).df()
-    parts += ["<h2>Scores that are not ok</h2>", _table(statuses) if len(statuses) else "<p>none</p>"]
+    comparison = None
     if compare:
         from .gate import compare_runs
-        cmp = compare_runs(store, compare, run_id)
-        parts += [f"<h2>Compared with run {html.escape(compare)} (paired deltas)</h2>", _table(cmp)]
-    parts.append("<h2>Worst questions (lowest F1) with their contexts</h2>")
+        comparison = compare_runs(store, compare, run_id)
+    worst = []
     for _, r in worst_questions(store, run_id).iterrows():
         blocks = json.loads(r["blocks"])
         items = "".join(f"<li><b>[{b['n']}]</b> <span class='src'>{html.escape(', '.join(b['page_ids'][:1] or b['doc_ids']))}"
                         f"</span><pre>{html.escape(b['text'][:1500])}</pre></li>" for b in blocks[:5])
-        parts.append(f"<div class='q'><p><b>{html.escape(r['strategy'])}</b> ({html.escape(r['point_label'])}) "
+        worst.append(f"<div class='q'><p><b>{html.escape(r['strategy'])}</b> ({html.escape(r['point_label'])}) "
                      f"<code>{html.escape(r['question_id'])}</code>: {html.escape(r['question'])}</p>"
                      f"<p>answer: <i>{html.escape(r['answer'] or '')}</i> (F1 {r['score']:.2f})</p><ol>{items}</ol></div>")
+    header = (f"dataset <b>{html.escape(str(run['dataset']))}</b>, commit {html.escape(str(run['git_commit']))}, "
+              f"created {html.escape(str(run['created_at']))}, status {html.escape(str(run['status']))}")
+    return {"run_id": run_id, "compare": compare, "header_md": header, "summary": headline_table(summ, HEADLINE),
+            "figures": figs, "breakdown": breakdown, "statuses": statuses, "comparison": comparison,
+            "worst_html": "".join(worst) or "<p>no scored questions</p>"}
+
+
+def build_report_html(store: ResultStore, run_id: str, compare: str | None = None) -> str:
+    import plotly.io as pio
+
+    sec = report_sections(store, run_id, compare)
+    parts = [f"<h1>RAG Workbench report: run {html.escape(run_id)}</h1>", f"<p>{sec['header_md']}</p>",
+             "<h2>Summary (means with 95% bootstrap intervals over questions)</h2>", _table(sec["summary"]),
+             "<h2>Quality vs token cost (Pareto front marked with stars)</h2>"]
+    for i, fig in enumerate(sec["figures"]):
+        parts.append(pio.to_html(fig, full_html=False, include_plotlyjs=(i == 0), div_id=f"chart{i}"))
+    parts += ["<h2>F1 by strategy, question type and language</h2>", _table(sec["breakdown"]),
+              "<h2>Scores that are not ok</h2>", _table(sec["statuses"]) if len(sec["statuses"]) else "<p>none</p>"]
+    if sec["comparison"] is not None:
+        parts += [f"<h2>Compared with run {html.escape(compare)} (paired deltas)</h2>", _table(sec["comparison"])]
+    parts += ["<h2>Worst questions (lowest F1) with their contexts</h2>", sec["worst_html"]]
     css = ("body{font-family:system-ui,sans-serif;margin:2em;max-width:1200px}.tbl{border-collapse:collapse;"
            "font-size:13px}.tbl td,.tbl th{padding:3px 8px;border-bottom:1px solid #ddd}pre{white-space:pre-wrap;"
            "background:#f6f6f6;padding:6px}.src{color:#666}")

@@ -143,6 +143,50 @@ class _Progress:
             self.bar.close()
 
 
+class ItemEvaluator:
+    """One item = retrieve, pack, answer, score; the same code for runs and the notebook."""
+
+    def __init__(self, retriever: Retriever, answerer, scorers: dict, model: str = "local"):
+        self.r, self.answerer, self.scorers, self.model = retriever, answerer, scorers, model
+        self.chunk_row = {c: i for i, c in enumerate(retriever.reader.chunk_ids)}
+        self.embed = lambda texts: retriever.embed_queries(list(texts))
+
+    def block_vectors(self, blocks) -> dict:
+        vecs = {}
+        for b in blocks:
+            ids = [self.chunk_row[c] for c in b.chunk_ids if c in self.chunk_row]
+            if ids:
+                v = self.r.reader.vectors[ids].mean(axis=0)
+                vecs[b.n] = v / (float((v @ v) ** 0.5) or 1.0)
+        return vecs
+
+    def evaluate(self, q, name: str, p, pid: str, label: str, rep: int = 0, extra_retrieve_ms: float = 0.0):
+        strat = get_strategy(name)
+        t1 = time.perf_counter()
+        pool = strat.candidates(self.r, q.text, p)
+        t2 = time.perf_counter()
+        ctx = strat.pack(self.r, pool, p)
+        t3 = time.perf_counter()
+        ans = self.answerer.answer(q.text, ctx.blocks, repeat=rep)
+        t4 = time.perf_counter()
+        price = price_of(self.model, ans.prompt_tokens, ans.completion_tokens)
+        vecs = self.block_vectors(ctx.blocks) if "faithfulness" in self.scorers else {}
+        scores = score_all(ScoringInput(q, ctx.blocks, ans.text, ans.status, ans.prompt_tokens,
+                                        ans.completion_tokens, price, ctx.counters, self.embed, vecs), self.scorers)
+        t5 = time.perf_counter()
+        row = {"run_id": None, "strategy": name, "point_id": pid, "point_label": label,
+               "params": json.dumps(params_dict(p)), "question_id": q.qid, "repeat": rep,
+               "blocks": json.dumps([b.to_dict() for b in ctx.blocks], ensure_ascii=False),
+               "counters": json.dumps(ctx.counters), "answer": ans.text, "answer_status": ans.status,
+               "answer_error": ans.error, "citations": json.dumps(parse_citations(ans.text)),
+               "n_blocks": len(ctx.blocks), "prompt_tokens": ans.prompt_tokens,
+               "context_tokens": ctx.context_tokens, "completion_tokens": ans.completion_tokens,
+               "usage_source": ans.usage_source, "cached": ans.cached,
+               "retrieve_ms": (t2 - t1) * 1000 + extra_retrieve_ms, "pack_ms": (t3 - t2) * 1000,
+               "answer_ms": (t4 - t3) * 1000, "score_ms": (t5 - t4) * 1000}
+        return row, scores
+
+
 def run_evaluation(cfg: RunConfig, workspace: str | Path = "results", db: str | Path | None = None,
                    run_id: str | None = None, resume: str | None = None, progress: bool = True,
                    flush_every: int = 50, on_flush=None) -> RunSummary:
@@ -179,10 +223,8 @@ def run_evaluation(cfg: RunConfig, workspace: str | Path = "results", db: str | 
         else:
             answerer = make_answerer(cfg.answerer, language=retriever.reader.language, encoding=enc,
                                      **cfg.answerer_params)
-        scorers = get_scorers(list(cfg.scorers) or None)
-        embed = lambda texts: retriever.embed_queries(list(texts))  # noqa: E731
-        model = cfg.llm.model if cfg.llm else "local"
-        chunk_row = {c: i for i, c in enumerate(retriever.reader.chunk_ids)}
+        evaluator = ItemEvaluator(retriever, answerer, get_scorers(list(cfg.scorers) or None),
+                                  cfg.llm.model if cfg.llm else "local")
 
         summary = RunSummary(run_id, ds.name, skipped_done=len(done))
         bar = _Progress(planned - len(done), progress, f"run {ds.name}")
@@ -218,36 +260,10 @@ def run_evaluation(cfg: RunConfig, workspace: str | Path = "results", db: str | 
                     for rep in range(cfg.repeats):
                         if (name, pid, q.qid, rep) in done:
                             continue
-                        t1 = time.perf_counter()
-                        pool = strat.candidates(retriever, q.text, p)
-                        t2 = time.perf_counter()
-                        ctx = strat.pack(retriever, pool, p)
-                        t3 = time.perf_counter()
-                        ans = answerer.answer(q.text, ctx.blocks, repeat=rep)
-                        t4 = time.perf_counter()
-                        price = price_of(model, ans.prompt_tokens, ans.completion_tokens)
-                        vecs = {}
-                        if "faithfulness" in scorers:
-                            for b in ctx.blocks:
-                                ids = [chunk_row[c] for c in b.chunk_ids if c in chunk_row]
-                                if ids:
-                                    v = retriever.reader.vectors[ids].mean(axis=0)
-                                    vecs[b.n] = v / (float((v @ v) ** 0.5) or 1.0)
-                        scores = score_all(ScoringInput(q, ctx.blocks, ans.text, ans.status, ans.prompt_tokens,
-                                                        ans.completion_tokens, price, ctx.counters, embed, vecs),
-                                           scorers)
-                        t5 = time.perf_counter()
-                        pending_r.append({
-                            "run_id": run_id, "strategy": name, "point_id": pid, "point_label": label,
-                            "params": json.dumps(params_dict(p)), "question_id": q.qid, "repeat": rep,
-                            "blocks": json.dumps([b.to_dict() for b in ctx.blocks], ensure_ascii=False),
-                            "counters": json.dumps(ctx.counters), "answer": ans.text, "answer_status": ans.status,
-                            "answer_error": ans.error, "citations": json.dumps(parse_citations(ans.text)),
-                            "n_blocks": len(ctx.blocks), "prompt_tokens": ans.prompt_tokens,
-                            "context_tokens": ctx.context_tokens, "completion_tokens": ans.completion_tokens,
-                            "usage_source": ans.usage_source, "cached": ans.cached,
-                            "retrieve_ms": (t2 - t1) * 1000 + warm_ms / len(params), "pack_ms": (t3 - t2) * 1000,
-                            "answer_ms": (t4 - t3) * 1000, "score_ms": (t5 - t4) * 1000})
+                        row, scores = evaluator.evaluate(q, name, p, pid, label, rep,
+                                                         warm_ms / len(params))
+                        row["run_id"] = run_id
+                        pending_r.append(row)
                         for metric, sc in scores.items():
                             pending_s.append({"run_id": run_id, "strategy": name, "point_id": pid,
                                               "question_id": q.qid, "repeat": rep, "metric": metric,

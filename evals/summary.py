@@ -14,7 +14,12 @@ HEADLINE = ["f1", "em", "faithfulness", "citation_precision", "citation_recall",
 def summarize(store: ResultStore, run_id: str, metrics: list[str] | None = None, seed: int = 0,
               n_resamples: int = 1000) -> pd.DataFrame:
     """strategy, point, metric, n, n_ok, mean, low, high (95% bootstrap over questions)."""
-    df = store.scores(run_id)
+    return summarize_scores(store.scores(run_id), metrics, seed, n_resamples)
+
+
+def summarize_scores(df: pd.DataFrame, metrics: list[str] | None = None, seed: int = 0,
+                     n_resamples: int = 1000) -> pd.DataFrame:
+    """The same summary from a long frame of scores (strategy, point_label, metric, question_id, value, status)."""
     if metrics:
         df = df[df.metric.isin(metrics)]
     rows = []

@@ -47,3 +47,35 @@ def tree_hashes(root: Path) -> dict:
 @pytest.fixture
 def workspace(tmp_path):
     return tmp_path / "ws"
+
+
+def ensure_chromium() -> str:
+    """The test set-up installs Debian's chromium when it is missing (CI runs as root)."""
+    import os
+    import shutil
+    import subprocess
+
+    path = shutil.which("chromium")
+    if path:
+        return path
+    if os.geteuid() != 0:
+        raise RuntimeError("chromium is missing: apt-get install chromium (needs root)")
+    env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
+    subprocess.run(["apt-get", "update", "-qq"], check=True, env=env, capture_output=True)
+    subprocess.run(["apt-get", "install", "-y", "-qq", "chromium"], check=True, env=env, capture_output=True)
+    return shutil.which("chromium")
+
+
+CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking",
+                 "--disable-component-update", "--disable-sync"]
+
+
+@pytest.fixture(scope="session")
+def browser():
+    from playwright.sync_api import sync_playwright
+
+    exe = ensure_chromium()
+    with sync_playwright() as p:
+        b = p.chromium.launch(executable_path=exe, args=CHROMIUM_ARGS)  # fresh temporary profile each launch
+        yield b
+        b.close()

@@ -1,0 +1,130 @@
+"""Library calls behind the marimo workbench: load an index, evaluate budget points in memory
+(re-using cached candidates), and render a per-question drill-down as safe HTML."""
+from __future__ import annotations
+
+import html
+import json
+import re
+from dataclasses import dataclass, field
+
+import pandas as pd
+
+from rag.answerers import make_answerer
+from rag.corpora import load_any
+from rag.embedders import EmbedderConfig
+from rag.index import IndexConfig, Workspace
+from rag.retrieval import Retriever
+from rag.strategies import get_strategy, make_params
+
+from .metrics import get_scorers
+from .runner import ItemEvaluator, point_id, point_label
+
+
+@dataclass
+class Session:
+    """A loaded dataset + index with a warm candidate cache (one per notebook kernel)."""
+    dataset: object
+    retriever: Retriever
+    evaluator: ItemEvaluator
+    items: dict = field(default_factory=dict)  # (strategy, label, qid) -> (row, scores)
+
+
+def open_session(dataset: str = "squad2", workspace: str = "results", embedder: str = "e5",
+                 progress: bool = False) -> Session:
+    ds = load_any(dataset)
+    ws = Workspace(workspace)
+    cfg = IndexConfig(embedder=EmbedderConfig(embedder))
+    summ = ws.ingest(ds, cfg, progress=progress)
+    r = Retriever(ws, summ.index)
+    ans = make_answerer("extractive", language=r.reader.language, encoding=r.reader.config.chunking.encoding)
+    return Session(ds, r, ItemEvaluator(r, ans, get_scorers()))
+
+
+def evaluate_points(sess: Session, points: list[tuple[str, dict]], limit: int = 100) -> pd.DataFrame:
+    """Long frame of per-question scores for each (strategy, params) point on the first ``limit`` questions.
+
+    Moving a budget slider only re-packs: the question embeddings and candidate pools are cached.
+    """
+    qs = sess.dataset.questions[:limit]
+    rows = []
+    for name, kw in points:
+        p = make_params(name, **kw)
+        sess.retriever.warm([q.text for q in qs], p.search_key(get_strategy(name).needed(p)))
+        pid, label = point_id(kw), point_label(kw)
+        for q in qs:
+            row, scores = sess.evaluator.evaluate(q, name, p, pid, label)
+            sess.items[(name, label, q.qid)] = (row, scores)
+            for metric, sc in scores.items():
+                rows.append({"strategy": name, "point_label": label, "question_id": q.qid, "repeat": 0,
+                             "metric": metric, "value": sc.value, "status": sc.status})
+    return pd.DataFrame(rows)
+
+
+def _highlight(text: str, block: dict, evidence: list) -> str:
+    """Escape the block text and mark the gold evidence spans that fall inside it."""
+    marks = []
+    for doc, start, end in block["spans"][:1]:
+        for ev in evidence:
+            if ev.get("doc_id") == doc and ev.get("start") is not None and start <= ev["start"] and ev["end"] <= end:
+                marks.append((ev["start"] - start, ev["end"] - start))
+    out, pos = [], 0
+    for s, e in sorted(marks):
+        if s < pos:
+            continue
+        out += [html.escape(text[pos:s]), "<mark>", html.escape(text[s:e]), "</mark>"]
+        pos = e
+    out.append(html.escape(text[pos:]))
+    return "".join(out)
+
+
+def drilldown_html(question, row: dict, scores: dict) -> str:
+    """Question, blocks (gold evidence highlighted), answer with citations linked to blocks, metrics."""
+    blocks = json.loads(row["blocks"]) if isinstance(row["blocks"], str) else row["blocks"]
+    evidence = [e.__dict__ if hasattr(e, "__dict__") else e for e in question.evidence] if question.answerable else []
+    held = {b["n"] for b in blocks for ev in evidence
+            if ev.get("doc_id") in b["doc_ids"] and (ev.get("page_id") is None or ev["page_id"] in b["page_ids"])}
+    ans = html.escape(row["answer"] or "")
+    ans = re.sub(r"\[(\d+)\]", lambda m: f"<a href='#blk-{m.group(1)}'>[{m.group(1)}]</a>", ans)
+    parts = [f"<h3>{html.escape(question.text)}</h3>",
+             f"<p>gold: {html.escape(' | '.join(question.answers) or '(unanswerable)')}</p>",
+             f"<p>answer ({html.escape(row['answer_status'])}): {ans}</p>", "<table class='tbl'>"]
+    parts += [f"<tr><td>{html.escape(k)}</td><td>{'' if v.value is None else f'{v.value:.3f}'}</td>"
+              f"<td>{html.escape(v.status)}</td></tr>" for k, v in sorted(scores.items())]
+    parts.append("</table><ol>")
+    for b in blocks:
+        tag = " <b>(holds gold evidence)</b>" if b["n"] in held else ""
+        parts.append(f"<li id='blk-{b['n']}'><b>[{b['n']}]</b> <code>{html.escape(', '.join(b['page_ids'][:1] or b['doc_ids']))}</code>"
+                     f" {b['n_tokens']} tokens{tag}<pre style='white-space:pre-wrap'>"
+                     f"{_highlight(b['text'], b, evidence)}</pre></li>")
+    parts.append("</ol>")
+    return "".join(parts)
+
+
+def points_from_budgets(strategies: list[str], budgets: dict) -> list[tuple[str, dict]]:
+    """One point per strategy, each taking the budgets its parameters include."""
+    import dataclasses
+
+    out = []
+    for name in strategies:
+        fields = {f.name for f in dataclasses.fields(get_strategy(name).Params)}
+        out.append((name, {k: v for k, v in (budgets or {}).items() if k in fields and v is not None}))
+    return out
+
+
+def list_runs(db: str) -> pd.DataFrame:
+    from pathlib import Path
+
+    from .store import ResultStore
+
+    if not Path(db).exists():
+        return pd.DataFrame(columns=["run_id", "dataset"])
+    with ResultStore(db, read_only=True) as st:
+        return st.runs()
+
+
+def compare_stored_runs(db: str, baseline: str, candidate: str) -> pd.DataFrame:
+    from .gate import compare_runs
+    from .store import ResultStore
+
+    with ResultStore(db, read_only=True) as st:
+        return compare_runs(st, baseline, candidate)

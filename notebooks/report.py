@@ -1,0 +1,77 @@
+import marimo
+
+__generated_with = "0.25.2"
+app = marimo.App(width="full", app_title="RAG Workbench report")
+
+
+@app.cell
+def _():
+    import argparse
+    import sys
+
+    import marimo as mo
+
+    from evals.reports import report_sections
+    from evals.store import ResultStore
+
+    parser = argparse.ArgumentParser(description="Static report of a stored RAG Workbench run (or two compared).")
+    parser.add_argument("--db", default="results/results.duckdb", help="DuckDB results file")
+    parser.add_argument("--run", default="latest", help="run id, unique prefix or 'latest'")
+    parser.add_argument("--compare", default=None, help="a second run id to compare against (paired deltas)")
+    args, _unknown = parser.parse_known_args(sys.argv[1:])
+    return ResultStore, args, mo, report_sections
+
+
+@app.cell
+def _(ResultStore, args, report_sections):
+    with ResultStore(args.db, read_only=True) as _st:
+        run_id = _st.resolve_run(args.run)
+        other = _st.resolve_run(args.compare) if args.compare else None
+        sections = report_sections(_st, run_id, other)
+    return (sections,)
+
+
+@app.cell
+def _(mo, sections):
+    mo.md(f"# RAG Workbench report: run `{sections['run_id']}`\n\n{sections['header_md']}")
+    return
+
+
+@app.cell
+def _(mo, sections):
+    mo.vstack([mo.md("## Summary (means with 95% bootstrap intervals over questions)"),
+               mo.ui.table(sections["summary"], selection=None, page_size=50)])
+    return
+
+
+@app.cell
+def _(mo, sections):
+    mo.vstack([mo.md("## Quality vs token cost (Pareto front marked with stars)")]
+              + [mo.ui.plotly(f) for f in sections["figures"]])
+    return
+
+
+@app.cell
+def _(mo, sections):
+    mo.vstack([mo.md("## F1 by strategy, question type and language"),
+               mo.ui.table(sections["breakdown"], selection=None, page_size=50)])
+    return
+
+
+@app.cell
+def _(mo, sections):
+    _cmp = sections.get("comparison")
+    mo.vstack([mo.md("## Compared runs (paired bootstrap deltas)"), mo.ui.table(_cmp, selection=None)]
+              ) if _cmp is not None else mo.md("")
+    return
+
+
+@app.cell
+def _(mo, sections):
+    # corpus text and answers are escaped by the library: shown as text, never executed
+    mo.vstack([mo.md("## Worst questions with their contexts"), mo.Html(sections["worst_html"])])
+    return
+
+
+if __name__ == "__main__":
+    app.run()

@@ -1,0 +1,101 @@
+"""Notebooks and HTML reports: marimo check, three ways to run, a real headless Chromium."""
+import io
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from PIL import Image
+
+from evals.cli import main
+from evals.serve import serve
+
+ROOT = Path(__file__).resolve().parents[1]
+NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.py"))
+HOSTILE = "<script>window.__pwned = 1</script> and <img src=x onerror=\"window.__pwned = 2\"> inside"
+
+
+@pytest.fixture(scope="module")
+def hostile_run(tmp_path_factory):
+    root = tmp_path_factory.mktemp("hostile")
+    (root / "docs").mkdir()
+    (root / "docs" / "evil.md").write_text(f"# Evil\n\nThe tower is in Paris. {HOSTILE} the text.\n")
+    (root / "docs" / "ok.md").write_text("# Fine\n\nThe river is long and wide.\n")
+    q = root / "q.jsonl"
+    q.write_text("\n".join(json.dumps(x) for x in [
+        {"id": "q1", "question": "Where is the tower?", "answers": ["Paris"], "evidence": [{"doc": "evil.md"}]},
+        {"id": "q2", "question": "What is long?", "answers": ["the river"], "evidence": [{"doc": "ok.md"}]}]) + "\n")
+    ws = root / "ws"
+    assert main(["run", "--dataset", str(root / "docs"), "--questions", str(q), "--embedder", "hash",
+                 "--workspace", str(ws), "--run-id", "H", "--no-progress"]) == 0
+    return ws
+
+
+@pytest.mark.parametrize("nb", NOTEBOOKS, ids=lambda p: p.name)
+def test_marimo_check(nb):
+    proc = subprocess.run([sys.executable, "-m", "marimo", "check", str(nb)], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def test_notebooks_run_as_scripts(hostile_run, tmp_path):
+    db = hostile_run / "results.duckdb"
+    p = subprocess.run([sys.executable, str(ROOT / "notebooks" / "report.py"), "--db", str(db), "--run", "H"],
+                       capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, p.stderr[-2000:]
+    p = subprocess.run([sys.executable, str(ROOT / "notebooks" / "workbench.py"), "--dataset", "xquad-en",
+                        "--limit", "10", "--embedder", "hash", "--workspace", str(tmp_path / "ws"), "--db", str(db)],
+                       capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, p.stderr[-2000:]
+
+
+def _not_blank(png: bytes) -> bool:
+    img = Image.open(io.BytesIO(png)).convert("L").resize((200, 200))
+    lo, hi = img.getextrema()
+    return hi - lo > 100 and len(set(img.getdata())) > 20
+
+
+def _visit(browser, url):
+    page = browser.new_page(viewport={"width": 1300, "height": 2000})
+    errors = []
+    page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    page.goto(url)
+    page.wait_for_selector(".main-svg", timeout=60000)  # plotly drew the charts
+    page.wait_for_timeout(500)
+    return page, errors
+
+
+def test_report_notebook_export_renders_in_chromium(hostile_run, browser):
+    out = hostile_run / "reports" / "report-H.marimo.html"
+    assert out.exists()  # `ragwb run` exported notebooks/report.py
+    srv, url = serve(out)  # marimo's own frontend from the installed package, on 127.0.0.1
+    try:
+        page, errors = _visit(browser, url)
+        assert page.locator(".main-svg").count() >= 2
+        assert errors == []
+        assert _not_blank(page.screenshot(full_page=True))
+        assert page.evaluate("window.__pwned") is None  # the hostile document ran nothing
+        assert "<script>window.__pwned = 1</script>" in page.inner_text("body")
+        page.close()
+    finally:
+        srv.shutdown()
+
+
+def test_static_report_renders_offline_from_file(hostile_run, browser):
+    out = hostile_run / "reports" / "report-H.html"
+    page, errors = _visit(browser, out.as_uri())
+    assert errors == [] and page.locator(".main-svg").count() >= 2
+    assert _not_blank(page.screenshot(full_page=True))
+    assert page.evaluate("window.__pwned") is None
+    assert "onerror=\"window.__pwned = 2\"" in page.inner_text("body")
+    page.close()
+
+
+def test_marimo_export_of_report_exits_zero(hostile_run, tmp_path):
+    out = tmp_path / "r.html"
+    p = subprocess.run([sys.executable, "-m", "marimo", "export", "html", str(ROOT / "notebooks" / "report.py"), "-o",
+                        str(out), "--", "--db", str(hostile_run / "results.duckdb"), "--run", "H"],
+                       capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, p.stderr[-2000:]
+    assert "RAG Workbench report" in out.read_text()
