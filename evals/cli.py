@@ -122,6 +122,12 @@ def cmd_run(a) -> int:
             raise ValueError("--llm-base-url needs --llm-model")
         llm = LLMConfig(a.llm_base_url, a.llm_model, a.llm_key_env, a.temperature, a.max_tokens, a.timeout,
                         a.retries, max_concurrency=a.concurrency)
+    judge = None
+    if a.judge_base_url:
+        if not a.judge_model:
+            raise ValueError("--judge-base-url needs --judge-model")
+        judge = LLMConfig(a.judge_base_url, a.judge_model, a.judge_key_env, 0.0, a.judge_max_tokens, a.timeout,
+                          a.retries, max_concurrency=a.concurrency)
     answerer = a.answerer or run_sec.get("answerer") or ("openai" if llm else "extractive")
     limit = a.limit if a.limit is not None else int(run_sec.get("limit", 0))
     status = 0
@@ -129,7 +135,7 @@ def cmd_run(a) -> int:
     for ds in ([None] if a.resume else datasets):
         cfg = RunConfig(dataset=ds or "squad2", questions_file=a.questions, index=_index_config(a), grid=grid,
                         answerer=answerer, answerer_params={"threshold": a.threshold} if answerer == "extractive" else {},
-                        llm=llm, scorers=tuple(a.scorers or ()), repeats=a.repeats, limit=limit,
+                        llm=llm, judge=judge, judges=tuple(a.judges or ()), scorers=tuple(a.scorers or ()), repeats=a.repeats, limit=limit,
                         use_cache=not a.no_cache)
         summ = run_evaluation(cfg, a.workspace, a.db, run_id=a.run_id if len(datasets) == 1 else None,
                               resume=a.resume, progress=not a.no_progress)
@@ -300,6 +306,13 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--retries", type=int, default=3, help="retries on 429/5xx/timeouts (exponential backoff)")
     s.add_argument("--concurrency", type=int, default=4, help="max concurrent LLM calls")
     s.add_argument("--no-cache", action="store_true", help="do not use the LLM response cache")
+    s.add_argument("--judge-base-url", default=None, help="OpenAI-compatible endpoint of an LLM judge (costs money; "
+                   "off by default)")
+    s.add_argument("--judge-model", default=None, help="judge model name")
+    s.add_argument("--judge-key-env", default="OPENAI_API_KEY", help="environment variable holding the judge's key")
+    s.add_argument("--judge-max-tokens", type=int, default=1024, help="max tokens per judge call")
+    s.add_argument("--judges", nargs="*", default=None,
+                   help="judges to run: ragas_faithfulness (default), llm_faithfulness")
     s.add_argument("--resume", default=None, metavar="RUN", help="continue a run that stopped")
     s.add_argument("--run-id", default=None, help="id for the new run (default: time + random)")
     s.add_argument("--db", default=None, help="DuckDB file (default: WORKSPACE/results.duckdb)")

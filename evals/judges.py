@@ -65,3 +65,92 @@ class LLMFaithfulness:
         if not verdicts or len(verdicts) != len(stmts):
             return Score(None, "parse_error", f"judge reply not usable: {(res.text or '')[:200]}")
         return Score(sum(verdicts) / len(verdicts))
+
+
+def _status_of(exc: BaseException) -> str:
+    """Map a judge failure to a score status."""
+    import asyncio
+
+    import openai
+
+    if isinstance(exc, openai.RateLimitError):
+        return "rate_limited"
+    if isinstance(exc, (openai.APITimeoutError, asyncio.TimeoutError, TimeoutError)):
+        return "timeout"
+    name = type(exc).__name__
+    if isinstance(exc, (ValueError, KeyError)) or "Validation" in name or "Instructor" in name or "Retry" in name:
+        # instructor wraps unparseable JSON in InstructorRetryException / pydantic ValidationError
+        cause = getattr(exc, "__cause__", None) or getattr(exc, "last_attempt", None)
+        if cause is not None and not isinstance(cause, BaseException):
+            cause = getattr(cause, "exception", lambda: None)()
+        if isinstance(cause, BaseException) and _status_of(cause) in ("rate_limited", "timeout"):
+            return _status_of(cause)
+        return "parse_error"
+    if isinstance(exc, openai.APIStatusError):
+        return "error"
+    return "error"
+
+
+@register_judge
+class RagasFaithfulness:
+    """ragas 0.4.3 Faithfulness through ``InstructorLLM``; instructor's JSON_SCHEMA mode lets the
+    server constrain a small local model's output to the schema. Calls go through the workbench's
+    response cache (an httpx transport keyed on the request body and the repeat index)."""
+    name = "ragas_faithfulness"
+
+    def __init__(self, client: LLMClient, mode: str = "json_schema"):
+        import asyncio
+        import threading
+
+        import httpx
+        import instructor
+        from openai import AsyncOpenAI
+
+        from rag.llm import CachingAsyncTransport
+
+        os.environ.setdefault("RAGAS_DO_NOT_TRACK", "true")
+        try:
+            from ragas.llms.base import InstructorLLM
+            from ragas.metrics.collections import Faithfulness
+        except ImportError as e:  # ragas 0.4.3 + langchain-community >= 0.4: issues #2745 / #2995
+            raise ImportError("ragas is not importable; pip install -e '.[ragas]' (pins langchain-community<0.4): "
+                              f"{e}") from e
+        cfg = client.cfg
+        self.client, self.stats = client, client.stats
+        http = httpx.AsyncClient(transport=CachingAsyncTransport(client.cache, client.stats),
+                                 timeout=cfg.timeout)
+        aclient = AsyncOpenAI(base_url=cfg.base_url, api_key=os.environ.get(cfg.api_key_env) or "not-needed",
+                              http_client=http, max_retries=cfg.retries, timeout=cfg.timeout)
+        imode = {"json_schema": instructor.Mode.JSON_SCHEMA, "json": instructor.Mode.JSON,
+                 "tools": instructor.Mode.TOOLS}[mode]
+        llm = InstructorLLM(client=instructor.from_openai(aclient, mode=imode), model=cfg.model, provider="openai",
+                            temperature=cfg.temperature, max_tokens=cfg.max_tokens)
+        self.metric = Faithfulness(llm=llm)
+        self.timeout = cfg.timeout * (cfg.retries + 1) * 2 + 5
+        # one event loop in a thread of its own, so sync callers (the runner) can await ragas
+        self.loop = asyncio.new_event_loop()
+        threading.Thread(target=self.loop.run_forever, daemon=True).start()
+
+    def score(self, question: str, answer: str, contexts: list[str], repeat: int = 0) -> Score:
+        import asyncio
+        import math
+
+        from rag.llm import current_repeat
+
+        if is_fallback(answer):
+            return Score(None, "undetermined", "fallback answer: nothing to judge")
+        if not answer.strip() or not contexts:
+            return Score(None, "undetermined", "empty answer or context")
+
+        async def go():
+            current_repeat.set(repeat)
+            return await self.metric.ascore(user_input=question, response=strip_citations(answer),
+                                            retrieved_contexts=contexts)
+        try:
+            res = asyncio.run_coroutine_threadsafe(asyncio.wait_for(go(), self.timeout), self.loop).result()
+        except BaseException as e:  # noqa: BLE001 - every failure becomes a status
+            return Score(None, _status_of(e), f"{type(e).__name__}: {str(e)[:250]}")
+        v = getattr(res, "value", res)
+        if v is None or (isinstance(v, float) and math.isnan(v)):
+            return Score(None, "undetermined", "ragas found no statements")
+        return Score(float(v))

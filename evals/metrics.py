@@ -66,6 +66,12 @@ def scorer(family: str, metrics: dict[str, tuple[bool, str]]):
     return deco
 
 
+# LLM judges (evals/judges.py) write these; they run only when a judge endpoint is configured
+for _name, _desc in (("ragas_faithfulness", "ragas Faithfulness judged by an LLM"),
+                     ("llm_faithfulness", "share of statements an LLM judge finds supported")):
+    METRICS[_name] = MetricInfo(_name, "judge", True, _desc)
+
+
 def get_scorers(names: list[str] | None = None) -> dict[str, Callable]:
     if not names:
         return dict(SCORERS)

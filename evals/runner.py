@@ -28,7 +28,7 @@ from rag.prompts import parse_citations
 from rag.retrieval import Retriever
 from rag.strategies import STRATEGIES, get_strategy, make_params, params_dict
 
-from .metrics import ScoringInput, get_scorers, score_all
+from .metrics import Score, ScoringInput, get_scorers, score_all
 from .store import ResultStore
 
 
@@ -41,6 +41,8 @@ class RunConfig:
     answerer: str = "extractive"
     answerer_params: dict = field(default_factory=dict)
     llm: LLMConfig | None = None
+    judge: LLMConfig | None = None  # an LLM judge endpoint (costs money; off by default)
+    judges: tuple = ()  # judge names (default: ragas_faithfulness when a judge is configured)
     scorers: tuple = ()
     repeats: int = 1
     limit: int = 0  # first N questions (0 = all)
@@ -50,6 +52,7 @@ class RunConfig:
         d = dataclasses.asdict(self)
         d["index"] = self.index.to_dict()
         d["llm"] = self.llm.public() if self.llm else None
+        d["judge"] = self.judge.public() if self.judge else None
         d.pop("use_cache")  # a cache switch must not change what a run *is*
         return d
 
@@ -62,6 +65,8 @@ class RunConfig:
         d = dict(d)
         d["index"] = IndexConfig.from_dict(d["index"])
         d["llm"] = LLMConfig(**d["llm"]) if d.get("llm") else None
+        d["judge"] = LLMConfig(**d["judge"]) if d.get("judge") else None
+        d["judges"] = tuple(d.get("judges") or ())
         d["scorers"] = tuple(d.get("scorers") or ())
         return cls(**d)
 
@@ -146,8 +151,9 @@ class _Progress:
 class ItemEvaluator:
     """One item = retrieve, pack, answer, score; the same code for runs and the notebook."""
 
-    def __init__(self, retriever: Retriever, answerer, scorers: dict, model: str = "local"):
+    def __init__(self, retriever: Retriever, answerer, scorers: dict, model: str = "local", judges=()):
         self.r, self.answerer, self.scorers, self.model = retriever, answerer, scorers, model
+        self.judges = list(judges)
         self.chunk_row = {c: i for i, c in enumerate(retriever.reader.chunk_ids)}
         self.embed = lambda texts: retriever.embed_queries(list(texts))
 
@@ -173,6 +179,9 @@ class ItemEvaluator:
         vecs = self.block_vectors(ctx.blocks) if "faithfulness" in self.scorers else {}
         scores = score_all(ScoringInput(q, ctx.blocks, ans.text, ans.status, ans.prompt_tokens,
                                         ans.completion_tokens, price, ctx.counters, self.embed, vecs), self.scorers)
+        for j in self.judges:
+            scores[j.name] = (j.score(q.text, ans.text, [b.text for b in ctx.blocks], rep) if ans.status == "ok"
+                              else Score(None, ans.status, "answer not available"))
         t5 = time.perf_counter()
         row = {"run_id": None, "strategy": name, "point_id": pid, "point_label": label,
                "params": json.dumps(params_dict(p)), "question_id": q.qid, "repeat": rep,
@@ -185,6 +194,15 @@ class ItemEvaluator:
                "retrieve_ms": (t2 - t1) * 1000 + extra_retrieve_ms, "pack_ms": (t3 - t2) * 1000,
                "answer_ms": (t4 - t3) * 1000, "score_ms": (t5 - t4) * 1000}
         return row, scores
+
+
+def pool_map(fn, items: list, workers: int):
+    if workers <= 1 or len(items) <= 1:
+        return [fn(t) for t in items]
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(max_workers=workers) as ex:
+        return list(ex.map(fn, items))
 
 
 def run_evaluation(cfg: RunConfig, workspace: str | Path = "results", db: str | Path | None = None,
@@ -223,8 +241,15 @@ def run_evaluation(cfg: RunConfig, workspace: str | Path = "results", db: str | 
         else:
             answerer = make_answerer(cfg.answerer, language=retriever.reader.language, encoding=enc,
                                      **cfg.answerer_params)
+        judges = []
+        if cfg.judge is not None:
+            from .judges import get_judge
+
+            jclient = LLMClient(cfg.judge, ws.root / "cache" / "llm.sqlite", use_cache=cfg.use_cache)
+            judges = [get_judge(n, jclient) for n in (cfg.judges or ("ragas_faithfulness",))]
         evaluator = ItemEvaluator(retriever, answerer, get_scorers(list(cfg.scorers) or None),
-                                  cfg.llm.model if cfg.llm else "local")
+                                  cfg.llm.model if cfg.llm else "local", judges)
+        workers = max((c.max_concurrency for c in (cfg.llm, cfg.judge) if c is not None), default=1)
 
         summary = RunSummary(run_id, ds.name, skipped_done=len(done))
         bar = _Progress(planned - len(done), progress, f"run {ds.name}")
@@ -254,27 +279,28 @@ def run_evaluation(cfg: RunConfig, workspace: str | Path = "results", db: str | 
             for name, kw, p, pid, _ in params:  # one batched embedding per search key
                 retriever.warm([q.text for q in todo_q], p.search_key(get_strategy(name).needed(p)))
             warm_ms = (time.perf_counter() - t_warm) * 1000 / max(1, len(todo_q))
-            for q in todo_q:
-                for name, kw, p, pid, label in params:
-                    strat = get_strategy(name)
-                    for rep in range(cfg.repeats):
-                        if (name, pid, q.qid, rep) in done:
-                            continue
-                        row, scores = evaluator.evaluate(q, name, p, pid, label, rep,
-                                                         warm_ms / len(params))
-                        row["run_id"] = run_id
-                        pending_r.append(row)
-                        for metric, sc in scores.items():
-                            pending_s.append({"run_id": run_id, "strategy": name, "point_id": pid,
-                                              "question_id": q.qid, "repeat": rep, "metric": metric,
-                                              "value": sc.value, "status": sc.status, "detail": sc.detail})
-                        if len(pending_r) >= flush_every:
-                            flush()
+            tasks = [(q, name, p, pid, label, rep) for q in todo_q for name, kw, p, pid, label in params
+                     for rep in range(cfg.repeats) if (name, pid, q.qid, rep) not in done]
+            extra = warm_ms / len(params)
+            run_one = lambda t: evaluator.evaluate(*t, extra)  # noqa: E731
+            # LLM-bound items run with bounded concurrency; offline ones in order
+            results = pool_map(run_one, tasks, workers)
+            for (q, name, p, pid, label, rep), (row, scores) in zip(tasks, results):
+                row["run_id"] = run_id
+                pending_r.append(row)
+                for metric, sc in scores.items():
+                    pending_s.append({"run_id": run_id, "strategy": name, "point_id": pid,
+                                      "question_id": q.qid, "repeat": rep, "metric": metric,
+                                      "value": sc.value, "status": sc.status, "detail": sc.detail})
+                if len(pending_r) >= flush_every:
+                    flush()
         flush()
         bar.close()
         summary.seconds = time.perf_counter() - t0
-        if llm is not None:
-            summary.llm = dataclasses.asdict(llm.stats)
+        stats = [c.stats for c in [llm] + [j.client for j in judges] if c is not None]
+        if stats:
+            summary.llm = {k: sum(getattr(st, k) for st in {id(x): x for x in stats}.values())
+                           for k in dataclasses.asdict(stats[0])}
         store.finish_run(run_id, {"items": summary.items, "seconds": summary.seconds, "llm": summary.llm})
         return summary
     finally:
