@@ -67,27 +67,34 @@ class LLMFaithfulness:
         return Score(sum(verdicts) / len(verdicts))
 
 
+def _chain(exc: BaseException, depth: int = 12):
+    seen = set()
+    while exc is not None and id(exc) not in seen and depth:
+        seen.add(id(exc))
+        yield exc
+        last = getattr(exc, "last_attempt", None)  # tenacity RetryError
+        inner = last.exception() if last is not None and hasattr(last, "exception") else None
+        exc = exc.__cause__ or inner or exc.__context__
+        depth -= 1
+
+
 def _status_of(exc: BaseException) -> str:
-    """Map a judge failure to a score status."""
+    """Map a judge failure (and whatever it wraps) to a score status."""
     import asyncio
+    import json as _json
 
     import openai
 
-    if isinstance(exc, openai.RateLimitError):
+    chain = list(_chain(exc))
+    if any(isinstance(e, openai.RateLimitError) for e in chain):
         return "rate_limited"
-    if isinstance(exc, (openai.APITimeoutError, asyncio.TimeoutError, TimeoutError)):
+    if any(isinstance(e, (openai.APITimeoutError, asyncio.TimeoutError, TimeoutError)) for e in chain):
         return "timeout"
-    name = type(exc).__name__
-    if isinstance(exc, (ValueError, KeyError)) or "Validation" in name or "Instructor" in name or "Retry" in name:
-        # instructor wraps unparseable JSON in InstructorRetryException / pydantic ValidationError
-        cause = getattr(exc, "__cause__", None) or getattr(exc, "last_attempt", None)
-        if cause is not None and not isinstance(cause, BaseException):
-            cause = getattr(cause, "exception", lambda: None)()
-        if isinstance(cause, BaseException) and _status_of(cause) in ("rate_limited", "timeout"):
-            return _status_of(cause)
-        return "parse_error"
-    if isinstance(exc, openai.APIStatusError):
+    if any(isinstance(e, openai.APIStatusError) for e in chain):
         return "error"
+    if any(isinstance(e, (_json.JSONDecodeError, ValueError, KeyError)) or "Validation" in type(e).__name__
+           or "Instructor" in type(e).__name__ for e in chain):
+        return "parse_error"  # unparseable JSON, or output that fails the schema
     return "error"
 
 

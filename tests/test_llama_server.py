@@ -50,20 +50,21 @@ def llama_server(tmp_path_factory):
 
 
 def test_answers_and_ragas_judge_through_llama_cpp_then_zero_calls(llama_server, tmp_path, capsys):
-    args = ["run", "--dataset", "squad2", "--limit", "3", "--strategies", "chunks", "--set", "chunks.top_k=2",
+    args = ["run", "--dataset", "squad2", "--limit", "2", "--strategies", "chunks", "--set", "chunks.top_k=2",
             "--embedder", "hash", "--workspace", str(tmp_path), "--no-progress", "--no-report",
             "--llm-base-url", llama_server, "--llm-model", "gemma", "--max-tokens", "48", "--timeout", "120",
-            "--judge-base-url", llama_server, "--judge-model", "gemma", "--judge-max-tokens", "256"]
+            "--judge-base-url", llama_server, "--judge-model", "gemma", "--judge-max-tokens", "200"]
     assert main(args + ["--run-id", "G1"]) == 0
     first = capsys.readouterr().out
-    assert " 0 hits" in first and " 0 calls" not in first
+    assert " 0 calls" not in first  # the first run really called the server
     con = duckdb.connect(str(tmp_path / "results.duckdb"), read_only=True)
     res = con.execute("SELECT answer_status, usage_source, prompt_tokens FROM results WHERE run_id='G1'").fetchall()
-    assert len(res) == 3 and all(s == "ok" and u == "endpoint" and pt > 0 for s, u, pt in res)
+    assert len(res) == 2 and all(s == "ok" and u == "endpoint" and pt > 0 for s, u, pt in res)
     judged = con.execute("SELECT status, value FROM scores WHERE run_id='G1' AND metric='ragas_faithfulness'").fetchall()
-    assert len(judged) == 3  # every item has a judge row...
+    assert len(judged) == 2  # every item has a judge row...
     assert all(s in STATUSES for s, _ in judged)  # ...with a status, and a value only when ok
     assert all((v is not None) == (s == "ok") for s, v in judged)
+    print("judge statuses:", judged)
     con.close()
     assert main(args + ["--run-id", "G2"]) == 0
     second = capsys.readouterr().out
@@ -72,4 +73,4 @@ def test_answers_and_ragas_judge_through_llama_cpp_then_zero_calls(llama_server,
     same = con.execute("SELECT count(*) FROM results a JOIN results b ON a.question_id=b.question_id "
                        "WHERE a.run_id='G1' AND b.run_id='G2' AND a.answer=b.answer").fetchone()[0]
     con.close()
-    assert same == 3
+    assert same == 2

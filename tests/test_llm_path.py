@@ -58,3 +58,20 @@ def test_retry_after_is_honoured(server):
     c = LLMClient(LLMConfig(server, "fault-flaky", retries=2, backoff=5.0), cache_path=None)
     res = c.chat([{"role": "user", "content": "hello there"}])
     assert res.status == "ok" and res.calls == 2 and res.latency_s < 2.0  # waited Retry-After (0.01 s), not 5 s
+
+
+@pytest.mark.parametrize("model,status", [("fault-429", "rate_limited"), ("fault-500", "error"),
+                                          ("fault-slow", "timeout"), ("fault-badjson", "parse_error"),
+                                          ("local-extractive", "parse_error")])
+def test_ragas_judge_failures_become_statuses(server, tmp_path, model, status):
+    assert main(["run", "--dataset", "squad2", "--limit", "4", "--embedder", "hash", "--no-progress", "--no-report",
+                 "--strategies", "chunks", "--workspace", str(tmp_path), "--run-id", "J", "--judge-base-url", server,
+                 "--judge-model", model, "--retries", "0", "--timeout", "0.5"]) == 0
+    con = duckdb.connect(str(tmp_path / "results.duckdb"), read_only=True)
+    rows = con.execute("SELECT r.answer, s.status, s.value FROM scores s JOIN results r USING "
+                       "(run_id, strategy, point_id, question_id, repeat) WHERE s.metric='ragas_faithfulness'").fetchall()
+    con.close()
+    assert len(rows) == 4  # one judge row per item, none dropped
+    for answer, st, value in rows:
+        expected = "undetermined" if answer == "The document does not mention this." else status
+        assert st == expected and value is None
