@@ -204,7 +204,8 @@ class Strategy:
     Params: type = BaseParams
 
     def needed(self, p) -> int:
-        return DEFAULT_POOL
+        """How many dense candidates packing may need (the pool holds at least DEFAULT_POOL)."""
+        return getattr(p, "top_k", DEFAULT_POOL)
 
     def candidates(self, r: Retriever, question: str, p) -> CandidatePool:
         return r.pool(question, p.search_key(self.needed(p)))
@@ -214,6 +215,11 @@ class Strategy:
 
     def retrieve(self, r: Retriever, question: str, p) -> Context:
         return self.pack(r, self.candidates(r, question, p), p)
+
+
+def counters(chunks_found: int, docs_loaded: int = 0, pages_rebuilt: int = 0, fallback: str | None = None) -> dict:
+    return {"chunks_found": int(chunks_found), "docs_loaded": docs_loaded, "pages_rebuilt": pages_rebuilt,
+            "fallback": fallback}
 
 
 def _chunk_raw(r: Retriever, row: int, score: float, max_chars: int = 0) -> tuple:
@@ -240,15 +246,11 @@ class ChunksStrategy(Strategy):
     description = "plain top-k chunks by cosine similarity (the baseline)"
     Params = ChunksParams
 
-    def needed(self, p):
-        return p.top_k
-
     def pack(self, r, pool, p):
         raw = [_chunk_raw(r, int(i), s, p.max_block_chars)
                for i, s in zip(pool.dense_idx[:p.top_k], pool.dense_scores[:p.top_k])]
         blocks = pack_blocks(raw, p, r.reader.config.chunking.encoding)
-        return Context(self.name, params_dict(p), blocks, {"chunks_found": len(raw), "docs_loaded": 0,
-                                                           "pages_rebuilt": 0, "fallback": None})
+        return Context(self.name, params_dict(p), blocks, counters(len(raw)))
 
 
 @dataclass(frozen=True)
@@ -285,9 +287,6 @@ class FullDocumentsStrategy(Strategy):
     name = "full_documents"
     description = "chunks find the files; whole files (ranked by hits, then mean similarity) are the context"
     Params = FullDocumentsParams
-
-    def needed(self, p):
-        return p.top_k
 
     @staticmethod
     def rank_documents(doc_ids: list[str], scores: list[float]) -> list[tuple[str, int, float]]:
@@ -329,14 +328,14 @@ class FullDocumentsStrategy(Strategy):
             raw.append((text, "documents", (d,), pages, chunk_ids, ((d, 0, len(text)),), n, mean))
             total += len(text)
             loaded += 1
-        counters = {"chunks_found": len(rows), "docs_loaded": loaded, "pages_rebuilt": 0, "fallback": None}
+        found = counters(len(rows), docs_loaded=loaded)
         if not raw:
             ctx = STRATEGIES["chunks"].pack(r, pool, make_params("chunks", top_k=p.top_k,
                                                                  max_context_tokens=p.max_context_tokens,
                                                                  overflow=p.overflow))
-            counters.update(docs_loaded=0, fallback="chunks")
-            return Context(self.name, params_dict(p), ctx.blocks, counters)
-        return Context(self.name, params_dict(p), pack_blocks(raw, p, enc), counters)
+            found.update(docs_loaded=0, fallback="chunks")
+            return Context(self.name, params_dict(p), ctx.blocks, found)
+        return Context(self.name, params_dict(p), pack_blocks(raw, p, enc), found)
 
 
 def _doc_pages(rd, doc_id: str):
@@ -407,8 +406,7 @@ class TwoPhasePagesStrategy(Strategy):
                         ((rd.doc_ids[rows[0]], start, start + len(text)),), _rebuilt_tokens(rd, pid, text), score))
         blocks = pack_blocks(raw, p, rd.config.chunking.encoding)
         return Context(self.name, params_dict(p), blocks,
-                       {"chunks_found": int(min(p.candidates, len(pool.dense_idx))), "docs_loaded": 0,
-                        "pages_rebuilt": len(ranked), "fallback": None})
+                       counters(min(p.candidates, len(pool.dense_idx)), pages_rebuilt=len(ranked)))
 
 
 def _rebuilt(rd, pid: str) -> str:
@@ -479,9 +477,6 @@ class HybridStrategy(Strategy):
     description = "dense + language-aware BM25, min-max weighted fusion (alpha) or RRF"
     Params = HybridParams
 
-    def needed(self, p):
-        return p.top_k
-
     def _lists(self, r: Retriever, pool: CandidatePool, p) -> tuple[dict, dict, list[list]]:
         k = max(DEFAULT_POOL, p.top_k)
         dense = dict(zip(pool.dense_idx[:k].tolist(), pool.dense_scores[:k].tolist()))
@@ -527,8 +522,7 @@ class HybridStrategy(Strategy):
             fused = pool.extra[key]
         raw = [_chunk_raw(r, int(i), s) for i, s in fused[:p.top_k]]
         blocks = pack_blocks(raw, p, r.reader.config.chunking.encoding)
-        return Context(self.name, params_dict(p), blocks, {"chunks_found": len(fused), "docs_loaded": 0,
-                                                           "pages_rebuilt": 0, "fallback": None})
+        return Context(self.name, params_dict(p), blocks, counters(len(fused)))
 
 
 @dataclass(frozen=True)
@@ -542,9 +536,6 @@ class ParentChildStrategy(Strategy):
     name = "parent_child"
     description = "retrieve small leaves, de-duplicate by parent_id, return the top parent sections"
     Params = ParentChildParams
-
-    def needed(self, p):
-        return p.top_k
 
     def pack(self, r, pool, p):
         rd = r.reader
@@ -563,9 +554,7 @@ class ParentChildStrategy(Strategy):
             raw.append((par["text"], "parents", (par["doc_id"],), (par["page_id"],), tuple(leaves),
                         ((par["doc_id"], par["start"], par["end"]),), int(par["n_tokens"]), score))
         blocks = pack_blocks(raw, p, rd.config.chunking.encoding)
-        return Context(self.name, params_dict(p), blocks,
-                       {"chunks_found": int(min(p.top_k, len(pool.dense_idx))), "docs_loaded": 0,
-                        "pages_rebuilt": 0, "fallback": None})
+        return Context(self.name, params_dict(p), blocks, counters(min(p.top_k, len(pool.dense_idx))))
 
 
 # --------------------------------------------------------------------------- LLM helpers (used when configured)
