@@ -90,6 +90,19 @@ def parse_sets(sets: list[str]) -> dict:
     return grid
 
 
+def parse_prices(items: list[str], base: dict | None = None) -> dict:
+    """['gpt-x=0.5,1.5'] -> {'gpt-x': [0.5, 1.5]} (dollars per million input, output tokens)."""
+    out = {k: [float(x) for x in v] for k, v in (base or {}).items()}
+    for it in items:
+        try:
+            model, vals = it.split("=", 1)
+            pin, pout = (float(x) for x in vals.split(","))
+        except ValueError:
+            raise ValueError(f"--price expects MODEL=INPUT,OUTPUT dollars per million tokens, got {it!r}") from None
+        out[model] = [pin, pout]
+    return out
+
+
 def load_sweep(path: str) -> dict:
     with open(path, "rb") as f:
         return tomllib.load(f)
@@ -135,6 +148,7 @@ def cmd_run(a) -> int:
     for ds in ([None] if a.resume else datasets):
         cfg = RunConfig(dataset=ds or "squad2", questions_file=a.questions, index=_index_config(a), grid=grid,
                         answerer=answerer, answerer_params={"threshold": a.threshold} if answerer == "extractive" else {},
+                        prices=parse_prices(a.price or [], run_sec.get("prices", {}) | sweep.get("prices", {})),
                         llm=llm, judge=judge, judges=tuple(a.judges or ()), scorers=tuple(a.scorers or ()), repeats=a.repeats, limit=limit,
                         use_cache=not a.no_cache)
         summ = run_evaluation(cfg, a.workspace, a.db, run_id=a.run_id if len(datasets) == 1 else None,
@@ -312,7 +326,11 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--judge-key-env", default="OPENAI_API_KEY", help="environment variable holding the judge's key")
     s.add_argument("--judge-max-tokens", type=int, default=1024, help="max tokens per judge call")
     s.add_argument("--judges", nargs="*", default=None,
-                   help="judges to run: ragas_faithfulness (default), llm_faithfulness")
+                   help="judges to run: ragas_faithfulness (default), ragas_context_recall, "
+                        "ragas_answer_accuracy, llm_faithfulness")
+    s.add_argument("--price", action="append", metavar="MODEL=IN,OUT",
+                   help="price of a model in dollars per million input and output tokens (repeatable; a [prices] "
+                        "table in --config works too); built-in table: rag/llm.py PRICES")
     s.add_argument("--resume", default=None, metavar="RUN", help="continue a run that stopped")
     s.add_argument("--run-id", default=None, help="id for the new run (default: time + random)")
     s.add_argument("--db", default=None, help="DuckDB file (default: WORKSPACE/results.duckdb)")

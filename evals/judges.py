@@ -42,7 +42,8 @@ class LLMFaithfulness:
     client: LLMClient
     name = "llm_faithfulness"
 
-    def score(self, question: str, answer: str, contexts: list[str], repeat: int = 0) -> Score:
+    def score(self, question: str, answer: str, contexts: list[str], repeat: int = 0,
+              reference: str | None = None) -> Score:
         if is_fallback(answer):
             return Score(None, "undetermined", "fallback answer: nothing to judge")
         stmts = [strip_citations(s) for s in split_sentences(answer)]
@@ -98,12 +99,14 @@ def _status_of(exc: BaseException) -> str:
     return "error"
 
 
-@register_judge
-class RagasFaithfulness:
-    """ragas 0.4.3 Faithfulness through ``InstructorLLM``; instructor's JSON_SCHEMA mode lets the
-    server constrain a small local model's output to the schema. Calls go through the workbench's
-    response cache (an httpx transport keyed on the request body and the repeat index)."""
-    name = "ragas_faithfulness"
+class _RagasJudge:
+    """A ragas 0.4.3 collections metric through ``InstructorLLM``; instructor's JSON_SCHEMA mode lets
+    the server constrain a small local model's output to the schema. Calls go through the
+    workbench's response cache (an httpx transport keyed on the request body and repeat index)."""
+    name = ""
+    metric_class = ""
+    needs_response = True
+    needs_reference = False
 
     def __init__(self, client: LLMClient, mode: str = "json_schema"):
         import asyncio
@@ -117,47 +120,76 @@ class RagasFaithfulness:
 
         os.environ.setdefault("RAGAS_DO_NOT_TRACK", "true")
         try:
+            import ragas.metrics.collections as rmc
             from ragas.llms.base import InstructorLLM
-            from ragas.metrics.collections import Faithfulness
         except ImportError as e:  # ragas 0.4.3 + langchain-community >= 0.4: issues #2745 / #2995
             raise ImportError("ragas is not importable; pip install -e '.[ragas]' (pins langchain-community<0.4): "
                               f"{e}") from e
         cfg = client.cfg
         self.client, self.stats = client, client.stats
-        http = httpx.AsyncClient(transport=CachingAsyncTransport(client.cache, client.stats),
-                                 timeout=cfg.timeout)
+        http = httpx.AsyncClient(transport=CachingAsyncTransport(client.cache, client.stats), timeout=cfg.timeout)
         aclient = AsyncOpenAI(base_url=cfg.base_url, api_key=os.environ.get(cfg.api_key_env) or "not-needed",
                               http_client=http, max_retries=cfg.retries, timeout=cfg.timeout)
         imode = {"json_schema": instructor.Mode.JSON_SCHEMA, "json": instructor.Mode.JSON,
                  "tools": instructor.Mode.TOOLS}[mode]
         llm = InstructorLLM(client=instructor.from_openai(aclient, mode=imode), model=cfg.model, provider="openai",
                             temperature=cfg.temperature, max_tokens=cfg.max_tokens)
-        self.metric = Faithfulness(llm=llm)
+        self.metric = getattr(rmc, self.metric_class)(llm=llm)
         self.timeout = cfg.timeout * (cfg.retries + 1) * 2 + 5
         # one event loop in a thread of its own, so sync callers (the runner) can await ragas
         self.loop = asyncio.new_event_loop()
         threading.Thread(target=self.loop.run_forever, daemon=True).start()
 
-    def score(self, question: str, answer: str, contexts: list[str], repeat: int = 0) -> Score:
+    def kwargs(self, question: str, answer: str, contexts: list[str], reference: str | None) -> dict:
+        raise NotImplementedError
+
+    def score(self, question: str, answer: str, contexts: list[str], repeat: int = 0,
+              reference: str | None = None) -> Score:
         import asyncio
         import math
 
         from rag.llm import current_repeat
 
-        if is_fallback(answer):
+        if self.needs_response and is_fallback(answer):
             return Score(None, "undetermined", "fallback answer: nothing to judge")
-        if not answer.strip() or not contexts:
+        if (self.needs_response and not answer.strip()) or not contexts:
             return Score(None, "undetermined", "empty answer or context")
+        if self.needs_reference and not reference:
+            return Score(None, "undetermined", "no reference answer (unanswerable question)")
+        kw = self.kwargs(question, strip_citations(answer), contexts, reference)
 
         async def go():
             current_repeat.set(repeat)
-            return await self.metric.ascore(user_input=question, response=strip_citations(answer),
-                                            retrieved_contexts=contexts)
+            return await self.metric.ascore(**kw)
         try:
             res = asyncio.run_coroutine_threadsafe(asyncio.wait_for(go(), self.timeout), self.loop).result()
         except BaseException as e:  # noqa: BLE001 - every failure becomes a status
             return Score(None, _status_of(e), f"{type(e).__name__}: {str(e)[:250]}")
         v = getattr(res, "value", res)
         if v is None or (isinstance(v, float) and math.isnan(v)):
-            return Score(None, "undetermined", "ragas found no statements")
+            return Score(None, "undetermined", "ragas returned no score")
         return Score(float(v))
+
+
+@register_judge
+class RagasFaithfulness(_RagasJudge):
+    name, metric_class = "ragas_faithfulness", "Faithfulness"
+
+    def kwargs(self, question, answer, contexts, reference):
+        return {"user_input": question, "response": answer, "retrieved_contexts": contexts}
+
+
+@register_judge
+class RagasContextRecall(_RagasJudge):
+    name, metric_class, needs_response, needs_reference = "ragas_context_recall", "ContextRecall", False, True
+
+    def kwargs(self, question, answer, contexts, reference):
+        return {"user_input": question, "retrieved_contexts": contexts, "reference": reference}
+
+
+@register_judge
+class RagasAnswerAccuracy(_RagasJudge):
+    name, metric_class, needs_reference = "ragas_answer_accuracy", "AnswerAccuracy", True
+
+    def kwargs(self, question, answer, contexts, reference):
+        return {"user_input": question, "response": answer, "reference": reference}

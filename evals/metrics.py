@@ -68,6 +68,8 @@ def scorer(family: str, metrics: dict[str, tuple[bool, str]]):
 
 # LLM judges (evals/judges.py) write these; they run only when a judge endpoint is configured
 for _name, _desc in (("ragas_faithfulness", "ragas Faithfulness judged by an LLM"),
+                     ("ragas_context_recall", "ragas ContextRecall (LLM): reference claims found in the context"),
+                     ("ragas_answer_accuracy", "ragas AnswerAccuracy (LLM): answer vs the reference answer"),
                      ("llm_faithfulness", "share of statements an LLM judge finds supported")):
     METRICS[_name] = MetricInfo(_name, "judge", True, _desc)
 

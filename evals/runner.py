@@ -23,7 +23,7 @@ from pathlib import Path
 from rag.answerers import make_answerer
 from rag.corpora import load_any
 from rag.index import IndexConfig, Workspace
-from rag.llm import LLMClient, LLMConfig, price_of
+from rag.llm import PRICES, LLMClient, LLMConfig, price_of
 from rag.prompts import parse_citations
 from rag.retrieval import Retriever
 from rag.strategies import STRATEGIES, get_strategy, make_params, params_dict
@@ -44,6 +44,7 @@ class RunConfig:
     judge: LLMConfig | None = None  # an LLM judge endpoint (costs money; off by default)
     judges: tuple = ()  # judge names (default: ragas_faithfulness when a judge is configured)
     scorers: tuple = ()
+    prices: dict = field(default_factory=dict)  # model -> [input, output] dollars per million tokens
     repeats: int = 1
     limit: int = 0  # first N questions (0 = all)
     use_cache: bool = True
@@ -151,9 +152,10 @@ class _Progress:
 class ItemEvaluator:
     """One item = retrieve, pack, answer, score; the same code for runs and the notebook."""
 
-    def __init__(self, retriever: Retriever, answerer, scorers: dict, model: str = "local", judges=()):
+    def __init__(self, retriever: Retriever, answerer, scorers: dict, model: str = "local", judges=(),
+                 prices: dict | None = None):
         self.r, self.answerer, self.scorers, self.model = retriever, answerer, scorers, model
-        self.judges = list(judges)
+        self.judges, self.prices = list(judges), prices
         self.chunk_row = {c: i for i, c in enumerate(retriever.reader.chunk_ids)}
         self.embed = lambda texts: retriever.embed_queries(list(texts))
 
@@ -175,12 +177,13 @@ class ItemEvaluator:
         t3 = time.perf_counter()
         ans = self.answerer.answer(q.text, ctx.blocks, repeat=rep)
         t4 = time.perf_counter()
-        price = price_of(self.model, ans.prompt_tokens, ans.completion_tokens)
+        price = price_of(self.model, ans.prompt_tokens, ans.completion_tokens, self.prices)
         vecs = self.block_vectors(ctx.blocks) if "faithfulness" in self.scorers else {}
         scores = score_all(ScoringInput(q, ctx.blocks, ans.text, ans.status, ans.prompt_tokens,
                                         ans.completion_tokens, price, ctx.counters, self.embed, vecs), self.scorers)
         for j in self.judges:
-            scores[j.name] = (j.score(q.text, ans.text, [b.text for b in ctx.blocks], rep) if ans.status == "ok"
+            ref = q.answers[0] if q.answerable and q.answers else None
+            scores[j.name] = (j.score(q.text, ans.text, [b.text for b in ctx.blocks], rep, ref) if ans.status == "ok"
                               else Score(None, ans.status, "answer not available"))
         t5 = time.perf_counter()
         row = {"run_id": None, "strategy": name, "point_id": pid, "point_label": label,
@@ -229,9 +232,10 @@ def run_evaluation(cfg: RunConfig, workspace: str | Path = "results", db: str | 
                                       "config_hash": cfg.hash, "versions": package_versions(),
                                       "git_commit": git_commit(), "planned": planned})
         done = store.done_keys(run_id)
+        prices = {**PRICES, **{k: tuple(v) for k, v in cfg.prices.items()}}
         llm = None
         if cfg.llm is not None:
-            llm = LLMClient(cfg.llm, ws.root / "cache" / "llm.sqlite", use_cache=cfg.use_cache)
+            llm = LLMClient(cfg.llm, ws.root / "cache" / "llm.sqlite", use_cache=cfg.use_cache, prices=prices)
         retriever = Retriever(ws, ingest.index, llm=llm)
         enc = retriever.reader.config.chunking.encoding
         if cfg.answerer == "openai":
@@ -245,10 +249,10 @@ def run_evaluation(cfg: RunConfig, workspace: str | Path = "results", db: str | 
         if cfg.judge is not None:
             from .judges import get_judge
 
-            jclient = LLMClient(cfg.judge, ws.root / "cache" / "llm.sqlite", use_cache=cfg.use_cache)
+            jclient = LLMClient(cfg.judge, ws.root / "cache" / "llm.sqlite", use_cache=cfg.use_cache, prices=prices)
             judges = [get_judge(n, jclient) for n in (cfg.judges or ("ragas_faithfulness",))]
         evaluator = ItemEvaluator(retriever, answerer, get_scorers(list(cfg.scorers) or None),
-                                  cfg.llm.model if cfg.llm else "local", judges)
+                                  cfg.llm.model if cfg.llm else "local", judges, prices)
         workers = max((c.max_concurrency for c in (cfg.llm, cfg.judge) if c is not None), default=1)
 
         summary = RunSummary(run_id, ds.name, skipped_done=len(done))

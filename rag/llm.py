@@ -32,7 +32,7 @@ PRICES: dict[str, tuple[float, float]] = {
 
 def price_of(model: str, prompt_tokens: int, completion_tokens: int, prices: dict | None = None) -> float:
     table = prices or PRICES
-    pin, pout = table.get(model, table.get("local", (0.0, 0.0))) if model in table else (0.0, 0.0)
+    pin, pout = table.get(model, (0.0, 0.0))  # unknown models cost 0: add them with --price
     return (prompt_tokens * pin + completion_tokens * pout) / 1e6
 
 
@@ -214,6 +214,10 @@ class CachingAsyncTransport(httpx.AsyncBaseTransport):
             hit = self.cache.get("http:" + key)
             if hit is not None:
                 self.stats.hits += 1
+                try:
+                    self.stats.tokens_saved += int(json.loads(hit["body"]).get("usage", {}).get("total_tokens") or 0)
+                except (ValueError, AttributeError):
+                    pass
                 return httpx.Response(hit["status"], headers={"content-type": "application/json"},
                                       content=hit["body"].encode(), request=request)
         self.stats.misses += 1
