@@ -116,7 +116,7 @@ class _RagasJudge:
         import instructor
         from openai import AsyncOpenAI
 
-        from rag.llm import CachingAsyncTransport
+        from rag.http_cache import CachingAsyncTransport
 
         os.environ.setdefault("RAGAS_DO_NOT_TRACK", "true")
         try:

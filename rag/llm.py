@@ -183,59 +183,10 @@ class LLMClient:
         return LLMResult(None, last_status, error=last_err, latency_s=time.perf_counter() - t0, calls=calls)
 
 
-# --------------------------------------------------------------------------- HTTP-level cache
-# Third-party clients (ragas via instructor) call the endpoint themselves; an httpx transport
-# that caches by request body gives their calls the same response cache and the same keying
-# (endpoint + model + messages + parameters, all in the body, + the repeat index).
-
+# the repeat index of the item being evaluated, for caches that only see HTTP requests
 import contextvars  # noqa: E402
 
-import httpx  # noqa: E402
-
 current_repeat: contextvars.ContextVar[int] = contextvars.ContextVar("ragwb_repeat", default=0)
-
-
-def _transport_key(request: httpx.Request) -> str:
-    h = hashlib.sha256()
-    for part in (request.method.encode(), str(request.url).encode(), request.content or b"",
-                 str(current_repeat.get()).encode()):
-        h.update(part + b"\x00")
-    return h.hexdigest()
-
-
-class CachingAsyncTransport(httpx.AsyncBaseTransport):
-    def __init__(self, cache: ResponseCache | None, stats: CacheStats, inner: httpx.AsyncBaseTransport | None = None):
-        self.cache, self.stats = cache, stats
-        self.inner = inner or httpx.AsyncHTTPTransport()
-
-    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
-        key = _transport_key(request) if self.cache is not None and request.method == "POST" else None
-        if key is not None:
-            hit = self.cache.get("http:" + key)
-            if hit is not None:
-                self.stats.hits += 1
-                try:
-                    self.stats.tokens_saved += int(json.loads(hit["body"]).get("usage", {}).get("total_tokens") or 0)
-                except (ValueError, AttributeError):
-                    pass
-                return httpx.Response(hit["status"], headers={"content-type": "application/json"},
-                                      content=hit["body"].encode(), request=request)
-        self.stats.misses += 1
-        self.stats.calls += 1
-        resp = await self.inner.handle_async_request(request)
-        body = await resp.aread()
-        if key is not None and 200 <= resp.status_code < 300:
-            try:
-                json.loads(body)  # cache only well-formed replies
-                self.cache.put("http:" + key, {"status": resp.status_code, "body": body.decode()})
-            except ValueError:
-                pass
-        headers = [(k, v) for k, v in resp.headers.items()
-                   if k.lower() not in ("content-encoding", "content-length", "transfer-encoding")]
-        return httpx.Response(resp.status_code, headers=headers, content=body, request=request)
-
-    async def aclose(self) -> None:
-        await self.inner.aclose()
 
 
 def _short(e: Exception) -> str:
