@@ -99,3 +99,54 @@ def test_marimo_export_of_report_exits_zero(hostile_run, tmp_path):
                        capture_output=True, text=True, timeout=300)
     assert p.returncode == 0, p.stderr[-2000:]
     assert "RAG Workbench report" in out.read_text()
+
+
+def test_workbench_live_slider_repacks_without_re_embedding(browser, tmp_path):
+    """`marimo run` serves the workbench with a live kernel; moving a budget slider and applying the
+    form updates the results and embeds nothing new (the candidate cache is reused)."""
+    import socket
+    import sqlite3
+    import time
+    import urllib.request
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    ws = tmp_path / "ws"
+    proc = subprocess.Popen([sys.executable, "-m", "marimo", "run", "--headless", "--no-token", "--port", str(port),
+                             str(ROOT / "notebooks" / "workbench.py"), "--", "--dataset", "xquad-en", "--embedder",
+                             "hash", "--limit", "20", "--workspace", str(ws), "--db", str(tmp_path / "none.duckdb")],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.time() + 60
+        while True:
+            try:
+                urllib.request.urlopen(f"http://127.0.0.1:{port}/", timeout=2)
+                break
+            except OSError:
+                if time.time() > deadline:
+                    raise
+                time.sleep(0.3)
+        page = browser.new_page(viewport={"width": 1300, "height": 1400})
+        page.goto(f"http://127.0.0.1:{port}/")
+        page.wait_for_selector(".main-svg", timeout=90000)
+        page.wait_for_selector("text=defaults", timeout=30000)
+
+        def embedded():
+            con = sqlite3.connect(ws / "cache" / "embeddings.sqlite")
+            n = con.execute("SELECT count(*) FROM emb").fetchone()[0]
+            con.close()
+            return n
+        before = embedded()
+        slider = page.locator("[role=slider]").nth(1)  # top_k, the first slider of the budget form
+        slider.focus()
+        for _ in range(5):
+            page.keyboard.press("ArrowLeft")
+        page.get_by_text("Apply budgets").click()
+        page.wait_for_selector("text=top_k=3", timeout=60000)
+        assert page.locator(".main-svg").count() >= 1
+        assert embedded() == before  # questions and passages were not embedded again
+        page.close()
+    finally:
+        proc.terminate()
+        proc.wait(timeout=20)
