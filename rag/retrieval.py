@@ -73,6 +73,7 @@ class IndexReader:
     _bm25: BM25 | None = None
     _page_chunks: dict[str, list[int]] | None = None
     _page_vecs: dict[str, np.ndarray] | None = None
+    _row_of: dict[str, int] | None = None
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     @property
@@ -212,9 +213,20 @@ class Retriever:
         self.warm([question], key)
         return self._pools[(question, key)]
 
-    def bm25_pool(self, pool: CandidatePool, k: int) -> tuple[np.ndarray, np.ndarray]:
-        memo = pool.extra.get(("bm25", k))
-        if memo is None:
+    def bm25_pool(self, pool: CandidatePool, k: int, backend: str = "memory") -> tuple[np.ndarray, np.ndarray]:
+        """Top-k BM25 chunk rows and scores. ``memory``: Okapi BM25 here over the analysed tokens;
+        ``lancedb``: the same tokens through LanceDB's full-text index."""
+        memo = pool.extra.get(("bm25", k, backend))
+        if memo is None and backend == "lancedb":
+            rows = {c: i for i, c in enumerate(self.reader.chunk_ids)} if self.reader._row_of is None else None
+            if rows is not None:
+                self.reader._row_of = rows
+            q = " ".join(analyze(pool.question, self.reader.language))
+            hits = (self.ws.table(self.index, "chunks").search(q, query_type="fts").limit(k)
+                    .select(["chunk_id", "_score"]).to_list()) if q else []
+            top = np.array([self.reader._row_of[h["chunk_id"]] for h in hits], dtype=np.int64)
+            memo = pool.extra[("bm25", k, backend)] = (top, np.array([h["_score"] for h in hits], np.float32))
+        elif memo is None:
             s = self.reader.bm25.scores(analyze(pool.question, self.reader.language))
             kk = min(k, int((s > 0).sum()))
             if kk:
@@ -222,7 +234,7 @@ class Retriever:
                 top = top[np.lexsort((top, -s[top]))]
             else:
                 top = np.zeros(0, np.int64)
-            memo = pool.extra[("bm25", k)] = (top, s[top])
+            memo = pool.extra[("bm25", k, backend)] = (top, s[top])
         return memo
 
 

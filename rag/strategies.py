@@ -430,6 +430,7 @@ def _rebuilt_tokens(rd, pid: str, text: str) -> int:
 class HybridParams(BaseParams):
     top_k: int = 8
     fusion: str = "weighted"  # weighted (min-max, alpha) | rrf
+    bm25_backend: str = "memory"  # memory (Okapi BM25 here) | lancedb (LanceDB's full-text index)
     alpha: float = 0.8
     rrf_k: int = 60
     multi_query: int = 0  # LLM paraphrases fused by RRF (needs an LLM)
@@ -442,6 +443,8 @@ class HybridParams(BaseParams):
             raise ValueError(f"fusion must be 'weighted' or 'rrf', not {self.fusion!r}")
         if not 0.0 <= self.alpha <= 1.0:
             raise ValueError("alpha must be within [0, 1]")
+        if self.bm25_backend not in ("memory", "lancedb"):
+            raise ValueError(f"bm25_backend must be 'memory' or 'lancedb', not {self.bm25_backend!r}")
 
 
 def minmax(x: np.ndarray) -> np.ndarray:
@@ -480,7 +483,7 @@ class HybridStrategy(Strategy):
     def _lists(self, r: Retriever, pool: CandidatePool, p) -> tuple[dict, dict, list[list]]:
         k = max(DEFAULT_POOL, p.top_k)
         dense = dict(zip(pool.dense_idx[:k].tolist(), pool.dense_scores[:k].tolist()))
-        bi, bs = r.bm25_pool(pool, k)
+        bi, bs = r.bm25_pool(pool, k, p.bm25_backend)
         sparse = dict(zip(bi.tolist(), bs.tolist()))
         extra_lists = []
         if (p.multi_query or p.hyde) and r.llm is None:
@@ -500,7 +503,8 @@ class HybridStrategy(Strategy):
         return dense, sparse, extra_lists
 
     def pack(self, r, pool, p):
-        fkey = ("fused", p.fusion, p.alpha, p.rrf_k, p.multi_query, p.hyde, p.search_dim, p.top_k > DEFAULT_POOL)
+        fkey = ("fused", p.fusion, p.alpha, p.rrf_k, p.multi_query, p.hyde, p.search_dim, p.bm25_backend,
+                p.top_k > DEFAULT_POOL)
         fused = pool.extra.get(fkey)
         if fused is None:  # fusion depends on alpha/fusion/rrf_k, not on top_k or token budgets: memoise
             dense, sparse, extra = self._lists(r, pool, p)

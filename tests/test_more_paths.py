@@ -129,3 +129,19 @@ def test_bench_smoke(tmp_path, capsys):
     assert "re-pack 20 questions x 5 strategies" in out and "full offline evaluation: 100 items" in out
     figs = json.loads(next(tmp_path.glob("bench-*.json")).read_text())
     assert figs["repack"]["seconds"] > 0 and [p["copies"] for p in figs["growth"]["points"]] == [1, 2]
+
+
+def test_hybrid_bm25_through_lancedb_fts_agrees_with_memory_bm25(tmp_path):
+    ds = load_bundled("xquad-ru")
+    ws = Workspace(tmp_path)
+    s = ws.ingest(ds, IndexConfig(embedder=EmbedderConfig("hash")), progress=False)
+    r = Retriever(ws, s.index)
+    overlap = []
+    for q in ds.questions[:30]:
+        pool = r.pool(q.text)
+        mem, _ = r.bm25_pool(pool, 10, "memory")
+        lan, _ = r.bm25_pool(pool, 10, "lancedb")
+        overlap.append(len(set(mem[:5].tolist()) & set(lan[:5].tolist())) / 5)
+    assert sum(overlap) / len(overlap) >= 0.8  # same analysed tokens, same Okapi family
+    ctx = retrieve(r, "hybrid", ds.questions[0].text, bm25_backend="lancedb", fusion="rrf")
+    assert len(ctx.blocks) == 8
