@@ -84,3 +84,13 @@ def test_greek_fts_and_e5_multilingual(tmp_path):
     assert v[0] @ v[1] > v[0] @ v[3] and v[0] @ v[2] > v[0] @ v[3]
     # a re-ingest embeds nothing: the content-hash cache
     assert ws.ingest(el, IndexConfig(embedder=EmbedderConfig("e5")), progress=False).embedded == 0
+
+
+def test_use_fast_embedder_ingests_and_ranks(tmp_path):
+    e = get_embedder("use")
+    v = e.embed_passages(["The cat sat on the mat.", "A kitten rests on a rug.", "Stock markets fell sharply."])
+    assert v.shape == (3, e.dim) and v[0] @ v[1] > v[0] @ v[2]
+    ds = load_bundled("xquad-en")
+    ds.documents = ds.documents[:2]
+    s = Workspace(tmp_path).ingest(ds, IndexConfig(embedder=EmbedderConfig("use")), progress=False)
+    assert s.chunks > 0 and s.embedded == s.chunks
