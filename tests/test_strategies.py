@@ -140,3 +140,22 @@ def test_offline_answerer_cites_existing_blocks_and_falls_back(kw_index):
     msgs = build_messages("q?", ctx.blocks)
     assert "[1]" in msgs[1]["content"] and FALLBACK in msgs[0]["content"]
     assert prompt_tokens(msgs) == sum(count_tokens(m["content"]) + 3 for m in msgs) + 3
+
+
+def test_full_documents_stop_versus_skip_hand_built(tmp_path):
+    # A: 3 hits, short; B: 2 hits, long; C: 1 hit, short  ->  ranked A, B, C
+    docs = [_doc("A", ["alpha one.", "alpha two.", "alpha three."]),
+            _doc("B", ["alpha four.", "alpha five."] + ["omega filler text. " * 20] * 6),
+            _doc("C", ["alpha six."])]
+    ws = Workspace(tmp_path / "ws")
+    cfg = IndexConfig(ChunkConfig(chunker="tokens", chunk_tokens=64, overlap=0), EmbedderConfig("keywords"))
+    r = Retriever(ws, ws.ingest(Dataset("abc", docs, []), cfg, progress=False).index)
+    full = retrieve(r, "full_documents", "alpha", top_k=6)
+    assert [b.doc_ids[0] for b in full.blocks] == ["A", "B", "C"]
+    la, lc = (len(r.reader.documents[d]["text"]) for d in ("A", "C"))
+    budget = la + lc + 5  # B does not fit after A; C does
+    stop = retrieve(r, "full_documents", "alpha", top_k=6, max_total_chars=budget, on_overflow="stop")
+    skip = retrieve(r, "full_documents", "alpha", top_k=6, max_total_chars=budget, on_overflow="skip")
+    assert [b.doc_ids[0] for b in stop.blocks] == ["A"] and stop.counters["docs_loaded"] == 1
+    assert [b.doc_ids[0] for b in skip.blocks] == ["A", "C"] and skip.counters["docs_loaded"] == 2
+    assert skip.blocks[1].text == r.reader.documents["C"]["text"]  # whole documents, not chunks
