@@ -52,7 +52,7 @@ def test_notebooks_run_as_scripts(hostile_run, tmp_path):
 def _not_blank(png: bytes) -> bool:
     img = Image.open(io.BytesIO(png)).convert("L").resize((200, 200))
     lo, hi = img.getextrema()
-    return hi - lo > 100 and len(set(img.getdata())) > 20
+    return hi - lo > 100 and len(set(img.tobytes())) > 20
 
 
 def _visit(browser, url):
