@@ -104,8 +104,11 @@ def parse_prices(items: list[str], base: dict | None = None) -> dict:
 
 
 def load_sweep(path: str) -> dict:
-    with open(path, "rb") as f:
-        return tomllib.load(f)
+    try:
+        with open(path, "rb") as f:
+            return tomllib.load(f)
+    except tomllib.TOMLDecodeError as e:
+        raise ValueError(f"{path}: not valid TOML ({e})") from None
 
 
 def cmd_run(a) -> int:
@@ -314,8 +317,8 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--llm-base-url", default=None, help="OpenAI-compatible base URL, e.g. http://127.0.0.1:8080/v1")
     s.add_argument("--llm-model", default=None, help="model name at that endpoint")
     s.add_argument("--llm-key-env", default="OPENAI_API_KEY", help="environment variable holding the API key")
-    s.add_argument("--temperature", type=float, default=0.0)
-    s.add_argument("--max-tokens", type=int, default=256)
+    s.add_argument("--temperature", type=float, default=0.0, help="sampling temperature of the answer model (0)")
+    s.add_argument("--max-tokens", type=int, default=256, help="max completion tokens per answer (256)")
     s.add_argument("--timeout", type=float, default=60.0, help="per-call timeout in seconds")
     s.add_argument("--retries", type=int, default=3, help="retries on 429/5xx/timeouts (exponential backoff)")
     s.add_argument("--concurrency", type=int, default=4, help="max concurrent LLM calls")
@@ -338,11 +341,10 @@ def build_parser() -> argparse.ArgumentParser:
     _add_index_args(s)
     s.set_defaults(fn=cmd_run)
 
-    for name, fn, hlp in (("runs", cmd_runs, "list stored runs"),):
-        s = sub.add_parser(name, help=hlp, description=hlp)
-        s.add_argument("--workspace", default="results")
-        s.add_argument("--db", default=None)
-        s.set_defaults(fn=fn)
+    s = sub.add_parser("runs", help="list stored runs", description="List stored runs, newest first.")
+    s.add_argument("--workspace", default="results", help="workspace folder (default: results)")
+    s.add_argument("--db", default=None, help="DuckDB file (default: WORKSPACE/results.duckdb)")
+    s.set_defaults(fn=cmd_runs)
 
     s = sub.add_parser("show", help="summary table of a run (means with 95%% bootstrap intervals)")
     s.add_argument("run", help="run id, unique prefix, or 'latest'")
