@@ -44,6 +44,11 @@ def _add_index_args(p: argparse.ArgumentParser) -> None:
     g.add_argument("--no-progress", action="store_true", help="no progress bars")
 
 
+def _add_store_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--workspace", default="results", help="workspace folder (default: results)")
+    p.add_argument("--db", default=None, help="DuckDB file (default: WORKSPACE/results.duckdb)")
+
+
 def _index_config(a):
     from rag.chunking import ChunkConfig
     from rag.embedders import EmbedderConfig
@@ -342,31 +347,27 @@ def build_parser() -> argparse.ArgumentParser:
     s.set_defaults(fn=cmd_run)
 
     s = sub.add_parser("runs", help="list stored runs", description="List stored runs, newest first.")
-    s.add_argument("--workspace", default="results", help="workspace folder (default: results)")
-    s.add_argument("--db", default=None, help="DuckDB file (default: WORKSPACE/results.duckdb)")
+    _add_store_args(s)
     s.set_defaults(fn=cmd_runs)
 
     s = sub.add_parser("show", help="summary table of a run (means with 95%% bootstrap intervals)")
     s.add_argument("run", help="run id, unique prefix, or 'latest'")
     s.add_argument("--metrics", nargs="*", default=None, help="metrics to show (default: headline set)")
-    s.add_argument("--workspace", default="results")
-    s.add_argument("--db", default=None)
+    _add_store_args(s)
     s.set_defaults(fn=cmd_show)
 
     s = sub.add_parser("export", help="write a run's results and scores as parquet or CSV")
-    s.add_argument("run")
-    s.add_argument("--format", choices=["parquet", "csv"], default="parquet")
-    s.add_argument("--out", default="results/export")
-    s.add_argument("--workspace", default="results")
-    s.add_argument("--db", default=None)
+    s.add_argument("run", help="run id, unique prefix, or 'latest'")
+    s.add_argument("--format", choices=["parquet", "csv"], default="parquet", help="file format (parquet)")
+    s.add_argument("--out", default="results/export", help="output folder (results/export)")
+    _add_store_args(s)
     s.set_defaults(fn=cmd_export)
 
     s = sub.add_parser("report", help="write the HTML report of a run (or of two runs compared)")
-    s.add_argument("run")
-    s.add_argument("--compare", default=None, help="a second run to compare against")
-    s.add_argument("--out", default="results/reports")
-    s.add_argument("--workspace", default="results")
-    s.add_argument("--db", default=None)
+    s.add_argument("run", help="run id, unique prefix, or 'latest'")
+    s.add_argument("--compare", default=None, help="a second run to compare against (paired deltas)")
+    s.add_argument("--out", default="results/reports", help="output folder (results/reports)")
+    _add_store_args(s)
     s.set_defaults(fn=cmd_report)
 
     s = sub.add_parser("strategies", help="list strategies and their budgets (shipped defaults)")

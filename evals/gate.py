@@ -37,14 +37,14 @@ def add_gate_args(p) -> None:
     p.add_argument("--max-error-rate", type=float, default=0.02, help="cap on the share of non-ok statuses (0.02)")
     p.add_argument("--aa-noise", action="store_true",
                    help="widen each tolerance by the A/A noise floor measured between repeats 0 and 1 of the baseline")
-    p.add_argument("--resamples", type=int, default=2000)
-    p.add_argument("--seed", type=int, default=DEFAULT_SEED)
+    p.add_argument("--resamples", type=int, default=2000, help="bootstrap resamples (2000)")
+    p.add_argument("--seed", type=int, default=DEFAULT_SEED, help="bootstrap seed (fixed: reproducible verdicts)")
     p.add_argument("--markdown", default=None, help="also write the Markdown summary to this file")
     p.add_argument("--json", dest="json_out", default="results/gate.json", help="JSON verdict file")
     p.add_argument("--write-baseline", default=None, metavar="FILE",
                    help="write the candidate's per-question scores to FILE (a committed baseline) and exit")
-    p.add_argument("--workspace", default="results")
-    p.add_argument("--db", default=None)
+    p.add_argument("--workspace", default="results", help="workspace folder (default: results)")
+    p.add_argument("--db", default=None, help="DuckDB file (default: WORKSPACE/results.duckdb)")
 
 
 def per_question(store: ResultStore, run_id: str) -> tuple[str, pd.DataFrame]:
