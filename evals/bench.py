@@ -206,7 +206,7 @@ def llm_rerun(dataset, workspace, n) -> dict:
     srv, url = start()
     try:
         cfg = RunConfig(dataset=dataset, limit=n, answerer="openai", llm=LLMConfig(url, "local-extractive"),
-                        index=IndexConfigHash())
+                        index=_hash_index_config())
         c0 = Handler.calls
         run_evaluation(cfg, workspace=workspace, progress=False)
         first = Handler.calls - c0
@@ -218,7 +218,7 @@ def llm_rerun(dataset, workspace, n) -> dict:
         srv.shutdown()
 
 
-def IndexConfigHash():
+def _hash_index_config():
     from rag.embedders import EmbedderConfig
     from rag.index import IndexConfig
 

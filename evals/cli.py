@@ -2,8 +2,6 @@
 from __future__ import annotations
 
 import argparse
-import json
-import os
 import sys
 import tomllib
 from pathlib import Path
@@ -128,7 +126,8 @@ def cmd_run(a) -> int:
     if datasets == ["all"]:
         datasets = list(BUNDLED)
     grid = dict(sweep.get("strategies", {}))
-    for k, v in parse_sets(a.set or []).items():
+    cli_axes = parse_sets(a.set or [])
+    for k, v in cli_axes.items():
         grid.setdefault(k, {}).update(v)
     from rag.strategies import STRATEGIES, get_strategy
 
@@ -136,7 +135,9 @@ def cmd_run(a) -> int:
     if isinstance(chosen, str):
         chosen = [x.strip() for x in chosen.split(",") if x.strip()]
     strategies = [get_strategy(x).name for x in chosen] if chosen else list(STRATEGIES)
-    grid = {s: grid.get(s, {}) for s in strategies} | {s: v for s, v in grid.items() if s not in strategies and a.set}
+    # the chosen strategies, plus any that a --set axis names
+    named = [x for x in cli_axes if x not in strategies]
+    grid = {s: grid.get(s, {}) for s in strategies + named}
     llm = None
     if a.llm_base_url:
         if not a.llm_model:

@@ -10,11 +10,9 @@ from __future__ import annotations
 
 import gzip
 import json
-import sys
 import tomllib
 from pathlib import Path
 
-import numpy as np
 import pandas as pd
 
 from .metrics import METRICS

@@ -13,7 +13,7 @@ import pandas as pd
 
 from .store import ResultStore
 from .summary import HEADLINE, headline_table, summarize
-from .charts import pareto_front, quality_cost_figure
+from .charts import quality_cost_figure
 
 QUALITY = ["f1", "faithfulness", "citation_precision", "evidence_recall", "abstention_accuracy"]
 

@@ -11,7 +11,6 @@ import dataclasses
 import hashlib
 import itertools
 import json
-import os
 import subprocess
 import sys
 import time
@@ -156,13 +155,13 @@ class ItemEvaluator:
                  prices: dict | None = None):
         self.r, self.answerer, self.scorers, self.model = retriever, answerer, scorers, model
         self.judges, self.prices = list(judges), prices
-        self.chunk_row = {c: i for i, c in enumerate(retriever.reader.chunk_ids)}
         self.embed = lambda texts: retriever.embed_queries(list(texts))
 
     def block_vectors(self, blocks) -> dict:
         vecs = {}
+        rows = self.r.reader.rows
         for b in blocks:
-            ids = [self.chunk_row[c] for c in b.chunk_ids if c in self.chunk_row]
+            ids = [rows[c] for c in b.chunk_ids if c in rows]
             if ids:
                 v = self.r.reader.vectors[ids].mean(axis=0)
                 vecs[b.n] = v / (float((v @ v) ** 0.5) or 1.0)

@@ -14,7 +14,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from .models import Document, Page
+from .models import Document
 from .tokens import count_tokens, token_char_offsets
 
 _HEADER = re.compile(r"^(#{1,3})[ \t]+(.+?)[ \t]*#*[ \t]*$", re.M)

@@ -10,7 +10,6 @@ from __future__ import annotations
 import csv
 import fnmatch
 import gzip
-import io
 import json
 import os
 import re

@@ -124,36 +124,23 @@ class HashEmbedder(Embedder):
         return _normalise(out)
 
 
-class RetryableError(Exception):
-    pass
-
-
 def with_retries(fn, *, retries: int = 5, base_delay: float = 0.5, max_delay: float = 20.0,
                  sleep=time.sleep):
-    """Call ``fn`` retrying on 429/5xx/timeouts with exponential backoff (honours Retry-After)."""
+    """Call ``fn`` retrying on 429/5xx/timeouts/connection errors (the LLM client's delay rule,
+    which honours Retry-After); other errors, and the last failure, are raised."""
     import openai
+
+    from .llm import retry_delay
 
     for attempt in range(retries + 1):
         try:
             return fn()
-        except (openai.RateLimitError, openai.InternalServerError, openai.APITimeoutError,
-                openai.APIConnectionError) as e:
-            if attempt == retries:
+        except (openai.RateLimitError, openai.APITimeoutError, openai.APIConnectionError, openai.APIStatusError) as e:
+            transient = not isinstance(e, openai.APIStatusError) or isinstance(e, openai.RateLimitError) \
+                or e.status_code >= 500
+            if not transient or attempt == retries:
                 raise
-            delay = min(max_delay, base_delay * 2 ** attempt)
-            resp = getattr(e, "response", None)
-            ra = resp.headers.get("retry-after") if resp is not None else None
-            if ra:
-                try:
-                    delay = min(max_delay, float(ra))
-                except ValueError:
-                    pass
-            sleep(delay)
-        except openai.APIStatusError as e:
-            if e.status_code >= 500 and attempt < retries:
-                sleep(min(max_delay, base_delay * 2 ** attempt))
-                continue
-            raise
+            sleep(retry_delay(attempt, base_delay, max_delay, e))
 
 
 @register_embedder("openai")

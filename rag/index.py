@@ -16,7 +16,6 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import numpy as np
 import pyarrow as pa
 
 from .chunking import ChunkConfig, chunk_document
@@ -189,7 +188,7 @@ class Workspace:
         emb = get_embedder(cfg.embedder)
         texts = [r.pop("_embed") for r in chunk_rows]
         te = time.perf_counter()
-        h0, m0 = self.embedding_cache.hits, self.embedding_cache.misses
+        m0 = self.embedding_cache.misses
         bar = _progress(len(texts), f"embedding {ds.name}", progress)
         vecs = self.embedding_cache.embed(emb, cfg.embedder.key, texts, "passage", progress=bar.update if bar else None)
         if bar:

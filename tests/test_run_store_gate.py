@@ -3,10 +3,8 @@ import os
 import signal
 import subprocess
 import sys
-import time
 
 import duckdb
-import pytest
 
 from evals.cli import main
 from evals.gate import gate, per_question
