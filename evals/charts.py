@@ -14,7 +14,7 @@ def pareto_front(points: list[tuple[float, float]]) -> list[bool]:
 
 
 def quality_cost_frame(summary: pd.DataFrame, quality: str, cost: str = "context_tokens") -> pd.DataFrame:
-    q = summary[summary.metric == quality].set_index(["strategy", "point"])
+    q = summary[(summary.metric == quality) & (summary.n_ok > 0)].set_index(["strategy", "point"])
     c = summary[summary.metric == cost].set_index(["strategy", "point"])
     df = q[["mean", "low", "high"]].join(c[["mean"]].rename(columns={"mean": "cost"}), how="inner").reset_index()
     df["pareto"] = pareto_front(list(zip(df["cost"], df["mean"])))

@@ -64,10 +64,19 @@ def cmd_ingest(a) -> int:
     ws = Workspace(a.workspace)
     status = 0
     for spec in a.dataset:
-        ds = load_any(spec, a.questions)
+        questions = a.questions
+        if questions is None and Path(spec).is_dir():
+            questions = ws.remembered_questions(spec)
+            if questions:
+                print(f"using the questions file remembered for {spec}: {questions}", file=sys.stderr)
+        ds = load_any(spec, questions)
         summ = ws.ingest(ds, _index_config(a), progress=not a.no_progress)
+        if a.questions and Path(spec).is_dir():
+            ws.remember_questions(spec, a.questions)
         print(summ.render())
-        if a.strict and summ.skipped:
+        if a.strict and (summ.skipped or (questions and not ds.questions)):
+            if questions and not ds.questions:
+                print(f"ragwb ingest: --strict: {questions} holds no usable question", file=sys.stderr)
             status = 3
     return status
 
@@ -222,18 +231,19 @@ def cmd_runs(a) -> int:
 def cmd_show(a) -> int:
     import pandas as pd
 
-    from .summary import HEADLINE, headline_table, summarize
+    from .summary import headline_metrics, headline_table, summarize, summarize_by
 
     with _store(a) as st:
         rid = st.resolve_run(a.run)
         run = st.run(rid)
-        summ = summarize(st, rid, a.metrics or HEADLINE)
+        metrics = a.metrics or headline_metrics(st, rid)
+        summ = summarize_by(st, rid, a.by, metrics) if a.by else summarize(st, rid, metrics)
         statuses = st.con.execute("SELECT status, count(*) FROM scores WHERE run_id=? GROUP BY 1 ORDER BY 1",
                                   [rid]).fetchall()
     print(f"run {rid}  dataset {run['dataset']}  status {run['status']}  commit {run['git_commit']}")
     print("score statuses: " + ", ".join(f"{s}={n}" for s, n in statuses))
     with pd.option_context("display.width", 250, "display.max_columns", 30, "display.max_colwidth", 40):
-        print(headline_table(summ, a.metrics or HEADLINE).to_string(index=False))
+        print(headline_table(summ, metrics, a.by).to_string(index=False))
     return 0
 
 
@@ -353,7 +363,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     s = sub.add_parser("show", help="summary table of a run (means with 95%% bootstrap intervals)")
     s.add_argument("run", help="run id, unique prefix, or 'latest'")
-    s.add_argument("--metrics", nargs="*", default=None, help="metrics to show (default: headline set)")
+    s.add_argument("--metrics", nargs="*", default=None, help="metrics to show (default: headline set, plus page "
+                   "metrics when the dataset has page evidence)")
+    s.add_argument("--by", default=None, metavar="FIELD", help="break every metric down by a question field: "
+                   "language, qtype, answerable, document, or any metadata field of the gold set (company, ...)")
     _add_store_args(s)
     s.set_defaults(fn=cmd_show)
 

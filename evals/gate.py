@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from .metrics import METRICS
+from .metrics import METRICS, NOT_FAILURES
 from .stats import DEFAULT_SEED, paired_bootstrap
 from .store import ResultStore
 
@@ -82,7 +82,8 @@ def _tol(tols: dict, metric: str, base_mean: float) -> float:
 
 
 def error_rate(df: pd.DataFrame) -> float:
-    return float((df.status != "ok").mean()) if len(df) else 0.0
+    """Share of failed scores; not_applicable is a decision, not a failure."""
+    return float((~df.status.isin(NOT_FAILURES)).mean()) if len(df) else 0.0
 
 
 def gate(base: tuple[str, pd.DataFrame], cand: tuple[str, pd.DataFrame], metrics: list[str] | None = None,
@@ -103,7 +104,7 @@ def gate(base: tuple[str, pd.DataFrame], cand: tuple[str, pd.DataFrame], metrics
     for name, df in (("baseline", b), ("candidate", c)):
         r = error_rate(df)
         if r > max_error_rate:
-            bad = df[df.status != "ok"].status.value_counts().to_dict()
+            bad = df[~df.status.isin(NOT_FAILURES)].status.value_counts().to_dict()
             failures.append(f"{name} has {r:.1%} non-ok statuses (cap {max_error_rate:.1%}): {bad}")
     metrics = metrics or GATED_DEFAULT
     shared = bq & cq

@@ -13,10 +13,11 @@ from rag.answerers import make_answerer
 from rag.corpora import load_any
 from rag.embedders import EmbedderConfig
 from rag.index import IndexConfig, Workspace
+from rag.models import Evidence
 from rag.retrieval import Retriever
-from rag.strategies import get_strategy, make_params
+from rag.strategies import Block, get_strategy, make_params
 
-from .metrics import get_scorers
+from .metrics import block_holds, get_scorers
 from .runner import ItemEvaluator, point_id, point_label
 
 
@@ -81,8 +82,7 @@ def drilldown_html(question, row: dict, scores: dict) -> str:
     """Question, blocks (gold evidence highlighted), answer with citations linked to blocks, metrics."""
     blocks = json.loads(row["blocks"]) if isinstance(row["blocks"], str) else row["blocks"]
     evidence = [e.__dict__ if hasattr(e, "__dict__") else e for e in question.evidence] if question.answerable else []
-    held = {b["n"] for b in blocks for ev in evidence
-            if ev.get("doc_id") in b["doc_ids"] and (ev.get("page_id") is None or ev["page_id"] in b["page_ids"])}
+    held = {b["n"] for b in blocks if any(block_holds(Block.from_dict(b), Evidence(**ev)) for ev in evidence)}
     ans = html.escape(row["answer"] or "")
     ans = re.sub(r"\[(\d+)\]", lambda m: f"<a href='#blk-{m.group(1)}'>[{m.group(1)}]</a>", ans)
     parts = [f"<h3>{html.escape(question.text)}</h3>",

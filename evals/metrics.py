@@ -20,7 +20,10 @@ from rag.prompts import is_fallback, parse_citations, strip_citations
 from rag.textproc import analyze, term_set
 from rag.tokens import estimate_tokens
 
-STATUSES = ("ok", "undetermined", "parse_error", "timeout", "rate_limited", "error")
+STATUSES = ("ok", "undetermined", "parse_error", "timeout", "rate_limited", "error", "not_applicable")
+# not_applicable: the metric cannot tell anything here (e.g. the answerer meets it by construction);
+# stored with its reason, left out of means, charts, Pareto fronts, the gate and error rates
+NOT_FAILURES = ("ok", "not_applicable")
 
 
 @dataclass(slots=True)
@@ -42,6 +45,7 @@ class ScoringInput:
     counters: dict = field(default_factory=dict)
     embed: Callable | None = None  # texts -> normalised vectors (optional, for embedding support)
     block_vectors: dict = field(default_factory=dict)  # block n -> vector (optional)
+    by_construction: dict = field(default_factory=dict)  # metric -> why the answerer meets it by construction
 
 
 @dataclass(frozen=True)
@@ -92,6 +96,9 @@ def score_all(inp: ScoringInput, scorers: dict[str, Callable] | None = None) -> 
             for name, m in METRICS.items():
                 if m.family == fam:
                     out[name] = Score(None, "error", f"{type(e).__name__}: {e}"[:300])
+    for name, why in inp.by_construction.items():
+        if name in out and out[name].status == "ok":
+            out[name] = Score(None, "not_applicable", why)
     return out
 
 
@@ -141,8 +148,14 @@ def score_answer(inp: ScoringInput) -> dict[str, Score]:
     if fb or not q.answers:
         return {"em": Score(0.0), "f1": Score(0.0)}
     pred = strip_citations(inp.answer)
-    return {"em": Score(max(exact_match(pred, g) for g in q.answers)),
-            "f1": Score(max(f1_score(pred, g) for g in q.answers))}
+    golds = squad_gold_answers(q.answers)
+    return {"em": Score(max(exact_match(pred, g) for g in golds)),
+            "f1": Score(max(f1_score(pred, g) for g in golds))}
+
+
+def squad_gold_answers(answers: list[str]) -> list[str]:
+    """As the official v2.0 script: gold answers that normalise to '' are dropped; none left -> ['']."""
+    return [a for a in answers if normalize_answer(a)] or [""]
 
 
 @scorer("abstention", {

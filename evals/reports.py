@@ -25,11 +25,45 @@ def _table(df: pd.DataFrame) -> str:
 
 def worst_questions(store: ResultStore, run_id: str, metric: str = "f1", n: int = 5) -> pd.DataFrame:
     return store.con.execute(
-        "SELECT r.strategy, r.point_label, r.question_id, q.text AS question, r.answer, s.value AS score, r.blocks "
+        "SELECT r.strategy, r.point_label, r.question_id, q.text AS question, q.answers AS gold, q.evidence, "
+        "r.answer, s.value AS score, r.blocks "
         "FROM scores s JOIN results r USING (run_id, strategy, point_id, question_id, repeat) "
         "JOIN runs USING (run_id) JOIN questions q ON q.dataset = runs.dataset AND q.question_id = r.question_id "
-        "WHERE s.run_id = ? AND s.metric = ? AND s.status = 'ok' ORDER BY s.value ASC, r.question_id LIMIT ?",
+        "WHERE s.run_id = ? AND s.metric = ? AND s.status = 'ok' "
+        # one row per question (its worst strategy/point), not the same question five times
+        "QUALIFY row_number() OVER (PARTITION BY r.question_id ORDER BY s.value, r.strategy, r.point_label) = 1 "
+        "ORDER BY s.value ASC, r.question_id LIMIT ?",
         [run_id, metric, n]).df()
+
+
+def breakdown_tables(store: ResultStore, run_id: str, dataset: str, max_groups: int = 30) -> dict[str, pd.DataFrame]:
+    """Quality means per strategy x point x group, for the language, the gold document and every
+    question metadata field with 2..max_groups values (company, document type, ...)."""
+    from .summary import question_groups
+
+    q = store.questions(dataset)
+    fields = ["language", "document"]
+    for m in q.get("metadata", []):
+        for k in (json.loads(m) if isinstance(m, str) and m else {}):
+            if k not in fields:
+                fields.append(k)
+    sc = store.scores(run_id)
+    sc = sc[(sc.status == "ok") & sc.metric.isin(QUALITY + ["context_tokens"])]
+    out = {}
+    for f in fields:
+        try:
+            g = question_groups(store, dataset, f)
+        except ValueError:
+            continue
+        if not 2 <= g.nunique() <= max_groups:
+            continue
+        t = sc.assign(**{f: sc.question_id.map(g)}).pivot_table(
+            index=[f, "strategy", "point_label"], columns="metric", values="value", aggfunc="mean").round(3)
+        n = sc.assign(**{f: sc.question_id.map(g)}).groupby([f, "strategy", "point_label"]).question_id.nunique()
+        t.insert(0, "questions", n)
+        t.columns.name = None
+        out[f] = t.reset_index().rename(columns={"point_label": "point"})
+    return out
 
 
 def report_sections(store: ResultStore, run_id: str, compare: str | None = None) -> dict:
@@ -37,12 +71,15 @@ def report_sections(store: ResultStore, run_id: str, compare: str | None = None)
     static HTML writer and notebooks/report.py."""
     run = store.run(run_id)
     summ = summarize(store, run_id)
-    figs = [quality_cost_figure(summ, q, "context_tokens") for q in QUALITY if q in set(summ.metric)]
+    # a metric with no ok score (e.g. not_applicable for this answerer) gets no chart
+    figs = [quality_cost_figure(summ, q, "context_tokens") for q in QUALITY
+            if q in set(summ[summ.n_ok > 0].metric)]
     breakdown = store.con.execute(
         "SELECT r.strategy, r.point_label AS point, q.qtype AS question_type, q.language, avg(s.value) AS f1, "
         "count(*) AS n FROM scores s JOIN results r USING (run_id, strategy, point_id, question_id, repeat) "
         "JOIN runs USING (run_id) JOIN questions q ON q.dataset = runs.dataset AND q.question_id = r.question_id "
         "WHERE s.run_id = ? AND s.metric = 'f1' AND s.status = 'ok' GROUP BY ALL ORDER BY 1, 2, 3, 4", [run_id]).df()
+    breakdowns = breakdown_tables(store, run_id, run["dataset"])
     statuses = store.con.execute("SELECT strategy, metric, status, count(*) AS n FROM scores WHERE run_id=? AND "
                                  "status <> 'ok' GROUP BY ALL ORDER BY n DESC LIMIT 30", [run_id]).df()
     comparison = None
@@ -54,13 +91,18 @@ def report_sections(store: ResultStore, run_id: str, compare: str | None = None)
         blocks = json.loads(r["blocks"])
         items = "".join(f"<li><b>[{b['n']}]</b> <span class='src'>{html.escape(', '.join(b['page_ids'][:1] or b['doc_ids']))}"
                         f"</span><pre>{html.escape(b['text'][:1500])}</pre></li>" for b in blocks[:5])
+        gold = json.loads(r["gold"] or "[]")
+        gold_pages = sorted({e.get("page_id") or e.get("doc_id") for e in json.loads(r["evidence"] or "[]")})
         worst.append(f"<div class='q'><p><b>{html.escape(r['strategy'])}</b> ({html.escape(r['point_label'])}) "
                      f"<code>{html.escape(r['question_id'])}</code>: {html.escape(r['question'])}</p>"
+                     f"<p>gold: <i>{html.escape(' | '.join(gold) or '(unanswerable)')}</i>; gold evidence on "
+                     f"<code>{html.escape(', '.join(gold_pages[:5]))}</code></p>"
                      f"<p>answer: <i>{html.escape(r['answer'] or '')}</i> (F1 {r['score']:.2f})</p><ol>{items}</ol></div>")
     header = (f"dataset <b>{html.escape(str(run['dataset']))}</b>, commit {html.escape(str(run['git_commit']))}, "
               f"created {html.escape(str(run['created_at']))}, status {html.escape(str(run['status']))}")
     return {"run_id": run_id, "compare": compare, "header_md": header, "summary": headline_table(summ, HEADLINE),
-            "figures": figs, "breakdown": breakdown, "statuses": statuses, "comparison": comparison,
+            "figures": figs, "breakdown": breakdown, "breakdowns": breakdowns, "statuses": statuses,
+            "comparison": comparison,
             "worst_html": "".join(worst) or "<p>no scored questions</p>"}
 
 
@@ -73,8 +115,10 @@ def build_report_html(store: ResultStore, run_id: str, compare: str | None = Non
              "<h2>Quality vs token cost (Pareto front marked with stars)</h2>"]
     for i, fig in enumerate(sec["figures"]):
         parts.append(pio.to_html(fig, full_html=False, include_plotlyjs=(i == 0), div_id=f"chart{i}"))
-    parts += ["<h2>F1 by strategy, question type and language</h2>", _table(sec["breakdown"]),
-              "<h2>Scores that are not ok</h2>", _table(sec["statuses"]) if len(sec["statuses"]) else "<p>none</p>"]
+    parts += ["<h2>F1 by strategy, question type and language</h2>", _table(sec["breakdown"])]
+    for field, t in sec["breakdowns"].items():
+        parts += [f"<h2>Quality by {html.escape(field)}</h2>", _table(t)]
+    parts += ["<h2>Scores that are not ok</h2>", _table(sec["statuses"]) if len(sec["statuses"]) else "<p>none</p>"]
     if sec["comparison"] is not None:
         parts += [f"<h2>Compared with run {html.escape(compare)} (paired deltas)</h2>", _table(sec["comparison"])]
     parts += ["<h2>Worst questions (lowest F1) with their contexts</h2>", sec["worst_html"]]

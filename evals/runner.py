@@ -25,7 +25,7 @@ from rag.index import IndexConfig, Workspace
 from rag.llm import PRICES, LLMClient, LLMConfig, price_of
 from rag.prompts import parse_citations
 from rag.retrieval import Retriever
-from rag.strategies import STRATEGIES, get_strategy, make_params, params_dict
+from rag.strategies import DEFAULT_POOL, STRATEGIES, get_strategy, make_params, params_dict
 
 from .metrics import Score, ScoringInput, get_scorers, score_all
 from .store import ResultStore
@@ -167,10 +167,20 @@ class ItemEvaluator:
                 vecs[b.n] = v / (float((v @ v) ** 0.5) or 1.0)
         return vecs
 
-    def evaluate(self, q, name: str, p, pid: str, label: str, rep: int = 0, extra_retrieve_ms: float = 0.0):
+    def search_ms(self, strat, pool, p) -> float:
+        """The question's own search cost for this point: its dense search (+ embedding share), plus
+        BM25 for hybrid. The same figure in a one-point run and in a 50-point sweep (docs/store.md)."""
+        ms = pool.search_ms
+        if strat.name == "hybrid":
+            k = max(DEFAULT_POOL, p.top_k)
+            self.r.bm25_pool(pool, k, p.bm25_backend)
+            ms += pool.extra.get(("bm25_ms", k, p.bm25_backend), 0.0)
+        return ms
+
+    def evaluate(self, q, name: str, p, pid: str, label: str, rep: int = 0):
         strat = get_strategy(name)
-        t1 = time.perf_counter()
         pool = strat.candidates(self.r, q.text, p)
+        retrieve_ms = self.search_ms(strat, pool, p)
         t2 = time.perf_counter()
         ctx = strat.pack(self.r, pool, p)
         t3 = time.perf_counter()
@@ -179,7 +189,8 @@ class ItemEvaluator:
         price = price_of(self.model, ans.prompt_tokens, ans.completion_tokens, self.prices)
         vecs = self.block_vectors(ctx.blocks) if "faithfulness" in self.scorers else {}
         scores = score_all(ScoringInput(q, ctx.blocks, ans.text, ans.status, ans.prompt_tokens,
-                                        ans.completion_tokens, price, ctx.counters, self.embed, vecs), self.scorers)
+                                        ans.completion_tokens, price, ctx.counters, self.embed, vecs,
+                                        getattr(self.answerer, "by_construction", {})), self.scorers)
         for j in self.judges:
             ref = q.answers[0] if q.answerable and q.answers else None
             scores[j.name] = (j.score(q.text, ans.text, [b.text for b in ctx.blocks], rep, ref) if ans.status == "ok"
@@ -193,7 +204,7 @@ class ItemEvaluator:
                "n_blocks": len(ctx.blocks), "prompt_tokens": ans.prompt_tokens,
                "context_tokens": ctx.context_tokens, "completion_tokens": ans.completion_tokens,
                "usage_source": ans.usage_source, "cached": ans.cached,
-               "retrieve_ms": (t2 - t1) * 1000 + extra_retrieve_ms, "pack_ms": (t3 - t2) * 1000,
+               "retrieve_ms": retrieve_ms, "pack_ms": (t3 - t2) * 1000,
                "answer_ms": (t4 - t3) * 1000, "score_ms": (t5 - t4) * 1000}
         return row, scores
 
@@ -207,9 +218,34 @@ def pool_map(fn, items: list, workers: int):
         return list(ex.map(fn, items))
 
 
+def check_same_corpus(run_id: str, before: dict, now: dict) -> None:
+    """Resuming on a changed corpus would finish a run on a mix of two corpora: refuse, naming them."""
+    if not before:
+        return  # a run stored before corpus hashes were recorded
+    changed = sorted(d for d in before.keys() & now.keys() if before[d] != now[d])
+    added, gone = sorted(now.keys() - before.keys()), sorted(before.keys() - now.keys())
+    if changed or added or gone:
+        parts = [f"{len(x)} {what}: {', '.join(x[:10])}{' ...' if len(x) > 10 else ''}"
+                 for x, what in ((changed, "changed"), (added, "added"), (gone, "removed")) if x]
+        raise ValueError(f"the corpus changed since run {run_id} started ({'; '.join(parts)}); resuming would mix "
+                         "two corpora. Start a new run, or pass --allow-changed-corpus to resume anyway")
+
+
+def with_remembered_questions(cfg: RunConfig, ws: Workspace) -> RunConfig:
+    """A folder dataset run without a questions file uses the one it was last given (said aloud)."""
+    if cfg.questions_file or not Path(cfg.dataset).is_dir():
+        return cfg
+    q = ws.remembered_questions(cfg.dataset)
+    if q and Path(q).is_file():
+        print(f"using the questions file remembered for {cfg.dataset}: {q}", file=sys.stderr)
+        return dataclasses.replace(cfg, questions_file=q)
+    return cfg
+
+
 def run_evaluation(cfg: RunConfig, workspace: str | Path = "results", db: str | Path | None = None,
                    run_id: str | None = None, resume: str | None = None, progress: bool = True,
-                   flush_every: int = 50, on_flush=None) -> RunSummary:
+                   flush_every: int = 50, on_flush=None, allow_changed_corpus: bool = False,
+                   lock_wait: float | None = None) -> RunSummary:
     """Run (or resume) one evaluation. ``on_flush(n_items_committed)`` is called after each commit."""
     t0 = time.perf_counter()
     ws = Workspace(workspace)
@@ -218,18 +254,28 @@ def run_evaluation(cfg: RunConfig, workspace: str | Path = "results", db: str | 
         if resume:
             run_id = store.resolve_run(resume)
             cfg = RunConfig.from_dict({**store.run(run_id)["config"], "use_cache": cfg.use_cache})
-        ds = load_any(cfg.dataset, cfg.questions_file)
-        ingest = ws.ingest(ds, cfg.index, progress=progress)
+        cfg = with_remembered_questions(cfg, ws)
+        ds = load_any(cfg.dataset, cfg.questions_file, parse_cache=ws.parse_cache, progress=progress)
+        corpus = {d.doc_id: d.content_hash for d in ds.documents}
+        if resume and not allow_changed_corpus:
+            check_same_corpus(run_id, store.run(run_id).get("corpus") or {}, corpus)
+        ingest = ws.ingest(ds, cfg.index, progress=progress, wait=lock_wait)
         print(ingest.render(), file=sys.stderr)
+        if cfg.questions_file and Path(cfg.dataset).is_dir():
+            ws.remember_questions(cfg.dataset, cfg.questions_file)
         questions = ds.questions[:cfg.limit] if cfg.limit else ds.questions
         points = expand_grid(cfg.grid)
         planned = len(points) * len(questions) * cfg.repeats
+        if planned == 0:  # never a "finished" run that scored nothing
+            raise ValueError(f"dataset {ds.name!r} has no questions to score"
+                             + (" (pass --questions FILE.jsonl for a folder dataset; docs/datasets.md)"
+                                if Path(cfg.dataset).is_dir() else ""))
         if not resume:
             run_id = run_id or time.strftime("%Y%m%d-%H%M%S-") + uuid.uuid4().hex[:6]
             store.upsert_questions(ds.name, questions)
             store.create_run(run_id, {"dataset": ds.name, "index_name": ingest.index, "config": cfg.to_dict(),
                                       "config_hash": cfg.hash, "versions": package_versions(),
-                                      "git_commit": git_commit(), "planned": planned})
+                                      "git_commit": git_commit(), "planned": planned, "corpus": corpus})
         done = store.done_keys(run_id)
         prices = {**PRICES, **{k: tuple(v) for k, v in cfg.prices.items()}}
         llm = None
@@ -278,14 +324,11 @@ def run_evaluation(cfg: RunConfig, workspace: str | Path = "results", db: str | 
                                                for rep in range(cfg.repeats))]
             if not todo_q:
                 continue
-            t_warm = time.perf_counter()
             for name, kw, p, pid, _ in params:  # one batched embedding per search key
                 retriever.warm([q.text for q in todo_q], p.search_key(get_strategy(name).needed(p)))
-            warm_ms = (time.perf_counter() - t_warm) * 1000 / max(1, len(todo_q))
             tasks = [(q, name, p, pid, label, rep) for q in todo_q for name, kw, p, pid, label in params
                      for rep in range(cfg.repeats) if (name, pid, q.qid, rep) not in done]
-            extra = warm_ms / len(params)
-            run_one = lambda t: evaluator.evaluate(*t, extra)  # noqa: E731
+            run_one = lambda t: evaluator.evaluate(*t)  # noqa: E731
             # LLM-bound items run with bounded concurrency; offline ones in order
             results = pool_map(run_one, tasks, workers)
             for (q, name, p, pid, label, rep), (row, scores) in zip(tasks, results):

@@ -13,6 +13,9 @@ killed at any point holds only whole items and ``--resume`` finishes it exactly.
 from __future__ import annotations
 
 import json
+import os
+import re
+import time
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -34,8 +37,10 @@ CREATE TABLE IF NOT EXISTS runs (
     config_hash VARCHAR,
     versions JSON,
     planned INTEGER,
-    summary JSON
+    summary JSON,
+    corpus JSON                -- doc_id -> content hash at run creation (resume refuses a changed corpus)
 );
+ALTER TABLE runs ADD COLUMN IF NOT EXISTS corpus JSON;
 CREATE TABLE IF NOT EXISTS questions (
     dataset VARCHAR,
     question_id VARCHAR,
@@ -45,8 +50,10 @@ CREATE TABLE IF NOT EXISTS questions (
     language VARCHAR,
     answers JSON,
     evidence JSON,
+    metadata JSON,
     PRIMARY KEY (dataset, question_id)
 );
+ALTER TABLE questions ADD COLUMN IF NOT EXISTS metadata JSON;
 CREATE TABLE IF NOT EXISTS results (
     run_id VARCHAR,
     strategy VARCHAR,
@@ -112,19 +119,73 @@ class RunNotFound(KeyError):
     pass
 
 
+class StoreBusy(RuntimeError):
+    """The store stayed locked by another process for longer than the wait."""
+
+
+DEFAULT_WAIT = float(os.environ.get("RAGWB_DB_WAIT", "120"))
+
+
+def connect_with_retry(path: Path, read_only: bool, wait: float = DEFAULT_WAIT) -> duckdb.DuckDBPyConnection:
+    """Open the DuckDB file, waiting while another process holds its lock. DuckDB lets one process
+    write *or* any number read; every holder here keeps it only for one batch or one query."""
+    deadline = time.monotonic() + wait
+    delay = 0.01
+    while True:
+        try:
+            return duckdb.connect(str(path), read_only=read_only)
+        except duckdb.IOException as e:
+            msg = str(e)
+            if "lock" not in msg.lower():
+                raise
+            if time.monotonic() >= deadline:
+                pid = re.search(r"PID (\d+)", msg)
+                who = f"process {pid.group(1)}" if pid else "another process"
+                raise StoreBusy(f"{path} is locked by {who} (a ragwb run writing?); waited {wait:.0f}s "
+                                "(set RAGWB_DB_WAIT to wait longer)") from None
+            time.sleep(delay)
+            delay = min(delay * 2, 0.25)
+
+
 class ResultStore:
-    def __init__(self, path: str | Path = DEFAULT_DB, read_only: bool = False):
+    """The results database. Writers never hold it open between batches: each write opens the
+    file, commits one transaction and closes it, so readers (``ragwb show``, the notebooks, a CI
+    job) see every committed batch while a run is in progress (docs/store.md, "Concurrency")."""
+
+    def __init__(self, path: str | Path = DEFAULT_DB, read_only: bool = False, wait: float = DEFAULT_WAIT):
         self.path = Path(path)
+        self.read_only, self.wait = read_only, wait
+        self._con: duckdb.DuckDBPyConnection | None = None
         if not read_only:
             self.path.parent.mkdir(parents=True, exist_ok=True)
+            with self.session() as con:
+                con.execute(SCHEMA)
         elif not self.path.exists():
             raise FileNotFoundError(f"{self.path}: no results database (run `ragwb run` first)")
-        self.con = duckdb.connect(str(self.path), read_only=read_only)
-        if not read_only:
-            self.con.execute(SCHEMA)
+
+    @property
+    def con(self) -> duckdb.DuckDBPyConnection:
+        """A connection held until ``close()``: for short-lived readers (one CLI command, one report)."""
+        if self._con is None:
+            self._con = connect_with_retry(self.path, self.read_only, self.wait)
+        return self._con
+
+    @contextmanager
+    def session(self):
+        """A connection for one unit of work: the held one if open, else opened and closed around it."""
+        if self._con is not None:
+            yield self._con
+            return
+        con = connect_with_retry(self.path, self.read_only, self.wait)
+        try:
+            yield con
+        finally:
+            con.close()
 
     def close(self):
-        self.con.close()
+        if self._con is not None:
+            self._con.close()
+            self._con = None
 
     def __enter__(self):
         return self
@@ -134,44 +195,56 @@ class ResultStore:
 
     @contextmanager
     def transaction(self):
-        self.con.execute("BEGIN TRANSACTION")
-        try:
-            yield
-        except BaseException:
-            self.con.execute("ROLLBACK")
-            raise
-        else:
-            self.con.execute("COMMIT")
+        with self.session() as con:
+            con.execute("BEGIN TRANSACTION")
+            try:
+                yield con
+            except BaseException:
+                con.execute("ROLLBACK")
+                raise
+            else:
+                con.execute("COMMIT")
 
     # ------------------------------------------------------------------ runs
     def create_run(self, run_id: str, row: dict) -> None:
-        self.con.execute(
-            "INSERT INTO runs (run_id, created_at, status, git_commit, dataset, index_name, config, config_hash, "
-            "versions, planned) VALUES (?, now(), 'running', ?, ?, ?, ?, ?, ?, ?)",
-            [run_id, row.get("git_commit"), row["dataset"], row.get("index_name"), json.dumps(row["config"]),
-             row["config_hash"], json.dumps(row.get("versions", {})), row.get("planned", 0)])
+        with self.session() as con:
+            if con.execute("SELECT 1 FROM runs WHERE run_id = ?", [run_id]).fetchone():
+                raise ValueError(f"run id {run_id!r} already exists in {self.path}; pick another --run-id "
+                                 f"or continue it with --resume {run_id}")
+            con.execute(
+                "INSERT INTO runs (run_id, created_at, status, git_commit, dataset, index_name, config, config_hash, "
+                "versions, planned, corpus) VALUES (?, now(), 'running', ?, ?, ?, ?, ?, ?, ?, ?)",
+                [run_id, row.get("git_commit"), row["dataset"], row.get("index_name"), json.dumps(row["config"]),
+                 row["config_hash"], json.dumps(row.get("versions", {})), row.get("planned", 0),
+                 json.dumps(row.get("corpus", {}))])
 
     def finish_run(self, run_id: str, summary: dict) -> None:
-        self.con.execute("UPDATE runs SET status='finished', finished_at=now(), summary=? WHERE run_id=?",
-                         [json.dumps(summary), run_id])
+        with self.session() as con:
+            con.execute("UPDATE runs SET status='finished', finished_at=now(), summary=? WHERE run_id=?",
+                        [json.dumps(summary), run_id])
 
     def run(self, run_id: str) -> dict:
-        df = self.con.execute("SELECT * FROM runs WHERE run_id = ?", [run_id]).df()
-        if df.empty:
-            known = self.con.execute("SELECT run_id FROM runs ORDER BY created_at DESC LIMIT 10").fetchall()
-            raise RunNotFound(f"no run {run_id!r} in {self.path}; recent runs: {', '.join(r[0] for r in known) or 'none'}")
+        with self.session() as con:
+            df = con.execute("SELECT * FROM runs WHERE run_id = ?", [run_id]).df()
+            if df.empty:
+                known = con.execute("SELECT run_id FROM runs ORDER BY created_at DESC LIMIT 10").fetchall()
+                raise RunNotFound(f"no run {run_id!r} in {self.path}; recent runs: "
+                                  f"{', '.join(r[0] for r in known) or 'none'}")
         r = df.iloc[0].to_dict()
         r["config"] = json.loads(r["config"]) if r["config"] else {}
+        r["corpus"] = json.loads(r["corpus"]) if r.get("corpus") else {}
         return r
 
     def resolve_run(self, ref: str) -> str:
         """A run id, a unique prefix of one, or 'latest'."""
-        if ref == "latest":
-            row = self.con.execute("SELECT run_id FROM runs ORDER BY created_at DESC LIMIT 1").fetchone()
-            if not row:
-                raise RunNotFound(f"no runs in {self.path}")
-            return row[0]
-        rows = [r[0] for r in self.con.execute("SELECT run_id FROM runs WHERE starts_with(run_id, ?)", [ref]).fetchall()]
+        with self.session() as con:
+            if ref == "latest":
+                row = con.execute("SELECT run_id FROM runs ORDER BY created_at DESC LIMIT 1").fetchone()
+                if not row:
+                    raise RunNotFound(f"no runs in {self.path}")
+                return row[0]
+            rows = [r[0] for r in con.execute("SELECT run_id FROM runs WHERE starts_with(run_id, ?)",
+                                              [ref]).fetchall()]
         if len(rows) == 1:
             return rows[0]
         if ref in rows:
@@ -180,27 +253,32 @@ class ResultStore:
         raise RunNotFound(f"run prefix {ref!r} is ambiguous: {', '.join(rows)}")
 
     def runs(self) -> pd.DataFrame:
-        return self.con.execute(
-            "SELECT r.run_id, r.created_at, r.status, r.dataset, r.git_commit, r.planned, "
-            "(SELECT count(*) FROM results x WHERE x.run_id = r.run_id) AS done "
-            "FROM runs r ORDER BY r.created_at DESC").df()
+        with self.session() as con:
+            return con.execute(
+                "SELECT r.run_id, r.created_at, r.status, r.dataset, r.git_commit, r.planned, "
+                "(SELECT count(*) FROM results x WHERE x.run_id = r.run_id) AS done "
+                "FROM runs r ORDER BY r.created_at DESC").df()
 
     # ------------------------------------------------------------------ rows
     def upsert_questions(self, dataset: str, questions) -> None:
         df = pd.DataFrame([{"dataset": dataset, "question_id": q.qid, "text": q.text, "answerable": q.answerable,
                             "qtype": q.qtype, "language": q.language, "answers": json.dumps(q.answers, ensure_ascii=False),
-                            "evidence": json.dumps([e.__dict__ for e in q.evidence], ensure_ascii=False)}
+                            "evidence": json.dumps([e.__dict__ for e in q.evidence], ensure_ascii=False),
+                            "metadata": json.dumps(getattr(q, "metadata", {}) or {}, ensure_ascii=False,
+                                                   default=str)}
                            for q in questions])
         if df.empty:
             return
-        with self.transaction():
-            self.con.register("_q", df)
-            self.con.execute("INSERT OR REPLACE INTO questions SELECT * FROM _q")
-            self.con.unregister("_q")
+        with self.transaction() as con:
+            con.register("_q", df)
+            con.execute(f"INSERT OR REPLACE INTO questions ({', '.join(df.columns)}) "
+                        f"SELECT {', '.join(df.columns)} FROM _q")
+            con.unregister("_q")
 
     def done_keys(self, run_id: str) -> set[tuple]:
-        return set(self.con.execute("SELECT strategy, point_id, question_id, repeat FROM results WHERE run_id = ?",
-                                    [run_id]).fetchall())
+        with self.session() as con:
+            return set(con.execute("SELECT strategy, point_id, question_id, repeat FROM results WHERE run_id = ?",
+                                   [run_id]).fetchall())
 
     def write_items(self, results: list[dict], scores: list[dict]) -> None:
         """One transaction: results and their scores land together or not at all."""
@@ -209,34 +287,43 @@ class ResultStore:
         rdf = pd.DataFrame(results, columns=RESULT_COLUMNS)
         sdf = pd.DataFrame(scores, columns=SCORE_COLUMNS)
         sdf["value"] = sdf["value"].astype("float64")
-        with self.transaction():
-            self.con.register("_r", rdf)
-            self.con.execute(f"INSERT INTO results ({', '.join(RESULT_COLUMNS)}) SELECT * FROM _r")
-            self.con.unregister("_r")
+        with self.transaction() as con:
+            con.register("_r", rdf)
+            con.execute(f"INSERT INTO results ({', '.join(RESULT_COLUMNS)}) SELECT * FROM _r")
+            con.unregister("_r")
             if len(sdf):
-                self.con.register("_s", sdf)
-                self.con.execute(f"INSERT INTO scores ({', '.join(SCORE_COLUMNS)}) SELECT * FROM _s")
-                self.con.unregister("_s")
+                con.register("_s", sdf)
+                con.execute(f"INSERT INTO scores ({', '.join(SCORE_COLUMNS)}) SELECT * FROM _s")
+                con.unregister("_s")
 
     def scores(self, run_id: str) -> pd.DataFrame:
-        return self.con.execute("SELECT s.*, r.point_label FROM scores s JOIN results r USING "
-                                "(run_id, strategy, point_id, question_id, repeat) WHERE s.run_id = ?", [run_id]).df()
+        with self.session() as con:
+            return con.execute("SELECT s.*, r.point_label FROM scores s JOIN results r USING "
+                               "(run_id, strategy, point_id, question_id, repeat) WHERE s.run_id = ?", [run_id]).df()
 
     def results(self, run_id: str) -> pd.DataFrame:
-        return self.con.execute("SELECT * FROM results WHERE run_id = ? ORDER BY strategy, point_id, question_id, "
-                                "repeat", [run_id]).df()
+        with self.session() as con:
+            return con.execute("SELECT * FROM results WHERE run_id = ? ORDER BY strategy, point_id, question_id, "
+                               "repeat", [run_id]).df()
 
     def questions(self, dataset: str) -> pd.DataFrame:
-        return self.con.execute("SELECT * FROM questions WHERE dataset = ?", [dataset]).df()
+        with self.session() as con:
+            return con.execute("SELECT * FROM questions WHERE dataset = ?", [dataset]).df()
 
     def export(self, run_id: str, out: str | Path, fmt: str = "parquet") -> list[Path]:
+        """Write results and scores of a run. Paths never go into SQL: the rows are fetched with a
+        bound parameter and written by pyarrow / pandas (any quote or space in ``out`` is fine)."""
         out = Path(out)
         out.mkdir(parents=True, exist_ok=True)
         written = []
-        for table in ("results", "scores"):
+        for table, order in (("results", "strategy, point_id, question_id, repeat"),
+                             ("scores", "strategy, point_id, question_id, repeat, metric")):
             p = out / f"{run_id}_{table}.{fmt}"
-            q = f"SELECT * FROM {table} WHERE run_id = '{run_id.replace(chr(39), '')}'"
-            opts = "(FORMAT parquet)" if fmt == "parquet" else "(FORMAT csv, HEADER)"
-            self.con.execute(f"COPY ({q}) TO '{p.as_posix()}' {opts}")
+            with self.session() as con:
+                df = con.execute(f"SELECT * FROM {table} WHERE run_id = ? ORDER BY {order}", [run_id]).df()
+            if fmt == "parquet":
+                df.to_parquet(p, index=False)
+            else:
+                df.to_csv(p, index=False)
             written.append(p)
         return written

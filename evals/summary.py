@@ -1,6 +1,8 @@
 """Per-run summaries with bootstrap intervals, computed from per-question scores."""
 from __future__ import annotations
 
+import json
+
 import pandas as pd
 
 from .metrics import METRICS
@@ -9,6 +11,47 @@ from .store import ResultStore
 
 HEADLINE = ["f1", "em", "faithfulness", "citation_precision", "citation_recall", "abstention_accuracy",
             "evidence_recall", "doc_ndcg@10", "context_tokens", "cost_usd"]
+PAGE_METRICS = ["page_recall@10", "page_ndcg@10"]
+BUILTIN_GROUPS = ("language", "qtype", "answerable", "document")
+
+
+def headline_metrics(store: ResultStore, run_id: str) -> list[str]:
+    """The headline set, plus the page metrics whenever the run has page-level evidence."""
+    has_page = store.con.execute("SELECT count(*) FROM scores WHERE run_id = ? AND metric = 'page_recall@10'",
+                                 [run_id]).fetchone()[0]
+    return HEADLINE[:8] + (PAGE_METRICS if has_page else []) + HEADLINE[8:]
+
+
+def question_groups(store: ResultStore, dataset: str, by: str) -> pd.Series:
+    """question_id -> group value for ``by``: language, qtype, answerable, document (the first gold
+    document) or any question metadata field (company, document type, ...)."""
+    q = store.questions(dataset)
+    if q.empty:
+        raise ValueError(f"no stored questions for dataset {dataset!r}")
+    if by in ("language", "qtype", "answerable"):
+        return q.set_index("question_id")[by].astype(str)
+    if by == "document":
+        first = [((json.loads(e) or [{}])[0].get("doc_id") or "(none)") for e in q["evidence"]]
+        return pd.Series(first, index=q["question_id"])
+    meta = [json.loads(m) if isinstance(m, str) and m else {} for m in q.get("metadata", [None] * len(q))]
+    fields = sorted({k for m in meta for k in m})
+    if by not in fields:
+        raise ValueError(f"unknown breakdown field {by!r}; valid: {', '.join(list(BUILTIN_GROUPS) + fields)}")
+    return pd.Series([str(m.get(by, "(none)")) for m in meta], index=q["question_id"])
+
+
+def summarize_by(store: ResultStore, run_id: str, by: str, metrics: list[str] | None = None,
+                 seed: int = 0, n_resamples: int = 1000) -> pd.DataFrame:
+    """The run summary split by a question field; column ``by`` holds the group."""
+    groups = question_groups(store, store.run(run_id)["dataset"], by)
+    df = store.scores(run_id)
+    df = df.assign(**{"_group": df.question_id.map(groups).fillna("(none)")})
+    parts = []
+    for g, sub in df.groupby("_group", sort=True):
+        s = summarize_scores(sub, metrics, seed, n_resamples)
+        s.insert(0, by, g)
+        parts.append(s)
+    return pd.concat(parts, ignore_index=True) if parts else pd.DataFrame()
 
 
 def summarize(store: ResultStore, run_id: str, metrics: list[str] | None = None, seed: int = 0,
@@ -28,19 +71,29 @@ def summarize_scores(df: pd.DataFrame, metrics: list[str] | None = None, seed: i
         # average repeats per question first, so the interval is over questions
         per_q = ok.groupby("question_id")["value"].mean()
         mean, lo, hi = bootstrap_ci(per_q.to_numpy(), n_resamples=n_resamples, seed=seed or 20261122)
+        na = g[g.status == "not_applicable"]
+        why = str(na["detail"].iloc[0]) if len(ok) == 0 and len(na) and "detail" in g else ""
         rows.append({"strategy": strategy, "point": label, "metric": metric, "n": len(g), "n_ok": len(ok),
-                     "mean": mean, "low": lo, "high": hi,
+                     "mean": mean, "low": lo, "high": hi, "na_reason": why,
                      "higher_is_better": METRICS[metric].higher_is_better if metric in METRICS else True})
     return pd.DataFrame(rows)
 
 
-def headline_table(summary: pd.DataFrame, metrics: list[str] = HEADLINE) -> pd.DataFrame:
-    """Wide table: one row per strategy x point, 'mean [low, high]' per headline metric."""
+def headline_table(summary: pd.DataFrame, metrics: list[str] = HEADLINE, by: str | None = None) -> pd.DataFrame:
+    """Wide table: one row per strategy x point (x group), 'mean [low, high]' per headline metric."""
     s = summary[summary.metric.isin(metrics)].copy()
-    fmt = lambda r: (f"{r['mean']:.1f}" if r["metric"].endswith("tokens") else  # noqa: E731
-                     f"{r['mean']:.3f} [{r['low']:.3f}, {r['high']:.3f}]")
+    def fmt(r):
+        if r["n_ok"] == 0:  # never a number: say why ("n/a (extractive answers copy the context)")
+            return f"n/a ({r['na_reason']})" if r.get("na_reason") else "n/a (no ok scores)"
+        if r["metric"].endswith("tokens"):
+            return f"{r['mean']:.1f}"
+        return f"{r['mean']:.3f} [{r['low']:.3f}, {r['high']:.3f}]"
+
     s["cell"] = s.apply(fmt, axis=1)
-    wide = s.pivot_table(index=["strategy", "point"], columns="metric", values="cell", aggfunc="first")
+    index = ([by] if by else []) + ["strategy", "point"]
+    if s.empty:
+        return pd.DataFrame(columns=index)
+    wide = s.pivot_table(index=index, columns="metric", values="cell", aggfunc="first")
     wide = wide[[m for m in metrics if m in wide.columns]].reset_index()
     wide.columns.name = None
     return wide

@@ -10,13 +10,17 @@ from __future__ import annotations
 import csv
 import fnmatch
 import gzip
+import hashlib
 import json
 import os
 import re
+import sys
+import time
 import unicodedata
 from pathlib import Path
 
 from .models import Dataset, Document, Evidence, Page, Question, Skipped, pages_from_paragraphs
+from .textmatch import locate
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 SUPPORTED_SUFFIXES = (".md", ".markdown", ".txt", ".pdf", ".docx", ".html", ".htm")
@@ -107,7 +111,8 @@ def load_squad(path: str | Path, name: str | None = None, language: str = "en") 
                 if impossible:
                     evidence = [Evidence(doc_id, page.page_id)]  # the paragraph it was written against
                 questions.append(Question(qa["id"], qa["question"], list(dict.fromkeys(answers)), not impossible,
-                                          "unanswerable" if impossible else "extractive", language, evidence))
+                                          "unanswerable" if impossible else "extractive", language, evidence,
+                                          {"title": title.replace("_", " ")}))
     return Dataset(name or path.name.split(".")[0], docs, questions, skipped)
 
 
@@ -204,7 +209,54 @@ def paragraph_pages(doc_id: str, text: str) -> list[Page]:
     return pages
 
 
-def load_file(path: Path, doc_id: str, language: str | None = None) -> Document:
+PARSER_VERSION = "1"  # bump when parsing changes what a file yields: old cache entries are then ignored
+
+
+class ParseCache:
+    """Parsed text of PDF/DOCX/HTML files keyed by the file's content hash (sha256) and the parser
+    version, so an unchanged corpus is not parsed again on every run. Entries are written
+    atomically (temp file + rename): a crash never leaves half an entry."""
+
+    def __init__(self, root: str | Path):
+        self.root = Path(root)
+        self.hits = 0
+        self.misses = 0
+
+    @staticmethod
+    def key(path: Path) -> str:
+        h = hashlib.sha256(path.read_bytes()).hexdigest()
+        return f"{path.suffix.lower().lstrip('.')}-{PARSER_VERSION}-{h}"
+
+    def get(self, key: str):
+        p = self.root / key[-2:] / f"{key}.json.gz"
+        try:
+            value = json.loads(gzip.decompress(p.read_bytes()))
+        except (OSError, ValueError, EOFError):
+            self.misses += 1
+            return None
+        self.hits += 1
+        return value
+
+    def put(self, key: str, value) -> None:
+        p = self.root / key[-2:] / f"{key}.json.gz"
+        p.parent.mkdir(parents=True, exist_ok=True)
+        tmp = p.with_name(f"{p.name}.{os.getpid()}.tmp")
+        tmp.write_bytes(gzip.compress(json.dumps(value, ensure_ascii=False).encode(), mtime=0))
+        tmp.replace(p)
+
+
+def _cached(cache: ParseCache | None, path: Path, parse):
+    if cache is None:
+        return parse()
+    key = cache.key(path)
+    value = cache.get(key)
+    if value is None:
+        value = parse()
+        cache.put(key, value)
+    return value
+
+
+def load_file(path: Path, doc_id: str, language: str | None = None, cache: ParseCache | None = None) -> Document:
     """One file into a Document with pages. Raises ImportError_ naming the file."""
     suffix = path.suffix.lower()
     if suffix not in SUPPORTED_SUFFIXES:
@@ -212,8 +264,9 @@ def load_file(path: Path, doc_id: str, language: str | None = None) -> Document:
     if suffix == ".pdf":
         if path.stat().st_size == 0:
             raise ImportError_(f"{path}: empty file")
-        text, pages = pages_from_paragraphs(doc_id, read_pdf_pages(path))
-        pages = [p for p in pages if p.text]
+        # every physical page keeps its 0-based index, blank ones included (they get no chunks):
+        # gold evidence says "page 61" meaning the page a person sees in a PDF viewer
+        text, pages = pages_from_paragraphs(doc_id, _cached(cache, path, lambda: read_pdf_pages(path)))
         is_md = False
     elif suffix in (".md", ".markdown"):
         text = _read_plain_text(path)
@@ -222,9 +275,9 @@ def load_file(path: Path, doc_id: str, language: str | None = None) -> Document:
         text = _read_plain_text(path)
         pages, is_md = paragraph_pages(doc_id, text), False
     else:  # .docx, .html: markitdown turns them into Markdown
-        text = _markitdown(path)
+        text = _cached(cache, path, lambda: _markitdown(path))
         pages, is_md = markdown_pages(doc_id, text), True
-    if not pages:
+    if not any(p.text for p in pages):
         raise ImportError_(f"{path}: no text")
     title = path.stem
     if is_md:
@@ -236,18 +289,39 @@ def load_file(path: Path, doc_id: str, language: str | None = None) -> Document:
 
 # --------------------------------------------------------------------------- Docugami
 
-def load_docugami(csv_path: str | Path, docs_dir: str | Path, name: str = "docugami") -> Dataset:
+def _parse_files(files: list[tuple[Path, str]], language: str | None, cache: ParseCache | None,
+                 progress: bool, desc: str) -> tuple[list[Document], list[Skipped], dict]:
+    """Parse files into documents, one bad file never stopping the rest; per-file seconds."""
+    docs, skipped, seconds = [], [], {}
+    bar = None
+    if progress and len(files) > 1:
+        from tqdm import tqdm
+        bar = tqdm(total=len(files), desc=desc, unit="file", file=sys.stderr, leave=False, dynamic_ncols=True)
+    for path, doc_id in files:
+        t0 = time.perf_counter()
+        try:
+            docs.append(load_file(path, doc_id, language, cache))
+        except ImportError_ as e:
+            skipped.append(Skipped(str(path), str(e).split(": ", 1)[-1]))
+        except Exception as e:  # never let one file stop the corpus
+            skipped.append(Skipped(str(path), f"{type(e).__name__}: {e}"))
+        seconds[str(path)] = time.perf_counter() - t0
+        if bar:
+            bar.update(1)
+    if bar:
+        bar.close()
+    return docs, skipped, seconds
+
+
+def load_docugami(csv_path: str | Path, docs_dir: str | Path, name: str = "docugami",
+                  parse_cache: ParseCache | None = None, progress: bool = False) -> Dataset:
     """Docugami KG-RAG CSV (Question, Source Docs glob, Question Type, ..., Answer) plus PDFs.
 
     Evidence is document-level: every PDF whose file name matches the question's glob.
     """
     csv_path, docs_dir = Path(csv_path), Path(docs_dir)
-    docs, skipped = [], []
-    for pdf in sorted(docs_dir.glob("*.pdf")):
-        try:
-            docs.append(load_file(pdf, slug(pdf.stem), "en"))
-        except ImportError_ as e:
-            skipped.append(Skipped(str(pdf), str(e).split(": ", 1)[-1]))
+    docs, skipped, seconds = _parse_files([(pdf, slug(pdf.stem)) for pdf in sorted(docs_dir.glob("*.pdf"))], "en",
+                                          parse_cache, progress, f"parsing {name}")
     by_name = {Path(d.source_path).name: d.doc_id for d in docs}
     questions = []
     with open(csv_path, encoding="utf-8-sig", newline="") as f:
@@ -264,13 +338,68 @@ def load_docugami(csv_path: str | Path, docs_dir: str | Path, name: str = "docug
                 continue
             questions.append(Question(
                 f"docugami-{i:03d}", row["Question"].strip(), [row["Answer"].strip()], True,
-                (row.get("Question Type") or "").strip(), "en", [Evidence(d) for d in matched]))
-    return Dataset(name, docs, questions, skipped)
+                (row.get("Question Type") or "").strip(), "en", [Evidence(d) for d in matched],
+                {"source_docs": pattern, "chunk_type": (row.get("Source Chunk Type") or "").strip(),
+                 "company": _ticker(pattern)}))
+    return Dataset(name, docs, questions, skipped, parse_seconds=seconds)
+
+
+def _ticker(pattern: str) -> str:
+    """'*2023 Q1 AAPL*' -> 'AAPL' (the company of a Docugami question; '' when the glob names several)."""
+    found = set(re.findall(r"\b([A-Z]{2,5})\b", pattern))
+    return found.pop() if len(found) == 1 else ""
 
 
 # --------------------------------------------------------------------------- user folder + JSONL
 
-def load_folder(folder: str | Path, questions_path: str | Path | None = None, name: str | None = None) -> Dataset:
+def list_folder(folder: Path, follow_symlinks: bool = False) -> tuple[list[Path], list[Skipped]]:
+    """Files under ``folder``, in a stable order. Symbolic links are skipped with a reason unless
+    ``follow_symlinks`` (a hostile corpus could link /etc into prompts and reports); loops, broken
+    links and folders named like documents (``x.pdf/``) are reported."""
+    root = folder.resolve()
+    files, skipped = [], []
+    seen_dirs = set()
+    for dirpath, dirnames, filenames in os.walk(folder, followlinks=follow_symlinks):
+        d = Path(dirpath)
+        st = d.stat()
+        if (st.st_dev, st.st_ino) in seen_dirs:
+            skipped.append(Skipped(str(d), "symbolic link loop (folder already visited)"))
+            dirnames[:] = []
+            continue
+        seen_dirs.add((st.st_dev, st.st_ino))
+        keep = []
+        for name in sorted(dirnames):
+            sub = d / name
+            if sub.is_symlink() and not follow_symlinks:
+                skipped.append(Skipped(str(sub), f"symbolic link to {os.path.realpath(sub)} skipped "
+                                                 "(pass --follow-symlinks to include linked folders)"))
+                continue
+            if sub.suffix.lower() in SUPPORTED_SUFFIXES:
+                skipped.append(Skipped(str(sub), "a folder named like a document (its files are still read)"))
+            keep.append(name)
+        dirnames[:] = keep
+        for name in sorted(filenames):
+            f = d / name
+            if f.is_symlink():
+                target = Path(os.path.realpath(f))
+                if not target.exists():
+                    skipped.append(Skipped(str(f), f"broken symbolic link (to {target})"))
+                    continue
+                if not follow_symlinks:
+                    where = "inside" if target.is_relative_to(root) else "outside"
+                    skipped.append(Skipped(str(f), f"symbolic link to {target} ({where} the folder) skipped "
+                                                   "(pass --follow-symlinks to include it)"))
+                    continue
+            if not f.is_file():
+                skipped.append(Skipped(str(f), "not a regular file"))
+                continue
+            files.append(f)
+    return sorted(files, key=lambda p: p.relative_to(folder).as_posix()), skipped
+
+
+def load_folder(folder: str | Path, questions_path: str | Path | None = None, name: str | None = None,
+                parse_cache: ParseCache | None = None, progress: bool = False,
+                follow_symlinks: bool = False) -> Dataset:
     """A folder of documents (recursively) plus an optional JSONL question file.
 
     Document ids are the paths relative to the folder (``guide.md``, ``sub/notes.txt``).
@@ -279,27 +408,32 @@ def load_folder(folder: str | Path, questions_path: str | Path | None = None, na
     folder = Path(folder)
     if not folder.is_dir():
         raise ImportError_(f"{folder}: not a folder")
-    docs, skipped = [], []
-    for path in sorted(p for p in folder.rglob("*") if p.is_file()):
+    paths, skipped = list_folder(folder, follow_symlinks)
+    todo = []
+    for path in paths:
         if path.suffix.lower() not in SUPPORTED_SUFFIXES:
             if questions_path is None or path.resolve() != Path(questions_path).resolve():
                 skipped.append(Skipped(str(path), f"unsupported file type {path.suffix!r}"))
             continue
-        try:
-            docs.append(load_file(path, path.relative_to(folder).as_posix()))
-        except ImportError_ as e:
-            skipped.append(Skipped(str(path), str(e).split(": ", 1)[-1]))
-        except Exception as e:  # never let one file stop the corpus
-            skipped.append(Skipped(str(path), f"{type(e).__name__}: {e}"))
+        todo.append((path, path.relative_to(folder).as_posix()))
+    docs, bad, seconds = _parse_files(todo, None, parse_cache, progress, f"parsing {folder.name}")
+    skipped.extend(bad)
     questions = []
     if questions_path is not None:
         questions, bad = load_questions_jsonl(questions_path, docs)
         skipped.extend(bad)
-    return Dataset(name or folder.name, docs, questions, skipped)
+    return Dataset(name or folder.name, docs, questions, skipped, parse_seconds=seconds)
 
 
 def load_questions_jsonl(path: str | Path, docs: list[Document]) -> tuple[list[Question], list[Skipped]]:
+    """Questions from a JSONL file. A bad line is skipped naming file, line and field; an evidence
+    item that cannot be placed exactly is downgraded (normalised/fuzzy text, page, document) with a
+    warning, never dropping the question (docs/datasets.md)."""
     path = Path(path)
+    if path.is_dir():
+        raise ImportError_(f"{path}: is a folder; --questions expects a JSONL file")
+    if not path.is_file():
+        raise ImportError_(f"{path}: questions file not found")
     by_id = {d.doc_id: d for d in docs}
     questions, skipped, seen = [], [], set()
     with open(path, "rb") as f:
@@ -311,12 +445,14 @@ def load_questions_jsonl(path: str | Path, docs: list[Document]) -> tuple[list[Q
             except (UnicodeDecodeError, ValueError) as e:
                 skipped.append(Skipped(str(path), f"not valid JSON ({e})", line_no))
                 continue
+            warnings: list[str] = []
             try:
-                q = _question_from_record(rec, by_id)
+                q = _question_from_record(rec, by_id, warnings)
             except (KeyError, TypeError, ValueError) as e:
                 msg = f"missing field {e}" if isinstance(e, KeyError) else str(e)
                 skipped.append(Skipped(str(path), msg, line_no))
                 continue
+            skipped.extend(Skipped(str(path), w, line_no, "warning") for w in warnings)
             if q.qid in seen:
                 skipped.append(Skipped(str(path), f"duplicate question id {q.qid!r}", line_no))
                 continue
@@ -325,40 +461,94 @@ def load_questions_jsonl(path: str | Path, docs: list[Document]) -> tuple[list[Q
     return questions, skipped
 
 
-def _question_from_record(rec: dict, by_id: dict[str, Document]) -> Question:
+QUESTION_FIELDS = ("id", "question", "answers", "answerable", "type", "language", "evidence", "metadata")
+
+
+def _field(rec: dict, name: str, types: tuple, what: str, default=None, required: bool = False):
+    """A typed field; a wrong type is an error naming the field (``"false"`` is not ``false``)."""
+    v = rec.get(name)
+    if v is None and not required:
+        return default
+    if (isinstance(v, bool) and bool not in types) or not isinstance(v, types):
+        raise TypeError(f"field {name!r} must be {what}, got {json.dumps(v)[:60]}")
+    return v
+
+
+def _question_from_record(rec: dict, by_id: dict[str, Document], warnings: list[str] | None = None) -> Question:
     if not isinstance(rec, dict):
         raise TypeError("a question line must be a JSON object")
-    qid, text = str(rec["id"]), rec["question"]
+    warnings = [] if warnings is None else warnings
+    if "id" not in rec:
+        raise KeyError("'id'")
+    qid = _field(rec, "id", (str, int), "a string or an integer", required=True)
+    if isinstance(qid, str) and not qid.strip():
+        raise ValueError("field 'id' must not be empty")
+    if "question" not in rec:
+        raise KeyError("'question'")
+    text = rec["question"]
     if not isinstance(text, str) or not text.strip():
         raise ValueError("field 'question' must be a non-empty string")
-    answers = rec.get("answers", [])
+    answers = _field(rec, "answers", (list, str), "a list of strings", [])
     if isinstance(answers, str):
         answers = [answers]
-    answerable = bool(rec.get("answerable", bool(answers)))
+    if not all(isinstance(a, str) for a in answers):
+        raise TypeError("field 'answers' must be a list of strings")
+    answerable = _field(rec, "answerable", (bool,), "true or false", None)
+    answerable = bool(answers) if answerable is None else answerable
+    qtype = _field(rec, "type", (str,), "a string", "")
+    language = _field(rec, "language", (str,), "a string", None)
+    evs = _field(rec, "evidence", (list,), "a list of objects", [])
+    meta = dict(_field(rec, "metadata", (dict,), "an object", {}) or {})
+    meta.update({k: v for k, v in rec.items() if k not in QUESTION_FIELDS})  # extra fields are metadata
     evidence = []
-    for ev in rec.get("evidence", []):
-        doc_id = ev["doc"]
+    for k, ev in enumerate(evs):
+        where = f"evidence[{k}]"
+        if not isinstance(ev, dict):
+            raise TypeError(f"field '{where}' must be an object like {{\"doc\": ..., \"page\": 0}}")
+        doc_id = ev.get("doc")
+        if not isinstance(doc_id, str) or not doc_id:
+            raise TypeError(f"field '{where}.doc' must be a document id (string)")
         doc = by_id.get(doc_id)
         if doc is None:
-            raise ValueError(f"evidence points at unknown document {doc_id!r}")
+            warnings.append(f"{where} points at unknown document {doc_id!r}; item ignored")
+            continue
         page = None
         if ev.get("page") is not None:
-            pno = int(ev["page"])
+            pno = ev["page"]
+            if isinstance(pno, bool) or not isinstance(pno, int):
+                raise TypeError(f"field '{where}.page' must be an integer (0-based page), got {json.dumps(pno)}")
             if not 0 <= pno < len(doc.pages):
-                raise ValueError(f"evidence page {pno} out of range for {doc_id!r} ({len(doc.pages)} pages)")
-            page = doc.pages[pno]
+                warnings.append(f"{where}: page {pno} out of range for {doc_id!r} ({len(doc.pages)} pages); "
+                                "kept as document-level evidence")
+            else:
+                page = doc.pages[pno]
         span = ev.get("text")
-        if span:
+        if span is not None and not isinstance(span, str):
+            raise TypeError(f"field '{where}.text' must be a string")
+        if span and span.strip():
             lo, hi = (page.start, page.end) if page else (0, len(doc.text))
-            at = doc.text.find(span, lo, hi)
-            if at < 0:
-                raise ValueError(f"evidence text not found in {doc_id!r}")
-            page = page or next(p for p in doc.pages if p.start <= at < p.end)
-            evidence.append(Evidence(doc_id, page.page_id, at, at + len(span), span))
-        else:
-            evidence.append(Evidence(doc_id, page.page_id if page else None))
-    return Question(qid, text.strip(), [str(a) for a in answers], answerable, str(rec.get("type", "")),
-                    str(rec.get("language") or (by_id[evidence[0].doc_id].language if evidence else "en")), evidence)
+            m = locate(span, doc.text, lo, hi)
+            if m is not None:
+                if m.method != "exact":
+                    warnings.append(f"{where}: evidence text matched {m.method}"
+                                    f"{f' (ratio {m.ratio:.2f})' if m.method == 'fuzzy' else ''} in {doc_id!r}")
+                at_page = page or _page_at(doc, m.start)
+                evidence.append(Evidence(doc_id, at_page.page_id if at_page else None, m.start, m.end,
+                                         doc.text[m.start:m.end]))
+                continue
+            level = f"page {page.page_no}" if page else "the document"
+            warnings.append(f"{where}: evidence text not found in {doc_id!r} ({level}), even after normalising "
+                            f"and fuzzy matching; kept as {'page' if page else 'document'}-level evidence")
+        evidence.append(Evidence(doc_id, page.page_id if page else None))
+    if evs and not evidence:
+        raise ValueError("no evidence item points at a loaded document: "
+                         + "; ".join(w.split(" points at ")[-1] for w in warnings[-len(evs):]))
+    lang = language or (by_id[evidence[0].doc_id].language if evidence else "en")
+    return Question(str(qid), text.strip(), list(answers), answerable, qtype, lang, evidence, meta)
+
+
+def _page_at(doc: Document, pos: int):
+    return next((p for p in doc.pages if p.start <= pos < p.end), None)
 
 
 # --------------------------------------------------------------------------- bundled sets
@@ -372,7 +562,7 @@ BUNDLED = {
 }
 
 
-def load_bundled(name: str) -> Dataset:
+def load_bundled(name: str, parse_cache: ParseCache | None = None, progress: bool = False) -> Dataset:
     root = datasets_dir()
     if name == "squad2":
         return load_squad(root / "squad2" / "squad2-dev-subset.json.gz", "squad2", "en")
@@ -380,17 +570,19 @@ def load_bundled(name: str) -> Dataset:
         lang = name.split("-", 1)[1]
         return load_squad(root / "xquad" / f"xquad.{lang}.json.gz", name, lang)
     if name == "docugami":
-        return load_docugami(root / "docugami" / "qna_data.csv", root / "docugami" / "docs", "docugami")
+        return load_docugami(root / "docugami" / "qna_data.csv", root / "docugami" / "docs", "docugami",
+                             parse_cache, progress)
     raise KeyError(f"unknown bundled dataset {name!r}; valid: {', '.join(BUNDLED)}")
 
 
-def load_any(spec: str, questions: str | None = None) -> Dataset:
+def load_any(spec: str, questions: str | None = None, parse_cache: ParseCache | None = None,
+             progress: bool = False, follow_symlinks: bool = False) -> Dataset:
     """A bundled name, a SQuAD-style JSON file, or a folder (+ JSONL questions)."""
     if spec in BUNDLED:
-        return load_bundled(spec)
+        return load_bundled(spec, parse_cache, progress)
     p = Path(spec)
     if p.is_dir():
-        return load_folder(p, questions)
+        return load_folder(p, questions, parse_cache=parse_cache, progress=progress, follow_symlinks=follow_symlinks)
     if p.suffix in (".json", ".gz") and p.exists():
         return load_squad(p)
     raise KeyError(f"{spec!r} is neither a bundled dataset ({', '.join(BUNDLED)}) nor a folder or SQuAD JSON file")

@@ -8,9 +8,11 @@ a changed one has its rows replaced, a vanished one is removed. Chunks carry a
 """
 from __future__ import annotations
 
+import collections
 import dataclasses
 import hashlib
 import json
+import os
 import sys
 import time
 from dataclasses import dataclass, field
@@ -29,8 +31,10 @@ DEFAULT_WORKSPACE = Path("results")
 
 _STR, _INT = pa.string(), pa.int64()
 SCHEMAS = {
+    # n_pages / n_parents / n_chunks let every ingest verify that a document's rows are complete
     "documents": pa.schema([("doc_id", _STR), ("title", _STR), ("language", _STR), ("source_path", _STR),
-                            ("content_hash", _STR), ("n_pages", _INT), ("n_tokens", _INT), ("text", _STR)]),
+                            ("content_hash", _STR), ("n_pages", _INT), ("n_tokens", _INT), ("text", _STR),
+                            ("n_parents", _INT), ("n_chunks", _INT)]),
     "pages": pa.schema([("page_id", _STR), ("doc_id", _STR), ("page_no", _INT), ("start", _INT), ("end", _INT),
                         ("text", _STR), ("n_tokens", _INT)]),
     "parents": pa.schema([("parent_id", _STR), ("doc_id", _STR), ("page_id", _STR), ("start", _INT),
@@ -79,6 +83,11 @@ class IngestSummary:
     cache_hits: int = 0
     seconds: float = 0.0
     embed_seconds: float = 0.0
+    blank_pages: int = 0  # pages with no text (kept for their page number; no chunks)
+    parse_seconds: float = 0.0
+    file_parse_seconds: dict = field(default_factory=dict)
+    file_embed_seconds: dict = field(default_factory=dict)
+    notices: list = field(default_factory=list)  # repairs made (one line each)
     skipped: list = field(default_factory=list)
 
     def render(self) -> str:
@@ -86,10 +95,18 @@ class IngestSummary:
             f"ingested {self.dataset} into index {self.index}",
             f"  documents {self.documents} (added {self.added}, replaced {self.replaced}, unchanged {self.unchanged}, "
             f"removed {self.removed})",
-            f"  pages {self.pages}  chunks {self.chunks}  tokens {self.tokens}  questions {self.questions}",
-            f"  embedded {self.embedded} chunks ({self.cache_hits} from cache) in {self.embed_seconds:.1f}s; "
-            f"total {self.seconds:.1f}s",
+            f"  pages {self.pages} ({self.blank_pages} blank)  chunks {self.chunks}  tokens {self.tokens}  "
+            f"questions {self.questions}",
+            f"  parsed {len(self.file_parse_seconds)} file(s) in {self.parse_seconds:.1f}s; embedded {self.embedded} "
+            f"chunks ({self.cache_hits} from cache) in {self.embed_seconds:.1f}s; total {self.seconds:.1f}s",
         ]
+        slow = sorted(set(self.file_parse_seconds) | set(self.file_embed_seconds),
+                      key=lambda f: -(self.file_parse_seconds.get(f, 0) + self.file_embed_seconds.get(f, 0)))
+        if self.file_parse_seconds and slow:
+            lines.append("  slowest files: " + "; ".join(
+                f"{Path(f).name} parse {self.file_parse_seconds.get(f, 0):.2f}s embed "
+                f"{self.file_embed_seconds.get(f, 0):.2f}s" for f in slow[:5]))
+        lines += [f"  notice: {n}" for n in self.notices]
         if self.skipped:
             lines.append(f"  skipped {len(self.skipped)}:")
             lines += [f"    - {s}" for s in self.skipped]
@@ -141,19 +158,61 @@ class Workspace:
         rows = self.table(index, "meta").to_arrow().to_pylist()
         return json.loads(rows[0]["json"])
 
+    # ------------------------------------------------------------------ remembered question files
+    def _registry_path(self) -> Path:
+        return self.root / "datasets.json"
+
+    def remember_questions(self, folder: str | Path, questions: str | Path) -> None:
+        """A folder dataset remembers its questions file, so a later run without --questions
+        scores the same questions instead of none."""
+        reg = self._registry()
+        reg[str(Path(folder).resolve())] = str(Path(questions).resolve())
+        tmp = self._registry_path().with_suffix(".tmp")
+        tmp.write_text(json.dumps(reg, indent=1, sort_keys=True))
+        tmp.replace(self._registry_path())  # atomic: a reader never sees half a file
+
+    def remembered_questions(self, folder: str | Path) -> str | None:
+        return self._registry().get(str(Path(folder).resolve()))
+
+    def _registry(self) -> dict:
+        try:
+            return json.loads(self._registry_path().read_text())
+        except (OSError, ValueError):
+            return {}
+
     def questions(self, index: str) -> list[Question]:
         rows = self.table(index, "questions").to_arrow().to_pylist()
         return [Question.from_dict(json.loads(r["json"])) for r in rows]
 
     # ------------------------------------------------------------------ ingest
-    def ingest(self, ds: Dataset, cfg: IndexConfig = IndexConfig(), progress: bool = True) -> IngestSummary:
+    @property
+    def parse_cache(self):
+        from .corpora import ParseCache
+
+        return ParseCache(self.root / "cache" / "parsed")
+
+    def writer_lock(self, wait: float | None = None):
+        """Serialise writers of this workspace (``ragwb ingest`` and the ingest step of ``ragwb run``)."""
+        return WorkspaceLock(self.root, DEFAULT_LOCK_WAIT if wait is None else wait)
+
+    def ingest(self, ds: Dataset, cfg: IndexConfig = IndexConfig(), progress: bool = True,
+               wait: float | None = None) -> IngestSummary:
+        """Sync the index of ``ds`` under ``cfg``: crash-safe (a document counts as ingested only once
+        all its rows are committed, its ``documents`` row last) and self-repairing (every ingest
+        verifies each document's rows and redoes incomplete, duplicated or orphaned ones)."""
+        with self.writer_lock(wait):
+            return self._ingest(ds, cfg, progress)
+
+    def _ingest(self, ds: Dataset, cfg: IndexConfig, progress: bool) -> IngestSummary:
         t0 = time.perf_counter()
         index = self.index_name(ds.name, cfg)
         summ = IngestSummary(ds.name, index, skipped=[str(s) for s in ds.skipped])
-        existing: dict[str, str] = {}
-        if self.has_table(f"{index}__documents"):
-            for r in self.table(index, "documents").to_arrow().select(["doc_id", "content_hash"]).to_pylist():
-                existing[r["doc_id"]] = r["content_hash"]
+        summ.notices += self._repair_tables(index)
+        existing, dirty = self._verified_documents(index)
+        if dirty:
+            summ.notices.append(f"repairing {len(dirty)} document(s) left incomplete or duplicated by an "
+                                f"interrupted or concurrent ingest: {', '.join(sorted(dirty)[:5])}"
+                                f"{' ...' if len(dirty) > 5 else ''}")
         current = {d.doc_id: d for d in ds.documents}
         changed = [d for d in ds.documents if existing.get(d.doc_id) != d.content_hash]
         removed = [i for i in existing if i not in current]
@@ -163,12 +222,13 @@ class Workspace:
         summ.removed = len(removed)
 
         doc_rows, page_rows, parent_rows, chunk_rows = [], [], [], []
+        chunk_file = []
         for d in changed:
             chunks, parents = chunk_document(d, cfg.chunking)
             doc_rows.append({"doc_id": d.doc_id, "title": d.title, "language": d.language,
                              "source_path": d.source_path, "content_hash": d.content_hash,
                              "n_pages": len(d.pages), "n_tokens": count_tokens(d.text, cfg.chunking.encoding),
-                             "text": d.text})
+                             "text": d.text, "n_parents": len(parents), "n_chunks": len(chunks)})
             for p in d.pages:
                 page_rows.append({"page_id": p.page_id, "doc_id": d.doc_id, "page_no": p.page_no,
                                   "start": p.start, "end": p.end, "text": p.text,
@@ -184,13 +244,20 @@ class Workspace:
                                    "breadcrumb": c.breadcrumb, "language": d.language,
                                    "bm25_text": " ".join(analyze(c.embed_text, d.language)),
                                    "_embed": c.embed_text})
+                chunk_file.append(d.source_path)
 
         emb = get_embedder(cfg.embedder)
         texts = [r.pop("_embed") for r in chunk_rows]
         te = time.perf_counter()
         m0 = self.embedding_cache.misses
         bar = _progress(len(texts), f"embedding {ds.name}", progress)
-        vecs = self.embedding_cache.embed(emb, cfg.embedder.key, texts, "passage", progress=bar.update if bar else None)
+
+        def tick(n):
+            if bar:
+                bar.update(n)
+            _crash_point("embedding")
+
+        vecs = self.embedding_cache.embed(emb, cfg.embedder.key, texts, "passage", progress=tick)
         if bar:
             bar.close()
         summ.embed_seconds = time.perf_counter() - te
@@ -198,32 +265,111 @@ class Workspace:
         summ.cache_hits = len(texts) - summ.embedded
         for r, v in zip(chunk_rows, vecs):
             r["vector"] = v
+        if texts:  # embedding time shared out by each file's chunks (for the per-file figures)
+            for f, n in collections.Counter(chunk_file).items():
+                summ.file_embed_seconds[f] = summ.embed_seconds * n / len(texts)
+        summ.file_parse_seconds = dict(ds.parse_seconds)
+        summ.parse_seconds = sum(ds.parse_seconds.values())
 
-        stale = [d.doc_id for d in changed if d.doc_id in existing] + removed
+        stale = sorted({d.doc_id for d in changed} | set(removed) | dirty)
         dim = int(vecs.shape[1]) if len(vecs) else self._dim(index) or emb.dim
-        for kind, rows, schema in (("documents", doc_rows, SCHEMAS["documents"]),
-                                   ("pages", page_rows, SCHEMAS["pages"]),
-                                   ("parents", parent_rows, SCHEMAS["parents"]),
-                                   ("chunks", chunk_rows, chunk_schema(dim))):
-            self._sync_table(index, kind, rows, stale, schema)
-        if changed or removed or not self.has_table(f"{index}__meta"):
+        # documents first out, last in: the documents row is the commit marker of a document
+        order = (("documents", [], SCHEMAS["documents"]), ("pages", page_rows, SCHEMAS["pages"]),
+                 ("parents", parent_rows, SCHEMAS["parents"]), ("chunks", chunk_rows, chunk_schema(dim)),
+                 ("documents", doc_rows, SCHEMAS["documents"]))
+        for step, (kind, rows, schema) in enumerate(order):
+            self._sync_table(index, kind, rows, stale if step == 0 or kind != "documents" else [], schema)
+            _crash_point({1: "tables_created", 2: "before_chunks"}.get(step, ""))
+        if changed or removed or dirty or not self.has_table(f"{index}__meta"):
             self._build_fts(index)
-        self._write_json_table(index, "questions", [{"qid": q.qid, "json": json.dumps(q.to_dict(), ensure_ascii=False)}
-                                                     for q in ds.questions])
+        if ds.questions or not self.has_table(f"{index}__questions"):
+            # an ingest without a questions file never wipes the questions stored before
+            self._write_json_table(index, "questions", [{"qid": q.qid,
+                                                         "json": json.dumps(q.to_dict(), ensure_ascii=False)}
+                                                        for q in ds.questions])
         # totals for the whole index (not just what changed)
         docs_t = self.table(index, "documents").to_arrow().select(["n_pages", "n_tokens"])
         summ.documents = docs_t.num_rows
         summ.pages = int(pa.compute.sum(docs_t["n_pages"]).as_py() or 0)
         summ.tokens = int(pa.compute.sum(docs_t["n_tokens"]).as_py() or 0)
         summ.chunks = self.table(index, "chunks").count_rows()
+        summ.blank_pages = self.table(index, "pages").count_rows("length(text) = 0")
         summ.questions = len(ds.questions)
         meta = {"index": index, "dataset": ds.name, "config": cfg.to_dict(), "config_hash": cfg.hash,
                 "dim": dim, "documents": summ.documents,
                 "pages": summ.pages, "chunks": summ.chunks, "tokens": summ.tokens, "questions": summ.questions,
                 "skipped": summ.skipped}
         self._write_json_table(index, "meta", [{"qid": "meta", "json": json.dumps(meta)}])
-        summ.seconds = time.perf_counter() - t0
+        summ.seconds = time.perf_counter() - t0 + summ.parse_seconds
         return summ
+
+    KINDS = ("documents", "pages", "parents", "chunks", "questions", "meta")
+
+    def _repair_tables(self, index: str) -> list[str]:
+        """Drop tables a killed process left half-created (listed but unreadable), and tables of an
+        older schema; the sync below then rebuilds them. Returns one notice per repair."""
+        notices = []
+        names = set(self.table_names())
+        for kind in self.KINDS:
+            name = f"{index}__{kind}"
+            if name not in names:
+                continue
+            try:
+                t = self.db.open_table(name)
+                t.count_rows()
+                if kind == "documents" and "n_chunks" not in t.schema.names:
+                    raise ValueError("written by an older version")
+            except Exception as e:
+                self._drop(name)
+                notices.append(f"rebuilt table {name}: it was damaged ({type(e).__name__}: {str(e)[:80]})")
+                if kind == "documents":  # without documents nothing else can be verified: start clean
+                    for other in self.KINDS:
+                        if other != "documents" and f"{index}__{other}" in names:
+                            self._drop(f"{index}__{other}")
+        return notices
+
+    def _drop(self, name: str) -> None:
+        import shutil
+
+        try:
+            self.db.drop_table(name)
+        except Exception:
+            pass
+        shutil.rmtree(self.root / "lancedb" / f"{name}.lance", ignore_errors=True)
+
+    def _verified_documents(self, index: str) -> tuple[dict[str, str], set[str]]:
+        """(doc_id -> content hash of every complete document, doc ids whose rows need redoing).
+        Complete = exactly one documents row, and exactly n_pages / n_parents / n_chunks rows with
+        no duplicated ids in the other tables."""
+        if not self.has_table(f"{index}__documents"):
+            orphans = set()
+            for kind in ("pages", "parents", "chunks"):
+                if self.has_table(f"{index}__{kind}"):
+                    orphans |= set(self.table(index, kind).to_arrow().column("doc_id").to_pylist())
+            return {}, orphans
+        docs = self.table(index, "documents").to_arrow().select(
+            ["doc_id", "content_hash", "n_pages", "n_parents", "n_chunks"]).to_pylist()
+        seen = collections.Counter(r["doc_id"] for r in docs)
+        counts, dup = {}, set()
+        for kind, id_col in (("pages", "page_id"), ("parents", "parent_id"), ("chunks", "chunk_id")):
+            if not self.has_table(f"{index}__{kind}"):
+                counts[kind] = collections.Counter()
+                continue
+            t = self.table(index, kind).to_arrow().select(["doc_id", id_col])
+            counts[kind] = collections.Counter(t.column("doc_id").to_pylist())
+            ids = collections.Counter(zip(t.column("doc_id").to_pylist(), t.column(id_col).to_pylist()))
+            dup |= {d for (d, _), n in ids.items() if n > 1}
+        ok, dirty = {}, set()
+        for r in docs:
+            d = r["doc_id"]
+            if (seen[d] == 1 and d not in dup and counts["pages"][d] == r["n_pages"]
+                    and counts["parents"][d] == r["n_parents"] and counts["chunks"][d] == r["n_chunks"]):
+                ok[d] = r["content_hash"]
+            else:
+                dirty.add(d)
+        for kind in ("pages", "parents", "chunks"):
+            dirty |= set(counts[kind]) - set(seen)  # orphans: rows of a document never committed
+        return ok, dirty
 
     def _dim(self, index: str) -> int:
         try:
@@ -235,7 +381,8 @@ class Workspace:
         name = f"{index}__{kind}"
         data = pa.Table.from_pylist(rows, schema=schema)
         if not self.has_table(name):
-            self.db.create_table(name, data=data, schema=schema)
+            # overwrite: a folder a killed create left behind must not block the new table
+            self.db.create_table(name, data=data, schema=schema, mode="overwrite")
             return
         t = self.db.open_table(name)
         if stale:
@@ -252,9 +399,7 @@ class Workspace:
             old = self.db.open_table(name).to_arrow()
             if old.num_rows == data.num_rows and old.column("json").to_pylist() == data.column("json").to_pylist():
                 return  # unchanged: keep the table version as it is
-            self.db.create_table(name, data=data, mode="overwrite")
-        else:
-            self.db.create_table(name, data=data)
+        self.db.create_table(name, data=data, mode="overwrite")
 
     def _build_fts(self, index: str) -> None:
         if not self.has_table(f"{index}__chunks"):
@@ -267,6 +412,65 @@ class Workspace:
             "bm25_text", replace=True,
             config=FTS(base_tokenizer="whitespace", lower_case=False, stem=False, remove_stop_words=False,
                        ascii_folding=False, max_token_length=None))
+
+
+DEFAULT_LOCK_WAIT = float(os.environ.get("RAGWB_LOCK_WAIT", "600"))
+
+
+class WorkspaceBusy(RuntimeError):
+    """Another process is writing the workspace and did not finish within the wait."""
+
+
+class WorkspaceLock:
+    """An OS file lock (``filelock``; released by the kernel if its holder is killed) plus a note of
+    who holds it, so the second writer can say whom it waits for."""
+
+    def __init__(self, root: Path, wait: float):
+        from filelock import FileLock
+
+        self.root, self.wait = Path(root), wait
+        self.lock = FileLock(str(self.root / ".write.lock"))
+        self.note = self.root / ".write.lock.json"
+
+    def holder(self) -> str:
+        try:
+            h = json.loads(self.note.read_text())
+            return f"pid {h['pid']} ({h['command']}, since {h['since']})"
+        except (OSError, ValueError, KeyError):
+            return "another process"
+
+    def __enter__(self):
+        from filelock import Timeout
+
+        try:
+            self.lock.acquire(timeout=0)
+        except Timeout:
+            who = self.holder()
+            if self.wait <= 0:
+                raise WorkspaceBusy(f"workspace {self.root} is being written by {who}; "
+                                    "retry later or pass --wait SECONDS") from None
+            print(f"waiting up to {self.wait:.0f}s for workspace {self.root}: written by {who}", file=sys.stderr)
+            try:
+                self.lock.acquire(timeout=self.wait)
+            except Timeout:
+                raise WorkspaceBusy(f"workspace {self.root} still being written by {self.holder()} after "
+                                    f"{self.wait:.0f}s; pass --wait SECONDS to wait longer") from None
+        self.note.write_text(json.dumps({"pid": os.getpid(), "command": " ".join(sys.argv[:3])[:120],
+                                         "since": time.strftime("%H:%M:%S")}))
+        return self
+
+    def __exit__(self, *exc):
+        self.note.unlink(missing_ok=True)
+        self.lock.release()
+
+
+def _crash_point(name: str) -> None:
+    """Fault injection for the crash tests: RAGWB_CRASH_AT=<name> kills this process with SIGKILL
+    at that point of an ingest, exactly as a kill -9 would."""
+    if name and os.environ.get("RAGWB_CRASH_AT") == name:
+        import signal
+
+        os.kill(os.getpid(), signal.SIGKILL)
 
 
 def _progress(total: int, desc: str, enabled: bool):

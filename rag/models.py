@@ -61,6 +61,7 @@ class Question:
     qtype: str = ""
     language: str = "en"
     evidence: list[Evidence] = field(default_factory=list)
+    metadata: dict = field(default_factory=dict)  # any extra gold fields (company, doc type, ...)
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -68,18 +69,20 @@ class Question:
     @classmethod
     def from_dict(cls, d: dict) -> "Question":
         ev = [Evidence(**e) for e in d.get("evidence", [])]
-        return cls(**{**d, "evidence": ev})
+        return cls(**{**d, "evidence": ev, "metadata": dict(d.get("metadata") or {})})
 
 
 @dataclass
 class Skipped:
+    """A file or gold line left out (``kind="skipped"``), or kept with a downgrade (``"warning"``)."""
     path: str
     reason: str
     line: int | None = None
+    kind: str = "skipped"
 
     def __str__(self) -> str:
         where = f"{self.path}:{self.line}" if self.line else self.path
-        return f"{where}: {self.reason}"
+        return f"{where}: {'warning: ' if self.kind == 'warning' else ''}{self.reason}"
 
 
 @dataclass
@@ -88,6 +91,7 @@ class Dataset:
     documents: list[Document]
     questions: list[Question]
     skipped: list[Skipped] = field(default_factory=list)
+    parse_seconds: dict = field(default_factory=dict)  # source path -> seconds spent parsing it
 
     def doc(self, doc_id: str) -> Document:
         return self._by_id()[doc_id]

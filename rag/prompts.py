@@ -51,7 +51,10 @@ def parse_citations(answer: str) -> list[int]:
 
 
 def strip_citations(answer: str) -> str:
-    return re.sub(r"\s*\[\d+\]", "", answer or "").strip()
+    """Remove [n] markers. A marker between two words leaves a space ("Denmark[1]Iceland" ->
+    "Denmark Iceland"); one before punctuation leaves none ("Oslo [1]." -> "Oslo.")."""
+    s = re.sub(r"\s*(?:\[\d+\])+\s*", " ", answer or "")
+    return re.sub(r" +([.,;:!?)\]])", r"\1", s).strip()
 
 
 def is_fallback(answer: str) -> bool:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 import threading
+import time
 from collections import defaultdict
 from dataclasses import dataclass, field
 
@@ -168,6 +169,9 @@ class CandidatePool:
     dense_idx: np.ndarray  # chunk rows, best first
     dense_scores: np.ndarray
     extra: dict = field(default_factory=dict)  # strategy-specific memo (bm25 pool, page scores, llm calls)
+    # this question's own search cost: its share of the batched query embedding + its dense search.
+    # Recorded once when the pool is built, so every point that uses the pool reports the same figure.
+    search_ms: float = 0.0
 
 
 class Retriever:
@@ -190,9 +194,14 @@ class Retriever:
         """Embed many questions in one batch (faster than one by one)."""
         todo = [q for q in dict.fromkeys(questions) if (q, key) not in self._pools]
         if todo:
+            t0 = time.perf_counter()
             vecs = self.embed_queries([key.query_template.format(question=q) for q in todo])
+            share = (time.perf_counter() - t0) * 1000 / len(todo)
             for q, v in zip(todo, vecs):
-                self._pools[(q, key)] = self._search(q, v, key)
+                ts = time.perf_counter()
+                pool = self._search(q, v, key)
+                pool.search_ms = share + (time.perf_counter() - ts) * 1000
+                self._pools[(q, key)] = pool
                 self.stats["pool_misses"] += 1
 
     def dense(self, qvec: np.ndarray, k: int, search_dim: int = 0) -> tuple[np.ndarray, np.ndarray]:
@@ -226,6 +235,7 @@ class Retriever:
         """Top-k BM25 chunk rows and scores. ``memory``: Okapi BM25 here over the analysed tokens;
         ``lancedb``: the same tokens through LanceDB's full-text index."""
         memo = pool.extra.get(("bm25", k, backend))
+        t0 = time.perf_counter()
         if memo is None and backend == "lancedb":
             q = " ".join(analyze(pool.question, self.reader.language))
             hits = (self.ws.table(self.index, "chunks").search(q, query_type="fts").limit(k)
@@ -241,6 +251,8 @@ class Retriever:
             else:
                 top = np.zeros(0, np.int64)
             memo = pool.extra[("bm25", k, backend)] = (top, s[top])
+        if ("bm25_ms", k, backend) not in pool.extra:  # charged to the question, not to the first point
+            pool.extra[("bm25_ms", k, backend)] = (time.perf_counter() - t0) * 1000
         return memo
 
 

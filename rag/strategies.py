@@ -171,27 +171,46 @@ def _count_cached(text: str, encoding: str) -> int:
 def pack_blocks(raw: list[tuple], params: BaseParams, encoding: str) -> list[Block]:
     """Number blocks in rank order under the shared token budget.
 
-    ``raw`` holds (text, group, doc_ids, page_ids, chunk_ids, spans, n_tokens, score).
+    ``raw`` holds (text, group, doc_ids, page_ids, chunk_ids, spans, n_tokens, score[, offsets]).
+    ``offsets`` maps a page, chunk or document id to the position in ``text`` where its text
+    starts (absent: 0). ``spans`` are the document ranges the text shows, in order, back to back.
     Policy for the block that would overflow ``max_context_tokens``:
     ``truncate`` keeps its longest prefix ending at a sentence boundary that fits (nothing if
     none fits) and stops; ``drop`` leaves it out and goes on with the next, smaller blocks.
+    A truncated block keeps exactly the pages, chunks, documents and spans whose text it still shows.
     """
     out: list[Block] = []
     budget = params.max_context_tokens
     used = 0
-    for text, group, d, p, c, spans, n, score in raw:
+    for item in raw:
+        text, group, d, p, c, spans, n, score = item[:8]
         if budget and used + n > budget:
             if params.overflow == "drop":
                 continue
             cut = truncate_to_tokens(text, budget - used, encoding)
             if cut:
                 k = _count_cached(cut, encoding)
-                cut_spans = tuple((sd, ss, min(se, ss + len(cut))) for sd, ss, se in spans[:1])
-                out.append(Block(len(out) + 1, cut, group, d, p, c, cut_spans, k, score, True))
+                offsets = item[8] if len(item) > 8 else {}
+                d2, p2, c2, sp2 = cut_provenance(len(cut), d, p, c, spans, offsets)
+                out.append(Block(len(out) + 1, cut, group, d2, p2, c2, sp2, k, score, True))
             break
         out.append(Block(len(out) + 1, text, group, d, p, c, spans, n, score))
         used += n
     return out
+
+
+def cut_provenance(length: int, doc_ids: tuple, page_ids: tuple, chunk_ids: tuple, spans: tuple,
+                   offsets: dict) -> tuple[tuple, tuple, tuple, tuple]:
+    """What the first ``length`` characters of a block show: the ids whose text starts before the
+    cut (order kept) and the spans clipped to it."""
+    keep = lambda ids: tuple(x for x in ids if offsets.get(x, 0) < length)  # noqa: E731
+    clipped, pos = [], 0
+    for sd, ss, se in spans:
+        if pos >= length:
+            break
+        clipped.append((sd, ss, min(se, ss + (length - pos))))
+        pos += se - ss
+    return keep(doc_ids), keep(page_ids), keep(chunk_ids), tuple(clipped)
 
 
 # --------------------------------------------------------------------------- strategies
@@ -320,10 +339,19 @@ class FullDocumentsStrategy(Strategy):
                     break
                 else:
                     continue
-            pages = tuple(pid for pid, pg in _doc_pages(rd, d) if pg["start"] < len(text))
-            chunk_ids = tuple(rd.chunk_ids[i] for i in rows if rd.doc_ids[i] == d)
+            # pages ranked by the best retrieved chunk on them, then the rest in reading order
+            # (docs/metrics.md, "page order of multi-page blocks"); blank pages show nothing
+            shown = [(pid, pg) for pid, pg in _doc_pages(rd, d) if pg["start"] < len(text) and pg["end"] > pg["start"]]
+            best = {}
+            for i, sc in zip(rows, pool.dense_scores[:p.top_k]):
+                if rd.doc_ids[i] == d:
+                    best.setdefault(rd.page_ids[i], float(sc))
+            pages = tuple(sorted((pid for pid, _ in shown), key=lambda x: (x not in best, -best.get(x, 0.0))))
+            chunk_ids = tuple(rd.chunk_ids[i] for i in rows if rd.doc_ids[i] == d and int(rd.starts[i]) < len(text))
+            offsets = {pid: int(pg["start"]) for pid, pg in shown}
+            offsets.update({rd.chunk_ids[i]: int(rd.starts[i]) for i in rows if rd.doc_ids[i] == d})
             n = n_tok if n_tok is not None and len(text) == len(doc["text"]) else count_tokens(text, enc)
-            raw.append((text, "documents", (d,), pages, chunk_ids, ((d, 0, len(text)),), n, mean))
+            raw.append((text, "documents", (d,), pages, chunk_ids, ((d, 0, len(text)),), n, mean, offsets))
             total += len(text)
             loaded += 1
         found = counters(len(rows), docs_loaded=loaded)
@@ -399,8 +427,10 @@ class TwoPhasePagesStrategy(Strategy):
             rows = rd.page_chunks(pid)
             pg = rd.pages.get(pid)
             start = pg["start"] if pg else int(rd.starts[rows[0]])
+            offsets = {rd.chunk_ids[i]: int(rd.starts[i]) - start for i in rows}
             raw.append((text, "pages", (rd.doc_ids[rows[0]],), (pid,), tuple(rd.chunk_ids[i] for i in rows),
-                        ((rd.doc_ids[rows[0]], start, start + len(text)),), _rebuilt_tokens(rd, pid, text), score))
+                        ((rd.doc_ids[rows[0]], start, start + len(text)),), _rebuilt_tokens(rd, pid, text), score,
+                        offsets))
         blocks = pack_blocks(raw, p, rd.config.chunking.encoding)
         return Context(self.name, params_dict(p), blocks,
                        counters(min(p.candidates, len(pool.dense_idx)), pages_rebuilt=len(ranked)))
@@ -548,12 +578,14 @@ class ParentChildStrategy(Strategy):
                 if len(order) >= p.max_parents:
                     continue
                 order[pid] = [float(s), []]
-            order[pid][1].append(rd.chunk_ids[i])
+            order[pid][1].append(i)
         raw = []
         for pid, (score, leaves) in order.items():
             par = rd.parents[pid]
-            raw.append((par["text"], "parents", (par["doc_id"],), (par["page_id"],), tuple(leaves),
-                        ((par["doc_id"], par["start"], par["end"]),), int(par["n_tokens"]), score))
+            offsets = {rd.chunk_ids[i]: int(rd.starts[i]) - int(par["start"]) for i in leaves}
+            raw.append((par["text"], "parents", (par["doc_id"],), (par["page_id"],),
+                        tuple(rd.chunk_ids[i] for i in leaves),
+                        ((par["doc_id"], par["start"], par["end"]),), int(par["n_tokens"]), score, offsets))
         blocks = pack_blocks(raw, p, rd.config.chunking.encoding)
         return Context(self.name, params_dict(p), blocks, counters(min(p.top_k, len(pool.dense_idx))))
 

@@ -34,7 +34,7 @@ def test_run_schema_show_export_and_report(tmp_path, capsys):
     n = con.execute("SELECT count(*) FROM results WHERE run_id='A'").fetchone()[0]
     assert n == 12 * 3  # chunks x 2 points + hybrid x 1
     statuses = {r[0] for r in con.execute("SELECT DISTINCT status FROM scores").fetchall()}
-    assert statuses <= {"ok", "undetermined"}
+    assert statuses <= {"ok", "undetermined", "not_applicable"}
     cfg = json.loads(con.execute("SELECT config FROM runs WHERE run_id='A'").fetchone()[0])
     assert cfg["grid"]["chunks"]["top_k"] == [2, 8] and "api_key\"" not in json.dumps(cfg)
     con.close()
