@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import argparse
+import re
 import sys
 import tomllib
 from pathlib import Path
@@ -15,6 +16,58 @@ EPILOG = """examples:
   ragwb runs ; ragwb show latest ; ragwb export latest --format csv
   ragwb gate --baseline BASE --candidate latest
 """
+
+
+def at_least(lo: int, hint: str = ""):
+    """argparse type: an integer >= lo; the error names the value (argparse adds the option)."""
+    def conv(v: str) -> int:
+        try:
+            x = int(v)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"must be an integer, got {v!r}") from None
+        if x < lo:
+            raise argparse.ArgumentTypeError(f"must be >= {lo}, got {x}{hint}")
+        return x
+    return conv
+
+
+def positive_float(v: str) -> float:
+    try:
+        x = float(v)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a number, got {v!r}") from None
+    if not x > 0:
+        raise argparse.ArgumentTypeError(f"must be > 0, got {v}")
+    return x
+
+
+def non_negative_float(v: str) -> float:
+    try:
+        x = float(v)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a number, got {v!r}") from None
+    if x < 0:
+        raise argparse.ArgumentTypeError(f"must be >= 0, got {v}")
+    return x
+
+
+RUN_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}")
+
+
+def run_id_arg(v: str) -> str:
+    if not RUN_ID.fullmatch(v) or ".." in v:
+        raise argparse.ArgumentTypeError(f"{v!r} is not a valid run id (letters, digits, '.', '_', '-'; "
+                                         "it names report files, so no '/' or '..')")
+    return v
+
+
+def _add_write_args(g) -> None:
+    g.add_argument("--wait", type=non_negative_float, default=None, metavar="SECONDS",
+                   help="how long to wait for another process writing the same workspace (default 600; 0 = fail "
+                        "at once with one line)")
+    g.add_argument("--follow-symlinks", action="store_true",
+                   help="folder datasets: follow symbolic links (default: skip them with a reason, so a corpus "
+                        "cannot pull files from outside its folder)")
 
 
 def _add_index_args(p: argparse.ArgumentParser) -> None:
@@ -32,14 +85,16 @@ def _add_index_args(p: argparse.ArgumentParser) -> None:
     g.add_argument("--chunker", default="auto", choices=["auto", "tokens", "hierarchy"],
                    help="tokens: fixed token windows; hierarchy: Markdown header leaves + parents; "
                         "auto: hierarchy for Markdown/DOCX/HTML, tokens otherwise (default)")
-    g.add_argument("--chunk-tokens", type=int, default=128, help="token window size (default 128)")
-    g.add_argument("--overlap", type=int, default=16, help="token window overlap (default 16)")
-    g.add_argument("--leaf-min", type=int, default=100, help="hierarchy: smallest leaf in tokens (default 100)")
-    g.add_argument("--leaf-max", type=int, default=500, help="hierarchy: largest leaf in tokens (default 500)")
-    g.add_argument("--parent-max", type=int, default=2000, help="largest parent section in tokens (default 2000)")
+    g.add_argument("--chunk-tokens", type=at_least(1), default=128, help="token window size (default 128)")
+    g.add_argument("--overlap", type=at_least(0), default=16, help="token window overlap (default 16)")
+    g.add_argument("--leaf-min", type=at_least(1), default=100, help="hierarchy: smallest leaf in tokens (default 100)")
+    g.add_argument("--leaf-max", type=at_least(1), default=500, help="hierarchy: largest leaf in tokens (default 500)")
+    g.add_argument("--parent-max", type=at_least(1), default=2000,
+                   help="largest parent section in tokens (default 2000)")
     g.add_argument("--encoding", default="o200k_base", choices=["o200k_base", "cl100k_base"],
                    help="tokenizer for exact token counts (default o200k_base)")
     g.add_argument("--no-progress", action="store_true", help="no progress bars")
+    _add_write_args(g)
 
 
 def _add_store_args(p: argparse.ArgumentParser) -> None:
@@ -48,6 +103,10 @@ def _add_store_args(p: argparse.ArgumentParser) -> None:
 
 
 def _index_config(a):
+    if a.overlap >= a.chunk_tokens:
+        raise ValueError(f"--overlap ({a.overlap}) must be smaller than --chunk-tokens ({a.chunk_tokens})")
+    if a.leaf_min > a.leaf_max:
+        raise ValueError(f"--leaf-min ({a.leaf_min}) must not exceed --leaf-max ({a.leaf_max})")
     from rag.chunking import ChunkConfig
     from rag.embedders import EmbedderConfig
     from rag.index import IndexConfig
@@ -69,8 +128,9 @@ def cmd_ingest(a) -> int:
             questions = ws.remembered_questions(spec)
             if questions:
                 print(f"using the questions file remembered for {spec}: {questions}", file=sys.stderr)
-        ds = load_any(spec, questions)
-        summ = ws.ingest(ds, _index_config(a), progress=not a.no_progress)
+        ds = load_any(spec, questions, parse_cache=ws.parse_cache, progress=not a.no_progress,
+                      follow_symlinks=a.follow_symlinks)
+        summ = ws.ingest(ds, _index_config(a), progress=not a.no_progress, wait=a.wait)
         if a.questions and Path(spec).is_dir():
             ws.remember_questions(spec, a.questions)
         print(summ.render())
@@ -115,12 +175,55 @@ def parse_prices(items: list[str], base: dict | None = None) -> dict:
     return out
 
 
+SWEEP_SECTIONS = {"run", "strategies", "prices"}
+RUN_KEYS = {"datasets": "a list of dataset names", "strategies": "a list of strategy names",
+            "answerer": "extractive or openai", "limit": "an integer >= 1", "repeats": "an integer >= 1",
+            "prices": "a table MODEL = [input, output]"}
+
+
 def load_sweep(path: str) -> dict:
+    """Read and check a sweep TOML: an unknown section, key, strategy or parameter, or a value of the
+    wrong type, is an error naming the file and the key (a typo must never run the defaults)."""
     try:
         with open(path, "rb") as f:
-            return tomllib.load(f)
+            d = tomllib.load(f)
+    except OSError as e:
+        raise ValueError(f"{path}: cannot read the sweep file ({e.strerror})") from None
     except tomllib.TOMLDecodeError as e:
         raise ValueError(f"{path}: not valid TOML ({e})") from None
+    from rag.strategies import STRATEGIES, make_params
+
+    for k in d:
+        if k not in SWEEP_SECTIONS:
+            raise ValueError(f"{path}: unknown section [{k}]; valid: {', '.join(sorted(SWEEP_SECTIONS))}")
+    run = d.get("run", {})
+    if not isinstance(run, dict):
+        raise ValueError(f"{path}: [run] must be a table")
+    for k, v in run.items():
+        if k not in RUN_KEYS:
+            raise ValueError(f"{path}: unknown key [run] {k}; valid: {', '.join(RUN_KEYS)}")
+        bad = ((k in ("limit", "repeats") and (not isinstance(v, int) or isinstance(v, bool) or v < 1))
+               or (k in ("datasets", "strategies") and not (isinstance(v, str) or
+                                                             (isinstance(v, list) and all(isinstance(x, str) for x in v))))
+               or (k == "answerer" and v not in ("extractive", "openai")))
+        if bad:
+            raise ValueError(f"{path}: [run] {k} must be {RUN_KEYS[k]}, got {v!r}")
+    strategies = d.get("strategies", {})
+    for name, axes in strategies.items():
+        if name not in STRATEGIES:
+            raise ValueError(f"{path}: unknown strategy [strategies.{name}]; valid: {', '.join(STRATEGIES)}")
+        if not isinstance(axes, dict):
+            raise ValueError(f"{path}: [strategies.{name}] must be a table of PARAM = value or [values]")
+        for param, vals in axes.items():
+            for v in (vals if isinstance(vals, list) else [vals]):
+                try:
+                    make_params(name, **{param: v})
+                except ValueError as e:
+                    raise ValueError(f"{path}: [strategies.{name}] {param}: {e}") from None
+    for model, pr in {**d.get("prices", {}), **run.get("prices", {})}.items():
+        if not (isinstance(pr, list) and len(pr) == 2 and all(isinstance(x, (int, float)) for x in pr)):
+            raise ValueError(f"{path}: prices {model} must be [input, output] dollars per million tokens, got {pr!r}")
+    return d
 
 
 def cmd_run(a) -> int:
@@ -146,6 +249,8 @@ def cmd_run(a) -> int:
     strategies = [get_strategy(x).name for x in chosen] if chosen else list(STRATEGIES)
     # the chosen strategies, plus any that a --set axis names
     named = [x for x in cli_axes if x not in strategies]
+    # ... and every strategy the sweep file configures: a configured strategy is never silently left out
+    named += [x for x in sweep.get("strategies", {}) if x not in strategies + named]
     grid = {s: grid.get(s, {}) for s in strategies + named}
     llm = None
     if a.llm_base_url:
@@ -161,16 +266,19 @@ def cmd_run(a) -> int:
                           a.retries, max_concurrency=a.concurrency)
     answerer = a.answerer or run_sec.get("answerer") or ("openai" if llm else "extractive")
     limit = a.limit if a.limit is not None else int(run_sec.get("limit", 0))
+    repeats = a.repeats if a.repeats is not None else int(run_sec.get("repeats", 1))
     status = 0
     run_ids = []
     for ds in ([None] if a.resume else datasets):
         cfg = RunConfig(dataset=ds or "squad2", questions_file=a.questions, index=_index_config(a), grid=grid,
                         answerer=answerer, answerer_params={"threshold": a.threshold} if answerer == "extractive" else {},
                         prices=parse_prices(a.price or [], run_sec.get("prices", {}) | sweep.get("prices", {})),
-                        llm=llm, judge=judge, judges=tuple(a.judges or ()), scorers=tuple(a.scorers or ()), repeats=a.repeats, limit=limit,
+                        llm=llm, judge=judge, judges=tuple(a.judges or ()), scorers=tuple(a.scorers or ()), repeats=repeats, limit=limit,
                         use_cache=not a.no_cache)
         summ = run_evaluation(cfg, a.workspace, a.db, run_id=a.run_id if len(datasets) == 1 else None,
-                              resume=a.resume, progress=not a.no_progress)
+                              resume=a.resume, progress=not a.no_progress,
+                              allow_changed_corpus=a.allow_changed_corpus, lock_wait=a.wait,
+                              follow_symlinks=a.follow_symlinks)
         print(summ.render())
         run_ids.append(summ.run_id)
     if not a.no_report:
@@ -218,6 +326,9 @@ def _store(a, read_only=True):
 def cmd_runs(a) -> int:
     import pandas as pd
 
+    if not Path(a.db or Path(a.workspace) / "results.duckdb").exists():
+        print("no runs yet: try `ragwb run`")
+        return 0
     with _store(a) as st:
         df = st.runs()
     if df.empty:
@@ -243,7 +354,8 @@ def cmd_show(a) -> int:
     print(f"run {rid}  dataset {run['dataset']}  status {run['status']}  commit {run['git_commit']}")
     print("score statuses: " + ", ".join(f"{s}={n}" for s, n in statuses))
     with pd.option_context("display.width", 250, "display.max_columns", 30, "display.max_colwidth", 40):
-        print(headline_table(summ, metrics, a.by).to_string(index=False))
+        table = headline_table(summ, metrics, a.by)
+        print(table.to_string(index=False) if len(table) else "no items committed yet")
     return 0
 
 
@@ -323,27 +435,29 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--set", action="append", metavar="STRATEGY.PARAM=V1,V2",
                    help="a budget axis of the grid, e.g. chunks.top_k=4,8,16 (repeatable)")
     s.add_argument("--config", default=None, help="TOML sweep file ([run] and [strategies.NAME] tables)")
-    s.add_argument("--limit", type=int, default=None, help="only the first N questions")
-    s.add_argument("--repeats", type=int, default=1, help="repeat each item k times (judge/answer noise; the "
-                   "LLM cache is keyed on the repeat index)")
+    s.add_argument("--limit", type=at_least(1, " (omit --limit for all questions)"), default=None,
+                   help="only the first N questions (N >= 1; omit for all)")
+    s.add_argument("--repeats", type=at_least(1), default=None, help="repeat each item k times, k >= 1 (judge/answer "
+                   "noise; the LLM cache is keyed on the repeat index; default 1)")
     s.add_argument("--answerer", default=None, choices=["extractive", "openai"],
                    help="extractive (offline default) or openai (needs --llm-base-url)")
-    s.add_argument("--threshold", type=float, default=0.35, help="extractive: support below this gives the fallback")
+    s.add_argument("--threshold", type=non_negative_float, default=0.35, help="extractive: support below this gives the fallback")
     s.add_argument("--scorers", nargs="*", default=None, help="scorer families (default: all; see `ragwb metrics`)")
     s.add_argument("--llm-base-url", default=None, help="OpenAI-compatible base URL, e.g. http://127.0.0.1:8080/v1")
     s.add_argument("--llm-model", default=None, help="model name at that endpoint")
     s.add_argument("--llm-key-env", default="OPENAI_API_KEY", help="environment variable holding the API key")
     s.add_argument("--temperature", type=float, default=0.0, help="sampling temperature of the answer model (0)")
-    s.add_argument("--max-tokens", type=int, default=256, help="max completion tokens per answer (256)")
-    s.add_argument("--timeout", type=float, default=60.0, help="per-call timeout in seconds")
-    s.add_argument("--retries", type=int, default=3, help="retries on 429/5xx/timeouts (exponential backoff)")
-    s.add_argument("--concurrency", type=int, default=4, help="max concurrent LLM calls")
+    s.add_argument("--max-tokens", type=at_least(1), default=256, help="max completion tokens per answer (256)")
+    s.add_argument("--timeout", type=positive_float, default=60.0, help="per-call timeout in seconds (> 0; 60)")
+    s.add_argument("--retries", type=at_least(0), default=3,
+                   help="retries on 429/5xx/timeouts, >= 0 (exponential backoff; 3)")
+    s.add_argument("--concurrency", type=at_least(1), default=4, help="max concurrent LLM calls, >= 1 (4)")
     s.add_argument("--no-cache", action="store_true", help="do not use the LLM response cache")
     s.add_argument("--judge-base-url", default=None, help="OpenAI-compatible endpoint of an LLM judge (costs money; "
                    "off by default)")
     s.add_argument("--judge-model", default=None, help="judge model name")
     s.add_argument("--judge-key-env", default="OPENAI_API_KEY", help="environment variable holding the judge's key")
-    s.add_argument("--judge-max-tokens", type=int, default=1024, help="max tokens per judge call")
+    s.add_argument("--judge-max-tokens", type=at_least(1), default=1024, help="max tokens per judge call")
     s.add_argument("--judges", nargs="*", default=None,
                    help="judges to run: ragas_faithfulness (default), ragas_context_recall, "
                         "ragas_answer_accuracy, llm_faithfulness")
@@ -351,7 +465,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help="price of a model in dollars per million input and output tokens (repeatable; a [prices] "
                         "table in --config works too); built-in table: rag/llm.py PRICES")
     s.add_argument("--resume", default=None, metavar="RUN", help="continue a run that stopped")
-    s.add_argument("--run-id", default=None, help="id for the new run (default: time + random)")
+    s.add_argument("--allow-changed-corpus", action="store_true",
+                   help="--resume even though documents changed since the run started (default: refuse, naming them)")
+    s.add_argument("--run-id", default=None, type=run_id_arg,
+                   help="id for the new run (default: time + random); must not exist yet")
     s.add_argument("--db", default=None, help="DuckDB file (default: WORKSPACE/results.duckdb)")
     s.add_argument("--no-report", action="store_true", help="skip writing the HTML report")
     _add_index_args(s)
@@ -408,9 +525,14 @@ def main(argv: list[str] | None = None) -> int:
     a = build_parser().parse_args(argv)
     try:
         return a.fn(a) or 0
-    except (KeyError, ValueError, FileNotFoundError) as e:
+    except (KeyError, ValueError, FileNotFoundError, IsADirectoryError, NotADirectoryError) as e:
         msg = e.args[0] if isinstance(e, KeyError) and e.args else str(e)
         print(f"ragwb {a.cmd}: error: {msg}", file=sys.stderr)
+        return 2
+    except RuntimeError as e:  # a busy store or workspace, a failed export: one line, no traceback
+        if type(e).__name__ not in ("StoreBusy", "WorkspaceBusy"):
+            raise
+        print(f"ragwb {a.cmd}: error: {e}", file=sys.stderr)
         return 2
 
 

@@ -48,6 +48,12 @@ class RunConfig:
     limit: int = 0  # first N questions (0 = all)
     use_cache: bool = True
 
+    def __post_init__(self):
+        if not isinstance(self.repeats, int) or self.repeats < 1:
+            raise ValueError(f"repeats must be an integer >= 1, got {self.repeats!r}")
+        if not isinstance(self.limit, int) or self.limit < 0:
+            raise ValueError(f"limit must be an integer >= 0 (0 = all questions), got {self.limit!r}")
+
     def to_dict(self) -> dict:
         d = dataclasses.asdict(self)
         d["index"] = self.index.to_dict()
@@ -245,7 +251,7 @@ def with_remembered_questions(cfg: RunConfig, ws: Workspace) -> RunConfig:
 def run_evaluation(cfg: RunConfig, workspace: str | Path = "results", db: str | Path | None = None,
                    run_id: str | None = None, resume: str | None = None, progress: bool = True,
                    flush_every: int = 50, on_flush=None, allow_changed_corpus: bool = False,
-                   lock_wait: float | None = None) -> RunSummary:
+                   lock_wait: float | None = None, follow_symlinks: bool = False) -> RunSummary:
     """Run (or resume) one evaluation. ``on_flush(n_items_committed)`` is called after each commit."""
     t0 = time.perf_counter()
     ws = Workspace(workspace)
@@ -255,7 +261,8 @@ def run_evaluation(cfg: RunConfig, workspace: str | Path = "results", db: str | 
             run_id = store.resolve_run(resume)
             cfg = RunConfig.from_dict({**store.run(run_id)["config"], "use_cache": cfg.use_cache})
         cfg = with_remembered_questions(cfg, ws)
-        ds = load_any(cfg.dataset, cfg.questions_file, parse_cache=ws.parse_cache, progress=progress)
+        ds = load_any(cfg.dataset, cfg.questions_file, parse_cache=ws.parse_cache, progress=progress,
+                      follow_symlinks=follow_symlinks)
         corpus = {d.doc_id: d.content_hash for d in ds.documents}
         if resume and not allow_changed_corpus:
             check_same_corpus(run_id, store.run(run_id).get("corpus") or {}, corpus)

@@ -81,6 +81,9 @@ def summarize_scores(df: pd.DataFrame, metrics: list[str] | None = None, seed: i
 
 def headline_table(summary: pd.DataFrame, metrics: list[str] = HEADLINE, by: str | None = None) -> pd.DataFrame:
     """Wide table: one row per strategy x point (x group), 'mean [low, high]' per headline metric."""
+    index = ([by] if by else []) + ["strategy", "point"]
+    if summary.empty or "metric" not in summary:
+        return pd.DataFrame(columns=index)
     s = summary[summary.metric.isin(metrics)].copy()
     def fmt(r):
         if r["n_ok"] == 0:  # never a number: say why ("n/a (extractive answers copy the context)")
@@ -90,7 +93,6 @@ def headline_table(summary: pd.DataFrame, metrics: list[str] = HEADLINE, by: str
         return f"{r['mean']:.3f} [{r['low']:.3f}, {r['high']:.3f}]"
 
     s["cell"] = s.apply(fmt, axis=1)
-    index = ([by] if by else []) + ["strategy", "point"]
     if s.empty:
         return pd.DataFrame(columns=index)
     wide = s.pivot_table(index=index, columns="metric", values="cell", aggfunc="first")

@@ -25,6 +25,7 @@ from .corpora import slug
 from .embedders import EmbedderConfig, EmbeddingCache, get_embedder
 from .models import Dataset, Question
 from .textproc import analyze
+from .urls import redact_url
 from .tokens import count_tokens
 
 DEFAULT_WORKSPACE = Path("results")
@@ -55,7 +56,9 @@ class IndexConfig:
     embedder: EmbedderConfig = field(default_factory=EmbedderConfig)
 
     def to_dict(self) -> dict:
-        return dataclasses.asdict(self)
+        d = dataclasses.asdict(self)
+        d["embedder"]["base_url"] = redact_url(d["embedder"]["base_url"])  # stored and printed: no credentials
+        return d
 
     @property
     def hash(self) -> str:
@@ -449,12 +452,12 @@ class WorkspaceLock:
             if self.wait <= 0:
                 raise WorkspaceBusy(f"workspace {self.root} is being written by {who}; "
                                     "retry later or pass --wait SECONDS") from None
-            print(f"waiting up to {self.wait:.0f}s for workspace {self.root}: written by {who}", file=sys.stderr)
+            print(f"waiting up to {self.wait:g}s for workspace {self.root}: written by {who}", file=sys.stderr)
             try:
                 self.lock.acquire(timeout=self.wait)
             except Timeout:
                 raise WorkspaceBusy(f"workspace {self.root} still being written by {self.holder()} after "
-                                    f"{self.wait:.0f}s; pass --wait SECONDS to wait longer") from None
+                                    f"{self.wait:g}s; pass --wait SECONDS to wait longer") from None
         self.note.write_text(json.dumps({"pid": os.getpid(), "command": " ".join(sys.argv[:3])[:120],
                                          "since": time.strftime("%H:%M:%S")}))
         return self

@@ -20,6 +20,8 @@ import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from .urls import redact_url
+
 # dollars per million tokens (input, output); edit or extend with --price MODEL=IN,OUT
 PRICES: dict[str, tuple[float, float]] = {
     "gpt-4o": (2.50, 10.00),
@@ -64,9 +66,19 @@ class LLMConfig:
     max_concurrency: int = 4
     response_format: str = ""  # "" or "json_object"
 
+    def __post_init__(self):
+        checks = {"timeout": self.timeout > 0, "retries": self.retries >= 0, "max_concurrency": self.max_concurrency >= 1,
+                  "max_tokens": self.max_tokens >= 1, "backoff": self.backoff >= 0}
+        bad = [k for k, ok in checks.items() if not ok]
+        if bad:
+            raise ValueError(f"LLM endpoint setting(s) out of range: "
+                             + ", ".join(f"{k}={getattr(self, k)!r}" for k in bad))
+
     def public(self) -> dict:
-        """What may be stored: no key, only the name of its variable."""
-        return asdict(self)
+        """What may be stored: no key, only the name of its variable; credentials in the URL redacted."""
+        d = asdict(self)
+        d["base_url"] = redact_url(d["base_url"])
+        return d
 
 
 @dataclass
