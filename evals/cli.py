@@ -226,15 +226,24 @@ def load_sweep(path: str) -> dict:
     return d
 
 
+MAIN_JOB_LIMIT = 200  # questions per bundled set when `ragwb run` is called bare (the main job)
+
+
 def cmd_run(a) -> int:
     from rag.corpora import BUNDLED
     from rag.llm import LLMConfig
 
     from .runner import RunConfig, run_evaluation
 
+    import time
+
+    t_start = time.perf_counter()
     sweep = load_sweep(a.config) if a.config else {}
     run_sec = sweep.get("run", {})
+    main_job = not (a.dataset or run_sec.get("datasets") or a.resume)
     datasets = a.dataset or run_sec.get("datasets") or (["squad2"] if a.resume else list(BUNDLED))
+    if isinstance(datasets, str):
+        datasets = [datasets]
     if datasets == ["all"]:
         datasets = list(BUNDLED)
     grid = dict(sweep.get("strategies", {}))
@@ -266,9 +275,13 @@ def cmd_run(a) -> int:
                           a.retries, max_concurrency=a.concurrency)
     answerer = a.answerer or run_sec.get("answerer") or ("openai" if llm else "extractive")
     limit = a.limit if a.limit is not None else int(run_sec.get("limit", 0))
+    if main_job and a.limit is None and "limit" not in run_sec:
+        limit = MAIN_JOB_LIMIT  # the two-command main job stays quick; said aloud, never silent
+        print(f"main job: every bundled set ({', '.join(datasets)}), every strategy, the first {limit} questions of "
+              "each set (--limit N for more; --dataset NAME for one whole set)", file=sys.stderr)
     repeats = a.repeats if a.repeats is not None else int(run_sec.get("repeats", 1))
     status = 0
-    run_ids = []
+    run_ids, done_runs = [], []
     for ds in ([None] if a.resume else datasets):
         cfg = RunConfig(dataset=ds or "squad2", questions_file=a.questions, index=_index_config(a), grid=grid,
                         answerer=answerer, answerer_params={"threshold": a.threshold} if answerer == "extractive" else {},
@@ -281,6 +294,7 @@ def cmd_run(a) -> int:
                               follow_symlinks=a.follow_symlinks)
         print(summ.render())
         run_ids.append(summ.run_id)
+        done_runs.append((summ.run_id, summ.items))
     if not a.no_report:
         from .reports import write_report
         for rid in run_ids:
@@ -295,6 +309,9 @@ def cmd_run(a) -> int:
             except Exception as e:  # the results are stored; a report failure must say so, not hide it
                 print(f"report for {rid} failed: {type(e).__name__}: {e}", file=sys.stderr)
                 status = 4
+    n_items = sum(items for _, items in done_runs)
+    print(f"finished {len(run_ids)} run(s), {n_items} items, in {time.perf_counter() - t_start:.1f}s wall time"
+          + (f"; reports in {Path(a.workspace) / 'reports'}" if not a.no_report else ""))
     return status
 
 

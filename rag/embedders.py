@@ -208,8 +208,25 @@ class EmbeddingCache:
         Path(path).parent.mkdir(parents=True, exist_ok=True)
         self.db = sqlite3.connect(str(path), check_same_thread=False)
         self.db.execute("CREATE TABLE IF NOT EXISTS emb (k TEXT PRIMARY KEY, v BLOB)")
+        self.db.execute("CREATE TABLE IF NOT EXISTS seeds (sha TEXT PRIMARY KEY)")
         self.hits = self.misses = 0
         self._lock = threading.Lock()
+
+    def is_seeded(self, sha: str) -> bool:
+        with self._lock:
+            return self.db.execute("SELECT 1 FROM seeds WHERE sha = ?", [sha]).fetchone() is not None
+
+    def seed(self, keys: list[str], vecs: np.ndarray, sha: str) -> None:
+        """Add shipped vectors (rag/shipped.py); existing entries are kept. One transaction."""
+        with self._lock:
+            self.db.executemany("INSERT OR IGNORE INTO emb VALUES (?, ?)",
+                                [(k, v.astype(np.float32).tobytes()) for k, v in zip(keys, vecs)])
+            self.db.execute("INSERT OR IGNORE INTO seeds VALUES (?)", [sha])
+            self.db.commit()
+
+    def rows(self) -> list[tuple[str, np.ndarray]]:
+        with self._lock:
+            return [(k, np.frombuffer(v, dtype=np.float32)) for k, v in self.db.execute("SELECT k, v FROM emb")]
 
     @staticmethod
     def _key(model_key: str, kind: str, text: str) -> str:

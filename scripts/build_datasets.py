@@ -11,11 +11,13 @@ import fnmatch
 import gzip
 import io
 import json
+import random
 import shutil
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-SQUAD_ARTICLES = ["Normans", "1973_oil_crisis", "Packet_switching", "Harvard_University"]
+SQUAD_SEED = 20261123
+SQUAD_SAMPLE = (600, 600)  # answerable, unanswerable questions kept; the corpus keeps every paragraph
 XQUAD_ENTRIES = 12  # first N article entries (~60 paragraphs, ~300 questions per language)
 DOCUGAMI_PDFS = ["2023 Q3 AAPL.pdf", "2023 Q3 NVDA.pdf", "2023 Q3 AMZN.pdf"]
 
@@ -31,19 +33,31 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--shared", default=str(ROOT.parent / "shared" / "datasets"))
     ap.add_argument("--out", default=str(ROOT / "datasets"))
+    ap.add_argument("--no-vectors", action="store_true", help="skip the shipped parsed pages and e5 vectors")
     a = ap.parse_args()
     src, out = Path(a.shared), Path(a.out)
 
     with gzip.open(src / "squad2_dev_cs224n" / "dev-v2.0.json.gz") as f:
         squad = json.load(f)
-    keep = [art for art in squad["data"] if art["title"] in SQUAD_ARTICLES]
+    # the whole corpus (16 articles, 646 paragraphs: retrieval is not trivial) and a seeded,
+    # balanced sample of its questions (so the main job stays quick)
+    qas = [(qa["id"], bool(qa.get("is_impossible"))) for art in squad["data"] for p in art["paragraphs"]
+           for qa in p["qas"]]
+    rng = random.Random(SQUAD_SEED)
+    pick = set(rng.sample([i for i, imp in qas if not imp], SQUAD_SAMPLE[0]))
+    pick |= set(rng.sample([i for i, imp in qas if imp], SQUAD_SAMPLE[1]))
+    keep = [{**art, "paragraphs": [{**p, "qas": [qa for qa in p["qas"] if qa["id"] in pick]}
+                                   for p in art["paragraphs"]]} for art in squad["data"]]
     write_gz_json({"version": squad["version"], "data": keep}, out / "squad2" / "squad2-dev-subset.json.gz")
     for f in ("ATTRIBUTION.txt", "REPO_LICENSE_MIT.txt"):
         shutil.copy(src / "squad2_dev_cs224n" / f, out / "squad2" / f)
     shutil.copy(src / "xquad" / "CC-BY-SA4.0.txt", out / "squad2" / "CC-BY-SA4.0.txt")
+    n_par = sum(len(a["paragraphs"]) for a in keep)
     (out / "squad2" / "SUBSET.txt").write_text(
-        f"Subset: articles {', '.join(SQUAD_ARTICLES)} of dev-v2.0.json (unchanged JSON records), "
-        "derived by scripts/build_datasets.py. License: CC BY-SA 4.0.\n")
+        f"Subset: all {len(keep)} articles and {n_par} paragraphs of dev-v2.0.json (the CS224N half of the "
+        f"official dev set) as the corpus, with a seeded sample (seed {SQUAD_SEED}) of {SQUAD_SAMPLE[0]} "
+        f"answerable and {SQUAD_SAMPLE[1]} unanswerable questions (records unchanged); derived by "
+        "scripts/build_datasets.py. License: CC BY-SA 4.0.\n")
 
     for lang in ("en", "el", "ru"):
         with gzip.open(src / "xquad" / f"xquad.{lang}.json.gz") as f:
@@ -76,6 +90,41 @@ def main() -> None:
         f"Subset: {', '.join(DOCUGAMI_PDFS)} and the {len(kept)} questions of qna_data.csv whose source glob "
         "matches only these filings; derived by scripts/build_datasets.py. License: MIT.\n")
     print(f"squad2: {sum(len(p['qas']) for a in keep for p in a['paragraphs'])} questions; docugami: {len(kept)} questions")
+    if not a.no_vectors:
+        build_shipped(out)
+
+
+def build_shipped(out: Path) -> None:
+    """Parsed pages of the bundled PDFs and the e5 vectors of every bundled chunk and question, so a
+    fresh clone parses and embeds nothing (rag/shipped.py). Reproducible: same inputs, same files."""
+    import os
+    import tempfile
+
+    os.environ["RAGWB_DATASETS"] = str(out)
+    from rag.corpora import BUNDLED, ParseCache, load_bundled
+    from rag.embedders import get_embedder
+    from rag.index import IndexConfig, Workspace
+    from rag.shipped import MANIFEST, write_vectors
+
+    parsed = out / "parsed"
+    shutil.rmtree(parsed, ignore_errors=True)
+    man = {}
+    for name in BUNDLED:
+        with tempfile.TemporaryDirectory() as tmp:
+            cache = ParseCache(Path(tmp) / "parsed", shipped=Path(tmp) / "none")
+            ds = load_bundled(name, cache, progress=True)
+            for f in (Path(tmp) / "parsed").rglob("*.json.gz"):
+                parsed.mkdir(parents=True, exist_ok=True)
+                shutil.copy(f, parsed / f.name)
+            ws = Workspace(Path(tmp) / "ws")
+            cfg = IndexConfig()
+            ws.ingest(ds, cfg, progress=True)
+            ws.embedding_cache.embed(get_embedder(cfg.embedder), cfg.embedder.key, [q.text for q in ds.questions],
+                                     "query")
+            entry = write_vectors(ws.embedding_cache.rows(), out / "vectors" / f"{name}.e5.parquet")
+            man[name] = {**entry, "embedder_key": cfg.embedder.key, "index_config_hash": cfg.hash}
+            print(f"{name}: {entry['rows']} vectors")
+    (out / "vectors" / MANIFEST).write_text(json.dumps(man, indent=1, sort_keys=True) + "\n")
 
 
 if __name__ == "__main__":
