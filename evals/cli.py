@@ -129,7 +129,7 @@ def cmd_ingest(a) -> int:
             if questions:
                 print(f"using the questions file remembered for {spec}: {questions}", file=sys.stderr)
         ds = load_any(spec, questions, parse_cache=ws.parse_cache, progress=not a.no_progress,
-                      follow_symlinks=a.follow_symlinks)
+                      follow_symlinks=a.follow_symlinks, insert_fillers=a.insert_fillers)
         summ = ws.ingest(ds, _index_config(a), progress=not a.no_progress, wait=a.wait)
         if a.questions and Path(spec).is_dir():
             ws.remember_questions(spec, a.questions)
@@ -226,11 +226,27 @@ def load_sweep(path: str) -> dict:
     return d
 
 
+def memory_grid(names: str | None, axes: dict) -> dict:
+    """--memory a,b and --set memory.PARAM=V1,V2 -> {policy: {}, "*": {PARAM: [V1, V2]}} ({} = every policy)."""
+    from rag.memory import get_memory
+
+    chosen = [get_memory(x.strip()).name for x in (names or "").split(",") if x.strip()]
+    if not chosen and not axes:
+        return {}
+    if not chosen:
+        from .conversations import DEFAULT_MEMORY
+        chosen = list(DEFAULT_MEMORY)
+    grid = {m: {} for m in chosen}
+    if axes:
+        grid["*"] = axes
+    return grid
+
+
 MAIN_JOB_LIMIT = 200  # questions per bundled set when `ragwb run` is called bare (the main job)
 
 
 def cmd_run(a) -> int:
-    from rag.corpora import BUNDLED
+    from rag.corpora import BUNDLED, MAIN_JOB_SETS
     from rag.llm import LLMConfig
 
     from .runner import RunConfig, run_evaluation
@@ -241,13 +257,19 @@ def cmd_run(a) -> int:
     sweep = load_sweep(a.config) if a.config else {}
     run_sec = sweep.get("run", {})
     main_job = not (a.dataset or run_sec.get("datasets") or a.resume)
-    datasets = a.dataset or run_sec.get("datasets") or (["squad2"] if a.resume else list(BUNDLED))
+    datasets = a.dataset or run_sec.get("datasets") or (["squad2"] if a.resume else list(MAIN_JOB_SETS))
     if isinstance(datasets, str):
         datasets = [datasets]
     if datasets == ["all"]:
         datasets = list(BUNDLED)
     grid = dict(sweep.get("strategies", {}))
     cli_axes = parse_sets(a.set or [])
+    memory = memory_grid(a.memory, cli_axes.pop("memory", {}))
+    query_modes = tuple(x.strip() for x in (a.query_mode or "").split(",") if x.strip())
+    if query_modes:
+        from rag.memory import get_query_mode
+        for m in query_modes:
+            get_query_mode(m)
     for k, v in cli_axes.items():
         grid.setdefault(k, {}).update(v)
     from rag.strategies import STRATEGIES, get_strategy
@@ -286,8 +308,9 @@ def cmd_run(a) -> int:
         cfg = RunConfig(dataset=ds or "squad2", questions_file=a.questions, index=_index_config(a), grid=grid,
                         answerer=answerer, answerer_params={"threshold": a.threshold} if answerer == "extractive" else {},
                         prices=parse_prices(a.price or [], run_sec.get("prices", {}) | sweep.get("prices", {})),
-                        llm=llm, judge=judge, judges=tuple(a.judges or ()), scorers=tuple(a.scorers or ()), repeats=repeats, limit=limit,
-                        use_cache=not a.no_cache)
+                        llm=llm, judge=judge, judges=tuple(a.judges or ()), scorers=tuple(a.scorers or ()),
+                        repeats=repeats, limit=limit, memory=memory, query_modes=query_modes,
+                        insert_fillers=a.insert_fillers, use_cache=not a.no_cache)
         summ = run_evaluation(cfg, a.workspace, a.db, run_id=a.run_id if len(datasets) == 1 else None,
                               resume=a.resume, progress=not a.no_progress,
                               allow_changed_corpus=a.allow_changed_corpus, lock_wait=a.wait,
@@ -402,6 +425,16 @@ def cmd_metrics(a) -> int:
     return 0
 
 
+def cmd_memory(a) -> int:
+    from rag.memory import QUERY_MODES, describe_memory
+
+    for m in describe_memory():
+        print(f"{m['name']}: {m['description']}")
+        print("    " + ", ".join(f"{k}={v!r}" for k, v in m["params"].items()))
+    print("query modes: " + "; ".join(f"{k}: {v}" for k, v in QUERY_MODES.items()))
+    return 0
+
+
 def cmd_gate(a) -> int:
     from .gate import main_gate
 
@@ -439,6 +472,8 @@ def build_parser() -> argparse.ArgumentParser:
                    "a SQuAD-style .json/.json.gz, or a folder")
     s.add_argument("--questions", default=None, help="JSONL gold questions for a folder (docs/datasets.md)")
     s.add_argument("--strict", action="store_true", help="exit 3 when any file or gold line was skipped")
+    s.add_argument("--insert-fillers", type=non_negative_float, default=0.0, metavar="RATE",
+                   help="conversational sets: insert seeded filler turns at this rate (default 0)")
     _add_index_args(s)
     s.set_defaults(fn=cmd_ingest)
 
@@ -460,6 +495,16 @@ def build_parser() -> argparse.ArgumentParser:
                    help="extractive (offline default) or openai (needs --llm-base-url)")
     s.add_argument("--threshold", type=non_negative_float, default=0.35, help="extractive: support below this gives the fallback")
     s.add_argument("--scorers", nargs="*", default=None, help="scorer families (default: all; see `ragwb metrics`)")
+    s.add_argument("--memory", default=None, metavar="P1,P2",
+                   help="conversational sets: memory policies to compare (none, full_history, window, "
+                        "retrieved_turns, recent_summaries; default all); their budgets with "
+                        "--set memory.window_turns=2,4 (see `ragwb memory`)")
+    s.add_argument("--query-mode", default=None, metavar="M1,M2",
+                   help="conversational sets: retrieval query modes: last_turn (default), history_concat, "
+                        "rewrite (needs an LLM), gold_rewrite (oracle)")
+    s.add_argument("--insert-fillers", type=non_negative_float, default=0.0, metavar="RATE",
+                   help="conversational sets: insert seeded filler turns ('thanks', 'ok') after each turn with "
+                        "this probability, to measure retrieval bypass (default 0)")
     s.add_argument("--llm-base-url", default=None, help="OpenAI-compatible base URL, e.g. http://127.0.0.1:8080/v1")
     s.add_argument("--llm-model", default=None, help="model name at that endpoint")
     s.add_argument("--llm-key-env", default="OPENAI_API_KEY", help="environment variable holding the API key")
@@ -522,6 +567,8 @@ def build_parser() -> argparse.ArgumentParser:
     s.set_defaults(fn=cmd_strategies)
     s = sub.add_parser("metrics", help="list metrics, their family and direction")
     s.set_defaults(fn=cmd_metrics)
+    s = sub.add_parser("memory", help="list conversation memory policies, their budgets and the query modes")
+    s.set_defaults(fn=cmd_memory)
 
     from .gate import add_gate_args
     s = sub.add_parser("gate", help="CI regression gate with paired bootstrap intervals",

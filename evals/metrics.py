@@ -46,6 +46,8 @@ class ScoringInput:
     embed: Callable | None = None  # texts -> normalised vectors (optional, for embedding support)
     block_vectors: dict = field(default_factory=dict)  # block n -> vector (optional)
     by_construction: dict = field(default_factory=dict)  # metric -> why the answerer meets it by construction
+    history_tokens: int | None = None  # conversations: tokens of the history the memory policy put in the prompt
+    bypassed: bool | None = None  # conversations: did this turn skip retrieval?
 
 
 @dataclass(frozen=True)
@@ -96,6 +98,8 @@ def score_all(inp: ScoringInput, scorers: dict[str, Callable] | None = None) -> 
             for name, m in METRICS.items():
                 if m.family == fam:
                     out[name] = Score(None, "error", f"{type(e).__name__}: {e}"[:300])
+    if inp.question.qtype == "filler":  # an inserted "thanks": only cost and the bypass decision mean anything
+        out = {k: v for k, v in out.items() if METRICS.get(k) and METRICS[k].family in ("cost", "conversation")}
     for name, why in inp.by_construction.items():
         if name in out and out[name].status == "ok":
             out[name] = Score(None, "not_applicable", why)
@@ -322,4 +326,28 @@ def score_cost(inp: ScoringInput) -> dict[str, Score]:
     else:
         for n in ("prompt_tokens", "completion_tokens", "cost_usd"):
             out[n] = Score(None, inp.answer_status, "answer not available")
+    return out
+
+
+# --------------------------------------------------------------------------- conversations
+
+@scorer("conversation", {
+    "passage_recall@5": (True, "conversations: share of gold passages among the first 5 distinct passages"),
+    "passage_ndcg@10": (True, "conversations: nDCG@10 of the distinct passages in block order"),
+    "history_tokens": (False, "conversations: tokens of the history messages the memory policy chose"),
+    "bypass_correct": (True, "conversations: 1 when the turn skipped retrieval exactly when it is a filler turn")})
+def score_conversation(inp: ScoringInput) -> dict[str, Score]:
+    q = inp.question
+    if not q.conversation_id:
+        return {}
+    from rag.conversations import gold_bypass
+
+    out = {"history_tokens": Score(float(inp.history_tokens or 0))}
+    if inp.bypassed is not None:
+        out["bypass_correct"] = Score(float(bool(inp.bypassed) == gold_bypass(q)))
+    rel = {e.page_id for e in _evidence(q) if e.page_id}
+    if rel:  # passages are pages: the page ranking is the passage ranking
+        pages = list(dict.fromkeys(p for b in inp.blocks for p in b.page_ids))
+        out["passage_recall@5"] = Score(ranking_metrics(pages, rel, 5)["recall"])
+        out["passage_ndcg@10"] = Score(ranking_metrics(pages, rel, 10)["ndcg"])
     return out

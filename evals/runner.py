@@ -23,7 +23,7 @@ from rag.answerers import make_answerer
 from rag.corpora import load_any
 from rag.index import IndexConfig, Workspace
 from rag.llm import PRICES, LLMClient, LLMConfig, price_of
-from rag.prompts import parse_citations
+from rag.prompts import parse_citations, prompt_tokens
 from rag.retrieval import Retriever
 from rag.strategies import DEFAULT_POOL, STRATEGIES, get_strategy, make_params, params_dict
 
@@ -47,6 +47,9 @@ class RunConfig:
     repeats: int = 1
     limit: int = 0  # first N questions (0 = all)
     use_cache: bool = True
+    memory: dict = field(default_factory=dict)  # conversations: policy -> {param: [values]} ({} = every policy)
+    query_modes: tuple = ()  # conversations: retrieval query modes (() = last_turn)
+    insert_fillers: float = 0.0  # conversations: seeded filler turns inserted at this rate (bypass tests)
 
     def __post_init__(self):
         if not isinstance(self.repeats, int) or self.repeats < 1:
@@ -74,6 +77,7 @@ class RunConfig:
         d["judge"] = LLMConfig(**d["judge"]) if d.get("judge") else None
         d["judges"] = tuple(d.get("judges") or ())
         d["scorers"] = tuple(d.get("scorers") or ())
+        d["query_modes"] = tuple(d.get("query_modes") or ())
         return cls(**d)
 
 
@@ -183,35 +187,53 @@ class ItemEvaluator:
             ms += pool.extra.get(("bm25_ms", k, p.bm25_backend), 0.0)
         return ms
 
-    def evaluate(self, q, name: str, p, pid: str, label: str, rep: int = 0):
+    def retrieve(self, query: str, name: str, p):
+        """(context, retrieve_ms, pack_ms) for one query under one strategy point."""
         strat = get_strategy(name)
-        pool = strat.candidates(self.r, q.text, p)
+        pool = strat.candidates(self.r, query, p)
         retrieve_ms = self.search_ms(strat, pool, p)
         t2 = time.perf_counter()
         ctx = strat.pack(self.r, pool, p)
+        return ctx, retrieve_ms, (time.perf_counter() - t2) * 1000
+
+    def evaluate(self, q, name: str, p, pid: str, label: str, rep: int = 0):
+        ctx, retrieve_ms, pack_ms = self.retrieve(q.text, name, p)
+        return self.finish(q, name, p, pid, label, rep, ctx, retrieve_ms, pack_ms)
+
+    def finish(self, q, name: str, p, pid: str, label: str, rep: int, ctx, retrieve_ms: float, pack_ms: float,
+               history: list[dict] | None = None, bypassed: bool | None = None, extra_params: dict | None = None,
+               query_mode: str | None = None):
+        """Answer and score one item whose context is already packed (conversation turns pass the
+        history their memory policy chose and whether retrieval was bypassed)."""
         t3 = time.perf_counter()
-        ans = self.answerer.answer(q.text, ctx.blocks, repeat=rep)
+        ans = self.answerer.answer(q.text, ctx.blocks, repeat=rep, history=history)
         t4 = time.perf_counter()
         price = price_of(self.model, ans.prompt_tokens, ans.completion_tokens, self.prices)
         vecs = self.block_vectors(ctx.blocks) if "faithfulness" in self.scorers else {}
+        hist_tokens = (prompt_tokens(history, self.r.reader.config.chunking.encoding) - 3) if history else 0
         scores = score_all(ScoringInput(q, ctx.blocks, ans.text, ans.status, ans.prompt_tokens,
                                         ans.completion_tokens, price, ctx.counters, self.embed, vecs,
-                                        getattr(self.answerer, "by_construction", {})), self.scorers)
+                                        getattr(self.answerer, "by_construction", {}),
+                                        hist_tokens if q.conversation_id else None, bypassed), self.scorers)
         for j in self.judges:
+            if q.qtype == "filler":
+                continue
             ref = q.answers[0] if q.answerable and q.answers else None
             scores[j.name] = (j.score(q.text, ans.text, [b.text for b in ctx.blocks], rep, ref) if ans.status == "ok"
                               else Score(None, ans.status, "answer not available"))
         t5 = time.perf_counter()
         row = {"run_id": None, "strategy": name, "point_id": pid, "point_label": label,
-               "params": json.dumps(params_dict(p)), "question_id": q.qid, "repeat": rep,
+               "params": json.dumps({**params_dict(p), **(extra_params or {})}), "question_id": q.qid, "repeat": rep,
                "blocks": json.dumps([b.to_dict() for b in ctx.blocks], ensure_ascii=False),
                "counters": json.dumps(ctx.counters), "answer": ans.text, "answer_status": ans.status,
                "answer_error": ans.error, "citations": json.dumps(parse_citations(ans.text)),
                "n_blocks": len(ctx.blocks), "prompt_tokens": ans.prompt_tokens,
                "context_tokens": ctx.context_tokens, "completion_tokens": ans.completion_tokens,
                "usage_source": ans.usage_source, "cached": ans.cached,
-               "retrieve_ms": retrieve_ms, "pack_ms": (t3 - t2) * 1000,
-               "answer_ms": (t4 - t3) * 1000, "score_ms": (t5 - t4) * 1000}
+               "retrieve_ms": retrieve_ms, "pack_ms": pack_ms,
+               "answer_ms": (t4 - t3) * 1000, "score_ms": (t5 - t4) * 1000,
+               "conversation_id": q.conversation_id or None, "turn": q.turn if q.conversation_id else None,
+               "query_mode": query_mode}
         return row, scores
 
 
@@ -262,7 +284,7 @@ def run_evaluation(cfg: RunConfig, workspace: str | Path = "results", db: str | 
             cfg = RunConfig.from_dict({**store.run(run_id)["config"], "use_cache": cfg.use_cache})
         cfg = with_remembered_questions(cfg, ws)
         ds = load_any(cfg.dataset, cfg.questions_file, parse_cache=ws.parse_cache, progress=progress,
-                      follow_symlinks=follow_symlinks)
+                      follow_symlinks=follow_symlinks, insert_fillers=cfg.insert_fillers)
         corpus = {d.doc_id: d.content_hash for d in ds.documents}
         if resume and not allow_changed_corpus:
             check_same_corpus(run_id, store.run(run_id).get("corpus") or {}, corpus)
@@ -272,7 +294,17 @@ def run_evaluation(cfg: RunConfig, workspace: str | Path = "results", db: str | 
             ws.remember_questions(cfg.dataset, cfg.questions_file)
         questions = ds.questions[:cfg.limit] if cfg.limit else ds.questions
         points = expand_grid(cfg.grid)
-        planned = len(points) * len(questions) * cfg.repeats
+        conversational = any(q.conversation_id for q in questions)
+        cpoints = []
+        if conversational:
+            from .conversations import expand_conversation_grid
+
+            cpoints = expand_conversation_grid([(n, kw, make_params(n, **kw)) for n, kw in points], cfg.memory,
+                                               cfg.query_modes)
+        elif cfg.memory or cfg.query_modes:
+            raise ValueError(f"--memory / --query-mode need a conversational dataset; {ds.name!r} has none "
+                             "(try mtrag-govt)")
+        planned = (len(cpoints) if conversational else len(points)) * len(questions) * cfg.repeats
         if planned == 0:  # never a "finished" run that scored nothing
             raise ValueError(f"dataset {ds.name!r} has no questions to score"
                              + (" (pass --questions FILE.jsonl for a folder dataset; docs/datasets.md)"
@@ -324,8 +356,27 @@ def run_evaluation(cfg: RunConfig, workspace: str | Path = "results", db: str | 
                 print(f"[run {run_id}] committed {summary.items + summary.skipped_done}/{planned} items",
                       file=sys.stderr, flush=True)
 
+        def emit(q, name, pid, rep, row, scores):
+            row["run_id"] = run_id
+            pending_r.append(row)
+            for metric, sc in scores.items():
+                pending_s.append({"run_id": run_id, "strategy": name, "point_id": pid,
+                                  "question_id": q.qid, "repeat": rep, "metric": metric,
+                                  "value": sc.value, "status": sc.status, "detail": sc.detail})
+            if len(pending_r) >= flush_every:
+                flush()
+
+        if conversational:
+            from .conversations import evaluate_conversations
+
+            for cp in cpoints:  # one batched query embedding per search key
+                retriever.warm([q.text for q in questions] + [q.rewrite for q in questions if q.rewrite],
+                               cp.params.search_key(get_strategy(cp.strategy).needed(cp.params)))
+            for q, cp, rep, row, scores in evaluate_conversations(evaluator, questions, cpoints, cfg.repeats, done,
+                                                                  llm):
+                emit(q, cp.strategy, cp.pid, rep, row, scores)
         batch = 64
-        for qs in range(0, len(questions), batch):
+        for qs in range(0, len(questions) if not conversational else 0, batch):
             qbatch = questions[qs:qs + batch]
             todo_q = [q for q in qbatch if any((n, pid, q.qid, rep) not in done for n, _, _, pid, _ in params
                                                for rep in range(cfg.repeats))]
@@ -339,14 +390,7 @@ def run_evaluation(cfg: RunConfig, workspace: str | Path = "results", db: str | 
             # LLM-bound items run with bounded concurrency; offline ones in order
             results = pool_map(run_one, tasks, workers)
             for (q, name, p, pid, label, rep), (row, scores) in zip(tasks, results):
-                row["run_id"] = run_id
-                pending_r.append(row)
-                for metric, sc in scores.items():
-                    pending_s.append({"run_id": run_id, "strategy": name, "point_id": pid,
-                                      "question_id": q.qid, "repeat": rep, "metric": metric,
-                                      "value": sc.value, "status": sc.status, "detail": sc.detail})
-                if len(pending_r) >= flush_every:
-                    flush()
+                emit(q, name, pid, rep, row, scores)
         flush()
         bar.close()
         summary.seconds = time.perf_counter() - t0

@@ -126,9 +126,11 @@ class ExtractiveAnswerer:
         return {"answerer": self.name, "threshold": self.threshold, "lexical_weight": self.w,
                 "max_sentences": self.max_sentences}
 
-    def answer(self, question: str, blocks, **_) -> Answer:
+    def answer(self, question: str, blocks, history: list[dict] | None = None, **_) -> Answer:
+        """Answers from the current turn's blocks; ``prompt_tokens`` counts the full prompt, history
+        included, so the bloat of a memory policy is measured offline too."""
         t0 = time.perf_counter()
-        messages = build_messages(question, blocks)
+        messages = build_messages(question, blocks, history=history)
         ptoks = prompt_tokens(messages, self.enc)
         qterms = list(dict.fromkeys(analyze(question, self.lang, stopwords=True)))
         if not blocks or not qterms:
@@ -181,9 +183,9 @@ class OpenAIAnswerer:
     def config(self) -> dict:
         return {"answerer": self.name, **self.client.cfg.public()}
 
-    def answer(self, question: str, blocks, repeat: int = 0, **_) -> Answer:
+    def answer(self, question: str, blocks, repeat: int = 0, history: list[dict] | None = None, **_) -> Answer:
         t0 = time.perf_counter()
-        messages = build_messages(question, blocks)
+        messages = build_messages(question, blocks, history=history)
         exact = prompt_tokens(messages, self.enc)
         res = self.client.chat(messages, purpose="answer", repeat=repeat)
         if res.status != "ok":

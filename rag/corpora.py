@@ -424,7 +424,13 @@ def load_folder(folder: str | Path, questions_path: str | Path | None = None, na
     skipped.extend(bad)
     questions = []
     if questions_path is not None:
-        questions, bad = load_questions_jsonl(questions_path, docs)
+        from .conversations import is_conversation_file, load_conversations_jsonl
+
+        qp = Path(questions_path)
+        if qp.is_file() and is_conversation_file(qp):  # one conversation a line (docs/conversations.md)
+            questions, bad = load_conversations_jsonl(qp, docs)
+        else:
+            questions, bad = load_questions_jsonl(questions_path, docs)
         skipped.extend(bad)
     return Dataset(name or folder.name, docs, questions, skipped, parse_seconds=seconds)
 
@@ -563,7 +569,10 @@ BUNDLED = {
     "xquad-el": "XQuAD Greek subset",
     "xquad-ru": "XQuAD Russian subset",
     "docugami": "Docugami SEC 10-Q: 3 PDFs and their questions",
+    "mtrag-govt": "MTRAG govt: 28 human multi-turn conversations (214 turns), 833 passages (conversations)",
+    "mtrag-clapnq": "MTRAG ClapNQ: 29 human multi-turn conversations (224 turns), 2,000 Wikipedia passages",
 }
+MAIN_JOB_SETS = ("squad2", "xquad-en", "xquad-el", "xquad-ru", "docugami")  # what a bare `ragwb run` evaluates
 
 
 def load_bundled(name: str, parse_cache: ParseCache | None = None, progress: bool = False) -> Dataset:
@@ -576,17 +585,33 @@ def load_bundled(name: str, parse_cache: ParseCache | None = None, progress: boo
     if name == "docugami":
         return load_docugami(root / "docugami" / "qna_data.csv", root / "docugami" / "docs", "docugami",
                              parse_cache, progress)
+    if name.startswith("mtrag-") and name in BUNDLED:
+        from .conversations import load_mtrag
+
+        return load_mtrag(root / "mtrag" / name.split("-", 1)[1], name)
     raise KeyError(f"unknown bundled dataset {name!r}; valid: {', '.join(BUNDLED)}")
 
 
 def load_any(spec: str, questions: str | None = None, parse_cache: ParseCache | None = None,
-             progress: bool = False, follow_symlinks: bool = False) -> Dataset:
-    """A bundled name, a SQuAD-style JSON file, or a folder (+ JSONL questions)."""
+             progress: bool = False, follow_symlinks: bool = False, insert_fillers: float = 0.0,
+             filler_seed: int = 0) -> Dataset:
+    """A bundled name, a SQuAD-style JSON file, or a folder (+ JSONL questions). ``insert_fillers``:
+    seeded filler turns ("thanks", "ok") inserted into conversations at that rate (bypass tests)."""
     if spec in BUNDLED:
-        return load_bundled(spec, parse_cache, progress)
-    p = Path(spec)
-    if p.is_dir():
-        return load_folder(p, questions, parse_cache=parse_cache, progress=progress, follow_symlinks=follow_symlinks)
-    if p.suffix in (".json", ".gz") and p.exists():
-        return load_squad(p)
-    raise KeyError(f"{spec!r} is neither a bundled dataset ({', '.join(BUNDLED)}) nor a folder or SQuAD JSON file")
+        ds = load_bundled(spec, parse_cache, progress)
+    else:
+        p = Path(spec)
+        if p.is_dir():
+            ds = load_folder(p, questions, parse_cache=parse_cache, progress=progress, follow_symlinks=follow_symlinks)
+        elif p.suffix in (".json", ".gz") and p.exists():
+            ds = load_squad(p)
+        else:
+            raise KeyError(f"{spec!r} is neither a bundled dataset ({', '.join(BUNDLED)}) nor a folder or SQuAD JSON "
+                           "file")
+    if insert_fillers:
+        if not any(q.conversation_id for q in ds.questions):
+            raise ValueError(f"--insert-fillers needs a conversational dataset; {spec!r} has no conversations")
+        from .conversations import with_fillers
+
+        ds.questions = with_fillers(ds.questions, insert_fillers, filler_seed)
+    return ds

@@ -62,6 +62,9 @@ class Question:
     language: str = "en"
     evidence: list[Evidence] = field(default_factory=list)
     metadata: dict = field(default_factory=dict)  # any extra gold fields (company, doc type, ...)
+    conversation_id: str = ""  # multi-turn sets: the conversation and 1-based turn of this question
+    turn: int = 0
+    rewrite: str = ""  # the set's standalone rewrite of a conversational turn (oracle query)
 
     def to_dict(self) -> dict:
         return asdict(self)

@@ -31,9 +31,12 @@ def render_context(blocks) -> str:
     return "\n\n".join(parts)
 
 
-def build_messages(question: str, blocks, system_prompt: str = SYSTEM_PROMPT) -> list[dict]:
-    user = f"Context blocks:\n\n{render_context(blocks)}\n\nQuestion: {question}\nAnswer:"
-    return [{"role": "system", "content": system_prompt}, {"role": "user", "content": user}]
+def build_messages(question: str, blocks, system_prompt: str = SYSTEM_PROMPT,
+                   history: list[dict] | None = None) -> list[dict]:
+    """System prompt, then the conversation history a memory policy chose (rag/memory.py), then the
+    current turn with its numbered context blocks."""
+    user = f"Context blocks:\n\n{render_context(blocks) or '(none)'}\n\nQuestion: {question}\nAnswer:"
+    return [{"role": "system", "content": system_prompt}, *(history or []), {"role": "user", "content": user}]
 
 
 def prompt_tokens(messages: list[dict], encoding: str = "o200k_base") -> int:
