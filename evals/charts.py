@@ -40,3 +40,50 @@ def quality_cost_figure(summary: pd.DataFrame, quality: str, cost: str = "contex
     fig.update_layout(title=f"{quality} vs {cost}", xaxis_title=f"{cost} per question (mean)",
                       yaxis_title=quality, template="plotly_white", height=420)
     return fig
+
+
+def conversation_frame(results: pd.DataFrame, scores: pd.DataFrame) -> pd.DataFrame:
+    """One row per conversational item: turn, memory policy label, query mode, prompt tokens, passage recall@5."""
+    import json
+
+    r = results[results.turn.notna()].copy()
+    if r.empty:
+        return r
+    mem = [json.loads(p).get("memory", {}) for p in r.params]
+    r["memory"] = [m.get("policy", "") + "".join(f",{k}={v}" for k, v in sorted(m.items()) if k != "policy")
+                   for m in mem]
+    rec = scores[scores.metric == "passage_recall@5"][["strategy", "point_id", "question_id", "repeat", "value"]]
+    r = r.merge(rec.rename(columns={"value": "passage_recall@5"}), how="left",
+                on=["strategy", "point_id", "question_id", "repeat"])
+    return r[["strategy", "point_label", "memory", "query_mode", "conversation_id", "turn", "prompt_tokens",
+              "passage_recall@5"]]
+
+
+def conversation_figures(results: pd.DataFrame, scores: pd.DataFrame) -> list:
+    """The bloat curve (prompt tokens by turn, a line per memory policy) and passage recall@5 by turn,
+    a line per query mode. Empty when the run has no conversations."""
+    import plotly.graph_objects as go
+
+    df = conversation_frame(results, scores)
+    if df.empty:
+        return []
+    figs = []
+    bloat = df.groupby(["memory", "turn"]).prompt_tokens.mean().reset_index()
+    fig = go.Figure()
+    for mem, g in bloat.groupby("memory"):
+        fig.add_trace(go.Scatter(x=g.turn, y=g.prompt_tokens, mode="lines+markers", name=mem,
+                                 hovertemplate="turn %{x}<br>%{y:.0f} prompt tokens<extra>" + mem + "</extra>"))
+    fig.update_layout(title="Prompt tokens by turn (the bloat curve), per memory policy", xaxis_title="turn",
+                      yaxis_title="prompt tokens per turn (mean)", template="plotly_white", height=420)
+    figs.append(fig)
+    rec = df.dropna(subset=["passage_recall@5"]).groupby(["query_mode", "turn"])["passage_recall@5"].mean()
+    if len(rec):
+        fig = go.Figure()
+        for mode, g in rec.reset_index().groupby("query_mode"):
+            fig.add_trace(go.Scatter(x=g.turn, y=g["passage_recall@5"], mode="lines+markers", name=mode,
+                                     hovertemplate="turn %{x}<br>recall@5 %{y:.3f}<extra>" + mode + "</extra>"))
+        fig.update_layout(title="Passage recall@5 by turn, per retrieval query mode", xaxis_title="turn",
+                          yaxis_title="passage recall@5 (mean over turns)", yaxis_range=[0, 1],
+                          template="plotly_white", height=420)
+        figs.append(fig)
+    return figs

@@ -387,6 +387,11 @@ def cmd_show(a) -> int:
     with _store(a) as st:
         rid = st.resolve_run(a.run)
         run = st.run(rid)
+        if a.turns:
+            from .summary import conversation_table
+            with pd.option_context("display.width", 250, "display.max_columns", 30):
+                print(conversation_table(st, rid).to_string(index=False))
+            return 0
         metrics = a.metrics or headline_metrics(st, rid)
         summ = summarize_by(st, rid, a.by, metrics) if a.by else summarize(st, rid, metrics)
         statuses = st.con.execute("SELECT status, count(*) FROM scores WHERE run_id=? GROUP BY 1 ORDER BY 1",
@@ -546,6 +551,8 @@ def build_parser() -> argparse.ArgumentParser:
                    "metrics when the dataset has page evidence)")
     s.add_argument("--by", default=None, metavar="FIELD", help="break every metric down by a question field: "
                    "language, qtype, answerable, document, or any metadata field of the gold set (company, ...)")
+    s.add_argument("--turns", action="store_true", help="conversational runs: recall@5, prompt tokens at turn 1 and "
+                   "turns 6+, history tokens, bypass accuracy and time per turn, per memory policy and query mode")
     _add_store_args(s)
     s.set_defaults(fn=cmd_show)
 

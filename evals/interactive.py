@@ -128,3 +128,52 @@ def compare_stored_runs(db: str, baseline: str, candidate: str) -> pd.DataFrame:
 
     with ResultStore(db, read_only=True) as st:
         return compare_runs(st, baseline, candidate)
+
+
+def conversation_ids(sess: Session) -> list[str]:
+    return list(dict.fromkeys(q.conversation_id for q in sess.dataset.questions if q.conversation_id))
+
+
+def conversation_turn_html(sess: Session, conversation_id: str, turn: int, policies: list[str],
+                           strategy: str = "chunks", query_mode: str = "last_turn") -> str:
+    """What each memory policy puts in the prompt at one turn of a conversation: the history messages
+    (escaped), their tokens, and the blocks retrieved for the turn's query."""
+    from rag.memory import FillerDetector, MemoryContext, TurnRecord, build_history, make_memory_params, retrieval_query
+    from rag.prompts import prompt_tokens
+
+    from .conversations import conversations_of
+
+    conv = next((c for c in conversations_of(sess.dataset.questions) if c[0].conversation_id == conversation_id), [])
+    if not conv:
+        return "<p>no such conversation</p>"
+    turn = max(1, min(turn, len(conv)))
+    r, ev = sess.retriever, sess.evaluator
+    enc = r.reader.config.chunking.encoding
+    p = make_params(strategy)
+    detect = FillerDetector(ev.embed)
+    past = []
+    for q in conv[:turn - 1]:
+        ctx, _, _ = ev.retrieve(retrieval_query(query_mode, q.text, past, q.rewrite), strategy, p)
+        past.append(TurnRecord(q.turn, q.text, q.answers[0] if q.answers else "", list(ctx.blocks), detect(q.text)))
+    q = conv[turn - 1]
+    bypass = detect(q.text)
+    query = retrieval_query(query_mode, q.text, past, q.rewrite)
+    ctx = ev.retrieve(query, strategy, p)[0] if not bypass else None
+    parts = [f"<h3>Turn {turn} of {len(conv)}: {html.escape(q.text)}</h3>",
+             f"<p>retrieval query ({html.escape(query_mode)}): <i>{html.escape(query)}</i>"
+             f"{' <b>(bypassed: filler turn)</b>' if bypass else ''}; gold rewrite: "
+             f"<i>{html.escape(q.rewrite or '-')}</i></p>"]
+    mctx = MemoryContext(embed=ev.embed, encoding=enc)
+    for pol in policies:
+        msgs = build_history(pol, make_memory_params(pol), past, q.text, mctx, bypass)
+        toks = prompt_tokens(msgs, enc) - 3 if msgs else 0
+        items = "".join(f"<li><b>{html.escape(m['role'])}</b> ({prompt_tokens([m], enc) - 6} tokens)"
+                        f"<pre style='white-space:pre-wrap;max-height:12em;overflow:auto'>"
+                        f"{html.escape(m['content'][:3000])}</pre></li>" for m in msgs)
+        parts.append(f"<details open><summary><b>{html.escape(pol)}</b>: {len(msgs)} history messages, {toks} "
+                     f"tokens</summary><ol>{items or '<li>(no history)</li>'}</ol></details>")
+    if ctx is not None:
+        parts.append("<h4>Blocks for this turn</h4><ol>" + "".join(
+            f"<li><code>{html.escape(', '.join(b.page_ids[:1]))}</code> {b.n_tokens} tokens: "
+            f"{html.escape(b.text[:300])}</li>" for b in ctx.blocks) + "</ol>")
+    return "".join(parts)

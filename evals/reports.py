@@ -80,6 +80,10 @@ def report_sections(store: ResultStore, run_id: str, compare: str | None = None)
         "JOIN runs USING (run_id) JOIN questions q ON q.dataset = runs.dataset AND q.question_id = r.question_id "
         "WHERE s.run_id = ? AND s.metric = 'f1' AND s.status = 'ok' GROUP BY ALL ORDER BY 1, 2, 3, 4", [run_id]).df()
     breakdowns = breakdown_tables(store, run_id, run["dataset"])
+    conv_figs = []
+    if store.con.execute("SELECT count(*) FROM results WHERE run_id = ? AND turn IS NOT NULL", [run_id]).fetchone()[0]:
+        from .charts import conversation_figures
+        conv_figs = conversation_figures(store.results(run_id), store.scores(run_id))
     statuses = store.con.execute("SELECT strategy, metric, status, count(*) AS n FROM scores WHERE run_id=? AND "
                                  "status <> 'ok' GROUP BY ALL ORDER BY n DESC LIMIT 30", [run_id]).df()
     comparison = None
@@ -101,7 +105,8 @@ def report_sections(store: ResultStore, run_id: str, compare: str | None = None)
     header = (f"dataset <b>{html.escape(str(run['dataset']))}</b>, commit {html.escape(str(run['git_commit']))}, "
               f"created {html.escape(str(run['created_at']))}, status {html.escape(str(run['status']))}")
     return {"run_id": run_id, "compare": compare, "header_md": header, "summary": headline_table(summ, HEADLINE),
-            "figures": figs, "breakdown": breakdown, "breakdowns": breakdowns, "statuses": statuses,
+            "figures": figs, "conversation_figures": conv_figs, "breakdown": breakdown, "breakdowns": breakdowns,
+            "statuses": statuses,
             "comparison": comparison,
             "worst_html": "".join(worst) or "<p>no scored questions</p>"}
 
@@ -115,6 +120,11 @@ def build_report_html(store: ResultStore, run_id: str, compare: str | None = Non
              "<h2>Quality vs token cost (Pareto front marked with stars)</h2>"]
     for i, fig in enumerate(sec["figures"]):
         parts.append(pio.to_html(fig, full_html=False, include_plotlyjs=(i == 0), div_id=f"chart{i}"))
+    if sec["conversation_figures"]:
+        parts.append("<h2>Conversations: prompt growth and retrieval by turn</h2>")
+        for i, fig in enumerate(sec["conversation_figures"]):
+            parts.append(pio.to_html(fig, full_html=False, include_plotlyjs=not sec["figures"] and i == 0,
+                                     div_id=f"conv{i}"))
     parts += ["<h2>F1 by strategy, question type and language</h2>", _table(sec["breakdown"])]
     for field, t in sec["breakdowns"].items():
         parts += [f"<h2>Quality by {html.escape(field)}</h2>", _table(t)]

@@ -99,3 +99,32 @@ def headline_table(summary: pd.DataFrame, metrics: list[str] = HEADLINE, by: str
     wide = wide[[m for m in metrics if m in wide.columns]].reset_index()
     wide.columns.name = None
     return wide
+
+
+def conversation_table(store: ResultStore, run_id: str) -> pd.DataFrame:
+    """Per strategy x memory policy x query mode: passage recall@5, mean prompt tokens at turn 1 and at
+    turns 6 and later, mean history tokens, bypass accuracy, and milliseconds per turn."""
+    from .charts import conversation_frame
+
+    res = store.results(run_id)
+    if res.empty or res.turn.isna().all():
+        raise ValueError(f"run {run_id} has no conversational items")
+    sc = store.scores(run_id)
+    df = conversation_frame(res, sc)
+    res = res[res.turn.notna()]
+    df["ms"] = (res.retrieve_ms + res.pack_ms + res.answer_ms + res.score_ms).to_numpy()
+    hist = sc[sc.metric == "history_tokens"].groupby(["strategy", "point_id"]).value.mean()
+    byp = sc[(sc.metric == "bypass_correct") & (sc.status == "ok")].groupby(["strategy", "point_id"]).value.mean()
+    pids = res.set_index("point_label").point_id.to_dict()
+    rows = []
+    for (strategy, mem, mode, label), g in df.groupby(["strategy", "memory", "query_mode", "point_label"]):
+        key = (strategy, pids[label])
+        rows.append({"strategy": strategy, "memory": mem, "query_mode": mode,
+                     "recall@5": round(float(g["passage_recall@5"].mean()), 3),
+                     "prompt_tokens_turn1": round(float(g[g.turn == 1].prompt_tokens.mean()), 0),
+                     "prompt_tokens_turn6+": round(float(g[g.turn >= 6].prompt_tokens.mean()), 0),
+                     "prompt_tokens_max": int(g.prompt_tokens.max()),
+                     "history_tokens": round(float(hist.get(key, 0.0)), 0),
+                     "bypass_accuracy": round(float(byp.get(key, float("nan"))), 3),
+                     "ms_per_turn": round(float(g.ms.mean()), 1), "turns": len(g)})
+    return pd.DataFrame(rows)

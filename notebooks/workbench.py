@@ -163,5 +163,27 @@ def _(args, judge_button, mo, pick_s, session):
     return
 
 
+@app.cell
+def _(interactive, mo, session):
+    # conversational sets (mtrag-govt, mtrag-clapnq): step through a conversation, policy by policy
+    from rag.memory import MEMORY_POLICIES
+
+    _ids = interactive.conversation_ids(session)
+    conv_pick = mo.ui.dropdown(_ids, value=_ids[0] if _ids else None, label="conversation")
+    conv_turn = mo.ui.slider(1, 12, value=3, label="turn", show_value=True)
+    conv_policies = mo.ui.multiselect(list(MEMORY_POLICIES), value=["full_history", "window", "retrieved_turns"],
+                                      label="memory policies")
+    mo.vstack([mo.md("### Conversation memory"), mo.hstack([conv_pick, conv_turn, conv_policies], justify="start")]
+              ) if _ids else mo.md("")
+    return conv_pick, conv_policies, conv_turn
+
+
+@app.cell
+def _(conv_pick, conv_policies, conv_turn, interactive, mo, session):
+    mo.Html(interactive.conversation_turn_html(session, conv_pick.value, conv_turn.value, conv_policies.value)
+            ) if conv_pick.value else mo.md("")
+    return
+
+
 if __name__ == "__main__":
     app.run()
