@@ -320,17 +320,23 @@ def cmd_run(a) -> int:
         done_runs.append((summ.run_id, summ.items))
     if not a.no_report:
         from .reports import write_report
+        db = a.db or Path(a.workspace) / "results.duckdb"
+        exports = []
         for rid in run_ids:
             try:
-                path = write_report(rid, db=a.db or Path(a.workspace) / "results.duckdb",
-                                    out_dir=Path(a.workspace) / "reports")
-                print(f"report: {path}")
-                nb = export_report_notebook(rid, a.db or Path(a.workspace) / "results.duckdb",
-                                            Path(a.workspace) / "reports")
-                if nb:
-                    print(f"notebook report: {nb}  (offline: python -m evals.serve {nb})")
+                print(f"report: {write_report(rid, db=db, out_dir=Path(a.workspace) / 'reports')}")
+                # the notebook exports run side by side (each is a marimo kernel in its own process)
+                exports.append((rid, start_report_notebook(rid, db, Path(a.workspace) / "reports")))
             except Exception as e:  # the results are stored; a report failure must say so, not hide it
                 print(f"report for {rid} failed: {type(e).__name__}: {e}", file=sys.stderr)
+                status = 4
+        for rid, job in exports:
+            try:
+                nb = finish_report_notebook(job)
+                if nb:
+                    print(f"notebook report: {nb}  (offline: python -m evals.serve {nb})")
+            except Exception as e:
+                print(f"notebook report for {rid} failed: {type(e).__name__}: {e}", file=sys.stderr)
                 status = 4
     n_items = sum(items for _, items in done_runs)
     print(f"finished {len(run_ids)} run(s), {n_items} items, in {time.perf_counter() - t_start:.1f}s wall time"
@@ -341,20 +347,34 @@ def cmd_run(a) -> int:
 NOTEBOOKS = Path(__file__).resolve().parents[1] / "notebooks"
 
 
-def export_report_notebook(run_id: str, db, out_dir) -> Path | None:
-    """`marimo export html notebooks/report.py` for a run (None when the notebooks folder is absent)."""
+def start_report_notebook(run_id: str, db, out_dir):
+    """Start `marimo export html notebooks/report.py` for a run in the background (None when the
+    notebooks folder is absent); ``finish_report_notebook`` waits for it."""
     import subprocess
 
     nb = NOTEBOOKS / "report.py"
     if not nb.exists():
         return None
     out = Path(out_dir) / f"report-{run_id}.marimo.html"
-    proc = subprocess.run([sys.executable, "-m", "marimo", "export", "html", "--no-include-code", "-f", str(nb),
-                           "-o", str(out), "--", "--db", str(db), "--run", run_id],
-                          capture_output=True, text=True, timeout=600)
+    proc = subprocess.Popen([sys.executable, "-m", "marimo", "export", "html", "--no-include-code", "-f", str(nb),
+                             "-o", str(out), "--", "--db", str(db), "--run", run_id],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    return proc, nb, out
+
+
+def finish_report_notebook(job) -> Path | None:
+    if job is None:
+        return None
+    proc, nb, out = job
+    _, err = proc.communicate(timeout=600)
     if proc.returncode != 0:
-        raise RuntimeError(f"marimo export of {nb} failed: {proc.stderr[-500:]}")
+        raise RuntimeError(f"marimo export of {nb} failed: {err[-500:]}")
     return out
+
+
+def export_report_notebook(run_id: str, db, out_dir) -> Path | None:
+    """`marimo export html notebooks/report.py` for a run (None when the notebooks folder is absent)."""
+    return finish_report_notebook(start_report_notebook(run_id, db, out_dir))
 
 
 def _store(a, read_only=True):

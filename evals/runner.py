@@ -272,9 +272,11 @@ def with_remembered_questions(cfg: RunConfig, ws: Workspace) -> RunConfig:
 
 def run_evaluation(cfg: RunConfig, workspace: str | Path = "results", db: str | Path | None = None,
                    run_id: str | None = None, resume: str | None = None, progress: bool = True,
-                   flush_every: int = 50, on_flush=None, allow_changed_corpus: bool = False,
+                   flush_every: int = 1000, on_flush=None, allow_changed_corpus: bool = False,
+                   flush_seconds: float = 1.0,
                    lock_wait: float | None = None, follow_symlinks: bool = False) -> RunSummary:
-    """Run (or resume) one evaluation. ``on_flush(n_items_committed)`` is called after each commit."""
+    """Run (or resume) one evaluation. Items are committed in batches every ``flush_seconds`` or
+    ``flush_every`` items; ``on_flush(n_items_committed)`` is called after each commit."""
     t0 = time.perf_counter()
     ws = Workspace(workspace)
     store = ResultStore(db or Path(workspace) / "results.duckdb")
@@ -344,7 +346,10 @@ def run_evaluation(cfg: RunConfig, workspace: str | Path = "results", db: str | 
         params = [(name, kw, make_params(name, **kw), point_id(kw), point_label(kw)) for name, kw in points]
         pending_r, pending_s = [], []
 
+        last_flush = [time.monotonic()]
+
         def flush():
+            last_flush[0] = time.monotonic()
             store.write_items(pending_r, pending_s)
             bar.update(len(pending_r))
             summary.items += len(pending_r)
@@ -363,7 +368,9 @@ def run_evaluation(cfg: RunConfig, workspace: str | Path = "results", db: str | 
                 pending_s.append({"run_id": run_id, "strategy": name, "point_id": pid,
                                   "question_id": q.qid, "repeat": rep, "metric": metric,
                                   "value": sc.value, "status": sc.status, "detail": sc.detail})
-            if len(pending_r) >= flush_every:
+            # commit a batch every second (readers see progress; a kill loses at most that) or every
+            # flush_every items; each commit opens and closes the store, so not every few items
+            if len(pending_r) >= flush_every or time.monotonic() - last_flush[0] >= flush_seconds:
                 flush()
 
         if conversational:
