@@ -450,6 +450,18 @@ def cmd_metrics(a) -> int:
     return 0
 
 
+def cmd_score_claims(a) -> int:
+    from .agreement import main_score_claims
+
+    return main_score_claims(a)
+
+
+def cmd_agreement(a) -> int:
+    from .agreement import main_agreement
+
+    return main_agreement(a)
+
+
 def cmd_memory(a) -> int:
     from rag.memory import QUERY_MODES, describe_memory
 
@@ -594,6 +606,31 @@ def build_parser() -> argparse.ArgumentParser:
     s.set_defaults(fn=cmd_strategies)
     s = sub.add_parser("metrics", help="list metrics, their family and direction")
     s.set_defaults(fn=cmd_metrics)
+    s = sub.add_parser("score-claims", help="score claims against evidence with the offline support model",
+                       description="Read JSONL lines {\"statement\": ..., \"passages\": [...]} and write each with "
+                       "'support' (the probability that the passages support it) and 'supported' (at the documented "
+                       "threshold). docs/metrics.md, 'Support scorer'.")
+    s.add_argument("file", help="JSONL file of claims")
+    s.add_argument("--out", default=None, help="write JSONL here (default: standard output)")
+    s.add_argument("--lang", default="en", help="language of the claims (stemming; default en)")
+    s.add_argument("--no-e5", action="store_true", help="lexical features only (no e5 model load)")
+    s.set_defaults(fn=cmd_score_claims)
+
+    s = sub.add_parser("agreement", help="how well each faithfulness judge agrees with human support labels",
+                       description="AUROC and F1 (with 95%% bootstrap intervals), statements per second and dollars "
+                       "per 1,000 statements of each judge on held-out human-labelled ExpertQA claims: the offline "
+                       "support model, baselines, and LLM judges when --judge-base-url is set.")
+    s.add_argument("--limit", type=at_least(1), default=None, help="only the first N claims")
+    s.add_argument("--resamples", type=at_least(100), default=1000, help="bootstrap resamples (1000)")
+    s.add_argument("--judge-base-url", default=None, help="OpenAI-compatible endpoint of an LLM judge")
+    s.add_argument("--judge-model", default=None, help="judge model name")
+    s.add_argument("--judge-key-env", default="OPENAI_API_KEY", help="environment variable holding the judge's key")
+    s.add_argument("--judges", nargs="*", default=None, help="LLM judges (default llm_faithfulness; "
+                   "ragas_faithfulness needs the ragas extra)")
+    s.add_argument("--json", dest="json_out", default=None, help="also write the table as JSON")
+    s.add_argument("--workspace", default="results", help="workspace (LLM cache)")
+    s.set_defaults(fn=cmd_agreement)
+
     s = sub.add_parser("memory", help="list conversation memory policies, their budgets and the query modes")
     s.set_defaults(fn=cmd_memory)
 

@@ -41,6 +41,8 @@ def add_gate_args(p) -> None:
     p.add_argument("--json", dest="json_out", default="results/gate.json", help="JSON verdict file")
     p.add_argument("--write-baseline", default=None, metavar="FILE",
                    help="write the candidate's per-question scores to FILE (a committed baseline) and exit")
+    p.add_argument("--allow-missing-points", action="store_true",
+                   help="gate only the points both runs have (default: fail when a candidate point has no baseline)")
     p.add_argument("--workspace", default="results", help="workspace folder (default: results)")
     p.add_argument("--db", default=None, help="DuckDB file (default: WORKSPACE/results.duckdb)")
 
@@ -48,10 +50,21 @@ def add_gate_args(p) -> None:
 def per_question(store: ResultStore, run_id: str) -> tuple[str, pd.DataFrame]:
     run = store.run(run_id)
     df = store.con.execute(
-        "SELECT s.strategy, r.point_label, s.question_id, s.repeat, s.metric, s.value, s.status "
+        "SELECT s.strategy, r.point_label, r.params, s.question_id, s.repeat, s.metric, s.value, s.status "
         "FROM scores s JOIN results r USING (run_id, strategy, point_id, question_id, repeat) WHERE s.run_id = ?",
         [run_id]).df()
-    return run["dataset"], df
+    return run["dataset"], with_point_keys(df)
+
+
+def with_point_keys(df: pd.DataFrame) -> pd.DataFrame:
+    """Points are matched by their full parameters (defaults filled in), not by label: `chunks top_k=8`
+    and `chunks defaults` are the same point. The label shown is the candidate's."""
+    if "params" in df.columns:
+        canon = {p: json.dumps(json.loads(p), sort_keys=True) for p in df["params"].dropna().unique()}
+        df = df.assign(point_key=df["strategy"] + " " + df["params"].map(canon)).drop(columns=["params"])
+    elif "point_key" not in df.columns:  # an older baseline file: labels are all it has
+        df = df.assign(point_key=df["strategy"] + " " + df["point_label"])
+    return df
 
 
 def write_baseline(path: str | Path, dataset: str, df: pd.DataFrame, run_id: str) -> Path:
@@ -88,8 +101,15 @@ def error_rate(df: pd.DataFrame) -> float:
 
 def gate(base: tuple[str, pd.DataFrame], cand: tuple[str, pd.DataFrame], metrics: list[str] | None = None,
          tolerances: dict | None = None, max_error_rate: float = 0.02, aa_noise: bool = False,
-         resamples: int = 2000, seed: int = DEFAULT_SEED) -> dict:
+         resamples: int = 2000, seed: int = DEFAULT_SEED, allow_missing_points: bool = False) -> dict:
     (bds, b), (cds, c) = base, cand
+    b, c = with_point_keys(b), with_point_keys(c)
+    # compare points by parameters; the candidate's labels name them
+    labels = dict(zip(c.point_key, c.point_label)) | {k: v for k, v in zip(b.point_key, b.point_label)
+                                                      if k not in set(c.point_key)}
+    bp, cp = set(b.point_key), set(c.point_key)
+    b = b.assign(point_label=b.point_key.map(labels))
+    c = c.assign(point_label=c.point_key.map(labels))
     tols = {**DEFAULT_TOLERANCES, **(tolerances or {})}
     failures, rows = [], []
     if bds != cds:
@@ -101,6 +121,11 @@ def gate(base: tuple[str, pd.DataFrame], cand: tuple[str, pd.DataFrame], metrics
             f"{len(only_b)} only in baseline ({', '.join(only_b[:20])}{' ...' if len(only_b) > 20 else ''})" if only_b else "",
             f"{len(only_c)} only in candidate ({', '.join(only_c[:20])}{' ...' if len(only_c) > 20 else ''})" if only_c else "")
             if x))
+    cand_only, base_only = sorted(cp - bp), sorted(bp - cp)
+    if cand_only and not allow_missing_points:
+        failures.append(f"{len(cand_only)} of {len(cp)} candidate points have no baseline to compare with: "
+                        + "; ".join(labels[k] for k in cand_only[:10]) + (" ..." if len(cand_only) > 10 else "")
+                        + " (pass --allow-missing-points to gate only the shared ones)")
     for name, df in (("baseline", b), ("candidate", c)):
         r = error_rate(df)
         if r > max_error_rate:
@@ -138,13 +163,22 @@ def gate(base: tuple[str, pd.DataFrame], cand: tuple[str, pd.DataFrame], metrics
             failures.append(f"{strategy} [{point}] {metric}: delta {pb['delta']:+.4f} "
                             f"(95% CI {pb['low']:+.4f} .. {pb['high']:+.4f}) beyond tolerance {tol:.4f}")
     return {"passed": not failures, "failures": failures, "rows": rows,
-            "error_rates": {"baseline": error_rate(b), "candidate": error_rate(c)}}
+            "error_rates": {"baseline": error_rate(b), "candidate": error_rate(c)},
+            "coverage": {"points_compared": len(bp & cp), "candidate_points": len(cp), "baseline_points": len(bp),
+                         "candidate_only": [labels[k] for k in cand_only],
+                         "baseline_only": [labels[k] for k in base_only],
+                         "questions_compared": len(shared)}}
 
 
 def to_markdown(res: dict, base_name: str, cand_name: str) -> str:
     head = "PASSED" if res["passed"] else "FAILED"
+    cov = res.get("coverage", {})
     lines = [f"### ragwb gate: {head}", "", f"baseline `{base_name}` vs candidate `{cand_name}`; non-ok rates "
-             f"{res['error_rates']['baseline']:.1%} / {res['error_rates']['candidate']:.1%}", ""]
+             f"{res['error_rates']['baseline']:.1%} / {res['error_rates']['candidate']:.1%}", "",
+             f"compared {cov.get('points_compared', '?')} of {cov.get('candidate_points', '?')} candidate points "
+             f"(matched by parameters) on {cov.get('questions_compared', '?')} shared questions"
+             + (f"; candidate only: {', '.join(cov['candidate_only'])}" if cov.get("candidate_only") else "")
+             + (f"; baseline only: {', '.join(cov['baseline_only'])}" if cov.get("baseline_only") else ""), ""]
     if res["failures"]:
         lines += ["**Failures**", ""] + [f"- {f}" for f in res["failures"]] + [""]
     lines += ["| strategy | point | metric | baseline | candidate | delta | 95% CI | tolerance | verdict |",
@@ -156,8 +190,12 @@ def to_markdown(res: dict, base_name: str, cand_name: str) -> str:
 
 
 def compare_runs(store: ResultStore, base: str, cand: str) -> pd.DataFrame:
-    res = gate(per_question(store, base), per_question(store, cand), resamples=1000)
-    return pd.DataFrame(res["rows"])
+    """Paired deltas of two runs on the points they share (matched by parameters); ``.attrs["coverage"]``
+    says how many points and questions were compared and which were left out."""
+    res = gate(per_question(store, base), per_question(store, cand), resamples=1000, allow_missing_points=True)
+    df = pd.DataFrame(res["rows"])
+    df.attrs["coverage"] = res["coverage"]
+    return df
 
 
 def main_gate(a) -> int:
@@ -179,7 +217,8 @@ def main_gate(a) -> int:
     if a.tolerances:
         with open(a.tolerances, "rb") as f:
             tols = tomllib.load(f).get("tolerances", {})
-    res = gate(base, cand, a.metrics, tols, a.max_error_rate, a.aa_noise, a.resamples, a.seed)
+    res = gate(base, cand, a.metrics, tols, a.max_error_rate, a.aa_noise, a.resamples, a.seed,
+               a.allow_missing_points)
     md = to_markdown(res, bname, cid)
     print(md)
     if a.markdown:

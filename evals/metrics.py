@@ -17,7 +17,6 @@ from typing import Callable
 from rag.answerers import split_sentences
 from rag.models import Evidence, Question
 from rag.prompts import is_fallback, parse_citations, strip_citations
-from rag.textproc import analyze, term_set
 from rag.tokens import estimate_tokens
 
 STATUSES = ("ok", "undetermined", "parse_error", "timeout", "rate_limited", "error", "not_applicable")
@@ -92,6 +91,13 @@ def get_scorers(names: list[str] | None = None) -> dict[str, Callable]:
 def score_all(inp: ScoringInput, scorers: dict[str, Callable] | None = None) -> dict[str, Score]:
     out: dict[str, Score] = {}
     for fam, fn in (scorers or SCORERS).items():
+        names = [n for n, m in METRICS.items() if m.family == fam]
+        if names and all(n in inp.by_construction for n in names):
+            # every metric of the family is met by construction (extractive answers): not computed
+            # at all, each stored as not_applicable with its reason (when it would apply)
+            if inp.answer_status == "ok" and not is_fallback(inp.answer):
+                out.update({n: Score(None, "not_applicable", inp.by_construction[n]) for n in names})
+            continue
         try:
             out.update(fn(inp))
         except Exception as e:  # a scorer bug must not lose the row: record it
@@ -267,43 +273,43 @@ def score_retrieval(inp: ScoringInput) -> dict[str, Score]:
 
 # --------------------------------------------------------------------------- faithfulness (offline)
 
-LEXICAL_SUPPORT = 0.6
-EMBED_SUPPORT = 0.85
+def support_score(statement: str, passages: list[str], lang: str = "en", embed=None) -> float:
+    """The probability that ``passages`` support ``statement`` (the shipped offline model; see
+    evals/support.py and docs/metrics.md, "Support scorer"). Order of passages does not matter."""
+    from .support import support_score as _score
+
+    return _score(statement, passages, lang, embed)
 
 
-def statement_support(statement: str, texts: list[str], lang: str = "en") -> float:
-    """Share of the statement's content terms (stemmed, stopwords dropped) found in ``texts``."""
-    terms = set(analyze(statement, lang, stopwords=True))
-    if not terms:
-        return 1.0
-    have = frozenset().union(*(term_set(t, lang) for t in texts)) if texts else frozenset()
-    return len(terms & have) / len(terms)
-
-
-@scorer("faithfulness", {"faithfulness": (True, "share of answer statements supported by the blocks they cite")})
+@scorer("faithfulness", {
+    "faithfulness": (True, "share of answer statements supported by the blocks they cite (support_score >= threshold)"),
+    "citation_support": (True, "share of (statement, cited block) pairs where the block alone supports the statement")})
 def score_faithfulness(inp: ScoringInput) -> dict[str, Score]:
-    if (f := _failed(inp, ["faithfulness"])) is not None:
+    if (f := _failed(inp, ["faithfulness", "citation_support"])) is not None:
         return f
     if is_fallback(inp.answer):
         return {}
     sents = split_sentences(inp.answer)
     if not sents:
         return {"faithfulness": Score(None, "undetermined", "empty answer")}
-    k, supported = len(inp.blocks), 0
+    from .support import support_embedder, threshold
+
+    embed = support_embedder(inp.embed)
+    thr = threshold()
+    k, supported, pairs, pairs_ok = len(inp.blocks), 0, 0, 0
     for s in sents:
         cited = [inp.blocks[c - 1] for c in dict.fromkeys(parse_citations(s)) if 1 <= c <= k]
         if not cited:
-            continue
+            continue  # a statement with no valid citation is unsupported
         claim = strip_citations(s)
-        lex = statement_support(claim, [b.text for b in cited], inp.question.language)
-        ok = lex >= LEXICAL_SUPPORT
-        if not ok and inp.embed is not None and lex >= LEXICAL_SUPPORT / 2:
-            # paraphrase zone: fall back to embedding similarity against the cited blocks
-            v = inp.embed([claim])[0]
-            vecs = [inp.block_vectors.get(b.n) for b in cited]
-            ok = any(bv is not None and float(bv @ v) >= EMBED_SUPPORT for bv in vecs)
-        supported += ok
-    return {"faithfulness": Score(supported / len(sents))}
+        supported += support_score(claim, [b.text for b in cited], inp.question.language, embed) >= thr
+        for b in cited:
+            pairs += 1
+            pairs_ok += support_score(claim, [b.text], inp.question.language, embed) >= thr
+    out = {"faithfulness": Score(supported / len(sents))}
+    if pairs:
+        out["citation_support"] = Score(pairs_ok / pairs)
+    return out
 
 
 # --------------------------------------------------------------------------- cost

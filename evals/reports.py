@@ -130,7 +130,13 @@ def build_report_html(store: ResultStore, run_id: str, compare: str | None = Non
         parts += [f"<h2>Quality by {html.escape(field)}</h2>", _table(t)]
     parts += ["<h2>Scores that are not ok</h2>", _table(sec["statuses"]) if len(sec["statuses"]) else "<p>none</p>"]
     if sec["comparison"] is not None:
-        parts += [f"<h2>Compared with run {html.escape(compare)} (paired deltas)</h2>", _table(sec["comparison"])]
+        cov = sec["comparison"].attrs.get("coverage", {})
+        note = (f"<p>compared {cov.get('points_compared')} of {cov.get('candidate_points')} points (matched by "
+                f"parameters) on {cov.get('questions_compared')} shared questions"
+                + (f"; not compared: {html.escape(', '.join(cov['candidate_only'] + cov['baseline_only']))}"
+                   if cov.get("candidate_only") or cov.get("baseline_only") else "") + "</p>")
+        parts += [f"<h2>Compared with run {html.escape(compare)} (paired deltas)</h2>", note,
+                  _table(sec["comparison"])]
     parts += ["<h2>Worst questions (lowest F1) with their contexts</h2>", sec["worst_html"]]
     css = ("body{font-family:system-ui,sans-serif;margin:2em;max-width:1200px}.tbl{border-collapse:collapse;"
            "font-size:13px}.tbl td,.tbl th{padding:3px 8px;border-bottom:1px solid #ddd}pre{white-space:pre-wrap;"

@@ -114,6 +114,7 @@ class ExtractiveAnswerer:
     # metrics this answerer meets by construction: it copies one context sentence and cites every
     # block that holds it, so they say nothing about the context (stored as not_applicable)
     by_construction = {"faithfulness": "extractive answers copy the context",
+                       "citation_support": "extractive answers cite the blocks they copy",
                        "citation_validity": "extractive answers cite only existing blocks",
                        "statement_coverage": "extractive answers cite every sentence"}
 

@@ -217,8 +217,8 @@ class ParseCache:
     version, so an unchanged corpus is not parsed again on every run. Entries are written
     atomically (temp file + rename): a crash never leaves half an entry."""
 
-    def __init__(self, root: str | Path, shipped: str | Path | None = None):
-        self.root = Path(root)
+    def __init__(self, root: str | Path | None, shipped: str | Path | None = None):
+        self.root = Path(root) if root else None  # None: read the shipped layer only, write nothing
         # read-only second layer: the parsed pages of the bundled PDFs (datasets/parsed/), so a fresh
         # clone does not parse them; same keys, so a changed file or parser version misses it
         self.shipped = Path(shipped) if shipped else datasets_dir() / "parsed"
@@ -231,7 +231,8 @@ class ParseCache:
         return f"{path.suffix.lower().lstrip('.')}-{PARSER_VERSION}-{h}"
 
     def get(self, key: str):
-        for p in (self.root / key[-2:] / f"{key}.json.gz", self.shipped / f"{key}.json.gz"):
+        mine = [self.root / key[-2:] / f"{key}.json.gz"] if self.root else []
+        for p in mine + [self.shipped / f"{key}.json.gz"]:
             try:
                 value = json.loads(gzip.decompress(p.read_bytes()))
             except (OSError, ValueError, EOFError):
@@ -242,6 +243,8 @@ class ParseCache:
         return None
 
     def put(self, key: str, value) -> None:
+        if self.root is None:
+            return
         p = self.root / key[-2:] / f"{key}.json.gz"
         p.parent.mkdir(parents=True, exist_ok=True)
         tmp = p.with_name(f"{p.name}.{os.getpid()}.tmp")
@@ -582,9 +585,9 @@ def load_bundled(name: str, parse_cache: ParseCache | None = None, progress: boo
     if name.startswith("xquad-") and name in BUNDLED:
         lang = name.split("-", 1)[1]
         return load_squad(root / "xquad" / f"xquad.{lang}.json.gz", name, lang)
-    if name == "docugami":
+    if name == "docugami":  # no cache given: still read the shipped parsed pages (keyed by content hash)
         return load_docugami(root / "docugami" / "qna_data.csv", root / "docugami" / "docs", "docugami",
-                             parse_cache, progress)
+                             parse_cache or ParseCache(None), progress)
     if name.startswith("mtrag-") and name in BUNDLED:
         from .conversations import load_mtrag
 

@@ -1,5 +1,6 @@
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -53,15 +54,18 @@ def test_unknown_strategy_errors_with_valid_names(tmp_path, capsys):
 
 def test_killed_run_resumes_to_exactly_the_uninterrupted_rows(tmp_path):
     ws_full, ws_kill = tmp_path / "full", tmp_path / "kill"
-    assert main(RUN + ["--workspace", str(ws_full), "--run-id", "R", "--no-report", "--limit", "100"]) == 0
+    assert main(RUN + ["--workspace", str(ws_full), "--run-id", "R", "--no-report", "--limit", "300"]) == 0
     # pre-ingest so the child spends its time writing items, then kill it mid-run
     assert main(["ingest", "squad2", "--embedder", "hash", "--workspace", str(ws_kill), "--no-progress"]) == 0
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
     p = subprocess.Popen([sys.executable, "-m", "evals.cli"] + RUN + ["--workspace", str(ws_kill), "--run-id", "R",
-                         "--no-report", "--limit", "100"], env=env, stderr=subprocess.PIPE, stdout=subprocess.PIPE,
+                         "--no-report", "--limit", "300"], env=env, stderr=subprocess.PIPE, stdout=subprocess.PIPE,
                          text=True)
-    for line in p.stderr:  # kill -9 right after the second commit
-        if "committed 100/" in line:
+    first = None
+    for line in p.stderr:  # kill -9 right after the first commit (batches are committed every second)
+        m = re.search(r"committed (\d+)/1500", line)
+        if m:
+            first = int(m.group(1))
             p.send_signal(signal.SIGKILL)
             break
     p.wait()
@@ -69,7 +73,7 @@ def test_killed_run_resumes_to_exactly_the_uninterrupted_rows(tmp_path):
     con = duckdb.connect(str(db), read_only=True)
     partial = con.execute("SELECT count(*) FROM results WHERE run_id='R'").fetchone()[0]
     con.close()
-    assert 100 <= partial < 500
+    assert first and first <= partial < 1500
     assert main(["run", "--resume", "R", "--workspace", str(ws_kill), "--no-progress", "--no-report"]) == 0
     assert _rows(ws_kill / "results.duckdb", "R") == _rows(ws_full / "results.duckdb", "R")
 

@@ -265,3 +265,21 @@ def test_parsed_pages_are_cached_by_content_hash(tmp_path):
     summ = Workspace(tmp_path / "ws").ingest(c, HASH, progress=False)
     assert set(summ.file_parse_seconds) == {str(corpus / f"f{i}.pdf") for i in range(3)}
     assert "slowest files" in summ.render()
+
+
+def test_gate_matches_points_by_parameters_and_fails_on_missing_points(tmp_path, capsys):
+    ws = tmp_path / "ws"
+    base = ["--dataset", "xquad-en", "--limit", "30", "--embedder", "hash", "--workspace", str(ws), "--no-progress",
+            "--no-report", "--strategies", "chunks"]
+    assert main(["run", "--run-id", "B"] + base) == 0
+    assert main(["run", "--run-id", "C", "--set", "chunks.top_k=8,4"] + base) == 0
+    md = tmp_path / "gate.md"
+    assert main(["gate", "--baseline", "B", "--candidate", "C", "--workspace", str(ws), "--markdown", str(md),
+                 "--json", str(tmp_path / "g.json")]) == 1
+    text = md.read_text()
+    assert "compared 1 of 2 candidate points" in text and "top_k=4" in text and "FAILED" in text
+    res = json.loads((tmp_path / "g.json").read_text())
+    assert {r["point"] for r in res["rows"]} == {"top_k=8"}  # `defaults` matched `top_k=8` by parameters
+    assert main(["gate", "--baseline", "B", "--candidate", "C", "--workspace", str(ws), "--allow-missing-points",
+                 "--json", ""]) == 0
+    capsys.readouterr()

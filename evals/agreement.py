@@ -1,0 +1,187 @@
+"""How far to trust each faithfulness judge: agreement with human support labels (``ragwb
+agreement``), and claim checking on its own (``ragwb score-claims``). docs/metrics.md.
+
+The labels: ExpertQA claims with their cited evidence (MIT), the questions held out of the offline
+model's training (``datasets/support/expertqa_agreement.jsonl.gz``); label 1 = fully supported
+(Complete), 0 = Partial or Incomplete.
+"""
+from __future__ import annotations
+
+import gzip
+import json
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+from rag.corpora import datasets_dir
+
+from .stats import DEFAULT_SEED
+
+
+def agreement_set() -> list[dict]:
+    path = datasets_dir() / "support" / "expertqa_agreement.jsonl.gz"
+    return [json.loads(x) for x in gzip.open(path, "rt", encoding="utf-8")]
+
+
+def auroc(y: np.ndarray, s: np.ndarray) -> float:
+    """Mann-Whitney AUROC, ties counted half (average ranks)."""
+    y, s = np.asarray(y), np.asarray(s, dtype=float)
+    pos = y == 1
+    n1, n0 = int(pos.sum()), int((~pos).sum())
+    if not n1 or not n0:
+        return float("nan")
+    order = np.argsort(s, kind="mergesort")
+    sorted_s = s[order]
+    ranks = np.empty(len(s))
+    _, first, counts = np.unique(sorted_s, return_index=True, return_counts=True)
+    for f, c in zip(first, counts):
+        ranks[order[f:f + c]] = f + (c + 1) / 2
+    return float((ranks[pos].sum() - n1 * (n1 + 1) / 2) / (n1 * n0))
+
+
+def f1_unsupported(y: np.ndarray, s: np.ndarray, thr: float) -> float:
+    """F1 of detecting not-fully-supported claims (score below the threshold)."""
+    pred, truth = s < thr, y == 0
+    tp = int((pred & truth).sum())
+    return 2 * tp / max(1, int(pred.sum() + truth.sum()))
+
+
+def bootstrap(y, s, fn, n: int = 1000, seed: int = DEFAULT_SEED) -> tuple[float, float]:
+    rng = np.random.default_rng(seed)
+    vals = []
+    for _ in range(n):
+        i = rng.integers(0, len(y), len(y))
+        if len(set(y[i])) == 2:
+            vals.append(fn(y[i], s[i]))
+    return float(np.percentile(vals, 2.5)), float(np.percentile(vals, 97.5))
+
+
+def judge_offline(rows: list[dict], embed=None):
+    from .support import support_score
+
+    return [support_score(r["claim"], r["evidence"], "en", embed) for r in rows], 0.0
+
+
+def judge_llm(name: str, client, rows: list[dict]):
+    from .judges import get_judge
+
+    j = get_judge(name, client)
+    scores = []
+    for r in rows:
+        sc = j.score("", r["claim"], r["evidence"], 0, None)
+        scores.append(sc.value if sc.status == "ok" and sc.value is not None else np.nan)
+    st = client.stats
+    return scores, float(getattr(st, "dollars", 0.0) or 0.0)
+
+
+def run_agreement(limit: int | None = None, llm_client=None, llm_judges=(), resamples: int = 1000) -> list[dict]:
+    from .support import support_embedder, threshold
+
+    rows = agreement_set()[:limit] if limit else agreement_set()
+    y = np.array([r["label"] for r in rows])
+    out = []
+    judges = [("offline support model", lambda: judge_offline(rows, support_embedder()), threshold())]
+    judges.append(("offline, lexical only (no e5)", lambda: judge_offline(rows, None), threshold()))
+    judges.append(("word overlap (baseline)", lambda: (_overlap(rows), 0.0), 0.6))
+    for name in llm_judges:
+        judges.append((name, lambda n=name: judge_llm(n, llm_client, rows), 0.5))
+    for name, fn, thr in judges:
+        t0 = time.perf_counter()
+        scores, dollars = fn()
+        secs = time.perf_counter() - t0
+        s = np.array(scores, dtype=float)
+        ok = ~np.isnan(s)
+        ys, ss = y[ok], s[ok]
+        a = auroc(ys, ss)
+        f = f1_unsupported(ys, ss, thr)
+        out.append({"judge": name, "n": int(ok.sum()), "failed": int((~ok).sum()), "auroc": round(a, 3),
+                    "auroc_95ci": [round(v, 3) for v in bootstrap(ys, ss, auroc, resamples)],
+                    "threshold": thr, "f1_unsupported": round(f, 3),
+                    "f1_95ci": [round(v, 3) for v in bootstrap(ys, ss, lambda a_, b_: f1_unsupported(a_, b_, thr),
+                                                               resamples)],
+                    "statements_per_s": round(len(rows) / secs, 1) if secs else None,
+                    "usd_per_1000": round(1000 * dollars / len(rows), 4)})
+    return out
+
+
+def _overlap(rows: list[dict]) -> list[float]:
+    from rag.textproc import analyze
+
+    out = []
+    for r in rows:
+        terms = set(analyze(r["claim"], "en", stopwords=True))
+        ctx = set()
+        for e in r["evidence"]:
+            ctx |= set(analyze(e, "en"))
+        out.append(len(terms & ctx) / len(terms) if terms else 1.0)
+    return out
+
+
+def render(rows: list[dict], n_pos: int, n_neg: int) -> str:
+    lines = [f"Agreement with human support labels: ExpertQA held-out claims ({n_pos} fully supported, {n_neg} "
+             "partially/incompletely supported). AUROC: does the judge rank supported claims above the others; "
+             "F1: detecting not-fully-supported claims at the judge's threshold. 95% bootstrap intervals.", "",
+             f"{'judge':34s} {'n':>5s} {'AUROC':>6s} {'95% CI':>15s} {'F1':>6s} {'95% CI':>15s} {'thr':>5s} "
+             f"{'stmt/s':>8s} {'$/1k':>7s}"]
+    for r in rows:
+        lines.append(f"{r['judge']:34s} {r['n']:5d} {r['auroc']:6.3f} {str(r['auroc_95ci']):>15s} "
+                     f"{r['f1_unsupported']:6.3f} {str(r['f1_95ci']):>15s} {r['threshold']:5.2f} "
+                     f"{r['statements_per_s'] or 0:8.1f} {r['usd_per_1000']:7.4f}" +
+                     (f"  ({r['failed']} failed)" if r["failed"] else ""))
+    return "\n".join(lines)
+
+
+def main_agreement(a) -> int:
+    client, judges = None, tuple(a.judges or ())
+    if a.judge_base_url:
+        from rag.llm import LLMClient, LLMConfig
+
+        client = LLMClient(LLMConfig(a.judge_base_url, a.judge_model or "", a.judge_key_env, 0.0, 1024),
+                           Path(a.workspace) / "cache" / "llm.sqlite")
+        judges = judges or ("llm_faithfulness",)
+    elif judges:
+        raise ValueError("--judges needs --judge-base-url and --judge-model")
+    rows = run_agreement(a.limit, client, judges, a.resamples)
+    data = agreement_set()[:a.limit] if a.limit else agreement_set()
+    print(render(rows, sum(r["label"] for r in data), sum(1 - r["label"] for r in data)))
+    if a.json_out:
+        Path(a.json_out).parent.mkdir(parents=True, exist_ok=True)
+        Path(a.json_out).write_text(json.dumps(rows, indent=1))
+    return 0
+
+
+def main_score_claims(a) -> int:
+    """Score claims from a JSONL file: {"statement" (or "claim"): str, "passages" (or "evidence"): [str]}."""
+    from .support import load_model, support_embedder, support_score, threshold
+
+    embed = None if a.no_e5 else support_embedder()
+    thr, out, bad = threshold(), [], 0
+    with open(a.file, "rb") as f:
+        for line_no, raw in enumerate(f, 1):
+            if not raw.strip():
+                continue
+            try:
+                rec = json.loads(raw)
+                st = rec.get("statement", rec.get("claim"))
+                ps = rec.get("passages", rec.get("evidence"))
+                if not isinstance(st, str) or not st.strip():
+                    raise ValueError("field 'statement' must be a non-empty string")
+                if isinstance(ps, str):
+                    ps = [ps]
+                if not isinstance(ps, list) or not all(isinstance(p, str) for p in ps):
+                    raise ValueError("field 'passages' must be a list of strings")
+            except (ValueError, AttributeError) as e:
+                print(f"{a.file}:{line_no}: skipped: {e}", file=sys.stderr)
+                bad += 1
+                continue
+            p = support_score(st, ps, a.lang, embed)
+            out.append({**rec, "support": round(p, 6), "supported": p >= thr, "model": load_model()["id"]})
+    text = "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in out)
+    if a.out:
+        Path(a.out).write_text(text)
+        print(f"scored {len(out)} claims ({bad} skipped) -> {a.out}")
+    else:
+        sys.stdout.write(text)
+    return 0 if not bad else 3
