@@ -31,24 +31,21 @@ def at_least(lo: int, hint: str = ""):
     return conv
 
 
-def positive_float(v: str) -> float:
-    try:
-        x = float(v)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"must be a number, got {v!r}") from None
-    if not x > 0:
-        raise argparse.ArgumentTypeError(f"must be > 0, got {v}")
-    return x
+def number_above(lo: float, strict: bool):
+    """argparse type: a number > lo (strict) or >= lo."""
+    def conv(v: str) -> float:
+        try:
+            x = float(v)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"must be a number, got {v!r}") from None
+        if x < lo or (strict and x == lo):
+            raise argparse.ArgumentTypeError(f"must be {'>' if strict else '>='} {lo:g}, got {v}")
+        return x
+    return conv
 
 
-def non_negative_float(v: str) -> float:
-    try:
-        x = float(v)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"must be a number, got {v!r}") from None
-    if x < 0:
-        raise argparse.ArgumentTypeError(f"must be >= 0, got {v}")
-    return x
+positive_float = number_above(0, strict=True)
+non_negative_float = number_above(0, strict=False)
 
 
 RUN_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}")

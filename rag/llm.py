@@ -71,7 +71,7 @@ class LLMConfig:
                   "max_tokens": self.max_tokens >= 1, "backoff": self.backoff >= 0}
         bad = [k for k, ok in checks.items() if not ok]
         if bad:
-            raise ValueError(f"LLM endpoint setting(s) out of range: "
+            raise ValueError("LLM endpoint setting(s) out of range: "
                              + ", ".join(f"{k}={getattr(self, k)!r}" for k in bad))
 
     def public(self) -> dict:

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from .params import build_params
 from .prompts import render_context
 from .tokens import count_tokens
 
@@ -94,22 +95,7 @@ def get_memory(name: str) -> "MemoryPolicy":
 
 
 def make_memory_params(name: str, **kw) -> MemoryParams:
-    cls = get_memory(name).Params
-    valid = {f.name for f in dataclasses.fields(cls)}
-    bad = [k for k in kw if k not in valid]
-    if bad:
-        raise ValueError(f"unknown parameter(s) {bad} for memory policy {name!r}; valid: {', '.join(sorted(valid))}")
-    conv = {}
-    for k, v in kw.items():
-        typ = type(getattr(cls(), k))
-        try:
-            conv[k] = (v if isinstance(v, typ) else
-                       ({"true": True, "false": False}[str(v).lower()] if typ is bool else typ(v)))
-        except (TypeError, ValueError, KeyError):
-            raise ValueError(f"memory parameter {k!r} of {name!r} must be {typ.__name__}, got {v!r}") from None
-    p = cls(**conv)
-    p.validate()
-    return p
+    return build_params(get_memory(name).Params, f"memory policy {name!r}", kw)
 
 
 class MemoryPolicy:

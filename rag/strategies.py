@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 
 from .chunking import rebuild_page
+from .params import build_params
 from .retrieval import CandidatePool, Retriever, SearchKey
 from .tokens import count_tokens
 
@@ -109,21 +110,7 @@ def get_strategy(name: str) -> "Strategy":
 
 def make_params(name: str, **kw) -> BaseParams:
     """Typed parameters for a strategy; unknown names error with the valid ones."""
-    cls = get_strategy(name).Params
-    valid = {f.name: f for f in dataclasses.fields(cls)}
-    bad = [k for k in kw if k not in valid]
-    if bad:
-        raise ValueError(f"unknown parameter(s) {bad} for strategy {name!r}; valid: {', '.join(valid)}")
-    conv = {}
-    for k, v in kw.items():
-        typ = type(getattr(cls(), k))
-        try:
-            conv[k] = typ(v) if not isinstance(v, typ) else v
-        except (TypeError, ValueError):
-            raise ValueError(f"parameter {k!r} of {name!r} must be {typ.__name__}, got {v!r}") from None
-    p = cls(**conv)
-    p.validate()
-    return p
+    return build_params(get_strategy(name).Params, f"strategy {name!r}", kw)
 
 
 @functools.lru_cache(maxsize=1024)

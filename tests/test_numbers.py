@@ -17,7 +17,7 @@ from rag.embedders import EmbedderConfig
 from rag.index import IndexConfig, Workspace
 from rag.models import Evidence, Question
 from rag.prompts import strip_citations
-from rag.strategies import Block, BaseParams, cut_provenance, make_params, pack_blocks
+from rag.strategies import Block, BaseParams, cut_provenance, pack_blocks
 from rag.textmatch import locate, normalize_with_map
 from pdfgen import make_pdf
 
@@ -115,7 +115,7 @@ def test_ranking_metrics_equal_pytrec_eval_on_random_rankings():
         run[q] = {d: float(len(ranked) - i) for i, d in enumerate(ranked)}
         ours[q] = (ranked, rel)
     for k in (1, 3, 5, 10, 20):
-        ev = pytrec_eval.RelevanceEvaluator(qrels, {f"recall_{k}", f"ndcg_cut_{k}", f"recip_rank"})
+        ev = pytrec_eval.RelevanceEvaluator(qrels, {f"recall_{k}", f"ndcg_cut_{k}", "recip_rank"})
         res = ev.evaluate({q: ({d: s for d, s in r.items()} if r else {"none": 0.0}) for q, r in run.items()})
         for q, (ranked, rel) in ours.items():
             m = ranking_metrics(ranked, rel, k)
