@@ -26,7 +26,7 @@ def add_bench_args(p) -> None:
     p.add_argument("--growth", nargs="*", type=int, default=[1, 4, 16],
                    help="corpus copies for the growth curve (default 1 4 16; empty to skip)")
     p.add_argument("--only", nargs="*", choices=["ingest", "retrieval", "repack", "eval", "ragas", "llm", "growth",
-                                                 "rerun", "support", "mainjob"],
+                                                 "rerun", "support", "mainjob", "scale"],
                    default=None,
                    help="measure only these figures (the index is built either way)")
     _add_extra(p)
@@ -34,6 +34,8 @@ def add_bench_args(p) -> None:
 
 def _add_extra(p) -> None:
     p.add_argument("--rerun-files", type=int, default=3, help="PDFs in the re-run cost figure (default 3)")
+    p.add_argument("--scale", nargs="*", type=int, default=[10_000, 100_000, 1_000_000],
+                   help="rows for the ANN scale curve (default 10000 100000 1000000)")
 
 
 def _median(fn, repeats: int) -> float:
@@ -112,6 +114,9 @@ def main_bench(a) -> int:
             figs["rerun"] = rerun_cost(cfg, tmp / "rerun", a.rerun_files)
         if want("support"):
             figs["support"] = support_speed(min(a.questions, 1000))
+        if want("scale") and a.only:  # minutes at 1M rows: only when asked by name
+            from .scale import scale_curve
+            figs["scale"] = scale_curve(a.scale)
         if want("mainjob") and a.only:  # minutes of work: only when asked by name
             figs["mainjob"] = main_job_cold(tmp / "mainjob")
     finally:
@@ -369,6 +374,14 @@ def render(f: dict) -> str:
     if sp:
         lines.append(f"support scorer ({'e5' if sp['e5'] else 'lexical'}), {sp['statements']} statements: "
                      f"{sp['cold_per_s']:.0f}/s cold, {sp['warm_per_s']:.0f}/s warm (target {sp['target']})")
+    sc = f.get("scale")
+    if sc:
+        lines.append(f"ANN scale curve ({sc['targets']}):")
+        for p in sc["points"]:
+            lines.append(f"  {p['rows']:>9,} rows: " + (p["error"] if "error" in p else
+                         f"build {p['index_build_s']:.1f} s, recall@10 {p['ann_recall@10']:.3f}, p50 {p['ann_p50_ms']:.1f} ms, "
+                         f"p95 {p['ann_p95_ms']:.1f} ms (exact streamed {p['exact_streamed_ms']:.0f} ms), peak RSS "
+                         f"{p['peak_rss_mb']:.0f} MB"))
     mj = f.get("mainjob")
     if mj:
         lines.append(f"main job on a fresh workspace: {mj['seconds']:.1f} s (exit {mj['exit']}; target {mj['target']})")

@@ -90,6 +90,9 @@ def _add_index_args(p: argparse.ArgumentParser) -> None:
                    help="largest parent section in tokens (default 2000)")
     g.add_argument("--encoding", default="o200k_base", choices=["o200k_base", "cl100k_base"],
                    help="tokenizer for exact token counts (default o200k_base)")
+    g.add_argument("--vector-index", default="auto", choices=["auto", "ann", "exact"],
+                   help="exact: in-memory flat search; ann: LanceDB IVF_HNSW_SQ index (vectors stay on disk, memory "
+                        "bounded); auto (default): ann from 100,000 chunks up (RAGWB_ANN_MIN_CHUNKS)")
     g.add_argument("--no-progress", action="store_true", help="no progress bars")
     _add_write_args(g)
 
@@ -127,7 +130,7 @@ def cmd_ingest(a) -> int:
                 print(f"using the questions file remembered for {spec}: {questions}", file=sys.stderr)
         ds = load_any(spec, questions, parse_cache=ws.parse_cache, progress=not a.no_progress,
                       follow_symlinks=a.follow_symlinks, insert_fillers=a.insert_fillers)
-        summ = ws.ingest(ds, _index_config(a), progress=not a.no_progress, wait=a.wait)
+        summ = ws.ingest(ds, _index_config(a), progress=not a.no_progress, wait=a.wait, vector_index=a.vector_index)
         if a.questions and Path(spec).is_dir():
             ws.remember_questions(spec, a.questions)
         print(summ.render())
@@ -307,7 +310,7 @@ def cmd_run(a) -> int:
                         prices=parse_prices(a.price or [], run_sec.get("prices", {}) | sweep.get("prices", {})),
                         llm=llm, judge=judge, judges=tuple(a.judges or ()), scorers=tuple(a.scorers or ()),
                         repeats=repeats, limit=limit, memory=memory, query_modes=query_modes,
-                        insert_fillers=a.insert_fillers, use_cache=not a.no_cache)
+                        insert_fillers=a.insert_fillers, vector_index=a.vector_index, use_cache=not a.no_cache)
         summ = run_evaluation(cfg, a.workspace, a.db, run_id=a.run_id if len(datasets) == 1 else None,
                               resume=a.resume, progress=not a.no_progress,
                               allow_changed_corpus=a.allow_changed_corpus, lock_wait=a.wait,

@@ -50,6 +50,7 @@ class RunConfig:
     memory: dict = field(default_factory=dict)  # conversations: policy -> {param: [values]} ({} = every policy)
     query_modes: tuple = ()  # conversations: retrieval query modes (() = last_turn)
     insert_fillers: float = 0.0  # conversations: seeded filler turns inserted at this rate (bypass tests)
+    vector_index: str = "auto"  # auto | ann | exact (rag/index.py)
 
     def __post_init__(self):
         if not isinstance(self.repeats, int) or self.repeats < 1:
@@ -167,16 +168,6 @@ class ItemEvaluator:
         self.judges, self.prices = list(judges), prices
         self.embed = lambda texts: retriever.embed_queries(list(texts))
 
-    def block_vectors(self, blocks) -> dict:
-        vecs = {}
-        rows = self.r.reader.rows
-        for b in blocks:
-            ids = [rows[c] for c in b.chunk_ids if c in rows]
-            if ids:
-                v = self.r.reader.vectors[ids].mean(axis=0)
-                vecs[b.n] = v / (float((v @ v) ** 0.5) or 1.0)
-        return vecs
-
     def search_ms(self, strat, pool, p) -> float:
         """The question's own search cost for this point: its dense search (+ embedding share), plus
         BM25 for hybrid. The same figure in a one-point run and in a 50-point sweep (docs/store.md)."""
@@ -209,10 +200,9 @@ class ItemEvaluator:
         ans = self.answerer.answer(q.text, ctx.blocks, repeat=rep, history=history)
         t4 = time.perf_counter()
         price = price_of(self.model, ans.prompt_tokens, ans.completion_tokens, self.prices)
-        vecs = self.block_vectors(ctx.blocks) if "faithfulness" in self.scorers else {}
         hist_tokens = (prompt_tokens(history, self.r.reader.config.chunking.encoding) - 3) if history else 0
         scores = score_all(ScoringInput(q, ctx.blocks, ans.text, ans.status, ans.prompt_tokens,
-                                        ans.completion_tokens, price, ctx.counters, self.embed, vecs,
+                                        ans.completion_tokens, price, ctx.counters, self.embed, {},
                                         getattr(self.answerer, "by_construction", {}),
                                         hist_tokens if q.conversation_id else None, bypassed), self.scorers)
         for j in self.judges:
@@ -290,7 +280,7 @@ def run_evaluation(cfg: RunConfig, workspace: str | Path = "results", db: str | 
         corpus = {d.doc_id: d.content_hash for d in ds.documents}
         if resume and not allow_changed_corpus:
             check_same_corpus(run_id, store.run(run_id).get("corpus") or {}, corpus)
-        ingest = ws.ingest(ds, cfg.index, progress=progress, wait=lock_wait)
+        ingest = ws.ingest(ds, cfg.index, progress=progress, wait=lock_wait, vector_index=cfg.vector_index)
         print(ingest.render(), file=sys.stderr)
         if cfg.questions_file and Path(cfg.dataset).is_dir():
             ws.remember_questions(cfg.dataset, cfg.questions_file)

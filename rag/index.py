@@ -91,6 +91,8 @@ class IngestSummary:
     file_parse_seconds: dict = field(default_factory=dict)
     file_embed_seconds: dict = field(default_factory=dict)
     notices: list = field(default_factory=list)  # repairs made (one line each)
+    vector_index: str = "exact"  # exact (in-memory flat search) | IVF_HNSW_SQ (LanceDB ANN index)
+    vector_index_seconds: float = 0.0
     skipped: list = field(default_factory=list)
 
     def render(self) -> str:
@@ -100,6 +102,9 @@ class IngestSummary:
             f"removed {self.removed})",
             f"  pages {self.pages} ({self.blank_pages} blank)  chunks {self.chunks}  tokens {self.tokens}  "
             f"questions {self.questions}",
+            f"  vector index: {self.vector_index}"
+            + (f" (built in {self.vector_index_seconds:.1f}s)" if self.vector_index_seconds else
+               (f" (ANN above {ANN_MIN_CHUNKS:,} chunks)" if self.vector_index == "exact" else "")),
             f"  parsed {len(self.file_parse_seconds)} file(s) in {self.parse_seconds:.1f}s; embedded {self.embedded} "
             f"chunks ({self.cache_hits} from cache) in {self.embed_seconds:.1f}s; total {self.seconds:.1f}s",
         ]
@@ -199,14 +204,16 @@ class Workspace:
         return WorkspaceLock(self.root, DEFAULT_LOCK_WAIT if wait is None else wait)
 
     def ingest(self, ds: Dataset, cfg: IndexConfig = IndexConfig(), progress: bool = True,
-               wait: float | None = None) -> IngestSummary:
+               wait: float | None = None, vector_index: str = "auto") -> IngestSummary:
         """Sync the index of ``ds`` under ``cfg``: crash-safe (a document counts as ingested only once
         all its rows are committed, its ``documents`` row last) and self-repairing (every ingest
         verifies each document's rows and redoes incomplete, duplicated or orphaned ones)."""
+        if vector_index not in VECTOR_INDEX_MODES:
+            raise ValueError(f"vector index must be one of {', '.join(VECTOR_INDEX_MODES)}, not {vector_index!r}")
         with self.writer_lock(wait):
-            return self._ingest(ds, cfg, progress)
+            return self._ingest(ds, cfg, progress, vector_index)
 
-    def _ingest(self, ds: Dataset, cfg: IndexConfig, progress: bool) -> IngestSummary:
+    def _ingest(self, ds: Dataset, cfg: IndexConfig, progress: bool, vector_index: str = "auto") -> IngestSummary:
         t0 = time.perf_counter()
         index = self.index_name(ds.name, cfg)
         summ = IngestSummary(ds.name, index, skipped=[str(s) for s in ds.skipped])
@@ -295,6 +302,8 @@ class Workspace:
             _crash_point({1: "tables_created", 2: "before_chunks"}.get(step, ""))
         if changed or removed or dirty or not self.has_table(f"{index}__meta"):
             self._build_fts(index)
+        summ.vector_index, summ.vector_index_seconds = self._vector_index(
+            index, vector_index, bool(changed or removed or dirty))
         if ds.questions or not self.has_table(f"{index}__questions"):
             # an ingest without a questions file never wipes the questions stored before
             self._write_json_table(index, "questions", [{"qid": q.qid,
@@ -309,7 +318,7 @@ class Workspace:
         summ.blank_pages = self.table(index, "pages").count_rows("length(text) = 0")
         summ.questions = len(ds.questions)
         meta = {"index": index, "dataset": ds.name, "config": cfg.to_dict(), "config_hash": cfg.hash,
-                "dim": dim, "documents": summ.documents,
+                "dim": dim, "documents": summ.documents, "vector_index": summ.vector_index,
                 "pages": summ.pages, "chunks": summ.chunks, "tokens": summ.tokens, "questions": summ.questions,
                 "skipped": summ.skipped}
         self._write_json_table(index, "meta", [{"qid": "meta", "json": json.dumps(meta)}])
@@ -414,6 +423,27 @@ class Workspace:
                 return  # unchanged: keep the table version as it is
         self.db.create_table(name, data=data, mode="overwrite")
 
+    def _vector_index(self, index: str, mode: str, changed: bool) -> tuple[str, float]:
+        """``auto``: an ANN index (IVF_HNSW_SQ, cosine) from ANN_MIN_CHUNKS chunks up, exact search below;
+        ``ann`` / ``exact`` force it. Rebuilt when the chunks changed."""
+        t = self.table(index, "chunks")
+        n = t.count_rows()
+        want = mode == "ann" or (mode == "auto" and n >= ANN_MIN_CHUNKS)
+        have = [i for i in t.list_indices() if list(i.columns) == ["vector"]]
+        if not want:
+            for i in have:  # exact asked for: an old ANN index must not answer queries
+                t.drop_index(i.name)
+            return "exact", 0.0
+        if have and not changed:
+            return "IVF_HNSW_SQ", 0.0
+        from lancedb.index import BTree, IvfHnswSq
+
+        t0 = time.perf_counter()
+        t.create_index("vector", config=IvfHnswSq(distance_type="cosine",
+                                                  num_partitions=max(1, n // ANN_ROWS_PER_PARTITION)), replace=True)
+        t.create_index("page_id", config=BTree(), replace=True)  # page vectors are read by page id
+        return "IVF_HNSW_SQ", time.perf_counter() - t0
+
     def _build_fts(self, index: str) -> None:
         if not self.has_table(f"{index}__chunks"):
             return
@@ -428,6 +458,9 @@ class Workspace:
 
 
 DEFAULT_LOCK_WAIT = float(os.environ.get("RAGWB_LOCK_WAIT", "600"))
+VECTOR_INDEX_MODES = ("auto", "ann", "exact")
+ANN_MIN_CHUNKS = int(os.environ.get("RAGWB_ANN_MIN_CHUNKS", "100000"))  # auto: ANN index from here up
+ANN_ROWS_PER_PARTITION = 4096
 
 
 class WorkspaceBusy(RuntimeError):

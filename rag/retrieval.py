@@ -66,7 +66,7 @@ class IndexReader:
     parent_ids: list[str]
     languages: list[str]
     bm25_texts: list[str]
-    vectors: np.ndarray
+    vectors: np.ndarray | None  # None when the index has an ANN index: vectors stay in LanceDB
     documents: dict[str, dict]
     pages: dict[str, dict]
     parents: dict[str, dict]
@@ -77,6 +77,8 @@ class IndexReader:
     _row_of: dict[str, int] | None = None
     doc_pages_cache: dict | None = None  # doc_id -> [(page_id, page row)] in page order
     rebuilt_cache: dict = field(default_factory=dict)  # page_id -> page text rebuilt from its chunks
+    table: object = None  # the LanceDB chunks table (ANN search, vectors fetched on demand)
+    vector_index: str = "exact"
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     @property
@@ -112,12 +114,38 @@ class IndexReader:
             self._page_vecs = {}
         v = self._page_vecs.get(page_id)
         if v is None:
-            rows = self.page_chunks(page_id)
-            v = self.vectors[rows].mean(axis=0)
-            v = v / (np.linalg.norm(v) or 1.0)
-            self._page_vecs[page_id] = v
+            self.prefetch_pages([page_id])
+            v = self._page_vecs[page_id]
         return v
 
+    def prefetch_pages(self, page_ids: list[str]) -> None:
+        """Page vectors for many pages at once: from the in-memory matrix, or (ANN index: vectors
+        stay on disk) with one filtered LanceDB read of those pages' chunks."""
+        if self._page_vecs is None:
+            self._page_vecs = {}
+        todo = [p for p in dict.fromkeys(page_ids) if p not in self._page_vecs]
+        if not todo:
+            return
+        if self.vectors is not None:
+            by_row = {p: self.vectors[self.page_chunks(p)] for p in todo}
+        else:
+            ids = ", ".join("'" + p.replace("'", "''") + "'" for p in todo)
+            t = (self.table.search().where(f"page_id IN ({ids})").select(["page_id", "vector"])
+                 .limit(sum(len(self.page_chunks(p)) for p in todo) + 1).to_arrow())
+            vec = t.column("vector").combine_chunks()
+            m = vec.values.to_numpy(zero_copy_only=False).reshape(-1, vec.type.list_size)
+            pids = t.column("page_id").to_pylist()
+            by_row = {p: m[[i for i, x in enumerate(pids) if x == p]] for p in todo}
+        if len(self._page_vecs) > 200_000:
+            self._page_vecs.clear()
+        for p, rows in by_row.items():
+            v = rows.mean(axis=0) if len(rows) else np.zeros(1, np.float32)
+            self._page_vecs[p] = v / (np.linalg.norm(v) or 1.0)
+
+
+ANN_NPROBES = 20  # IVF partitions searched per query
+ANN_REFINE = 5  # candidates re-scored with exact vectors: refine_factor x k
+ANN_EF = 200  # HNSW search breadth within a partition
 
 _readers: dict[tuple[str, str], IndexReader] = {}
 _rlock = threading.Lock()
@@ -135,10 +163,17 @@ def open_index(ws: Workspace, index: str) -> IndexReader:
         if r is not None and r.version == ver:
             return r
     meta = ws.meta(index)
-    ch = ws.table(index, "chunks").to_arrow()
-    vec = ch.column("vector").combine_chunks()
-    dim = vec.type.list_size
-    vectors = vec.values.to_numpy(zero_copy_only=False).reshape(-1, dim).astype(np.float32)
+    table = ws.table(index, "chunks")
+    kind = meta.get("vector_index", "exact")
+    if kind == "exact":  # exact search over an in-memory copy of the vectors (fast below the ANN threshold)
+        ch = table.to_arrow()
+        vec = ch.column("vector").combine_chunks()
+        dim = vec.type.list_size
+        vectors = vec.values.to_numpy(zero_copy_only=False).reshape(-1, dim).astype(np.float32)
+    else:  # an ANN index: the vectors stay in LanceDB, memory stays bounded
+        ch = table.search().select([c for c in table.schema.names if c != "vector"]).limit(
+            table.count_rows() or 1).to_arrow()
+        vectors = None
     col = lambda n: ch.column(n).to_pylist()  # noqa: E731
     docs = {r["doc_id"]: r for r in ws.table(index, "documents").to_arrow().to_pylist()}
     pages = {r["page_id"]: r for r in ws.table(index, "pages").to_arrow().to_pylist()}
@@ -146,7 +181,7 @@ def open_index(ws: Workspace, index: str) -> IndexReader:
     r = IndexReader(index, IndexConfig.from_dict(meta["config"]), col("chunk_id"), col("doc_id"), col("page_id"),
                     ch.column("chunk_index").to_numpy(), ch.column("start").to_numpy(), ch.column("end").to_numpy(),
                     col("text"), ch.column("n_tokens").to_numpy(), col("parent_id"), col("language"),
-                    col("bm25_text"), vectors, docs, pages, parents, ver)
+                    col("bm25_text"), vectors, docs, pages, parents, ver, table=table, vector_index=kind)
     with _rlock:
         _readers[key] = r
     return r
@@ -205,6 +240,8 @@ class Retriever:
                 self.stats["pool_misses"] += 1
 
     def dense(self, qvec: np.ndarray, k: int, search_dim: int = 0) -> tuple[np.ndarray, np.ndarray]:
+        if self.reader.vectors is None:
+            return self._dense_ann(qvec, k, search_dim)
         V = self.reader.vectors
         if 0 < search_dim < V.shape[1]:  # Matryoshka-style fast mode
             Vd = _truncated(self.reader, search_dim)
@@ -218,6 +255,21 @@ class Retriever:
         top = np.argpartition(-sims, k - 1)[:k]
         top = top[np.lexsort((top, -sims[top]))]  # score desc, row asc for ties: deterministic
         return top, sims[top]
+
+    def _dense_ann(self, qvec: np.ndarray, k: int, search_dim: int = 0) -> tuple[np.ndarray, np.ndarray]:
+        """Top-k by LanceDB's ANN index (cosine), re-ranked exactly on the refined candidates."""
+        if search_dim:
+            raise ValueError("search_dim (Matryoshka search) needs exact search; this index uses an ANN index "
+                             "(ingest with --vector-index exact)")
+        k = min(k, len(self.reader.chunk_ids))
+        if k <= 0:
+            return np.zeros(0, np.int64), np.zeros(0, np.float32)
+        hits = (self.reader.table.search(np.asarray(qvec, np.float32)).distance_type("cosine").limit(k)
+                .nprobes(ANN_NPROBES).refine_factor(ANN_REFINE).ef(max(ANN_EF, k)).select(["chunk_id"]).to_list())
+        rows = np.array([self.reader.rows[h["chunk_id"]] for h in hits], np.int64)
+        sims = np.array([1.0 - h["_distance"] for h in hits], np.float32)
+        order = np.lexsort((rows, -sims))  # score desc, row asc for ties: deterministic
+        return rows[order], sims[order]
 
     def _search(self, question: str, qvec: np.ndarray, key: SearchKey) -> CandidatePool:
         idx, sc = self.dense(qvec, key.pool, key.search_dim)

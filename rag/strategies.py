@@ -394,6 +394,7 @@ class TwoPhasePagesStrategy(Strategy):
         pages = list(dict.fromkeys(rd.page_ids[int(i)] for i in pool.dense_idx[:p.candidates]))
         texts = {pid: _rebuilt(rd, pid) for pid in pages}
         if p.reranker == "embedding":
+            rd.prefetch_pages(pages)  # one read for all candidate pages (ANN indexes keep vectors on disk)
             scores = {pid: float(rd.page_vector(pid) @ pool.qvec) for pid in pages}
             order = sorted(pages, key=lambda x: -scores[x])
         elif p.reranker == "llm":

@@ -283,3 +283,26 @@ def test_gate_matches_points_by_parameters_and_fails_on_missing_points(tmp_path,
     assert main(["gate", "--baseline", "B", "--candidate", "C", "--workspace", str(ws), "--allow-missing-points",
                  "--json", ""]) == 0
     capsys.readouterr()
+
+
+def test_ann_index_on_a_small_table_recalls_exact_search(tmp_path):
+    from rag.corpora import load_bundled
+    from rag.retrieval import Retriever
+    from rag.strategies import STRATEGIES, retrieve
+    ds = load_bundled("squad2")
+    exact_ws, ann_ws = Workspace(tmp_path / "exact"), Workspace(tmp_path / "ann")
+    e = exact_ws.ingest(ds, HASH, progress=False, vector_index="exact")
+    a = ann_ws.ingest(ds, HASH, progress=False, vector_index="ann")  # the threshold, lowered to this table
+    assert e.vector_index == "exact" and a.vector_index == "IVF_HNSW_SQ" and "IVF_HNSW_SQ (built in" in a.render()
+    re_, ra = Retriever(exact_ws, e.index), Retriever(ann_ws, a.index)
+    assert re_.reader.vectors is not None and ra.reader.vectors is None  # ANN: vectors stay in LanceDB
+    recall = []
+    for q in ds.questions[:40]:
+        v = re_.embed_queries([q.text])[0]
+        ex, _ = re_.dense(v, 10)
+        an, _ = ra.dense(v, 10)
+        recall.append(len({re_.reader.chunk_ids[i] for i in ex} & {ra.reader.chunk_ids[i] for i in an}) / 10)
+    assert sum(recall) / len(recall) >= 0.9
+    for name in STRATEGIES:  # every strategy runs on the ANN index (two_phase_pages reads page vectors)
+        assert retrieve(ra, name, ds.questions[0].text).blocks
+    assert Workspace(tmp_path / "ann").ingest(ds, HASH, progress=False, vector_index="exact").vector_index == "exact"
