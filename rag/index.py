@@ -258,10 +258,11 @@ class Workspace:
 
         emb = get_embedder(cfg.embedder)
         texts = [r.pop("_embed") for r in chunk_rows]
-        shipped = None
+        shipped, has_shipped = None, False
         if texts and ds.name in BUNDLED:  # a bundled set: seed the cache with its shipped vectors
-            from .shipped import seed_cache
+            from .shipped import manifest, seed_cache
 
+            has_shipped = ds.name in manifest()
             shipped = seed_cache(self.embedding_cache, ds.name, cfg.embedder.key)
             if shipped:
                 summ.notices.append(shipped)
@@ -280,7 +281,7 @@ class Workspace:
         summ.embed_seconds = time.perf_counter() - te
         summ.embedded = self.embedding_cache.misses - m0  # distinct texts actually embedded
         summ.cache_hits = len(texts) - summ.embedded
-        if ds.name in BUNDLED and summ.embedded and shipped is None:
+        if has_shipped and summ.embedded and shipped is None:
             summ.notices.append(f"{summ.embedded} chunks were not in the shipped vectors (chunking differs from "
                                 "the shipped default): embedded them")
         for r, v in zip(chunk_rows, vecs):
