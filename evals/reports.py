@@ -73,7 +73,7 @@ def report_sections(store: ResultStore, run_id: str, compare: str | None = None)
     summ = summarize(store, run_id)
     # a metric with no ok score (e.g. not_applicable for this answerer) gets no chart
     figs = [quality_cost_figure(summ, q, "context_tokens") for q in QUALITY
-            if q in set(summ[summ.n_ok > 0].metric)]
+            if not summ.empty and q in set(summ[summ.n_ok > 0].metric)]
     breakdown = store.con.execute(
         "SELECT r.strategy, r.point_label AS point, q.qtype AS question_type, q.language, avg(s.value) AS f1, "
         "count(*) AS n FROM scores s JOIN results r USING (run_id, strategy, point_id, question_id, repeat) "

@@ -75,7 +75,7 @@ def measure(n: int, root: Path, seed: int = 7, queries: int = 100) -> dict:
     for i in range(queries):
         t = time.perf_counter()
         hits = (table.search(q[i]).distance_type("cosine").limit(10).nprobes(ANN_NPROBES)
-                .refine_factor(ANN_REFINE).ef(ANN_EF).select(["row"]).to_list())
+                .refine_factor(ANN_REFINE).ef(max(ANN_EF, 10 * ANN_REFINE)).select(["row"]).to_list())
         lat.append((time.perf_counter() - t) * 1000)
         rec.append(len({h["row"] for h in hits} & set(best[i].tolist())) / 10)
     return {"rows": n, "write_s": round(write_s, 2), "index_build_s": round(build_s, 2),

@@ -145,7 +145,7 @@ class IndexReader:
 
 ANN_NPROBES = 20  # IVF partitions searched per query
 ANN_REFINE = 5  # candidates re-scored with exact vectors: refine_factor x k
-ANN_EF = 200  # HNSW search breadth within a partition
+ANN_EF = 200  # HNSW search breadth within a partition (at least k x refine factor)
 
 _readers: dict[tuple[str, str], IndexReader] = {}
 _rlock = threading.Lock()
@@ -265,7 +265,7 @@ class Retriever:
         if k <= 0:
             return np.zeros(0, np.int64), np.zeros(0, np.float32)
         hits = (self.reader.table.search(np.asarray(qvec, np.float32)).distance_type("cosine").limit(k)
-                .nprobes(ANN_NPROBES).refine_factor(ANN_REFINE).ef(max(ANN_EF, k)).select(["chunk_id"]).to_list())
+                .nprobes(ANN_NPROBES).refine_factor(ANN_REFINE).ef(max(ANN_EF, k * ANN_REFINE)).select(["chunk_id"]).to_list())
         rows = np.array([self.reader.rows[h["chunk_id"]] for h in hits], np.int64)
         sims = np.array([1.0 - h["_distance"] for h in hits], np.float32)
         order = np.lexsort((rows, -sims))  # score desc, row asc for ties: deterministic

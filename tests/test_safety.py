@@ -306,3 +306,11 @@ def test_ann_index_on_a_small_table_recalls_exact_search(tmp_path):
     for name in STRATEGIES:  # every strategy runs on the ANN index (two_phase_pages reads page vectors)
         assert retrieve(ra, name, ds.questions[0].text).blocks
     assert Workspace(tmp_path / "ann").ingest(ds, HASH, progress=False, vector_index="exact").vector_index == "exact"
+
+
+def test_report_of_a_run_that_committed_nothing(tmp_path):
+    from evals.reports import write_report
+    st = ResultStore(tmp_path / "r.duckdb")
+    st.create_run("Z", {"dataset": "squad2", "config": {}, "config_hash": "x", "planned": 10})  # killed at once
+    html = write_report("Z", db=tmp_path / "r.duckdb", out_dir=tmp_path / "rep").read_text()
+    assert "run Z" in html and "no scored questions" in html

@@ -1,0 +1,50 @@
+"""Cold start: the bundled sets ship their e5 vectors (and parsed PDF pages), checksummed."""
+import json
+import shutil
+
+import numpy as np
+
+from rag.corpora import datasets_dir, load_bundled
+from rag.embedders import EmbedderConfig, get_embedder
+from rag.index import IndexConfig, Workspace
+
+
+def test_fresh_workspace_on_a_bundled_set_embeds_nothing(tmp_path):
+    ds = load_bundled("xquad-en")
+    s = Workspace(tmp_path).ingest(ds, IndexConfig(), progress=False)  # e5, the default
+    assert s.embedded == 0 and s.cache_hits == s.chunks > 0 and not s.notices
+
+
+def test_a_different_embedder_ignores_the_shipped_vectors(tmp_path):
+    ds = load_bundled("xquad-en")
+    s = Workspace(tmp_path).ingest(ds, IndexConfig(embedder=EmbedderConfig("hash")), progress=False)
+    assert s.embedded > 0 and any("shipped vectors of xquad-en are for embedder 'e5'" in n for n in s.notices)
+
+
+def test_checksum_mismatch_falls_back_to_embedding_with_a_warning(tmp_path, monkeypatch):
+    root = tmp_path / "datasets"
+    shutil.copytree(datasets_dir() / "xquad", root / "xquad")
+    shutil.copytree(datasets_dir() / "vectors", root / "vectors")
+    good = root / "vectors" / "xquad-en.e5.parquet"
+    raw = bytearray(good.read_bytes())
+    raw[len(raw) // 2] ^= 0xFF  # one flipped byte
+    good.write_bytes(bytes(raw))
+    monkeypatch.setenv("RAGWB_DATASETS", str(root))
+    ds = load_bundled("xquad-en")
+    ws = Workspace(tmp_path / "ws")
+    s = ws.ingest(ds, IndexConfig(), progress=False)
+    assert any("fail their checksum" in n for n in s.notices) and "warning" in s.render()
+    assert s.embedded == s.chunks  # embedded for real, nothing seeded
+    # the shipped float16 vectors equal fresh e5 vectors within float16 tolerance
+    monkeypatch.delenv("RAGWB_DATASETS")
+    shipped_ws = Workspace(tmp_path / "ws2")
+    shipped_ws.ingest(load_bundled("xquad-en"), IndexConfig(), progress=False)
+    emb, key = get_embedder(EmbedderConfig("e5")), EmbedderConfig("e5").key
+    texts = [r["text"] for r in ws.table(s.index, "chunks").to_arrow().select(["text"]).to_pylist()[:5]]
+    fresh = ws.embedding_cache.embed(emb, key, texts)
+    h0 = shipped_ws.embedding_cache.hits
+    seeded = shipped_ws.embedding_cache.embed(emb, key, texts)
+    assert shipped_ws.embedding_cache.hits - h0 == len(texts)  # these came from the shipped file
+    assert np.allclose(fresh, seeded, atol=2e-3)
+    man = json.loads((datasets_dir() / "vectors" / "MANIFEST.json").read_text())
+    assert man["xquad-en"]["embedder_key"] == key and man["squad2"]["rows"] > 1000
