@@ -19,6 +19,21 @@ QUALITY = ["f1", "faithfulness", "citation_precision", "evidence_recall", "abste
 
 
 
+def support_caption() -> str:
+    """How far the offline faithfulness judge agrees with people (shown under its chart)."""
+    from .support import load_model
+
+    cv = load_model().get("cv", {})
+    return (f"Offline faithfulness uses the support model {load_model()['id']}: cross-validated AUROC against human "
+            f"labels {cv.get('expertqa_auroc', float('nan')):.2f} on ExpertQA claims (word overlap "
+            f"{cv.get('expertqa_overlap_auroc', float('nan')):.2f}) and {cv.get('ragtruth_auroc', float('nan')):.2f} "
+            f"on RAGTruth sentences (overlap {cv.get('ragtruth_overlap_auroc', float('nan')):.2f}); threshold "
+            f"{load_model().get('threshold', float('nan')):.2f}: supported precision "
+            f"{cv.get('supported_precision', float('nan')):.2f}, recall {cv.get('supported_recall', float('nan')):.2f} "
+            "on the development data; weak agreement: "
+            "read differences as indicative. `ragwb agreement` prints every judge's figures.")
+
+
 def _table(df: pd.DataFrame) -> str:
     return df.to_html(index=False, escape=True, border=0, classes="tbl", na_rep="")
 
@@ -120,6 +135,8 @@ def build_report_html(store: ResultStore, run_id: str, compare: str | None = Non
              "<h2>Quality vs token cost (Pareto front marked with stars)</h2>"]
     for i, fig in enumerate(sec["figures"]):
         parts.append(pio.to_html(fig, full_html=False, include_plotlyjs=(i == 0), div_id=f"chart{i}"))
+        if "faithfulness" in (fig.layout.title.text or ""):
+            parts.append(f"<p class='src'>{html.escape(support_caption())}</p>")
     if sec["conversation_figures"]:
         parts.append("<h2>Conversations: prompt growth and retrieval by turn</h2>")
         for i, fig in enumerate(sec["conversation_figures"]):
