@@ -79,7 +79,6 @@ def test_agreement_runs_on_the_bundled_labels(capsys, tmp_path):
 
 
 def test_trainer_is_seeded_and_reproducible_on_a_slice(tmp_path):
-    pytest.importorskip("sklearn", reason="scikit-learn is in the test extras (training only)")
     outs = []
     for k in range(2):
         out = tmp_path / f"m{k}.json"
