@@ -101,13 +101,25 @@ def drilldown_html(question, row: dict, scores: dict) -> str:
 
 
 def points_from_budgets(strategies: list[str], budgets: dict) -> list[tuple[str, dict]]:
-    """One point per strategy, each taking the budgets its parameters include."""
+    """One point per strategy. ``STRATEGY__PARAM`` keys go to that strategy only; plain keys to every
+    strategy that has the parameter. Only values that differ from the strategy's shipped default are
+    kept, so a strategy never receives another's budget (parent_child keeps its top_k of 20) and
+    labels name what was changed."""
     import dataclasses
 
     out = []
     for name in strategies:
-        fields = {f.name for f in dataclasses.fields(get_strategy(name).Params)}
-        out.append((name, {k: v for k, v in (budgets or {}).items() if k in fields and v is not None}))
+        cls = get_strategy(name).Params
+        defaults = cls()
+        fields = {f.name for f in dataclasses.fields(cls)}
+        kw = {}
+        for key, v in (budgets or {}).items():
+            owner, _, param = key.rpartition("__")
+            if v is None or param not in fields or (owner and owner != name):
+                continue
+            if v != getattr(defaults, param):
+                kw[param] = v
+        out.append((name, kw))
     return out
 
 

@@ -42,22 +42,30 @@ def _(mo):
     # budgets are batched in a form: moving sliders costs nothing until "Apply"
     budgets = mo.md(
         """
-        **Budgets** (each strategy takes the ones it has)
+        **Budgets**: each strategy's own, starting at its shipped values; only the values you change are sent.
 
-        top_k {top_k} max_context_tokens {max_context_tokens} overflow {overflow}
+        chunks: top_k {chunks__top_k} · hybrid: top_k {hybrid__top_k} alpha {hybrid__alpha}
+        fusion {hybrid__fusion} · full_documents: top_k {full_documents__top_k}
+        max_total_chars {full_documents__max_total_chars}
 
-        hybrid: alpha {alpha} fusion {fusion} · two_phase_pages: top_pages {top_pages} ·
-        parent_child: max_parents {max_parents} · full_documents: max_total_chars {max_total_chars}
+        two_phase_pages: top_chunks {two_phase_pages__top_chunks} top_pages {two_phase_pages__top_pages} ·
+        parent_child: top_k {parent_child__top_k} max_parents {parent_child__max_parents}
+
+        every strategy: max_context_tokens {max_context_tokens} (0 = no limit) overflow {overflow}
         """
     ).batch(
-        top_k=mo.ui.slider(1, 30, value=8, show_value=True),
+        chunks__top_k=mo.ui.slider(1, 30, value=8, show_value=True),
+        hybrid__top_k=mo.ui.slider(1, 30, value=8, show_value=True),
+        hybrid__alpha=mo.ui.slider(0.0, 1.0, step=0.05, value=0.8, show_value=True),
+        hybrid__fusion=mo.ui.dropdown(["weighted", "rrf"], value="weighted"),
+        full_documents__top_k=mo.ui.slider(1, 30, value=8, show_value=True),
+        full_documents__max_total_chars=mo.ui.slider(2000, 80000, step=2000, value=80000, show_value=True),
+        two_phase_pages__top_chunks=mo.ui.slider(0, 20, value=5, show_value=True),
+        two_phase_pages__top_pages=mo.ui.slider(1, 10, value=5, show_value=True),
+        parent_child__top_k=mo.ui.slider(1, 60, value=20, show_value=True),
+        parent_child__max_parents=mo.ui.slider(1, 10, value=4, show_value=True),
         max_context_tokens=mo.ui.slider(0, 8000, step=250, value=0, show_value=True),
         overflow=mo.ui.dropdown(["truncate", "drop"], value="truncate"),
-        alpha=mo.ui.slider(0.0, 1.0, step=0.05, value=0.8, show_value=True),
-        fusion=mo.ui.dropdown(["weighted", "rrf"], value="weighted"),
-        top_pages=mo.ui.slider(1, 10, value=5, show_value=True),
-        max_parents=mo.ui.slider(1, 10, value=4, show_value=True),
-        max_total_chars=mo.ui.slider(2000, 80000, step=2000, value=80000, show_value=True),
     ).form(submit_button_label="Apply budgets")
     budgets
     return (budgets,)

@@ -150,3 +150,13 @@ def test_workbench_live_slider_repacks_without_re_embedding(browser, tmp_path):
     finally:
         proc.terminate()
         proc.wait(timeout=20)
+
+
+def test_budget_form_sends_each_strategy_only_its_own_budgets():
+    from evals.interactive import points_from_budgets
+    pts = dict(points_from_budgets(["chunks", "parent_child", "hybrid"],
+                                   {"chunks__top_k": 3, "hybrid__top_k": 8, "parent_child__top_k": 20,
+                                    "max_context_tokens": 500, "overflow": "truncate", "hybrid__alpha": 0.5}))
+    assert pts["chunks"] == {"top_k": 3, "max_context_tokens": 500}
+    assert pts["parent_child"] == {"max_context_tokens": 500}  # keeps its shipped top_k of 20
+    assert pts["hybrid"] == {"max_context_tokens": 500, "alpha": 0.5}
