@@ -75,3 +75,23 @@ def test_ragas_judge_failures_become_statuses(server, tmp_path, model, status):
     for answer, st, value in rows:
         expected = "undetermined" if answer == "The document does not mention this." else status
         assert st == expected and value is None
+
+
+def test_conversation_turns_send_history_and_llm_rewrites_through_server(server, tmp_path, capsys):
+    """The LLM answerer receives the memory policy's history; rewrite queries and turn summaries are
+    LLM calls through the same server; offline faithfulness scores the LLM's answers."""
+    before = Handler.calls
+    assert main(["run", "--dataset", "mtrag-govt", "--limit", "6", "--embedder", "hash", "--no-progress",
+                 "--no-report", "--strategies", "chunks", "--memory", "full_history,retrieved_turns",
+                 "--query-mode", "rewrite", "--workspace", str(tmp_path), "--run-id", "CV",
+                 "--llm-base-url", server, "--llm-model", "local-extractive"]) == 0
+    assert Handler.calls - before > 12  # 12 answers, plus rewrites and turn summaries
+    con = duckdb.connect(str(tmp_path / "results.duckdb"), read_only=True)
+    rows = con.execute("SELECT turn, prompt_tokens, query_mode, answer_status FROM results WHERE run_id='CV' "
+                       "AND params->>'$.memory.policy' = 'full_history' ORDER BY turn").fetchall()
+    assert [r[0] for r in rows] == list(range(1, 7)) and all(r[2] == "rewrite" and r[3] == "ok" for r in rows)
+    assert rows[-1][1] > 2 * rows[0][1]  # the endpoint's usage grows with the history it was sent
+    faith = con.execute("SELECT count(*) FROM scores WHERE run_id='CV' AND metric='faithfulness' AND status='ok'"
+                        ).fetchone()[0]
+    assert faith > 0
+    con.close()
