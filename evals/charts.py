@@ -27,8 +27,10 @@ def quality_cost_figure(summary: pd.DataFrame, quality: str, cost: str = "contex
     df = quality_cost_frame(summary, quality, cost)
     fig = go.Figure()
     for strat, g in df.groupby("strategy"):
+        g = g.sort_values("cost")  # a strategy's budget points joined in cost order, each labelled
         fig.add_trace(go.Scatter(
-            x=g["cost"], y=g["mean"], mode="markers", name=strat, text=g["point"],
+            x=g["cost"], y=g["mean"], mode="lines+markers+text" if len(g) > 1 else "markers", name=strat,
+            text=g["point"], textposition="top center", textfont={"size": 9},
             error_y={"type": "data", "symmetric": False, "array": g["high"] - g["mean"],
                      "arrayminus": g["mean"] - g["low"]},
             marker={"size": 11, "symbol": ["star" if p else "circle" for p in g["pareto"]]},
@@ -37,8 +39,8 @@ def quality_cost_figure(summary: pd.DataFrame, quality: str, cost: str = "contex
     if len(front) > 1:
         fig.add_trace(go.Scatter(x=front["cost"], y=front["mean"], mode="lines", name="Pareto front",
                                  line={"dash": "dot", "color": "grey"}))
-    fig.update_layout(title=f"{quality} vs {cost}", xaxis_title=f"{cost} per question (mean)",
-                      yaxis_title=quality, template="plotly_white", height=420)
+    fig.update_layout(title=f"{quality} vs {cost}", xaxis_title=f"{cost.replace('_', ' ')} per question (mean)",
+                      yaxis_title=f"{quality} (mean over questions, 95% CI)", template="plotly_white", height=420)
     return fig
 
 

@@ -98,7 +98,17 @@ def headline_table(summary: pd.DataFrame, metrics: list[str] = HEADLINE, by: str
     wide = s.pivot_table(index=index, columns="metric", values="cell", aggfunc="first")
     wide = wide[[m for m in metrics if m in wide.columns]].reset_index()
     wide.columns.name = None
-    return wide
+    # budget points in numeric order (top_k=2 before top_k=16), not as strings
+    order = sorted(range(len(wide)), key=lambda i: tuple(natural_key(str(wide.iloc[i][c])) for c in index))
+    return wide.iloc[order].reset_index(drop=True)
+
+
+def natural_key(label: str) -> tuple:
+    """'top_k=16' sorts after 'top_k=2': digit runs compare as numbers."""
+    import re
+
+    return tuple((0, float(t), "") if re.fullmatch(r"\d+(?:\.\d+)?", t) else (1, 0.0, t)
+                 for t in re.findall(r"\d+(?:\.\d+)?|\D+", label))
 
 
 def conversation_table(store: ResultStore, run_id: str) -> pd.DataFrame:
