@@ -8,7 +8,7 @@ import tomllib
 from pathlib import Path
 
 EPILOG = """examples:
-  ragwb ingest squad2                       # bundled SQuAD 2.0 subset into results/lancedb
+  ragwb ingest squad2                       # bundled SQuAD 2.0 set into results/lancedb
   ragwb ingest my_docs/ --questions q.jsonl # your own folder + JSONL gold questions
   ragwb run                                 # every bundled set, every strategy, offline
   ragwb run --dataset squad2 --set chunks.top_k=4,8,16 --set hybrid.alpha=0.5,0.8
@@ -505,7 +505,7 @@ def build_parser() -> argparse.ArgumentParser:
                        ".md/.txt/.pdf/.docx/.html files), chunk it, embed it and write the LanceDB index. "
                        "Re-ingesting unchanged files embeds nothing; changed files replace their rows. Bad files "
                        "are skipped with a reason and listed in the summary.")
-    s.add_argument("dataset", nargs="+", help="bundled name (squad2, xquad-en, xquad-el, xquad-ru, docugami), "
+    s.add_argument("dataset", nargs="+", help="bundled name (squad2, xquad-en, xquad-el, xquad-ru, docugami, mtrag-govt, mtrag-clapnq), "
                    "a SQuAD-style .json/.json.gz, or a folder")
     s.add_argument("--questions", default=None, help="JSONL gold questions for a folder (docs/datasets.md)")
     s.add_argument("--strict", action="store_true", help="exit 3 when any file or gold line was skipped")
