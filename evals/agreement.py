@@ -68,12 +68,13 @@ def judge_llm(name: str, client, rows: list[dict]):
     from .judges import get_judge
 
     j = get_judge(name, client)
+    before = client.stats.dollars_spent + client.stats.dollars_saved
     scores = []
     for r in rows:
         sc = j.score("", r["claim"], r["evidence"], 0, None)
         scores.append(sc.value if sc.status == "ok" and sc.value is not None else np.nan)
-    st = client.stats
-    return scores, float(getattr(st, "dollars", 0.0) or 0.0)
+    # what judging costs at list price, whether this run paid it or the response cache did
+    return scores, client.stats.dollars_spent + client.stats.dollars_saved - before
 
 
 def run_agreement(limit: int | None = None, llm_client=None, llm_judges=(), resamples: int = 1000) -> list[dict]:

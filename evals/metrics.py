@@ -42,8 +42,7 @@ class ScoringInput:
     completion_tokens: int = 0
     price_usd: float = 0.0
     counters: dict = field(default_factory=dict)
-    embed: Callable | None = None  # texts -> normalised vectors (optional, for embedding support)
-    block_vectors: dict = field(default_factory=dict)  # block n -> vector (optional)
+    embed: Callable | None = None  # texts -> normalised query vectors (optional)
     by_construction: dict = field(default_factory=dict)  # metric -> why the answerer meets it by construction
     history_tokens: int | None = None  # conversations: tokens of the history the memory policy put in the prompt
     bypassed: bool | None = None  # conversations: did this turn skip retrieval?
@@ -59,12 +58,14 @@ class MetricInfo:
 
 METRICS: dict[str, MetricInfo] = {}
 SCORERS: dict[str, Callable[[ScoringInput], dict[str, Score]]] = {}
+FAMILIES: dict[str, list[str]] = {}  # scorer family -> the metrics it writes
 
 
 def scorer(family: str, metrics: dict[str, tuple[bool, str]]):
     """Register a scorer family producing ``metrics`` = {name: (higher_is_better, description)}."""
     def deco(fn):
         SCORERS[family] = fn
+        FAMILIES[family] = list(metrics)
         for name, (hib, desc) in metrics.items():
             METRICS[name] = MetricInfo(name, family, hib, desc)
         return fn
@@ -91,7 +92,7 @@ def get_scorers(names: list[str] | None = None) -> dict[str, Callable]:
 def score_all(inp: ScoringInput, scorers: dict[str, Callable] | None = None) -> dict[str, Score]:
     out: dict[str, Score] = {}
     for fam, fn in (scorers or SCORERS).items():
-        names = [n for n, m in METRICS.items() if m.family == fam]
+        names = FAMILIES.get(fam, [])
         if names and all(n in inp.by_construction for n in names):
             # every metric of the family is met by construction (extractive answers): not computed
             # at all, each stored as not_applicable with its reason (when it would apply)
@@ -101,9 +102,8 @@ def score_all(inp: ScoringInput, scorers: dict[str, Callable] | None = None) -> 
         try:
             out.update(fn(inp))
         except Exception as e:  # a scorer bug must not lose the row: record it
-            for name, m in METRICS.items():
-                if m.family == fam:
-                    out[name] = Score(None, "error", f"{type(e).__name__}: {e}"[:300])
+            for name in names:
+                out[name] = Score(None, "error", f"{type(e).__name__}: {e}"[:300])
     if inp.question.qtype == "filler":  # an inserted "thanks": only cost and the bypass decision mean anything
         out = {k: v for k, v in out.items() if METRICS.get(k) and METRICS[k].family in ("cost", "conversation")}
     for name, why in inp.by_construction.items():
@@ -294,7 +294,7 @@ def score_faithfulness(inp: ScoringInput) -> dict[str, Score]:
         return {"faithfulness": Score(None, "undetermined", "empty answer")}
     from .support import support_embedder, threshold
 
-    embed = support_embedder(inp.embed)
+    embed = support_embedder()
     thr = threshold()
     k, supported, pairs, pairs_ok = len(inp.blocks), 0, 0, 0
     for s in sents:
@@ -302,10 +302,11 @@ def score_faithfulness(inp: ScoringInput) -> dict[str, Score]:
         if not cited:
             continue  # a statement with no valid citation is unsupported
         claim = strip_citations(s)
-        supported += support_score(claim, [b.text for b in cited], inp.question.language, embed) >= thr
-        for b in cited:
-            pairs += 1
-            pairs_ok += support_score(claim, [b.text], inp.question.language, embed) >= thr
+        ok = support_score(claim, [b.text for b in cited], inp.question.language, embed) >= thr
+        supported += ok
+        pairs += len(cited)
+        pairs_ok += ok if len(cited) == 1 else sum(  # one cited block: the pair is the statement
+            support_score(claim, [b.text], inp.question.language, embed) >= thr for b in cited)
     out = {"faithfulness": Score(supported / len(sents))}
     if pairs:
         out["citation_support"] = Score(pairs_ok / pairs)

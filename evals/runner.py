@@ -202,7 +202,7 @@ class ItemEvaluator:
         price = price_of(self.model, ans.prompt_tokens, ans.completion_tokens, self.prices)
         hist_tokens = (prompt_tokens(history, self.r.reader.config.chunking.encoding) - 3) if history else 0
         scores = score_all(ScoringInput(q, ctx.blocks, ans.text, ans.status, ans.prompt_tokens,
-                                        ans.completion_tokens, price, ctx.counters, self.embed, {},
+                                        ans.completion_tokens, price, ctx.counters, self.embed,
                                         getattr(self.answerer, "by_construction", {}),
                                         hist_tokens if q.conversation_id else None, bypassed), self.scorers)
         for j in self.judges:
@@ -372,22 +372,21 @@ def run_evaluation(cfg: RunConfig, workspace: str | Path = "results", db: str | 
             for q, cp, rep, row, scores in evaluate_conversations(evaluator, questions, cpoints, cfg.repeats, done,
                                                                   llm):
                 emit(q, cp.strategy, cp.pid, rep, row, scores)
-        batch = 64
-        for qs in range(0, len(questions) if not conversational else 0, batch):
-            qbatch = questions[qs:qs + batch]
-            todo_q = [q for q in qbatch if any((n, pid, q.qid, rep) not in done for n, _, _, pid, _ in params
-                                               for rep in range(cfg.repeats))]
-            if not todo_q:
-                continue
-            for name, kw, p, pid, _ in params:  # one batched embedding per search key
-                retriever.warm([q.text for q in todo_q], p.search_key(get_strategy(name).needed(p)))
-            tasks = [(q, name, p, pid, label, rep) for q in todo_q for name, kw, p, pid, label in params
-                     for rep in range(cfg.repeats) if (name, pid, q.qid, rep) not in done]
-            run_one = lambda t: evaluator.evaluate(*t)  # noqa: E731
-            # LLM-bound items run with bounded concurrency; offline ones in order
-            results = pool_map(run_one, tasks, workers)
-            for (q, name, p, pid, label, rep), (row, scores) in zip(tasks, results):
-                emit(q, name, pid, rep, row, scores)
+        else:
+            for qs in range(0, len(questions), 64):
+                qbatch = questions[qs:qs + 64]
+                todo_q = [q for q in qbatch if any((n, pid, q.qid, rep) not in done for n, _, _, pid, _ in params
+                                                   for rep in range(cfg.repeats))]
+                if not todo_q:
+                    continue
+                for name, kw, p, pid, _ in params:  # one batched embedding per search key
+                    retriever.warm([q.text for q in todo_q], p.search_key(get_strategy(name).needed(p)))
+                tasks = [(q, name, p, pid, label, rep) for q in todo_q for name, kw, p, pid, label in params
+                         for rep in range(cfg.repeats) if (name, pid, q.qid, rep) not in done]
+                # LLM-bound items run with bounded concurrency; offline ones in order
+                results = pool_map(lambda t: evaluator.evaluate(*t), tasks, workers)
+                for (q, name, p, pid, label, rep), (row, scores) in zip(tasks, results):
+                    emit(q, name, pid, rep, row, scores)
         flush()
         bar.close()
         summary.seconds = time.perf_counter() - t0

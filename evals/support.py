@@ -19,7 +19,7 @@ import numpy as np
 
 from rag.answerers import split_sentences
 from rag.prompts import strip_citations
-from rag.textproc import STOPWORDS, analyze, words
+from rag.textproc import STOPWORDS, analyze, term_set, words
 
 MODEL_PATH = Path(__file__).with_name("support_model.json")
 FEATURES = ("cov_idf", "cov", "best_window_cov", "bigram_cov", "num_missing", "num_any_missing", "ent_cov",
@@ -68,6 +68,12 @@ def _negations(text: str) -> int:
     return sum(1 for w in re.findall(r"[a-z']+", text.lower()) if w in _NEG or w.endswith("n't"))
 
 
+@functools.lru_cache(maxsize=65536)  # passages (blocks) repeat across statements, strategies and points
+def _bigrams(text: str, lang: str) -> frozenset:
+    w = analyze(text, lang)
+    return frozenset(zip(w, w[1:]))
+
+
 def _windows(passages: list[str]) -> list[str]:
     """Sentence windows (2 sentences, stride 1) of every passage: the units a statement aligns to."""
     out = []
@@ -90,7 +96,7 @@ def features(statement: str, passages: list[str], lang: str = "en", embed=None, 
     terms = list(dict.fromkeys(analyze(st, lang, stopwords=True)))
     ctx_terms = set()
     for p in passages:
-        ctx_terms |= set(analyze(p, lang))
+        ctx_terms |= term_set(p, lang)
     if terms:
         w = [_idf(model, t) for t in terms]
         hit = [t in ctx_terms for t in terms]
@@ -114,7 +120,7 @@ def features(statement: str, passages: list[str], lang: str = "en", embed=None, 
     best_plain = 0.0
     win_cov = []
     for i, wtxt in enumerate(wins):
-        ws = set(analyze(wtxt, lang))
+        ws = term_set(wtxt, lang)
         c = sum(_idf(model, t) for t in terms if t in ws) / (sum(_idf(model, t) for t in terms) or 1.0)
         win_cov.append(c)
         if c > best_win:
@@ -123,10 +129,7 @@ def features(statement: str, passages: list[str], lang: str = "en", embed=None, 
             best_plain = max(best_plain, sum(1 for t in terms if t in ws) / len(terms))
     sw = analyze(st, lang)
     big = {(a, b) for a, b in zip(sw, sw[1:])}
-    ctx_big = set()
-    for p in passages:
-        pw = analyze(p, lang)
-        ctx_big |= set(zip(pw, pw[1:]))
+    ctx_big = set().union(*(_bigrams(p, lang) for p in passages)) if passages else set()
     bigram_cov = len(big & ctx_big) / len(big) if big else 1.0
     run = longest = 0
     for a, b in zip(sw, sw[1:]):  # the longest stretch of the statement found word for word
@@ -186,7 +189,7 @@ def threshold() -> float:
 _e5_cache: dict[str, np.ndarray] = {}
 
 
-def support_embedder(fallback=None):
+def support_embedder():
     """texts -> normalised e5 *passage* vectors (what the model was trained with), memoised per text in
     this process: statements and blocks repeat across strategies and budget points. ``None`` when the
     e5 model cannot load (the model then uses neutral e5 features)."""

@@ -143,9 +143,10 @@ def load_conversations_jsonl(path: str | Path, docs: list[Document]) -> tuple[li
 def is_conversation_file(path: str | Path) -> bool:
     for _, line in _read_jsonl(Path(path)):
         try:
-            return isinstance(json.loads(line), dict) and "turns" in json.loads(line)
+            first = json.loads(line)
         except ValueError:
             return False
+        return isinstance(first, dict) and "turns" in first
     return False
 
 

@@ -513,7 +513,7 @@ def _question_from_record(rec: dict, by_id: dict[str, Document], warnings: list[
     evs = _field(rec, "evidence", (list,), "a list of objects", [])
     meta = dict(_field(rec, "metadata", (dict,), "an object", {}) or {})
     meta.update({k: v for k, v in rec.items() if k not in QUESTION_FIELDS})  # extra fields are metadata
-    evidence = []
+    evidence, unknown = [], []
     for k, ev in enumerate(evs):
         where = f"evidence[{k}]"
         if not isinstance(ev, dict):
@@ -523,6 +523,7 @@ def _question_from_record(rec: dict, by_id: dict[str, Document], warnings: list[
             raise TypeError(f"field '{where}.doc' must be a document id (string)")
         doc = by_id.get(doc_id)
         if doc is None:
+            unknown.append(doc_id)
             warnings.append(f"{where} points at unknown document {doc_id!r}; item ignored")
             continue
         page = None
@@ -555,7 +556,7 @@ def _question_from_record(rec: dict, by_id: dict[str, Document], warnings: list[
         evidence.append(Evidence(doc_id, page.page_id if page else None))
     if evs and not evidence:
         raise ValueError("no evidence item points at a loaded document: "
-                         + "; ".join(w.split(" points at ")[-1] for w in warnings[-len(evs):]))
+                         + "; ".join(f"unknown document {d!r}" for d in unknown))
     lang = language or (by_id[evidence[0].doc_id].language if evidence else "en")
     return Question(str(qid), text.strip(), list(answers), answerable, qtype, lang, evidence, meta)
 

@@ -101,6 +101,7 @@ class CacheStats:
     tokens_saved: int = 0
     dollars_saved: float = 0.0
     tokens_used: int = 0
+    dollars_spent: float = 0.0  # price of the calls actually made (price table)
 
 
 class ResponseCache:
@@ -184,6 +185,7 @@ class LLMClient:
                 pt, ct = (u.prompt_tokens or 0, u.completion_tokens or 0) if u else (0, 0)
                 with self._lock:
                     self.stats.tokens_used += pt + ct
+                    self.stats.dollars_spent += price_of(self.cfg.model, pt, ct, self.prices)
                 return LLMResult(text, "ok", pt, ct, latency_s=time.perf_counter() - t0, calls=calls)
             except openai.RateLimitError as e:
                 last_status, last_err, err = "rate_limited", _short(e), e

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from .answerers import split_sentences
 from .params import build_params
 from .prompts import render_context
 from .tokens import count_tokens
@@ -41,17 +42,11 @@ class TurnRecord:
 
 # --------------------------------------------------------------------------- turn summaries
 
-def _sentences(text: str) -> list[str]:
-    from .answerers import split_sentences
-
-    return split_sentences(text)
-
-
 def extractive_summary(rec: TurnRecord, max_tokens: int = 100, encoding: str = "o200k_base") -> str:
     """The 1-2 sentence summary of an exchange (the spec's LLM call capped at 100 tokens), offline:
     the question, then the answer's first sentences while they fit the cap."""
     out = f"Asked: {rec.question.strip()}"
-    for s in _sentences(rec.answer)[:2]:
+    for s in split_sentences(rec.answer)[:2]:
         cand = f"{out} Answered: {s}" if "Answered:" not in out else f"{out} {s}"
         if count_tokens(cand, encoding) > max_tokens:
             break
@@ -62,7 +57,9 @@ def extractive_summary(rec: TurnRecord, max_tokens: int = 100, encoding: str = "
 def llm_summary(llm, rec: TurnRecord, max_tokens: int = 100) -> str | None:
     res = llm.chat([{"role": "system", "content": "Summarise this exchange in one or two sentences."},
                     {"role": "user", "content": rec.pair}], purpose="turn_summary", max_tokens=max_tokens)
-    return (res.text or "").strip() or None if res.status == "ok" else None
+    if res.status != "ok":
+        return None
+    return (res.text or "").strip() or None
 
 
 # --------------------------------------------------------------------------- policies
@@ -281,7 +278,9 @@ def retrieval_query(mode: str, current: str, past: list[TurnRecord], gold_rewrit
                          "that can be understood without the conversation. Reply with the question only."},
                         {"role": "user", "content": f"Conversation:\n{hist}\n\nLast message: {current}"}],
                        purpose="query_rewrite")
-        return (res.text or "").strip() or current if res.status == "ok" else current
+        if res.status != "ok":  # a failed rewrite falls back to the message itself
+            return current
+        return (res.text or "").strip() or current
     raise KeyError(f"unknown query mode {mode!r}; valid: {', '.join(QUERY_MODES)}")
 
 

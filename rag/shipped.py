@@ -43,6 +43,8 @@ def seed_cache(cache, dataset: str, embedder_key: str) -> str | None:
     if entry["embedder_key"] != embedder_key:
         return (f"shipped vectors of {dataset} are for embedder {entry['embedder_key'].split('|')[0]!r}; "
                 f"embedding with {embedder_key.split('|')[0]!r}")
+    if cache.is_seeded(entry["sha256"]):  # seeded before: not read or hashed again on every ingest
+        return None
     path = vectors_dir() / entry["file"]
     try:
         data = path.read_bytes()
@@ -51,8 +53,6 @@ def seed_cache(cache, dataset: str, embedder_key: str) -> str | None:
     sha = hashlib.sha256(data).hexdigest()
     if sha != entry["sha256"]:
         return f"warning: shipped vectors {path} fail their checksum; ignored, embedding instead"
-    if cache.is_seeded(sha):
-        return None
     import pyarrow.parquet as pq
 
     t = pq.read_table(io.BytesIO(data))

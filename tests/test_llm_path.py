@@ -95,3 +95,12 @@ def test_conversation_turns_send_history_and_llm_rewrites_through_server(server,
                         ).fetchone()[0]
     assert faith > 0
     con.close()
+
+
+def test_client_counts_the_dollars_it_spends(server, tmp_path):
+    c = LLMClient(LLMConfig(server, "local-extractive"), tmp_path / "c.sqlite", prices={"local-extractive": (1.0, 2.0)})
+    res = c.chat([{"role": "user", "content": "Say hello."}])
+    assert res.status == "ok" and res.prompt_tokens > 0
+    assert c.stats.dollars_spent == pytest.approx((res.prompt_tokens * 1.0 + res.completion_tokens * 2.0) / 1e6)
+    c.chat([{"role": "user", "content": "Say hello."}])  # a cache hit: saved, not spent again
+    assert c.stats.dollars_saved == pytest.approx(c.stats.dollars_spent)
