@@ -94,6 +94,14 @@ def _add_index_args(p: argparse.ArgumentParser) -> None:
                    help="exact: in-memory flat search; ann: LanceDB IVF_HNSW_SQ index (vectors stay on disk, memory "
                         "bounded); auto (default): ann from 100,000 chunks up (RAGWB_ANN_MIN_CHUNKS)")
     g.add_argument("--no-progress", action="store_true", help="no progress bars")
+    e = p.add_argument_group("execution engine (docs/scale.md)")
+    e.add_argument("--engine", default="local", choices=["local", "ray"],
+                   help="local (default): this process; ray: a Ray Data pipeline for ingest (parse, chunk, embed "
+                        "with an actor pool, lance-ray write) and a pool of Ray actors for run items (needs the "
+                        "[ray] extra)")
+    e.add_argument("--address", default=None, metavar="ADDR",
+                   help="Ray cluster to join, e.g. ray://head:10001 or auto (default: RAY_ADDRESS, else a local "
+                        "Ray runtime on this machine)")
     _add_write_args(g)
 
 
@@ -120,7 +128,10 @@ def cmd_ingest(a) -> int:
     from rag.corpora import load_any
     from rag.index import Workspace
 
+    from rag.engines import get_engine
+
     ws = Workspace(a.workspace)
+    engine = get_engine(a.engine, a.address)
     status = 0
     for spec in a.dataset:
         questions = a.questions
@@ -129,8 +140,9 @@ def cmd_ingest(a) -> int:
             if questions:
                 print(f"using the questions file remembered for {spec}: {questions}", file=sys.stderr)
         ds = load_any(spec, questions, parse_cache=ws.parse_cache, progress=not a.no_progress,
-                      follow_symlinks=a.follow_symlinks, insert_fillers=a.insert_fillers)
-        summ = ws.ingest(ds, _index_config(a), progress=not a.no_progress, wait=a.wait, vector_index=a.vector_index)
+                      follow_symlinks=a.follow_symlinks, insert_fillers=a.insert_fillers, engine=engine)
+        summ = ws.ingest(ds, _index_config(a), progress=not a.no_progress, wait=a.wait, vector_index=a.vector_index,
+                         engine=engine)
         if a.questions and Path(spec).is_dir():
             ws.remember_questions(spec, a.questions)
         print(summ.render())
@@ -304,6 +316,9 @@ def cmd_run(a) -> int:
     repeats = a.repeats if a.repeats is not None else int(run_sec.get("repeats", 1))
     status = 0
     run_ids, done_runs = [], []
+    from .engines import get_run_engine
+
+    engine = get_run_engine(a.engine, a.address)
     for ds in ([None] if a.resume else datasets):
         cfg = RunConfig(dataset=ds or "squad2", questions_file=a.questions, index=_index_config(a), grid=grid,
                         answerer=answerer, answerer_params={"threshold": a.threshold} if answerer == "extractive" else {},
@@ -314,7 +329,7 @@ def cmd_run(a) -> int:
         summ = run_evaluation(cfg, a.workspace, a.db, run_id=a.run_id if len(datasets) == 1 else None,
                               resume=a.resume, progress=not a.no_progress,
                               allow_changed_corpus=a.allow_changed_corpus, lock_wait=a.wait,
-                              follow_symlinks=a.follow_symlinks)
+                              follow_symlinks=a.follow_symlinks, engine=engine)
         print(summ.render())
         run_ids.append(summ.run_id)
         done_runs.append((summ.run_id, summ.items))

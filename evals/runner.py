@@ -132,9 +132,12 @@ class RunSummary:
     skipped_done: int = 0
     seconds: float = 0.0
     llm: dict = field(default_factory=dict)
+    engine: str = "local"
 
     def render(self) -> str:
         s = f"run {self.run_id} ({self.dataset}): {self.items} items in {self.seconds:.1f}s"
+        if self.engine != "local":
+            s += f" on {self.engine}"
         if self.skipped_done:
             s += f" ({self.skipped_done} already done, resumed)"
         if self.llm:
@@ -227,6 +230,111 @@ class ItemEvaluator:
         return row, scores
 
 
+SHARD_QUESTIONS = 64  # questions per shard: one batched query embedding, one unit of work for an engine
+
+
+@dataclass
+class RunJob:
+    """What an engine evaluates: everything a worker needs to rebuild the run's parts itself."""
+    cfg: RunConfig
+    workspace: str
+    index: str
+    questions: list
+    points: list  # [(strategy, budget kwargs)]
+    cpoints: list  # conversation points (conversational sets), else []
+    done: set  # (strategy, point_id, question_id, repeat) already stored
+    shards: list  # [[question, ...]]: whole conversations stay in one shard
+
+
+def make_shards(questions: list, conversational: bool, size: int = SHARD_QUESTIONS) -> list[list]:
+    if size < 1:
+        raise ValueError(f"shard size must be >= 1, got {size}")
+    if not conversational:
+        return [questions[i:i + size] for i in range(0, len(questions), size)]
+    shards, cur, seen = [], [], None
+    for q in questions:  # a conversation's turns are in order; never split one across shards
+        if cur and len(cur) >= size and q.conversation_id != seen:
+            shards.append(cur)
+            cur = []
+        cur.append(q)
+        seen = q.conversation_id
+    return shards + ([cur] if cur else [])
+
+
+@dataclass
+class RunParts:
+    retriever: Retriever
+    evaluator: "ItemEvaluator"
+    llm: LLMClient | None
+    judges: list
+    workers: int
+
+    def clients(self) -> list:
+        return list({id(c): c for c in [self.llm] + [j.client for j in self.judges] if c is not None}.values())
+
+
+def build_parts(cfg: RunConfig, ws: Workspace, index: str, limiter_for=None) -> RunParts:
+    """Retriever, answerer, scorers and judges of a run: built by the driver (local engine) or by
+    each worker (Ray engine) from the same config. ``limiter_for(kind, llm_config)`` supplies the
+    concurrency limiter of the answer model ("llm") and the judge ("judge"); default: per process."""
+    prices = {**PRICES, **{k: tuple(v) for k, v in cfg.prices.items()}}
+    lim = limiter_for or (lambda kind, c: None)
+    llm = None
+    if cfg.llm is not None:
+        llm = LLMClient(cfg.llm, ws.root / "cache" / "llm.sqlite", use_cache=cfg.use_cache, prices=prices,
+                        limiter=lim("llm", cfg.llm))
+    retriever = Retriever(ws, index, llm=llm)
+    enc = retriever.reader.config.chunking.encoding
+    if cfg.answerer == "openai":
+        if llm is None:
+            raise ValueError("answerer 'openai' needs --llm-base-url and --llm-model")
+        answerer = make_answerer("openai", client=llm, encoding=enc)
+    else:
+        answerer = make_answerer(cfg.answerer, language=retriever.reader.language, encoding=enc,
+                                 **cfg.answerer_params)
+    judges = []
+    if cfg.judge is not None:
+        from .judges import get_judge
+
+        jclient = LLMClient(cfg.judge, ws.root / "cache" / "llm.sqlite", use_cache=cfg.use_cache, prices=prices,
+                            limiter=lim("judge", cfg.judge))
+        judges = [get_judge(n, jclient) for n in (cfg.judges or ("ragas_faithfulness",))]
+    evaluator = ItemEvaluator(retriever, answerer, get_scorers(list(cfg.scorers) or None),
+                              cfg.llm.model if cfg.llm else "local", judges, prices)
+    workers = max((c.max_concurrency for c in (cfg.llm, cfg.judge) if c is not None), default=1)
+    return RunParts(retriever, evaluator, llm, judges, workers)
+
+
+def evaluate_shard(parts: RunParts, job: RunJob, shard: list, done: set | None = None):
+    """Yield (question_id, strategy, point_id, repeat, row, scores) for every item of ``shard`` not in
+    ``done``: the unit of work of every engine (the same code, so the same rows)."""
+    done = job.done if done is None else done
+    cfg, r = job.cfg, parts.retriever
+    if job.cpoints:
+        from .conversations import evaluate_conversations
+
+        for cp in job.cpoints:  # one batched query embedding per search key
+            r.warm([q.text for q in shard] + [q.rewrite for q in shard if q.rewrite],
+                   cp.params.search_key(get_strategy(cp.strategy).needed(cp.params)))
+        for q, cp, rep, row, scores in evaluate_conversations(parts.evaluator, shard, job.cpoints, cfg.repeats,
+                                                              done, parts.llm):
+            yield q.qid, cp.strategy, cp.pid, rep, row, scores
+        return
+    params = [(name, make_params(name, **kw), point_id(kw), point_label(kw)) for name, kw in job.points]
+    todo_q = [q for q in shard if any((n, pid, q.qid, rep) not in done for n, _, pid, _ in params
+                                      for rep in range(cfg.repeats))]
+    if not todo_q:
+        return
+    for name, p, pid, _ in params:  # one batched embedding per search key
+        r.warm([q.text for q in todo_q], p.search_key(get_strategy(name).needed(p)))
+    tasks = [(q, name, p, pid, label, rep) for q in todo_q for name, p, pid, label in params
+             for rep in range(cfg.repeats) if (name, pid, q.qid, rep) not in done]
+    # LLM-bound items run with bounded concurrency; offline ones in order
+    results = pool_map(lambda t: parts.evaluator.evaluate(*t), tasks, parts.workers)
+    for (q, name, p, pid, label, rep), (row, scores) in zip(tasks, results):
+        yield q.qid, name, pid, rep, row, scores
+
+
 def pool_map(fn, items: list, workers: int):
     if workers <= 1 or len(items) <= 1:
         return [fn(t) for t in items]
@@ -264,9 +372,11 @@ def run_evaluation(cfg: RunConfig, workspace: str | Path = "results", db: str | 
                    run_id: str | None = None, resume: str | None = None, progress: bool = True,
                    flush_every: int = 1000, on_flush=None, allow_changed_corpus: bool = False,
                    flush_seconds: float = 1.0,
-                   lock_wait: float | None = None, follow_symlinks: bool = False) -> RunSummary:
+                   lock_wait: float | None = None, follow_symlinks: bool = False, engine="local",
+                   shard_questions: int = SHARD_QUESTIONS) -> RunSummary:
     """Run (or resume) one evaluation. Items are committed in batches every ``flush_seconds`` or
-    ``flush_every`` items; ``on_flush(n_items_committed)`` is called after each commit."""
+    ``flush_every`` items; ``on_flush(n_items_committed)`` is called after each commit. ``engine``
+    (evals/engines.py): where items are evaluated; the driver (this process) always writes the store."""
     t0 = time.perf_counter()
     ws = Workspace(workspace)
     store = ResultStore(db or Path(workspace) / "results.duckdb")
@@ -275,12 +385,17 @@ def run_evaluation(cfg: RunConfig, workspace: str | Path = "results", db: str | 
             run_id = store.resolve_run(resume)
             cfg = RunConfig.from_dict({**store.run(run_id)["config"], "use_cache": cfg.use_cache})
         cfg = with_remembered_questions(cfg, ws)
+        from .engines import RunEngine, get_run_engine
+
+        engine = get_run_engine(engine) if not isinstance(engine, RunEngine) else engine
         ds = load_any(cfg.dataset, cfg.questions_file, parse_cache=ws.parse_cache, progress=progress,
-                      follow_symlinks=follow_symlinks, insert_fillers=cfg.insert_fillers)
+                      follow_symlinks=follow_symlinks, insert_fillers=cfg.insert_fillers,
+                      engine=engine.ingest_engine())
         corpus = {d.doc_id: d.content_hash for d in ds.documents}
         if resume and not allow_changed_corpus:
             check_same_corpus(run_id, store.run(run_id).get("corpus") or {}, corpus)
-        ingest = ws.ingest(ds, cfg.index, progress=progress, wait=lock_wait, vector_index=cfg.vector_index)
+        ingest = ws.ingest(ds, cfg.index, progress=progress, wait=lock_wait, vector_index=cfg.vector_index,
+                           engine=engine.ingest_engine())
         print(ingest.render(), file=sys.stderr)
         if cfg.questions_file and Path(cfg.dataset).is_dir():
             ws.remember_questions(cfg.dataset, cfg.questions_file)
@@ -308,32 +423,11 @@ def run_evaluation(cfg: RunConfig, workspace: str | Path = "results", db: str | 
                                       "config_hash": cfg.hash, "versions": package_versions(),
                                       "git_commit": git_commit(), "planned": planned, "corpus": corpus})
         done = store.done_keys(run_id)
-        prices = {**PRICES, **{k: tuple(v) for k, v in cfg.prices.items()}}
-        llm = None
-        if cfg.llm is not None:
-            llm = LLMClient(cfg.llm, ws.root / "cache" / "llm.sqlite", use_cache=cfg.use_cache, prices=prices)
-        retriever = Retriever(ws, ingest.index, llm=llm)
-        enc = retriever.reader.config.chunking.encoding
-        if cfg.answerer == "openai":
-            if llm is None:
-                raise ValueError("answerer 'openai' needs --llm-base-url and --llm-model")
-            answerer = make_answerer("openai", client=llm, encoding=enc)
-        else:
-            answerer = make_answerer(cfg.answerer, language=retriever.reader.language, encoding=enc,
-                                     **cfg.answerer_params)
-        judges = []
-        if cfg.judge is not None:
-            from .judges import get_judge
-
-            jclient = LLMClient(cfg.judge, ws.root / "cache" / "llm.sqlite", use_cache=cfg.use_cache, prices=prices)
-            judges = [get_judge(n, jclient) for n in (cfg.judges or ("ragas_faithfulness",))]
-        evaluator = ItemEvaluator(retriever, answerer, get_scorers(list(cfg.scorers) or None),
-                                  cfg.llm.model if cfg.llm else "local", judges, prices)
-        workers = max((c.max_concurrency for c in (cfg.llm, cfg.judge) if c is not None), default=1)
+        job = RunJob(cfg, str(ws.root), ingest.index, questions, points, cpoints, done,
+                     make_shards(questions, conversational, shard_questions))
 
         summary = RunSummary(run_id, ds.name, skipped_done=len(done))
         bar = _Progress(planned - len(done), progress, f"run {ds.name}")
-        params = [(name, kw, make_params(name, **kw), point_id(kw), point_label(kw)) for name, kw in points]
         pending_r, pending_s = [], []
 
         last_flush = [time.monotonic()]
@@ -351,49 +445,27 @@ def run_evaluation(cfg: RunConfig, workspace: str | Path = "results", db: str | 
                 print(f"[run {run_id}] committed {summary.items + summary.skipped_done}/{planned} items",
                       file=sys.stderr, flush=True)
 
-        def emit(q, name, pid, rep, row, scores):
+        written = set(done)
+        for qid, name, pid, rep, row, scores in engine.evaluate(job):
+            key = (name, pid, qid, rep)
+            if key in written:  # a shard retried after its worker died may repeat items: keep the first
+                continue
+            written.add(key)
             row["run_id"] = run_id
             pending_r.append(row)
             for metric, sc in scores.items():
                 pending_s.append({"run_id": run_id, "strategy": name, "point_id": pid,
-                                  "question_id": q.qid, "repeat": rep, "metric": metric,
+                                  "question_id": qid, "repeat": rep, "metric": metric,
                                   "value": sc.value, "status": sc.status, "detail": sc.detail})
             # commit a batch every second (readers see progress; a kill loses at most that) or every
             # flush_every items; each commit opens and closes the store, so not every few items
             if len(pending_r) >= flush_every or time.monotonic() - last_flush[0] >= flush_seconds:
                 flush()
-
-        if conversational:
-            from .conversations import evaluate_conversations
-
-            for cp in cpoints:  # one batched query embedding per search key
-                retriever.warm([q.text for q in questions] + [q.rewrite for q in questions if q.rewrite],
-                               cp.params.search_key(get_strategy(cp.strategy).needed(cp.params)))
-            for q, cp, rep, row, scores in evaluate_conversations(evaluator, questions, cpoints, cfg.repeats, done,
-                                                                  llm):
-                emit(q, cp.strategy, cp.pid, rep, row, scores)
-        else:
-            for qs in range(0, len(questions), 64):
-                qbatch = questions[qs:qs + 64]
-                todo_q = [q for q in qbatch if any((n, pid, q.qid, rep) not in done for n, _, _, pid, _ in params
-                                                   for rep in range(cfg.repeats))]
-                if not todo_q:
-                    continue
-                for name, kw, p, pid, _ in params:  # one batched embedding per search key
-                    retriever.warm([q.text for q in todo_q], p.search_key(get_strategy(name).needed(p)))
-                tasks = [(q, name, p, pid, label, rep) for q in todo_q for name, kw, p, pid, label in params
-                         for rep in range(cfg.repeats) if (name, pid, q.qid, rep) not in done]
-                # LLM-bound items run with bounded concurrency; offline ones in order
-                results = pool_map(lambda t: evaluator.evaluate(*t), tasks, workers)
-                for (q, name, p, pid, label, rep), (row, scores) in zip(tasks, results):
-                    emit(q, name, pid, rep, row, scores)
         flush()
         bar.close()
         summary.seconds = time.perf_counter() - t0
-        stats = [c.stats for c in [llm] + [j.client for j in judges] if c is not None]
-        if stats:
-            summary.llm = {k: sum(getattr(st, k) for st in {id(x): x for x in stats}.values())
-                           for k in dataclasses.asdict(stats[0])}
+        summary.llm = engine.llm_stats()
+        summary.engine = engine.describe()
         store.finish_run(run_id, {"items": summary.items, "seconds": summary.seconds, "llm": summary.llm})
         return summary
     finally:

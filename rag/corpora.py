@@ -296,23 +296,38 @@ def load_file(path: Path, doc_id: str, language: str | None = None, cache: Parse
 
 # --------------------------------------------------------------------------- Docugami
 
+def parse_one(path: Path, doc_id: str, language: str | None, cache: ParseCache | None
+              ) -> tuple[Document | None, Skipped | None, float]:
+    """(document or None, the reason it was skipped or None, seconds): never raises, so one bad file
+    never stops the rest, here or in an engine's worker (rag/engines.py)."""
+    t0 = time.perf_counter()
+    doc = skip = None
+    try:
+        doc = load_file(path, doc_id, language, cache)
+    except ImportError_ as e:
+        skip = Skipped(str(path), str(e).split(": ", 1)[-1])
+    except Exception as e:
+        skip = Skipped(str(path), f"{type(e).__name__}: {e}")
+    return doc, skip, time.perf_counter() - t0
+
+
 def _parse_files(files: list[tuple[Path, str]], language: str | None, cache: ParseCache | None,
-                 progress: bool, desc: str) -> tuple[list[Document], list[Skipped], dict]:
-    """Parse files into documents, one bad file never stopping the rest; per-file seconds."""
+                 progress: bool, desc: str, engine=None) -> tuple[list[Document], list[Skipped], dict]:
+    """Parse files into documents, one bad file never stopping the rest; per-file seconds.
+    ``engine`` (rag/engines.py) parses them elsewhere, e.g. in Ray tasks."""
+    if engine is not None and engine.name != "local" and files:
+        return engine.parse_files(files, language, cache)
     docs, skipped, seconds = [], [], {}
     bar = None
     if progress and len(files) > 1:
         from tqdm import tqdm
         bar = tqdm(total=len(files), desc=desc, unit="file", file=sys.stderr, leave=False, dynamic_ncols=True)
     for path, doc_id in files:
-        t0 = time.perf_counter()
-        try:
-            docs.append(load_file(path, doc_id, language, cache))
-        except ImportError_ as e:
-            skipped.append(Skipped(str(path), str(e).split(": ", 1)[-1]))
-        except Exception as e:  # never let one file stop the corpus
-            skipped.append(Skipped(str(path), f"{type(e).__name__}: {e}"))
-        seconds[str(path)] = time.perf_counter() - t0
+        doc, skip, seconds[str(path)] = parse_one(path, doc_id, language, cache)
+        if doc is not None:
+            docs.append(doc)
+        else:
+            skipped.append(skip)
         if bar:
             bar.update(1)
     if bar:
@@ -321,14 +336,14 @@ def _parse_files(files: list[tuple[Path, str]], language: str | None, cache: Par
 
 
 def load_docugami(csv_path: str | Path, docs_dir: str | Path, name: str = "docugami",
-                  parse_cache: ParseCache | None = None, progress: bool = False) -> Dataset:
+                  parse_cache: ParseCache | None = None, progress: bool = False, engine=None) -> Dataset:
     """Docugami KG-RAG CSV (Question, Source Docs glob, Question Type, ..., Answer) plus PDFs.
 
     Evidence is document-level: every PDF whose file name matches the question's glob.
     """
     csv_path, docs_dir = Path(csv_path), Path(docs_dir)
     docs, skipped, seconds = _parse_files([(pdf, slug(pdf.stem)) for pdf in sorted(docs_dir.glob("*.pdf"))], "en",
-                                          parse_cache, progress, f"parsing {name}")
+                                          parse_cache, progress, f"parsing {name}", engine)
     by_name = {Path(d.source_path).name: d.doc_id for d in docs}
     questions = []
     with open(csv_path, encoding="utf-8-sig", newline="") as f:
@@ -406,7 +421,7 @@ def list_folder(folder: Path, follow_symlinks: bool = False) -> tuple[list[Path]
 
 def load_folder(folder: str | Path, questions_path: str | Path | None = None, name: str | None = None,
                 parse_cache: ParseCache | None = None, progress: bool = False,
-                follow_symlinks: bool = False) -> Dataset:
+                follow_symlinks: bool = False, engine=None) -> Dataset:
     """A folder of documents (recursively) plus an optional JSONL question file.
 
     Document ids are the paths relative to the folder (``guide.md``, ``sub/notes.txt``).
@@ -423,7 +438,8 @@ def load_folder(folder: str | Path, questions_path: str | Path | None = None, na
                 skipped.append(Skipped(str(path), f"unsupported file type {path.suffix!r}"))
             continue
         todo.append((path, path.relative_to(folder).as_posix()))
-    docs, bad, seconds = _parse_files(todo, None, parse_cache, progress, f"parsing {folder.name}")
+    docs, bad, seconds = _parse_files(todo, None, parse_cache, progress, f"parsing {folder.name}",
+                                      engine)
     skipped.extend(bad)
     questions = []
     if questions_path is not None:
@@ -579,7 +595,7 @@ BUNDLED = {
 MAIN_JOB_SETS = ("squad2", "xquad-en", "xquad-el", "xquad-ru", "docugami")  # what a bare `ragwb run` evaluates
 
 
-def load_bundled(name: str, parse_cache: ParseCache | None = None, progress: bool = False) -> Dataset:
+def load_bundled(name: str, parse_cache: ParseCache | None = None, progress: bool = False, engine=None) -> Dataset:
     root = datasets_dir()
     if name == "squad2":
         return load_squad(root / "squad2" / "squad2-dev-subset.json.gz", "squad2", "en")
@@ -588,7 +604,7 @@ def load_bundled(name: str, parse_cache: ParseCache | None = None, progress: boo
         return load_squad(root / "xquad" / f"xquad.{lang}.json.gz", name, lang)
     if name == "docugami":  # no cache given: still read the shipped parsed pages (keyed by content hash)
         return load_docugami(root / "docugami" / "qna_data.csv", root / "docugami" / "docs", "docugami",
-                             parse_cache or ParseCache(None), progress)
+                             parse_cache or ParseCache(None), progress, engine)
     if name.startswith("mtrag-") and name in BUNDLED:
         from .conversations import load_mtrag
 
@@ -598,15 +614,17 @@ def load_bundled(name: str, parse_cache: ParseCache | None = None, progress: boo
 
 def load_any(spec: str, questions: str | None = None, parse_cache: ParseCache | None = None,
              progress: bool = False, follow_symlinks: bool = False, insert_fillers: float = 0.0,
-             filler_seed: int = 0) -> Dataset:
+             filler_seed: int = 0, engine=None) -> Dataset:
     """A bundled name, a SQuAD-style JSON file, or a folder (+ JSONL questions). ``insert_fillers``:
-    seeded filler turns ("thanks", "ok") inserted into conversations at that rate (bypass tests)."""
+    seeded filler turns ("thanks", "ok") inserted into conversations at that rate (bypass tests).
+    ``engine`` (rag/engines.py): where files are parsed (default: here)."""
     if spec in BUNDLED:
-        ds = load_bundled(spec, parse_cache, progress)
+        ds = load_bundled(spec, parse_cache, progress, engine)
     else:
         p = Path(spec)
         if p.is_dir():
-            ds = load_folder(p, questions, parse_cache=parse_cache, progress=progress, follow_symlinks=follow_symlinks)
+            ds = load_folder(p, questions, parse_cache=parse_cache, progress=progress, follow_symlinks=follow_symlinks,
+                             engine=engine)
         elif p.suffix in (".json", ".gz") and p.exists():
             ds = load_squad(p)
         else:

@@ -206,7 +206,8 @@ class EmbeddingCache:
 
     def __init__(self, path: str | Path):
         Path(path).parent.mkdir(parents=True, exist_ok=True)
-        self.db = sqlite3.connect(str(path), check_same_thread=False)
+        # several processes may share it (Ray embedding actors, a notebook beside a run): wait for locks
+        self.db = sqlite3.connect(str(path), check_same_thread=False, timeout=60)
         self.db.execute("CREATE TABLE IF NOT EXISTS emb (k TEXT PRIMARY KEY, v BLOB)")
         self.db.execute("CREATE TABLE IF NOT EXISTS seeds (sha TEXT PRIMARY KEY)")
         self.hits = self.misses = 0
@@ -223,6 +224,10 @@ class EmbeddingCache:
                                 [(k, v.astype(np.float32).tobytes()) for k, v in zip(keys, vecs)])
             self.db.execute("INSERT OR IGNORE INTO seeds VALUES (?)", [sha])
             self.db.commit()
+
+    def size(self) -> int:
+        with self._lock:
+            return int(self.db.execute("SELECT count(*) FROM emb").fetchone()[0])
 
     def rows(self) -> list[tuple[str, np.ndarray]]:
         with self._lock:

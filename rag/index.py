@@ -23,6 +23,7 @@ import pyarrow as pa
 from .chunking import ChunkConfig, chunk_document
 from .corpora import BUNDLED, slug
 from .embedders import EmbedderConfig, EmbeddingCache, get_embedder
+from .engines import get_engine
 from .models import Dataset, Question
 from .textproc import analyze
 from .urls import redact_url
@@ -204,16 +205,18 @@ class Workspace:
         return WorkspaceLock(self.root, DEFAULT_LOCK_WAIT if wait is None else wait)
 
     def ingest(self, ds: Dataset, cfg: IndexConfig = IndexConfig(), progress: bool = True,
-               wait: float | None = None, vector_index: str = "auto") -> IngestSummary:
+               wait: float | None = None, vector_index: str = "auto", engine=None) -> IngestSummary:
         """Sync the index of ``ds`` under ``cfg``: crash-safe (a document counts as ingested only once
         all its rows are committed, its ``documents`` row last) and self-repairing (every ingest
-        verifies each document's rows and redoes incomplete, duplicated or orphaned ones)."""
+        verifies each document's rows and redoes incomplete, duplicated or orphaned ones).
+        ``engine`` (rag/engines.py, default local): where chunking and embedding run."""
         if vector_index not in VECTOR_INDEX_MODES:
             raise ValueError(f"vector index must be one of {', '.join(VECTOR_INDEX_MODES)}, not {vector_index!r}")
         with self.writer_lock(wait):
-            return self._ingest(ds, cfg, progress, vector_index)
+            return self._ingest(ds, cfg, progress, vector_index, engine)
 
-    def _ingest(self, ds: Dataset, cfg: IndexConfig, progress: bool, vector_index: str = "auto") -> IngestSummary:
+    def _ingest(self, ds: Dataset, cfg: IndexConfig, progress: bool, vector_index: str = "auto",
+                engine=None) -> IngestSummary:
         t0 = time.perf_counter()
         index = self.index_name(ds.name, cfg)
         summ = IngestSummary(ds.name, index, skipped=[str(s) for s in ds.skipped])
@@ -231,76 +234,26 @@ class Workspace:
         summ.unchanged = len(ds.documents) - len(changed)
         summ.removed = len(removed)
 
-        doc_rows, page_rows, parent_rows, chunk_rows = [], [], [], []
-        chunk_file = []
-        for d in changed:
-            chunks, parents = chunk_document(d, cfg.chunking)
-            doc_rows.append({"doc_id": d.doc_id, "title": d.title, "language": d.language,
-                             "source_path": d.source_path, "content_hash": d.content_hash,
-                             "n_pages": len(d.pages), "n_tokens": count_tokens(d.text, cfg.chunking.encoding),
-                             "text": d.text, "n_parents": len(parents), "n_chunks": len(chunks)})
-            for p in d.pages:
-                page_rows.append({"page_id": p.page_id, "doc_id": d.doc_id, "page_no": p.page_no,
-                                  "start": p.start, "end": p.end, "text": p.text,
-                                  "n_tokens": count_tokens(p.text, cfg.chunking.encoding)})
-            for p in parents:
-                parent_rows.append({"parent_id": p.parent_id, "doc_id": p.doc_id, "page_id": p.page_id,
-                                    "start": p.start, "end": p.end, "text": p.text, "n_tokens": p.n_tokens,
-                                    "header_path": p.header_path})
-            for c in chunks:
-                chunk_rows.append({"chunk_id": c.chunk_id, "doc_id": c.doc_id, "page_id": c.page_id,
-                                   "chunk_index": c.chunk_index, "start": c.start, "end": c.end, "text": c.text,
-                                   "n_tokens": c.n_tokens, "parent_id": c.parent_id, "header_path": c.header_path,
-                                   "breadcrumb": c.breadcrumb, "language": d.language,
-                                   "bm25_text": " ".join(analyze(c.embed_text, d.language)),
-                                   "_embed": c.embed_text})
-                chunk_file.append(d.source_path)
-
-        emb = get_embedder(cfg.embedder)
-        texts = [r.pop("_embed") for r in chunk_rows]
+        stale = sorted({d.doc_id for d in changed} | set(removed) | dirty)
+        engine = engine or get_engine("local")
         shipped, has_shipped = None, False
-        if texts and ds.name in BUNDLED:  # a bundled set: seed the cache with its shipped vectors
+        if changed and ds.name in BUNDLED:  # a bundled set: seed the cache with its shipped vectors
             from .shipped import manifest, seed_cache
 
             has_shipped = ds.name in manifest()
             shipped = seed_cache(self.embedding_cache, ds.name, cfg.embedder.key)
             if shipped:
                 summ.notices.append(shipped)
-        te = time.perf_counter()
-        m0 = self.embedding_cache.misses
-        bar = _progress(len(texts), f"embedding {ds.name}", progress)
-
-        def tick(n):
-            if bar:
-                bar.update(n)
-            _crash_point("embedding")
-
-        vecs = self.embedding_cache.embed(emb, cfg.embedder.key, texts, "passage", progress=tick)
-        if bar:
-            bar.close()
-        summ.embed_seconds = time.perf_counter() - te
-        summ.embedded = self.embedding_cache.misses - m0  # distinct texts actually embedded
-        summ.cache_hits = len(texts) - summ.embedded
+        if engine.name == "local":
+            dim = self._ingest_here(index, changed, stale, cfg, summ, progress, ds.name)
+        else:
+            dim = engine.ingest_chunks(self, index, changed, stale, cfg, summ, progress)
+            summ.notices.append(f"engine {engine.name}: {engine.describe()}")
         if has_shipped and summ.embedded and shipped is None:
             summ.notices.append(f"{summ.embedded} chunks were not in the shipped vectors (chunking differs from "
                                 "the shipped default): embedded them")
-        for r, v in zip(chunk_rows, vecs):
-            r["vector"] = v
-        if texts:  # embedding time shared out by each file's chunks (for the per-file figures)
-            for f, n in collections.Counter(chunk_file).items():
-                summ.file_embed_seconds[f] = summ.embed_seconds * n / len(texts)
         summ.file_parse_seconds = dict(ds.parse_seconds)
         summ.parse_seconds = sum(ds.parse_seconds.values())
-
-        stale = sorted({d.doc_id for d in changed} | set(removed) | dirty)
-        dim = int(vecs.shape[1]) if len(vecs) else self._dim(index) or emb.dim
-        # documents first out, last in: the documents row is the commit marker of a document
-        order = (("documents", [], SCHEMAS["documents"]), ("pages", page_rows, SCHEMAS["pages"]),
-                 ("parents", parent_rows, SCHEMAS["parents"]), ("chunks", chunk_rows, chunk_schema(dim)),
-                 ("documents", doc_rows, SCHEMAS["documents"]))
-        for step, (kind, rows, schema) in enumerate(order):
-            self._sync_table(index, kind, rows, stale if step == 0 or kind != "documents" else [], schema)
-            _crash_point({1: "tables_created", 2: "before_chunks"}.get(step, ""))
         if changed or removed or dirty or not self.has_table(f"{index}__meta"):
             self._build_fts(index)
         summ.vector_index, summ.vector_index_seconds = self._vector_index(
@@ -325,6 +278,55 @@ class Workspace:
         self._write_json_table(index, "meta", [{"qid": "meta", "json": json.dumps(meta)}])
         summ.seconds = time.perf_counter() - t0 + summ.parse_seconds
         return summ
+
+    def _ingest_here(self, index: str, changed: list, stale: list[str], cfg: IndexConfig, summ: IngestSummary,
+                     progress: bool, name: str) -> int:
+        """Chunk, embed and write the changed documents in this process (the local engine). The
+        documents row of each document is written last: it is the commit marker."""
+        doc_rows, pages, parent_rows, chunk_rows, chunk_file, texts = [], [], [], [], [], []
+        for d in changed:
+            chunks, parents = chunk_document(d, cfg.chunking)
+            doc_rows.append(document_row(d, cfg, len(parents), len(chunks)))
+            pages += page_rows(d, cfg)
+            parent_rows.extend(parent_row(p) for p in parents)
+            for c in chunks:
+                chunk_rows.append(chunk_row(c, d.language))
+                texts.append(c.embed_text)
+                chunk_file.append(d.source_path)
+        emb = get_embedder(cfg.embedder)
+        te = time.perf_counter()
+        m0 = self.embedding_cache.misses
+        bar = _progress(len(texts), f"embedding {name}", progress)
+
+        def tick(n):
+            if bar:
+                bar.update(n)
+            _crash_point("embedding")
+
+        vecs = self.embedding_cache.embed(emb, cfg.embedder.key, texts, "passage", progress=tick)
+        if bar:
+            bar.close()
+        summ.embed_seconds = time.perf_counter() - te
+        summ.embedded = self.embedding_cache.misses - m0  # distinct texts actually embedded
+        summ.cache_hits = len(texts) - summ.embedded
+        for r, v in zip(chunk_rows, vecs):
+            r["vector"] = v
+        if texts:  # embedding time shared out by each file's chunks (for the per-file figures)
+            for f, n in collections.Counter(chunk_file).items():
+                summ.file_embed_seconds[f] = summ.embed_seconds * n / len(texts)
+        dim = int(vecs.shape[1]) if len(vecs) else self._dim(index) or emb.dim
+        # documents first out, last in: the documents row is the commit marker of a document
+        order = (("documents", [], SCHEMAS["documents"]), ("pages", pages, SCHEMAS["pages"]),
+                 ("parents", parent_rows, SCHEMAS["parents"]), ("chunks", chunk_rows, chunk_schema(dim)),
+                 ("documents", doc_rows, SCHEMAS["documents"]))
+        for step, (kind, rows, schema) in enumerate(order):
+            self._sync_table(index, kind, rows, stale if step == 0 or kind != "documents" else [], schema)
+            _crash_point({1: "tables_created", 2: "before_chunks"}.get(step, ""))
+        return dim
+
+    def table_uri(self, index: str, kind: str) -> str:
+        """Where a table's Lance dataset lives (engines write it directly, e.g. through lance-ray)."""
+        return str((self.root / "lancedb" / f"{index}__{kind}.lance").resolve())
 
     KINDS = ("documents", "pages", "parents", "chunks", "questions", "meta")
 
@@ -462,6 +464,31 @@ DEFAULT_LOCK_WAIT = float(os.environ.get("RAGWB_LOCK_WAIT", "600"))
 VECTOR_INDEX_MODES = ("auto", "ann", "exact")
 ANN_MIN_CHUNKS = int(os.environ.get("RAGWB_ANN_MIN_CHUNKS", "100000"))  # auto: ANN index from here up
 ANN_ROWS_PER_PARTITION = 4096
+
+
+def document_row(d, cfg: IndexConfig, n_parents: int, n_chunks: int) -> dict:
+    return {"doc_id": d.doc_id, "title": d.title, "language": d.language, "source_path": d.source_path,
+            "content_hash": d.content_hash, "n_pages": len(d.pages),
+            "n_tokens": count_tokens(d.text, cfg.chunking.encoding), "text": d.text,
+            "n_parents": n_parents, "n_chunks": n_chunks}
+
+
+def page_rows(d, cfg: IndexConfig) -> list[dict]:
+    return [{"page_id": p.page_id, "doc_id": d.doc_id, "page_no": p.page_no, "start": p.start, "end": p.end,
+             "text": p.text, "n_tokens": count_tokens(p.text, cfg.chunking.encoding)} for p in d.pages]
+
+
+def parent_row(p) -> dict:
+    return {"parent_id": p.parent_id, "doc_id": p.doc_id, "page_id": p.page_id, "start": p.start, "end": p.end,
+            "text": p.text, "n_tokens": p.n_tokens, "header_path": p.header_path}
+
+
+def chunk_row(c, language: str) -> dict:
+    """A chunks-table row without its vector (the same in every engine)."""
+    return {"chunk_id": c.chunk_id, "doc_id": c.doc_id, "page_id": c.page_id, "chunk_index": c.chunk_index,
+            "start": c.start, "end": c.end, "text": c.text, "n_tokens": c.n_tokens, "parent_id": c.parent_id,
+            "header_path": c.header_path, "breadcrumb": c.breadcrumb, "language": language,
+            "bm25_text": " ".join(analyze(c.embed_text, language))}
 
 
 class WorkspaceBusy(RuntimeError):

@@ -9,6 +9,7 @@ stored or printed.
 """
 from __future__ import annotations
 
+import contextlib
 import contextvars
 import hashlib
 import json
@@ -122,9 +123,35 @@ class ResponseCache:
             self.db.commit()
 
 
+class Limiter:
+    """At most ``n`` calls in flight, and one shared backoff: when any caller is rate-limited every
+    caller waits (a 429 is about the account, not the thread). The Ray engine swaps in one shared by
+    the whole cluster (evals/engines.py); the interface is ``slot()`` and ``pause(seconds)``."""
+
+    def __init__(self, n: int):
+        self._sem = threading.Semaphore(max(1, n))
+        self._lock = threading.Lock()
+        self._until = 0.0
+
+    @contextlib.contextmanager
+    def slot(self):
+        with self._sem:
+            while True:  # wait out a backoff another caller started
+                with self._lock:
+                    wait = self._until - time.monotonic()
+                if wait <= 0:
+                    break
+                time.sleep(min(wait, 1.0))
+            yield
+
+    def pause(self, seconds: float) -> None:
+        with self._lock:
+            self._until = max(self._until, time.monotonic() + seconds)
+
+
 class LLMClient:
     def __init__(self, cfg: LLMConfig, cache_path: str | Path | None = None, use_cache: bool = True,
-                 prices: dict | None = None):
+                 prices: dict | None = None, limiter=None):
         from openai import OpenAI
 
         self.cfg = cfg
@@ -133,7 +160,7 @@ class LLMClient:
         self.cache = ResponseCache(cache_path) if (use_cache and cache_path) else None
         self.stats = CacheStats()
         self.prices = prices
-        self._sem = threading.Semaphore(cfg.max_concurrency)
+        self.limiter = limiter or Limiter(cfg.max_concurrency)
         self._lock = threading.Lock()
 
     def cache_key(self, messages: list[dict], params: dict, repeat: int) -> str:
@@ -172,7 +199,7 @@ class LLMClient:
         for attempt in range(self.cfg.retries + 1):
             err: Exception | None = None
             try:
-                with self._sem:
+                with self.limiter.slot():
                     calls += 1
                     with self._lock:
                         self.stats.calls += 1
@@ -201,7 +228,10 @@ class LLMClient:
                 return LLMResult(None, "parse_error", error=_short(e), latency_s=time.perf_counter() - t0,
                                  calls=calls)
             if attempt < self.cfg.retries:
-                time.sleep(retry_delay(attempt, self.cfg.backoff, self.cfg.max_backoff, err))
+                delay = retry_delay(attempt, self.cfg.backoff, self.cfg.max_backoff, err)
+                if last_status == "rate_limited":
+                    self.limiter.pause(delay)  # every caller backs off, not just this one
+                time.sleep(delay)
         return LLMResult(None, last_status, error=last_err, latency_s=time.perf_counter() - t0, calls=calls)
 
 
