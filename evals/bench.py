@@ -26,7 +26,7 @@ def add_bench_args(p) -> None:
     p.add_argument("--growth", nargs="*", type=int, default=[1, 4, 16],
                    help="corpus copies for the growth curve (default 1 4 16; empty to skip)")
     p.add_argument("--only", nargs="*", choices=["ingest", "retrieval", "repack", "eval", "ragas", "llm", "growth",
-                                                 "rerun", "support", "mainjob", "scale"],
+                                                 "rerun", "support", "mainjob", "scale", "engines"],
                    default=None,
                    help="measure only these figures (the index is built either way)")
     _add_extra(p)
@@ -36,6 +36,7 @@ def _add_extra(p) -> None:
     p.add_argument("--rerun-files", type=int, default=3, help="PDFs in the re-run cost figure (default 3)")
     p.add_argument("--scale", nargs="*", type=int, default=[10_000, 100_000, 1_000_000],
                    help="rows for the ANN scale curve (default 10000 100000 1000000)")
+    p.add_argument("--engine-cpus", type=int, default=2, help="engines figure: num_cpus of the local Ray runtime (2)")
 
 
 def _median(fn, repeats: int) -> float:
@@ -119,6 +120,8 @@ def main_bench(a) -> int:
             figs["scale"] = scale_curve(a.scale)
         if want("mainjob") and a.only:  # minutes of work: only when asked by name
             figs["mainjob"] = main_job_cold(tmp / "mainjob")
+        if want("engines") and a.only:  # needs the [ray] extra; minutes: only when asked by name
+            figs["engines"] = engine_overhead(a.dataset, tmp / "engines", a.questions, a.engine_cpus)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     out = Path(a.out)
@@ -332,6 +335,41 @@ def main_job_cold(root: Path) -> dict:
     return {"seconds": time.perf_counter() - t, "exit": p.returncode, "target": "<= 60 s"}
 
 
+def engine_overhead(dataset: str, root: Path, questions: int, cpus: int) -> dict:
+    """--engine ray against local on one machine (a Ray runtime with ``cpus`` CPUs): ingest with an
+    empty embedding cache and a chunking the shipped vectors do not cover (so every chunk is embedded),
+    and an offline run; the Ray runtime's start is reported apart (a cluster is started once)."""
+    from rag.chunking import ChunkConfig
+    from rag.corpora import load_any
+    from rag.engines import ensure_ray, get_engine
+    from rag.index import IndexConfig, Workspace
+
+    from .engines import get_run_engine
+    from .runner import RunConfig, run_evaluation
+
+    t = time.perf_counter()
+    ensure_ray(None, cpus)
+    out = {"cpus": cpus, "ray_start_s": time.perf_counter() - t, "target": "ingest ratio <= 1.5"}
+    cfg = IndexConfig(ChunkConfig(chunk_tokens=120, overlap=12))
+    for name in ("local", "ray"):
+        ws = Workspace(root / name)
+        eng = get_engine(name)
+        t = time.perf_counter()
+        ds = load_any(dataset, parse_cache=ws.parse_cache, engine=eng)
+        summ = ws.ingest(ds, cfg, progress=False, engine=eng)
+        out[f"ingest_{name}_s"] = time.perf_counter() - t
+        out["chunks"], out[f"embedded_{name}"] = summ.chunks, summ.embedded
+        t = time.perf_counter()
+        s = run_evaluation(RunConfig(dataset=dataset, index=cfg, limit=questions), ws.root, progress=False,
+                           engine=get_run_engine(name))
+        out[f"run_{name}_s"], out["items"] = time.perf_counter() - t, s.items
+    out["ingest_ratio"] = out["ingest_ray_s"] / out["ingest_local_s"]
+    out["run_ratio"] = out["run_ray_s"] / out["run_local_s"]
+    for name in ("local", "ray"):
+        out[f"ingest_{name}_chunks_per_s"] = out["chunks"] / out[f"ingest_{name}_s"]
+    return out
+
+
 def render(f: dict) -> str:
     lines = [f"machine: {f['machine']}", f"dataset: {f['dataset']}"]
     i = f.get("ingest")
@@ -382,6 +420,14 @@ def render(f: dict) -> str:
                          f"build {p['index_build_s']:.1f} s, recall@10 {p['ann_recall@10']:.3f}, p50 {p['ann_p50_ms']:.1f} ms, "
                          f"p95 {p['ann_p95_ms']:.1f} ms (exact streamed {p['exact_streamed_ms']:.0f} ms), peak RSS "
                          f"{p['peak_rss_mb']:.0f} MB"))
+    en = f.get("engines")
+    if en:
+        lines.append(f"engines on one machine (Ray runtime, {en['cpus']} CPUs, started in {en['ray_start_s']:.1f} s): "
+                     f"ingest {en['chunks']} chunks local {en['ingest_local_s']:.1f} s "
+                     f"({en['ingest_local_chunks_per_s']:.1f}/s) vs ray {en['ingest_ray_s']:.1f} s "
+                     f"({en['ingest_ray_chunks_per_s']:.1f}/s) -> ratio {en['ingest_ratio']:.2f} ({en['target']}); "
+                     f"run {en['items']} items local {en['run_local_s']:.1f} s vs ray {en['run_ray_s']:.1f} s -> "
+                     f"ratio {en['run_ratio']:.2f}")
     mj = f.get("mainjob")
     if mj:
         lines.append(f"main job on a fresh workspace: {mj['seconds']:.1f} s (exit {mj['exit']}; target {mj['target']})")

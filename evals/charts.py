@@ -18,14 +18,39 @@ def quality_cost_frame(summary: pd.DataFrame, quality: str, cost: str = "context
     c = summary[summary.metric == cost].set_index(["strategy", "point"])
     df = q[["mean", "low", "high"]].join(c[["mean"]].rename(columns={"mean": "cost"}), how="inner").reset_index()
     df["pareto"] = pareto_front(list(zip(df["cost"], df["mean"])))
+    df["tie"] = pareto_ties(df)
     return df
 
 
-def quality_cost_figure(summary: pd.DataFrame, quality: str, cost: str = "context_tokens"):
+def pareto_ties(df: pd.DataFrame) -> list[bool]:
+    """Dominated points that are statistically tied with the front: the 95% interval of the point
+    reaches every point that dominates it (so the data cannot say the front point is better)."""
+    out = []
+    for i, r in df.iterrows():
+        if r["pareto"]:
+            out.append(False)
+            continue
+        dom = df[(df["cost"] <= r["cost"]) & (df["mean"] >= r["mean"]) & (df.index != i)]
+        out.append(bool(len(dom)) and bool((r["high"] >= dom["low"]).all()))
+    return out
+
+
+def quality_cost_figure(summary: pd.DataFrame, quality: str, cost: str = "context_tokens",
+                        history: pd.DataFrame | None = None):
+    """Quality against cost per point: lines join a strategy's budget points, stars mark the Pareto
+    front, open diamonds the points statistically tied with it; ``history`` (earlier summaries)
+    shows previously applied budgets as faded points."""
     import plotly.graph_objects as go
 
     df = quality_cost_frame(summary, quality, cost)
     fig = go.Figure()
+    if history is not None and len(history):
+        h = quality_cost_frame(history, quality, cost)
+        if len(h):
+            fig.add_trace(go.Scatter(x=h["cost"], y=h["mean"], mode="markers", name="earlier budgets",
+                                     text=h["strategy"] + " · " + h["point"], opacity=0.3,
+                                     marker={"size": 8, "color": "grey"},
+                                     hovertemplate="%{text}<br>cost %{x:.0f}<br>" + quality + " %{y:.3f}<extra></extra>"))
     for strat, g in df.groupby("strategy"):
         g = g.sort_values("cost")  # a strategy's budget points joined in cost order, each labelled
         fig.add_trace(go.Scatter(
@@ -33,12 +58,23 @@ def quality_cost_figure(summary: pd.DataFrame, quality: str, cost: str = "contex
             text=g["point"], textposition="top center", textfont={"size": 9},
             error_y={"type": "data", "symmetric": False, "array": g["high"] - g["mean"],
                      "arrayminus": g["mean"] - g["low"]},
-            marker={"size": 11, "symbol": ["star" if p else "circle" for p in g["pareto"]]},
+            marker={"size": 11, "symbol": ["star" if p else "diamond-open" if t else "circle"
+                                           for p, t in zip(g["pareto"], g["tie"])]},
             hovertemplate="%{text}<br>cost %{x:.0f}<br>" + quality + " %{y:.3f}<extra>" + strat + "</extra>"))
     front = df[df.pareto].sort_values("cost")
     if len(front) > 1:
         fig.add_trace(go.Scatter(x=front["cost"], y=front["mean"], mode="lines", name="Pareto front",
                                  line={"dash": "dot", "color": "grey"}))
+    notes = []
+    if len(df) > 1 and df["mean"].nunique() <= 1:
+        notes.append(f"every point scores {df['mean'].iloc[0]:.3f}: {quality} does not separate these points")
+    if len(df) and cost == "cost_usd" and (df["cost"] == 0).all():
+        notes.append("cost is 0 everywhere: no prices set (--price MODEL=IN,OUT) or a local answerer")
+    if df["tie"].any():
+        notes.append("open diamonds: tied with the Pareto front (95% intervals overlap)")
+    for k, n in enumerate(notes):
+        fig.add_annotation(text=n, xref="paper", yref="paper", x=0, y=1.0 - 0.07 * k, showarrow=False,
+                           xanchor="left", font={"size": 11, "color": "#a33"})
     fig.update_layout(title=f"{quality} vs {cost}", xaxis_title=f"{cost.replace('_', ' ')} per question (mean)",
                       yaxis_title=f"{quality} (mean over questions, 95% CI)", template="plotly_white", height=420)
     return fig

@@ -57,47 +57,117 @@ def evaluate_points(sess: Session, points: list[tuple[str, dict]], limit: int = 
             sess.items[(name, label, q.qid)] = (row, scores)
             for metric, sc in scores.items():
                 rows.append({"strategy": name, "point_label": label, "question_id": q.qid, "repeat": 0,
-                             "metric": metric, "value": sc.value, "status": sc.status})
+                             "metric": metric, "value": sc.value, "status": sc.status, "detail": sc.detail})
     return pd.DataFrame(rows)
 
 
-def _highlight(text: str, block: dict, evidence: list) -> str:
-    """Escape the block text and mark the gold evidence spans that fall inside it."""
+def _highlight(text: str, block: dict, evidence: list, cited: list[str] | None = None) -> str:
+    """Escape the block text; mark the gold evidence spans that fall inside it (<mark>) and the
+    answer's sentences that cite this block where the block holds them (<mark class='cite'>)."""
     marks = []
     for doc, start, end in block["spans"][:1]:
         for ev in evidence:
             if ev.get("doc_id") == doc and ev.get("start") is not None and start <= ev["start"] and ev["end"] <= end:
-                marks.append((ev["start"] - start, ev["end"] - start))
+                marks.append((ev["start"] - start, ev["end"] - start, "gold"))
+    for sent in cited or []:
+        for cand in (sent, sent.rstrip(".!?;: ")):
+            i = text.find(cand) if len(cand) >= 8 else -1
+            if i >= 0:
+                marks.append((i, i + len(cand), "cite"))
+                break
     out, pos = [], 0
-    for s, e in sorted(marks):
+    for s, e, kind in sorted(marks):
         if s < pos:
             continue
-        out += [html.escape(text[pos:s]), "<mark>", html.escape(text[s:e]), "</mark>"]
+        tag = "<mark>" if kind == "gold" else "<mark class='cite' style='background:#cde4ff'>"
+        out += [html.escape(text[pos:s]), tag, html.escape(text[s:e]), "</mark>"]
         pos = e
     out.append(html.escape(text[pos:]))
     return "".join(out)
 
 
-def drilldown_html(question, row: dict, scores: dict) -> str:
-    """Question, blocks (gold evidence highlighted), answer with citations linked to blocks, metrics."""
+def _cited_sentences(answer: str) -> dict[int, list[str]]:
+    """block number -> the answer's sentences (citations stripped) that cite it."""
+    from rag.answerers import split_sentences
+    from rag.prompts import strip_citations
+
+    out: dict[int, list[str]] = {}
+    for sent in split_sentences(answer or ""):
+        for n in re.findall(r"\[(\d+)\]", sent):
+            out.setdefault(int(n), []).append(strip_citations(sent).strip())
+    return out
+
+
+def drilldown_html(question, row: dict, scores: dict, point: str | None = None, anchor: str = "blk") -> str:
+    """Question, gold, the answer with citations linked to blocks, a formatted metric table (value,
+    status, reason or judge explanation), and the blocks with their token counts: gold evidence
+    highlighted, the answer's cited sentences highlighted in the blocks they cite."""
     blocks = json.loads(row["blocks"]) if isinstance(row["blocks"], str) else row["blocks"]
     evidence = [e.__dict__ if hasattr(e, "__dict__") else e for e in question.evidence] if question.answerable else []
     held = {b["n"] for b in blocks if any(block_holds(Block.from_dict(b), Evidence(**ev)) for ev in evidence)}
     ans = html.escape(row["answer"] or "")
-    ans = re.sub(r"\[(\d+)\]", lambda m: f"<a href='#blk-{m.group(1)}'>[{m.group(1)}]</a>", ans)
-    parts = [f"<h3>{html.escape(question.text)}</h3>",
+    ans = re.sub(r"\[(\d+)\]", lambda m: f"<a href='#{anchor}-{m.group(1)}'>[{m.group(1)}]</a>", ans)
+    cited = _cited_sentences(row["answer"] or "")
+    total = sum(b["n_tokens"] for b in blocks)
+    parts = [f"<p class='point'><b>showing: {html.escape(point or row.get('point_label', ''))}</b></p>" if point else "",
+             f"<h3>{html.escape(question.text)}</h3>",
              f"<p>gold: {html.escape(' | '.join(question.answers) or '(unanswerable)')}</p>",
-             f"<p>answer ({html.escape(row['answer_status'])}): {ans}</p>", "<table class='tbl'>"]
+             f"<p>answer ({html.escape(row['answer_status'])}): {ans}</p>",
+             "<table class='tbl'><tr><th>metric</th><th>value</th><th>status</th><th>reason / explanation</th></tr>"]
     parts += [f"<tr><td>{html.escape(k)}</td><td>{'' if v.value is None else f'{v.value:.3f}'}</td>"
-              f"<td>{html.escape(v.status)}</td></tr>" for k, v in sorted(scores.items())]
-    parts.append("</table><ol>")
+              f"<td>{html.escape(v.status)}</td><td>{html.escape((v.detail or '')[:400])}</td></tr>"
+              for k, v in sorted(scores.items())]
+    parts.append(f"</table><p>{len(blocks)} blocks, {total} tokens</p><ol>")
     for b in blocks:
         tag = " <b>(holds gold evidence)</b>" if b["n"] in held else ""
-        parts.append(f"<li id='blk-{b['n']}'><b>[{b['n']}]</b> <code>{html.escape(', '.join(b['page_ids'][:1] or b['doc_ids']))}</code>"
+        parts.append(f"<li id='{anchor}-{b['n']}'><b>[{b['n']}]</b> <code>{html.escape(', '.join(b['page_ids'][:1] or b['doc_ids']))}</code>"
                      f" {b['n_tokens']} tokens{tag}<pre style='white-space:pre-wrap'>"
-                     f"{_highlight(b['text'], b, evidence)}</pre></li>")
+                     f"{_highlight(b['text'], b, evidence, cited.get(b['n']))}</pre></li>")
     parts.append("</ol>")
     return "".join(parts)
+
+
+def item_for(sess: Session, point: str, qid: str):
+    """(row, scores) of the item shown for ``point`` ("strategy · label") and a question, or None."""
+    from .explore import point_name
+
+    for (s, label, q), item in sess.items.items():
+        if q == qid and point_name(s, label) == point:
+            return item
+    return None
+
+
+def side_by_side_html(sess: Session, qid: str, a: str, b: str | None = None) -> str:
+    """One question under two points, side by side (or one, when ``b`` is None or equal)."""
+    q = next((x for x in sess.dataset.questions if x.qid == qid), None)
+    if q is None:
+        return "<p>pick a question</p>"
+    cols = []
+    for i, p in enumerate([a] + ([b] if b and b != a else [])):
+        item = item_for(sess, p, qid)
+        cols.append(f"<div style='flex:1;min-width:0'>{drilldown_html(q, *item, point=p, anchor=f'blk{i}')}</div>"
+                    if item else f"<div style='flex:1'><p>{html.escape(p)}: not evaluated for this question</p></div>")
+    return "<div style='display:flex;gap:1.5em;align-items:flex-start'>" + "".join(cols) + "</div>"
+
+
+def parse_budget_value(v: str):
+    v = v.strip()
+    for conv in (int, float):
+        try:
+            return conv(v)
+        except ValueError:
+            pass
+    return v
+
+
+def budget_curve(sess: Session, strategy: str, param: str, values: list, limit: int = 100,
+                 base: dict | None = None) -> pd.DataFrame:
+    """Sweep one budget of one strategy (other budgets at ``base`` or the shipped defaults): the
+    long scores frame of every value, re-packed from cached candidates where the search allows."""
+    frames = []
+    for v in values:
+        frames.append(evaluate_points(sess, [(strategy, {**(base or {}), param: v})], limit))
+    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
 
 
 def points_from_budgets(strategies: list[str], budgets: dict) -> list[tuple[str, dict]]:

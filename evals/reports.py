@@ -117,12 +117,23 @@ def report_sections(store: ResultStore, run_id: str, compare: str | None = None)
                      f"<p>gold: <i>{html.escape(' | '.join(gold) or '(unanswerable)')}</i>; gold evidence on "
                      f"<code>{html.escape(', '.join(gold_pages[:5]))}</code></p>"
                      f"<p>answer: <i>{html.escape(r['answer'] or '')}</i> (F1 {r['score']:.2f})</p><ol>{items}</ol></div>")
+    from types import SimpleNamespace
+
+    from .explore import matrix_html, question_matrix, quality_per_1k_tokens
+
+    qdf = store.questions(run["dataset"])
+    qs = [SimpleNamespace(qid=r.question_id, text=r.text, answerable=bool(r.answerable),
+                          metadata=json.loads(r.metadata) if isinstance(r.metadata, str) and r.metadata else {})
+          for r in qdf.itertuples()]
+    scores = store.scores(run_id)
+    matrix = question_matrix(scores, qs, "f1") if len(scores) else pd.DataFrame()
+    per_1k = quality_per_1k_tokens(scores, "f1") if len(scores) else pd.DataFrame()
     header = (f"dataset <b>{html.escape(str(run['dataset']))}</b>, commit {html.escape(str(run['git_commit']))}, "
               f"created {html.escape(str(run['created_at']))}, status {html.escape(str(run['status']))}")
     return {"run_id": run_id, "compare": compare, "header_md": header, "summary": headline_table(summ, HEADLINE),
             "figures": figs, "conversation_figures": conv_figs, "breakdown": breakdown, "breakdowns": breakdowns,
             "statuses": statuses,
-            "comparison": comparison,
+            "comparison": comparison, "matrix": matrix, "matrix_html": matrix_html(matrix), "per_1k": per_1k,
             "worst_html": "".join(worst) or "<p>no scored questions</p>"}
 
 
@@ -154,10 +165,13 @@ def build_report_html(store: ResultStore, run_id: str, compare: str | None = Non
                    if cov.get("candidate_only") or cov.get("baseline_only") else "") + "</p>")
         parts += [f"<h2>Compared with run {html.escape(compare)} (paired deltas)</h2>", note,
                   _table(sec["comparison"])]
-    parts += ["<h2>Worst questions (lowest F1) with their contexts</h2>", sec["worst_html"]]
+    parts += ["<h2>F1 per 1,000 context tokens (95% bootstrap interval of the ratio)</h2>", _table(sec["per_1k"]),
+              "<h2>Question x point matrix (click a header to sort)</h2>", sec["matrix_html"],
+              "<h2>Worst questions (lowest F1) with their contexts</h2>", sec["worst_html"]]
     css = ("body{font-family:system-ui,sans-serif;margin:2em;max-width:1200px}.tbl{border-collapse:collapse;"
            "font-size:13px}.tbl td,.tbl th{padding:3px 8px;border-bottom:1px solid #ddd}pre{white-space:pre-wrap;"
-           "background:#f6f6f6;padding:6px}.src{color:#666}")
+           "background:#f6f6f6;padding:6px}.src{color:#666}.matrix th{cursor:pointer;position:sticky;top:0;"
+           "background:#fff}.matrix td.qtext{max-width:28em}")
     return (f"<!doctype html><html><head><meta charset='utf-8'><title>RAG Workbench {html.escape(run_id)}</title>"
             f"<style>{css}</style></head><body>{''.join(parts)}</body></html>")
 

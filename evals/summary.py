@@ -79,12 +79,26 @@ def summarize_scores(df: pd.DataFrame, metrics: list[str] | None = None, seed: i
     return pd.DataFrame(rows)
 
 
-def headline_table(summary: pd.DataFrame, metrics: list[str] = HEADLINE, by: str | None = None) -> pd.DataFrame:
-    """Wide table: one row per strategy x point (x group), 'mean [low, high]' per headline metric."""
+def headline_table(summary: pd.DataFrame, metrics: list[str] = HEADLINE, by: str | None = None,
+                   numeric: bool = False) -> pd.DataFrame:
+    """Wide table: one row per strategy x point (x group), 'mean [low, high]' per headline metric.
+    ``numeric``: plain float means (3 decimals, sortable as numbers) and an ``n/a`` column saying why
+    a metric has no value (the interactive tables; intervals are in the paired comparison)."""
     index = ([by] if by else []) + ["strategy", "point"]
     if summary.empty or "metric" not in summary:
         return pd.DataFrame(columns=index)
     s = summary[summary.metric.isin(metrics)].copy()
+    if numeric:
+        s["val"] = s["mean"].where(s["n_ok"] > 0).astype(float).round(3)
+        wide = s.drop_duplicates(index + ["metric"]).set_index(index + ["metric"])["val"].unstack("metric")
+        wide = wide[[m for m in metrics if m in wide.columns]].reset_index()
+        wide.columns.name = None
+        na = s[s["n_ok"] == 0].groupby(index).apply(
+            lambda g: "; ".join(f"{m}: {r or 'no ok scores'}" for m, r in zip(g["metric"], g.get(
+                "na_reason", pd.Series([""] * len(g), index=g.index)).fillna(""))), include_groups=False)
+        wide["n/a"] = [na.get(tuple(r[c] for c in index), "") if len(na) else "" for _, r in wide.iterrows()]
+        order = sorted(range(len(wide)), key=lambda i: tuple(natural_key(str(wide.iloc[i][c])) for c in index))
+        return wide.iloc[order].reset_index(drop=True)
     def fmt(r):
         if r["n_ok"] == 0:  # never a number: say why ("n/a (extractive answers copy the context)")
             return f"n/a ({r['na_reason']})" if r.get("na_reason") else "n/a (no ok scores)"

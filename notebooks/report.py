@@ -1,7 +1,7 @@
 import marimo
 
 __generated_with = "0.25.2"
-app = marimo.App(width="full", app_title="RAG Workbench report")
+app = marimo.App(width="full", app_title="RAG Workbench report", html_head_file="head.html")
 
 
 @app.cell
@@ -63,6 +63,18 @@ def _(mo, sections):
     _cmp = sections.get("comparison")
     mo.vstack([mo.md("## Compared runs (paired bootstrap deltas)"), mo.ui.table(_cmp, selection=None)]
               ) if _cmp is not None else mo.md("")
+    return
+
+
+@app.cell
+def _(mo, sections):
+    _m = sections["matrix"]
+    _pts = _m.attrs.get("points", []) if len(_m) else []
+    mo.vstack([mo.md("## F1 per 1,000 context tokens (95% bootstrap interval of the ratio)"),
+               mo.ui.table(sections["per_1k"], selection=None),
+               mo.md("## Question x point matrix (F1; sortable, filterable, downloadable)"),
+               mo.ui.table(_m, selection=None, page_size=15, freeze_columns_left=["question_id"] if len(_m) else None,
+                           format_mapping={p: "{:.3f}" for p in _pts})]) if len(_m) else mo.md("")
     return
 
 

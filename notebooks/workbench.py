@@ -1,7 +1,7 @@
 import marimo
 
 __generated_with = "0.25.2"
-app = marimo.App(width="full", app_title="RAG Workbench")
+app = marimo.App(width="full", app_title="RAG Workbench", html_head_file="head.html")
 
 
 @app.cell
@@ -11,7 +11,7 @@ def _():
 
     import marimo as mo
 
-    from evals import interactive
+    from evals import explore, interactive
     from evals.charts import quality_cost_figure
     from evals.summary import HEADLINE, headline_table, summarize_scores
     from rag.corpora import BUNDLED
@@ -24,7 +24,7 @@ def _():
     parser.add_argument("--limit", type=int, default=50, help="questions evaluated interactively")
     parser.add_argument("--embedder", default="e5", help="embedder of the index (e5, use, hash)")
     args, _unknown = parser.parse_known_args(sys.argv[1:])
-    return (BUNDLED, HEADLINE, STRATEGIES, args, headline_table, interactive, mo, quality_cost_figure,
+    return (BUNDLED, HEADLINE, STRATEGIES, args, explore, headline_table, interactive, mo, quality_cost_figure,
             summarize_scores)
 
 
@@ -79,12 +79,22 @@ def _(args, dataset, interactive, mo):
 
 
 @app.cell
-def _(budgets, interactive, limit, mo, session, strategies, summarize_scores):
+def _(mo):
+    # summaries of earlier applied budgets: drawn as faded points under the current ones
+    get_history, set_history = mo.state([])
+    return get_history, set_history
+
+
+@app.cell
+def _(budgets, interactive, limit, mo, session, set_history, strategies, summarize_scores):
     _points = interactive.points_from_budgets(strategies.value, budgets.value or {})
     with mo.status.spinner(title="Evaluating (cached candidates: only packing, answering and scoring re-run)"):
         scores = interactive.evaluate_points(session, _points, limit.value)
         summary = summarize_scores(scores)
-    return scores, summary
+    set_history(lambda h: (h + [summary])[-20:])
+    # the per-question frame, for pandas users: `rows` (one row per question x point x metric)
+    rows = scores
+    return rows, scores, summary
 
 
 @app.cell
@@ -97,31 +107,137 @@ def _(mo):
 
 
 @app.cell
-def _(HEADLINE, cost, headline_table, mo, quality, quality_cost_figure, summary):
+def _(HEADLINE, cost, get_history, headline_table, mo, quality, quality_cost_figure, summary):
+    import pandas as _pd
+
+    _hist = get_history()[:-1]
+    _table = headline_table(summary, HEADLINE, numeric=True)
     mo.vstack([
-        mo.ui.plotly(quality_cost_figure(summary, quality.value, cost.value)),
-        mo.ui.table(headline_table(summary, HEADLINE), selection=None),
+        mo.ui.plotly(quality_cost_figure(summary, quality.value, cost.value,
+                                         _pd.concat(_hist, ignore_index=True) if _hist else None)),
+        mo.ui.table(_table, selection=None, freeze_columns_left=["strategy", "point"],
+                    format_mapping={c: "{:.3f}" for c in _table.columns if _table[c].dtype.kind == "f"}),
     ]) if len(summary) else mo.md("Pick at least one strategy.")
     return
 
 
 @app.cell
-def _(limit, mo, session, strategies):
-    _qs = session.dataset.questions[: limit.value]
-    pick_q = mo.ui.dropdown({f"{q.qid}: {q.text[:70]}": q.qid for q in _qs},
-                            value=f"{_qs[0].qid}: {_qs[0].text[:70]}" if _qs else None, label="question")
-    pick_s = mo.ui.dropdown(list(strategies.value), value=(list(strategies.value) or [None])[0], label="strategy")
-    mo.vstack([mo.md("## Drill-down"), mo.hstack([pick_q, pick_s], justify="start")])
-    return pick_q, pick_s
+def _(explore, mo, scores, session):
+    _fields = sorted({k for q in session.dataset.questions for k in (q.metadata or {})})
+    m_metric = mo.ui.dropdown(sorted(set(scores.metric)) if len(scores) else ["f1"],
+                              value="f1" if "f1" in set(scores.metric) else None, label="cell metric")
+    f_disagree = mo.ui.checkbox(label="strategies disagree")
+    f_fail = mo.ui.checkbox(label="any failure status")
+    f_unans = mo.ui.checkbox(label="unanswerable")
+    f_field = mo.ui.dropdown(["(none)"] + _fields, value="(none)", label="field")
+    f_value = mo.ui.text(label="equals", placeholder="value")
+    f_search = mo.ui.text(label="search", placeholder="question text or id")
+    mo.vstack([mo.md("## Question x point matrix (click a cell to open it below)"),
+               mo.hstack([m_metric, f_disagree, f_fail, f_unans, f_field, f_value, f_search], justify="start",
+                         wrap=True)])
+    return f_disagree, f_fail, f_field, f_search, f_unans, f_value, m_metric
 
 
 @app.cell
-def _(interactive, mo, pick_q, pick_s, scores, session):
-    _hit = [k for k in session.items if k[0] == pick_s.value and k[2] == pick_q.value] if pick_q.value else []
-    _q = next((q for q in session.dataset.questions if q.qid == pick_q.value), None)
+def _(explore, f_disagree, f_fail, f_field, f_search, f_unans, f_value, m_metric, mo, scores, session):
+    _m = explore.question_matrix(scores, session.dataset.questions, m_metric.value or "f1")
+    matrix = explore.filter_matrix(_m, f_disagree.value, f_fail.value, f_unans.value,
+                                   None if f_field.value == "(none)" else f_field.value, f_value.value,
+                                   f_search.value)
+    _pts = _m.attrs.get("points", [])
+    matrix_table = mo.ui.table(
+        matrix, selection="single-cell", page_size=12, freeze_columns_left=["question_id"],
+        format_mapping={p: "{:.3f}" for p in _pts + ["spread"]},
+        style_cell=lambda _row, _col, _v: ({"backgroundColor": explore._cell_colour(_v)}
+                                          if _col in _pts and isinstance(_v, float) else {}),
+        label=f"{len(matrix)} of {len(_m)} questions")
+    matrix_table
+    return matrix, matrix_table
+
+
+@app.cell
+def _(explore, matrix, matrix_table, mo, scores):
+    _pts = explore.points_of(scores)
+    _cell = (matrix_table.value or [None])[0]
+    _row = getattr(_cell, "row", None)
+    _col = getattr(_cell, "column", None)
+    _qids = list(matrix["question_id"]) if len(matrix) else []
+    try:
+        _qid = matrix.loc[int(_row), "question_id"] if _row is not None else None
+    except (KeyError, ValueError):
+        _qid = None
+    _qid = _qid if _qid in _qids else (_qids[0] if _qids else None)
+    pick_q = mo.ui.dropdown(_qids, value=_qid, label="question")
+    pick_a = mo.ui.dropdown(_pts, value=_col if _col in _pts else (_pts[0] if _pts else None), label="point A")
+    pick_b = mo.ui.dropdown(["(none)"] + _pts, value="(none)", label="point B (side by side)")
+    mo.vstack([mo.md("## Drill-down: the applied budgets, one question, one or two points"),
+               mo.hstack([pick_q, pick_a, pick_b], justify="start")])
+    return pick_a, pick_b, pick_q
+
+
+@app.cell
+def _(interactive, mo, pick_a, pick_b, pick_q, scores, session):
+    scores  # noqa: B018  (re-render whenever the applied budgets change: never a stale drill-down)
     # corpus text and answers are escaped by the library: shown as text, never executed
-    (mo.Html(interactive.drilldown_html(_q, *session.items[_hit[-1]])) if _hit and _q is not None
-     else mo.md("Evaluate a strategy to see its items."))
+    (mo.Html(interactive.side_by_side_html(session, pick_q.value, pick_a.value,
+                                           None if pick_b.value == "(none)" else pick_b.value))
+     if pick_q.value and pick_a.value else mo.md("Evaluate a strategy to see its items."))
+    return
+
+
+@app.cell
+def _(explore, mo, scores):
+    _pts = explore.points_of(scores)
+    pair_a = mo.ui.dropdown(_pts, value=_pts[0] if _pts else None, label="A")
+    pair_b = mo.ui.dropdown(_pts, value=_pts[1] if len(_pts) > 1 else None, label="B")
+    mo.vstack([mo.md("## Paired comparison inside this run (B - A, paired bootstrap over the same questions)"),
+               mo.hstack([pair_a, pair_b], justify="start")])
+    return pair_a, pair_b
+
+
+@app.cell
+def _(explore, mo, pair_a, pair_b, quality, scores):
+    mo.stop(not (pair_a.value and pair_b.value and pair_a.value != pair_b.value),
+            mo.md("Pick two different points."))
+    _p = explore.paired_points(scores, pair_a.value, pair_b.value)
+    _k = explore.quality_per_1k_tokens(scores, quality.value)
+    mo.vstack([
+        mo.ui.table(_p, selection=None, label=f"{pair_b.value} vs {pair_a.value}: delta with 95% interval; "
+                    "better / worse when the interval excludes 0"),
+        mo.md(f"**{quality.value} per 1,000 context tokens** (95% bootstrap interval of the ratio of means)"),
+        mo.ui.table(_k, selection=None),
+    ])
+    return
+
+
+@app.cell
+def _(STRATEGIES, mo):
+    curve_strategy = mo.ui.dropdown(list(STRATEGIES), value="chunks", label="strategy")
+    curve_param = mo.ui.text(value="top_k", label="budget")
+    curve_values = mo.ui.text(value="2,4,8,16", label="values")
+    curve_go = mo.ui.run_button(label="Sweep")
+    mo.vstack([mo.md("## Budget curve: sweep one budget (re-packs from cached candidates)"),
+               mo.hstack([curve_strategy, curve_param, curve_values, curve_go], justify="start")])
+    return curve_go, curve_param, curve_strategy, curve_values
+
+
+@app.cell
+def _(curve_go, curve_param, curve_strategy, curve_values, interactive, limit, mo, quality, quality_cost_figure,
+      session, summarize_scores):
+    mo.stop(not curve_go.value, mo.md("Press Sweep to draw the curve."))
+    _vals = [interactive.parse_budget_value(x) for x in curve_values.value.split(",") if x.strip()]
+    _sc = interactive.budget_curve(session, curve_strategy.value, curve_param.value.strip(), _vals, limit.value)
+    mo.ui.plotly(quality_cost_figure(summarize_scores(_sc), quality.value, "context_tokens"))
+    return
+
+
+@app.cell
+def _(mo, rows):
+    mo.vstack([mo.md("## Data out\n\nEvery table above has CSV / JSON / Parquet download. In your own code: "
+                     "`from evals.interactive import open_session, evaluate_points; rows = "
+                     "evaluate_points(open_session('squad2'), [('chunks', {'top_k': 4})])` (a pandas DataFrame, one "
+                     "row per question x point x metric), or `ragwb export RUN --format parquet` for a stored run."),
+               mo.ui.table(rows, selection=None, page_size=10, label="rows (per-question scores)")])
     return
 
 
@@ -150,7 +266,7 @@ def _(mo):
 
 
 @app.cell
-def _(args, judge_button, mo, pick_s, session):
+def _(args, judge_button, mo, pick_a, session):
     mo.stop(not judge_button.value, mo.md("Nothing is sent to a judge until you press the button."))
     from evals.judges import get_judge, judge_config_from_env
     from rag.llm import LLMClient
@@ -161,7 +277,7 @@ def _(args, judge_button, mo, pick_s, session):
     _judge = get_judge("llm_faithfulness", LLMClient(_cfg, f"{args.workspace}/cache/llm.sqlite"))
     _rows = []
     for (_s, _label, _qid), (_row, _sc) in session.items.items():
-        if _s != pick_s.value:
+        if f"{_s} · {_label}" != pick_a.value:
             continue
         import json as _json
         _q = next(q for q in session.dataset.questions if q.qid == _qid)

@@ -69,6 +69,10 @@ def ensure_ray(address: str | None = None, num_cpus: int | None = None):
         import ray
     except ImportError as e:  # the optional extra
         raise ImportError("--engine ray needs the optional extra: pip install 'rag-workbench[ray]'") from e
+    import warnings
+
+    # Ray starts its processes with fork+exec (nothing of lancedb's state survives the exec)
+    warnings.filterwarnings("ignore", message="lancedb fork support is experimental")
     if not ray.is_initialized():
         kw = dict(namespace=RAY_NAMESPACE, log_to_driver=False, include_dashboard=False,
                   configure_logging=True, logging_level=logging.WARNING)

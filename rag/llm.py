@@ -108,7 +108,7 @@ class CacheStats:
 class ResponseCache:
     def __init__(self, path: str | Path):
         Path(path).parent.mkdir(parents=True, exist_ok=True)
-        self.db = sqlite3.connect(str(path), check_same_thread=False)
+        self.db = sqlite3.connect(str(path), check_same_thread=False, timeout=60)  # shared by Ray workers
         self.db.execute("CREATE TABLE IF NOT EXISTS responses (k TEXT PRIMARY KEY, v TEXT)")
         self.lock = threading.Lock()
 

@@ -8,7 +8,9 @@ It lets the LLM path (client, retries, cache, statuses) run end to end against a
 server with no network: ``python -m rag.local_server --port 8765``. Fault modes for tests
 are picked per request by the model name: ``fault-429`` (429 with Retry-After),
 ``fault-500``, ``fault-slow`` (sleeps past a client timeout), ``fault-badjson``
-(200 with a malformed body), ``fault-flaky`` (429 once per distinct request, then ok).
+(200 with a malformed body), ``fault-flaky`` (429 once per distinct request, then ok),
+``slow-extractive`` (answers after 0.1 s, so concurrent calls overlap). ``Handler.peak`` is the
+most chat requests it has served at once (concurrency limits are checked against it).
 """
 from __future__ import annotations
 
@@ -45,6 +47,7 @@ def answer_messages(messages: list[dict]) -> str:
 class Handler(BaseHTTPRequestHandler):
     server_version = "ragwb-local/1"
     calls = 0
+    inflight = peak = 0
     seen: set = set()
     lock = threading.Lock()
 
@@ -102,16 +105,28 @@ class Handler(BaseHTTPRequestHandler):
             return self._send(200, json.dumps({"object": "list", "data": data, "model": model,
                                                "usage": {"prompt_tokens": toks, "total_tokens": toks}}).encode())
         if self.path.endswith("/chat/completions"):
-            msgs = req.get("messages", [])
-            text = answer_messages(msgs)
-            pt = sum(count_tokens(m.get("content") or "") + 3 for m in msgs) + 3
-            ct = count_tokens(text)
-            body = {"id": f"cmpl-{Handler.calls}", "object": "chat.completion", "created": int(time.time()),
-                    "model": model, "choices": [{"index": 0, "finish_reason": "stop",
-                                                 "message": {"role": "assistant", "content": text}}],
-                    "usage": {"prompt_tokens": pt, "completion_tokens": ct, "total_tokens": pt + ct}}
-            return self._send(200, json.dumps(body).encode())
+            with Handler.lock:
+                Handler.inflight += 1
+                Handler.peak = max(Handler.peak, Handler.inflight)
+            try:
+                if model == "slow-extractive":
+                    time.sleep(0.1)
+                return self._chat(req, model)
+            finally:
+                with Handler.lock:
+                    Handler.inflight -= 1
         self._send(404, b'{"error": {"message": "not found"}}')
+
+    def _chat(self, req: dict, model: str):
+        msgs = req.get("messages", [])
+        text = answer_messages(msgs)
+        pt = sum(count_tokens(m.get("content") or "") + 3 for m in msgs) + 3
+        ct = count_tokens(text)
+        body = {"id": f"cmpl-{Handler.calls}", "object": "chat.completion", "created": int(time.time()),
+                "model": model, "choices": [{"index": 0, "finish_reason": "stop",
+                                             "message": {"role": "assistant", "content": text}}],
+                "usage": {"prompt_tokens": pt, "completion_tokens": ct, "total_tokens": pt + ct}}
+        return self._send(200, json.dumps(body).encode())
 
 
 class QuietServer(ThreadingHTTPServer):

@@ -101,9 +101,11 @@ def test_marimo_export_of_report_exits_zero(hostile_run, tmp_path):
     assert "RAG Workbench report" in out.read_text()
 
 
-def test_workbench_live_slider_repacks_without_re_embedding(browser, tmp_path):
-    """`marimo run` serves the workbench with a live kernel; moving a budget slider and applying the
-    form updates the results and embeds nothing new (the candidate cache is reused)."""
+def test_workbench_in_chromium_apply_matrix_drilldown_pairs_offline(browser, tmp_path):
+    """`marimo run` serves the workbench with a live kernel. In Chromium: Apply changes the drill-down
+    (which names the point it shows) and embeds nothing new; the matrix filter narrows the rows; a
+    cell click opens that question and point; the paired comparison shows intervals; no request
+    leaves 127.0.0.1 and the console has no error. Screenshots are saved beside the test's files."""
     import socket
     import sqlite3
     import time
@@ -117,6 +119,8 @@ def test_workbench_live_slider_repacks_without_re_embedding(browser, tmp_path):
                              str(ROOT / "notebooks" / "workbench.py"), "--", "--dataset", "xquad-en", "--embedder",
                              "hash", "--limit", "20", "--workspace", str(ws), "--db", str(tmp_path / "none.duckdb")],
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    shots = tmp_path / "screenshots"
+    shots.mkdir()
     try:
         deadline = time.time() + 60
         while True:
@@ -127,10 +131,15 @@ def test_workbench_live_slider_repacks_without_re_embedding(browser, tmp_path):
                 if time.time() > deadline:
                     raise
                 time.sleep(0.3)
-        page = browser.new_page(viewport={"width": 1300, "height": 1400})
+        page = browser.new_page(viewport={"width": 1440, "height": 1600})
+        outside, errors = [], []
+        page.on("request", lambda r: None if r.url.startswith(("http://127.0.0.1", "ws://127.0.0.1", "data:", "blob:"))
+                else outside.append(r.url))
+        page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+        page.on("pageerror", lambda e: errors.append(str(e)))
         page.goto(f"http://127.0.0.1:{port}/")
         page.wait_for_selector(".main-svg", timeout=90000)
-        page.wait_for_selector("text=defaults", timeout=30000)
+        page.wait_for_selector("text=showing: chunks · defaults", timeout=60000)
 
         def embedded():
             con = sqlite3.connect(ws / "cache" / "embeddings.sqlite")
@@ -138,14 +147,43 @@ def test_workbench_live_slider_repacks_without_re_embedding(browser, tmp_path):
             con.close()
             return n
         before = embedded()
-        slider = page.locator("[role=slider]").nth(1)  # top_k, the first slider of the budget form
+        # 1. Apply a budget: the drill-down follows it and says which point it shows
+        slider = page.locator("[role=slider]").nth(1)  # chunks top_k, the first slider of the budget form
         slider.focus()
         for _ in range(5):
             page.keyboard.press("ArrowLeft")
         page.get_by_text("Apply budgets").click()
-        page.wait_for_selector("text=top_k=3", timeout=60000)
-        assert page.locator(".main-svg").count() >= 1
+        page.wait_for_selector("text=showing: chunks · top_k=3", timeout=60000)
+        assert page.locator("text=showing: chunks · defaults").count() == 0  # never a stale drill-down
         assert embedded() == before  # questions and passages were not embedded again
+        page.screenshot(path=str(shots / "1-applied.png"), full_page=True)
+        # 2. the matrix filter: searching question text narrows the rows
+        page.wait_for_selector("text=20 of 20 questions", timeout=30000)
+        page.get_by_placeholder("question text or id").fill("Super Bowl")
+        page.keyboard.press("Enter")
+        page.wait_for_function("() => /\\b([0-9]|1[0-9]) of 20 questions/.test(document.body.innerText)",
+                               timeout=30000)
+        page.screenshot(path=str(shots / "2-filtered.png"), full_page=True)
+        # 3. a cell click opens that question and point in the drill-down
+        header = "parent_child · defaults"
+        col = page.locator(f"th:has-text('{header}')").first
+        col.scroll_into_view_if_needed()
+        idx = page.evaluate("""(h) => { const ths = [...document.querySelectorAll('th')];
+            const t = ths.find(x => x.innerText.includes(h)); return [...t.parentElement.children].indexOf(t); }""",
+                            header)
+        cell = page.locator("tbody tr").first.locator("td").nth(idx)
+        cell.click()
+        page.wait_for_selector(f"text=showing: {header}", timeout=30000)
+        page.screenshot(path=str(shots / "3-cell-drilldown.png"), full_page=True)
+        # 4. the paired comparison shows intervals and verdicts
+        page.wait_for_selector("text=delta with 95% interval", timeout=30000)
+        body = page.inner_text("body")
+        assert "per 1,000 context tokens" in body and ("tie" in body or "better" in body or "worse" in body)
+        page.screenshot(path=str(shots / "4-paired.png"), full_page=True)
+        assert outside == [], outside  # MathJax and every other CDN request is gone
+        assert errors == [], errors
+        for png in shots.glob("*.png"):
+            assert _not_blank(png.read_bytes()), png
         page.close()
     finally:
         proc.terminate()

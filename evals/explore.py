@@ -1,0 +1,215 @@
+"""Per-question views of one run (live in the workbench, stored in the report): the question x point
+matrix with its filters, paired comparisons of two points inside the run, and quality per 1,000
+context tokens with intervals. Input: the long per-question scores frame (strategy, point_label,
+question_id, repeat, metric, value, status) that `ResultStore.scores` and
+`interactive.evaluate_points` both return."""
+from __future__ import annotations
+
+import html
+
+import numpy as np
+import pandas as pd
+
+from .metrics import METRICS, NOT_FAILURES
+from .stats import DEFAULT_SEED, bootstrap_ci, paired_bootstrap
+
+MATRIX_METRICS = ("f1", "faithfulness", "citation_precision", "doc_ndcg@10")  # cell contents, where scored
+DISAGREE_GAP = 0.5  # "strategies disagree": the best and worst point differ by at least this on the metric
+
+
+def point_name(strategy: str, label: str) -> str:
+    return f"{strategy} · {label}"
+
+
+def points_of(scores: pd.DataFrame) -> list[str]:
+    from .summary import natural_key
+
+    pts = {point_name(s, lab) for s, lab in zip(scores.strategy, scores.point_label)}
+    return sorted(pts, key=natural_key)
+
+
+def _wide(scores: pd.DataFrame, metric: str) -> pd.DataFrame:
+    """question_id x point -> mean over repeats of ok values (NaN where not ok)."""
+    s = scores[scores.metric == metric]
+    if s.empty:
+        return pd.DataFrame()
+    s = s.assign(point=[point_name(a, b) for a, b in zip(s.strategy, s.point_label)],
+                 v=s.value.where(s.status == "ok"))
+    return s.pivot_table(index="question_id", columns="point", values="v", aggfunc="mean", dropna=False)
+
+
+def question_matrix(scores: pd.DataFrame, questions: list, metric: str = "f1") -> pd.DataFrame:
+    """One row per question, one numeric column per point (``metric``, mean over repeats), plus
+    question, answerable, any metadata fields, ``spread`` (best - worst point), ``disagree`` and
+    ``failures`` (items of the question whose status is a failure: error, timeout, parse_error, ...)."""
+    if scores.empty:
+        return pd.DataFrame()
+    wide = _wide(scores, metric)
+    pts = points_of(scores)
+    wide = wide.reindex(columns=pts) if not wide.empty else pd.DataFrame(columns=pts)
+    by_id = {q.qid: q for q in questions}
+    qids = list(dict.fromkeys([q.qid for q in questions if q.qid in set(scores.question_id)]
+                              + sorted(set(scores.question_id) - set(by_id))))
+    wide = wide.reindex(qids)
+    fails = scores[~scores.status.isin(("ok",) + tuple(NOT_FAILURES))].groupby("question_id").size()
+    out = pd.DataFrame({"question_id": qids,
+                        "question": [by_id[q].text if q in by_id else "" for q in qids],
+                        "answerable": [bool(by_id[q].answerable) if q in by_id else True for q in qids]})
+    meta_keys = sorted({k for q in questions for k in (q.metadata or {})})
+    for k in meta_keys:
+        out[k] = [str((by_id[q].metadata or {}).get(k, "")) if q in by_id else "" for q in qids]
+    vals = wide.to_numpy(dtype=float) if len(pts) else np.zeros((len(qids), 0))
+    with np.errstate(all="ignore"):
+        spread = (np.nanmax(vals, axis=1) - np.nanmin(vals, axis=1)) if vals.shape[1] else np.zeros(len(qids))
+    out["spread"] = np.nan_to_num(spread, nan=0.0).round(3)
+    out["disagree"] = out["spread"] >= DISAGREE_GAP
+    out["failures"] = [int(fails.get(q, 0)) for q in qids]
+    for p in pts:
+        out[p] = wide[p].to_numpy(dtype=float).round(3)
+    out.attrs.update(metric=metric, points=pts, meta_fields=meta_keys)
+    return out
+
+
+def filter_matrix(m: pd.DataFrame, disagree: bool = False, failures: bool = False, unanswerable: bool = False,
+                  field: str | None = None, value: str | None = None, search: str = "") -> pd.DataFrame:
+    """The rows of a question matrix that pass every filter asked for."""
+    if m.empty:
+        return m
+    keep = pd.Series(True, index=m.index)
+    if disagree:
+        keep &= m["disagree"]
+    if failures:
+        keep &= m["failures"] > 0
+    if unanswerable:
+        keep &= ~m["answerable"]
+    if field and value not in (None, ""):
+        if field not in m.columns:
+            raise ValueError(f"unknown field {field!r}; valid: {', '.join(m.attrs.get('meta_fields', []))}")
+        keep &= m[field].astype(str) == str(value)
+    if search:
+        keep &= m["question"].str.contains(search, case=False, regex=False) | m["question_id"].str.contains(
+            search, case=False, regex=False)
+    out = m[keep]
+    out.attrs.update(m.attrs)
+    return out
+
+
+def paired_points(scores: pd.DataFrame, a: str, b: str, metrics: list[str] | None = None,
+                  seed: int = DEFAULT_SEED, n_resamples: int = 2000) -> pd.DataFrame:
+    """Point ``b`` against point ``a`` (names from ``points_of``) over the questions both scored ok,
+    per metric: n, mean of each, the paired bootstrap delta (b - a) with its 95% interval, and a
+    verdict: better / worse when the interval excludes 0 (in the metric's direction), else tie."""
+    rows = []
+    names = sorted(set(scores.metric)) if metrics is None else metrics
+    for metric in names:
+        w = _wide(scores, metric)
+        if w.empty or a not in w.columns or b not in w.columns:
+            continue
+        pair = w[[a, b]].dropna()
+        if pair.empty:
+            rows.append({"metric": metric, "n": 0, "a": np.nan, "b": np.nan, "delta": np.nan, "low": np.nan,
+                         "high": np.nan, "verdict": "no paired questions"})
+            continue
+        r = paired_bootstrap(pair[a].to_numpy(), pair[b].to_numpy(), n_resamples, seed=seed)
+        higher = getattr(METRICS.get(metric), "higher_is_better", True)
+        if r["low"] > 0 or r["high"] < 0:
+            up = r["low"] > 0
+            verdict = "better" if up == higher else "worse"
+        else:
+            verdict = "tie"
+        rows.append({"metric": metric, "n": r["n"], "a": round(r["baseline"], 3), "b": round(r["candidate"], 3),
+                     "delta": round(r["delta"], 3), "low": round(r["low"], 3), "high": round(r["high"], 3),
+                     "verdict": verdict})
+    out = pd.DataFrame(rows, columns=["metric", "n", "a", "b", "delta", "low", "high", "verdict"])
+    out.attrs.update(a=a, b=b)
+    return out
+
+
+def quality_per_1k_tokens(scores: pd.DataFrame, metric: str = "f1", seed: int = DEFAULT_SEED,
+                          n_resamples: int = 1000) -> pd.DataFrame:
+    """Per point: mean ``metric``, mean context tokens, and quality per 1,000 context tokens
+    (1000 x mean quality / mean tokens) with a 95% bootstrap interval over questions (both means
+    resampled together, so the interval is of the ratio)."""
+    q, t = _wide(scores, metric), _wide(scores, "context_tokens")
+    rows = []
+    for p in points_of(scores):
+        if q.empty or t.empty or p not in q.columns or p not in t.columns:
+            continue
+        pair = pd.concat([q[p], t[p]], axis=1, keys=["q", "t"]).dropna()
+        if pair.empty or pair.t.mean() <= 0:
+            rows.append({"point": p, "n": len(pair), metric: np.nan, "context_tokens": np.nan,
+                         "per_1k_tokens": np.nan, "low": np.nan, "high": np.nan})
+            continue
+        qa, ta = pair.q.to_numpy(float), pair.t.to_numpy(float)
+        rng = np.random.default_rng(seed)
+        idx = rng.integers(0, len(qa), size=(n_resamples, len(qa)))
+        with np.errstate(all="ignore"):
+            ratios = 1000 * qa[idx].mean(axis=1) / ta[idx].mean(axis=1)
+        ratios = ratios[np.isfinite(ratios)]
+        est = 1000 * qa.mean() / ta.mean()
+        rows.append({"point": p, "n": len(pair), metric: round(float(qa.mean()), 3),
+                     "context_tokens": round(float(ta.mean()), 1), "per_1k_tokens": round(float(est), 4),
+                     "low": round(float(np.quantile(ratios, 0.025)), 4) if len(ratios) else np.nan,
+                     "high": round(float(np.quantile(ratios, 0.975)), 4) if len(ratios) else np.nan})
+    return pd.DataFrame(rows, columns=["point", "n", metric, "context_tokens", "per_1k_tokens", "low", "high"])
+
+
+def mean_interval(scores: pd.DataFrame, point: str, metric: str) -> tuple[float, float, float]:
+    w = _wide(scores, metric)
+    if w.empty or point not in w.columns:
+        return (float("nan"),) * 3
+    return bootstrap_ci(w[point].dropna().to_numpy())
+
+
+def _cell_colour(v: float) -> str:
+    if v is None or not np.isfinite(v):
+        return "#eee"
+    # red (0) -> yellow (0.5) -> green (1), light enough for black text
+    r = 255 if v < 0.5 else int(255 - (v - 0.5) * 2 * 120)
+    g = int(150 + min(v, 0.5) * 2 * 105)
+    return f"rgb({r},{g},150)"
+
+
+def matrix_html(m: pd.DataFrame, max_rows: int = 500, table_id: str = "qmatrix") -> str:
+    """The matrix as a self-contained sortable HTML table (click a header to sort; no network):
+    colour-coded cells, the question text escaped."""
+    if m.empty:
+        return "<p>no scored questions</p>"
+    pts = m.attrs.get("points", [])
+    cols = ["question_id", "question", "answerable"] + m.attrs.get("meta_fields", []) + ["spread", "failures"] + pts
+    head = "".join(f"<th onclick=\"rwbSort('{table_id}',{i})\" title='click to sort'>{html.escape(c)}</th>"
+                   for i, c in enumerate(cols))
+    body = []
+    for _, r in m.head(max_rows).iterrows():
+        cells = []
+        for c in cols:
+            v = r[c]
+            if c in pts:
+                txt = "" if pd.isna(v) else f"{v:.3f}"
+                cells.append(f"<td data-v='{'' if pd.isna(v) else v}' style='background:{_cell_colour(v)}'>{txt}</td>")
+            elif c == "question":
+                cells.append(f"<td class='qtext'>{html.escape(str(v)[:200])}</td>")
+            else:
+                val = f"{v:.3f}" if isinstance(v, float) else str(v)
+                cells.append(f"<td data-v='{html.escape(val)}'>{html.escape(val)}</td>")
+        body.append("<tr>" + "".join(cells) + "</tr>")
+    more = f"<p>{len(m) - max_rows} more questions not shown (export the run for all)</p>" if len(m) > max_rows else ""
+    return (f"<p>{html.escape(m.attrs.get('metric', ''))} per question and point (mean over repeats; blank = not "
+            f"scored ok); {len(m)} questions; a row is marked <i>disagree</i> when its spread is at least "
+            f"{DISAGREE_GAP}.</p><table class='tbl matrix' id='{table_id}'><thead><tr>{head}</tr></thead><tbody>"
+            + "".join(body) + "</tbody></table>" + more + SORT_JS)
+
+
+SORT_JS = """<script>
+function rwbSort(id, col) {
+  const t = document.getElementById(id), tb = t.tBodies[0], rows = Array.from(tb.rows);
+  const asc = t.dataset.col == col ? t.dataset.dir != 'asc' : true;
+  t.dataset.col = col; t.dataset.dir = asc ? 'asc' : 'desc';
+  const key = r => { const c = r.cells[col], v = c.dataset.v ?? c.textContent, n = parseFloat(v);
+                     return isNaN(n) ? v.toLowerCase() : n; };
+  rows.sort((a, b) => { const x = key(a), y = key(b);
+    if (typeof x !== typeof y) return typeof x === 'number' ? -1 : 1;
+    return (x < y ? -1 : x > y ? 1 : 0) * (asc ? 1 : -1); });
+  rows.forEach(r => tb.appendChild(r));
+}
+</script>"""

@@ -1,0 +1,91 @@
+"""The researcher's views of one run, on hand-made score frames: the question x point matrix and
+its filters, paired comparison verdicts, quality per 1,000 tokens, Pareto ties, the sortable table."""
+from types import SimpleNamespace
+
+import numpy as np
+import pandas as pd
+
+from evals.charts import quality_cost_frame
+from evals.explore import filter_matrix, matrix_html, paired_points, question_matrix, quality_per_1k_tokens
+
+
+def frame(values: dict, tokens: dict | None = None, status: dict | None = None) -> pd.DataFrame:
+    """values: point -> list of f1 per question (q0, q1, ...)."""
+    rows = []
+    for point, vals in values.items():
+        strat, label = point.split(" · ")
+        for i, v in enumerate(vals):
+            st = (status or {}).get((point, i), "ok")
+            rows.append({"strategy": strat, "point_label": label, "question_id": f"q{i}", "repeat": 0,
+                         "metric": "f1", "value": None if st != "ok" else v, "status": st})
+            rows.append({"strategy": strat, "point_label": label, "question_id": f"q{i}", "repeat": 0,
+                         "metric": "context_tokens", "value": (tokens or {}).get(point, 1000.0), "status": "ok"})
+    return pd.DataFrame(rows)
+
+
+QS = [SimpleNamespace(qid=f"q{i}", text=t, answerable=a, metadata={"company": c})
+      for i, (t, a, c) in enumerate([("Who founded Acme?", True, "ACME"), ("When did <b>it</b> start?", False, "ACME"),
+                                     ("Where is the plant?", True, "INTC"), ("How many staff?", True, "INTC")])]
+
+
+def test_matrix_marks_disagreement_failures_and_filters():
+    sc = frame({"chunks · top_k=2": [1.0, 0.0, 0.5, 0.2], "chunks · top_k=16": [1.0, 0.9, 0.4, 0.2],
+                "hybrid · defaults": [0.9, 0.1, 0.5, 0.0]}, status={("hybrid · defaults", 3): "timeout"})
+    m = question_matrix(sc, QS)
+    # points in numeric order, one numeric column each
+    assert m.attrs["points"] == ["chunks · top_k=2", "chunks · top_k=16", "hybrid · defaults"]
+    assert m["chunks · top_k=16"].dtype.kind == "f"
+    assert list(m.disagree) == [False, True, False, False] and m.spread[1] == 0.9
+    assert list(m.failures) == [0, 0, 0, 1] and np.isnan(m.loc[3, "hybrid · defaults"])
+    assert list(filter_matrix(m, disagree=True).question_id) == ["q1"]
+    assert list(filter_matrix(m, failures=True).question_id) == ["q3"]
+    assert list(filter_matrix(m, unanswerable=True).question_id) == ["q1"]
+    assert list(filter_matrix(m, field="company", value="INTC").question_id) == ["q2", "q3"]
+    assert list(filter_matrix(m, search="acme").question_id) == ["q0"]
+    assert filter_matrix(m, disagree=True, field="company", value="INTC").empty
+
+
+def test_paired_points_verdicts_follow_the_interval():
+    better = [0.0] * 10 + [1.0] * 10
+    sc = frame({"a · x=1": [0.0] * 20, "b · x=2": better, "c · x=3": [0.0, 1.0] * 10, "d · x=4": [0.0, 1.0] * 10})
+    p = paired_points(sc, "a · x=1", "b · x=2", ["f1"]).iloc[0]
+    assert p.n == 20 and p.delta == 0.5 and p.low > 0 and p.verdict == "better"
+    p = paired_points(sc, "b · x=2", "a · x=1", ["f1"]).iloc[0]
+    assert p.verdict == "worse" and p.high < 0
+    p = paired_points(sc, "c · x=3", "d · x=4", ["f1"]).iloc[0]
+    assert p.delta == 0 and p.verdict == "tie"
+    # lower is better for tokens: fewer tokens is "better"
+    sc2 = frame({"a · x=1": [0.5] * 5, "b · x=2": [0.5] * 5}, tokens={"a · x=1": 900.0, "b · x=2": 300.0})
+    sc2.loc[sc2.metric == "context_tokens", "value"] += np.arange((sc2.metric == "context_tokens").sum())
+    t = paired_points(sc2, "a · x=1", "b · x=2", ["context_tokens"]).iloc[0]
+    assert t.delta < 0 and t.verdict == "better"
+
+
+def test_quality_per_1k_tokens_is_a_ratio_of_means_with_an_interval():
+    sc = frame({"a · x=1": [1.0, 0.0, 1.0, 0.0], "b · x=2": [1.0, 1.0, 1.0, 1.0]},
+               tokens={"a · x=1": 500.0, "b · x=2": 2000.0})
+    k = quality_per_1k_tokens(sc, "f1").set_index("point")
+    assert k.loc["a · x=1", "per_1k_tokens"] == 1.0  # 1000 * 0.5 / 500
+    assert k.loc["b · x=2", "per_1k_tokens"] == 0.5  # 1000 * 1.0 / 2000
+    assert k.loc["a · x=1", "low"] < 1.0 < k.loc["a · x=1", "high"]
+    assert k.loc["b · x=2", "low"] == k.loc["b · x=2", "high"] == 0.5
+
+
+def test_pareto_ties_mark_dominated_points_whose_interval_overlaps():
+    s = pd.DataFrame([
+        {"strategy": "a", "point": "p", "metric": "f1", "mean": 0.80, "low": 0.70, "high": 0.90, "n_ok": 50},
+        {"strategy": "b", "point": "p", "metric": "f1", "mean": 0.75, "low": 0.65, "high": 0.85, "n_ok": 50},
+        {"strategy": "c", "point": "p", "metric": "f1", "mean": 0.30, "low": 0.25, "high": 0.35, "n_ok": 50}]
+        + [{"strategy": k, "point": "p", "metric": "context_tokens", "mean": c, "low": c, "high": c, "n_ok": 50}
+           for k, c in (("a", 100.0), ("b", 200.0), ("c", 300.0))])
+    df = quality_cost_frame(s, "f1").set_index("strategy")
+    assert df.loc["a", "pareto"] and not df.loc["b", "pareto"] and not df.loc["c", "pareto"]
+    assert df.loc["b", "tie"] and not df.loc["c", "tie"]  # b's interval reaches a's; c's does not
+
+
+def test_matrix_html_is_sortable_escaped_and_colour_coded():
+    sc = frame({"chunks · top_k=2": [1.0, 0.0, 0.5, 0.2]})
+    h = matrix_html(question_matrix(sc, QS))
+    assert "rwbSort('qmatrix'," in h and "function rwbSort" in h
+    assert "&lt;b&gt;it&lt;/b&gt;" in h and "<b>it</b>" not in h
+    assert "background:rgb(" in h and "data-v='1.0'" in h
