@@ -60,6 +60,9 @@ def _visit(browser, url):
     errors = []
     page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
     page.on("pageerror", lambda e: errors.append(str(e)))
+    # no request may leave the machine (marimo's plotly plugin used to fetch MathJax from a CDN)
+    page.on("request", lambda r: None if r.url.startswith(("http://127.0.0.1", "ws://127.0.0.1", "file:", "data:",
+                                                           "blob:")) else errors.append(f"outside request {r.url}"))
     page.goto(url)
     page.wait_for_selector(".main-svg", timeout=60000)  # plotly drew the charts
     page.wait_for_timeout(500)
@@ -89,6 +92,12 @@ def test_static_report_renders_offline_from_file(hostile_run, browser):
     assert _not_blank(page.screenshot(full_page=True))
     assert page.evaluate("window.__pwned") is None
     assert "onerror=\"window.__pwned = 2\"" in page.inner_text("body")
+    # the question x point matrix sorts by a clicked header (descending on the second click)
+    first = lambda: page.locator("#qmatrix tbody tr").first.locator("td").first.inner_text()  # noqa: E731
+    page.locator("#qmatrix th").first.click()
+    asc = first()
+    page.locator("#qmatrix th").first.click()
+    assert (asc, first()) == ("q1", "q2")
     page.close()
 
 
