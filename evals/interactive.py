@@ -31,11 +31,12 @@ class Session:
 
 
 def open_session(dataset: str = "squad2", workspace: str = "results", embedder: str = "e5",
-                 progress: bool = False) -> Session:
-    ds = load_any(dataset)
+                 progress: bool = False, on_progress=None) -> Session:
+    """Load (ingesting first when needed: ``on_progress(n, total)`` reports embedded chunks)."""
     ws = Workspace(workspace)
+    ds = load_any(dataset, parse_cache=ws.parse_cache)
     cfg = IndexConfig(embedder=EmbedderConfig(embedder))
-    summ = ws.ingest(ds, cfg, progress=progress)
+    summ = ws.ingest(ds, cfg, progress=progress, on_progress=on_progress)
     r = Retriever(ws, summ.index)
     ans = make_answerer("extractive", language=r.reader.language, encoding=r.reader.config.chunking.encoding)
     return Session(ds, r, ItemEvaluator(r, ans, get_scorers()))
@@ -202,6 +203,26 @@ def list_runs(db: str) -> pd.DataFrame:
         return pd.DataFrame(columns=["run_id", "dataset"])
     with ResultStore(db, read_only=True) as st:
         return st.runs()
+
+
+def stored_summary(db: str, run_id: str) -> pd.DataFrame:
+    """The summary (means with intervals per point and metric) of a stored run: its budget curves."""
+    from .store import ResultStore
+    from .summary import summarize
+
+    with ResultStore(db, read_only=True) as st:
+        return summarize(st, run_id)
+
+
+def coverage_line(cmp: pd.DataFrame | None) -> str:
+    """What a run comparison covered: points and questions compared, and what was left out."""
+    cov = (cmp.attrs.get("coverage") if cmp is not None else None) or {}
+    if not cov:
+        return ""
+    left = cov.get("candidate_only", []) + cov.get("baseline_only", [])
+    return (f"compared **{cov.get('points_compared')} of {cov.get('candidate_points')}** candidate points (matched "
+            f"by parameters) on **{cov.get('questions_compared')}** shared questions"
+            + (f"; not compared: {', '.join(left)}" if left else ""))
 
 
 def compare_stored_runs(db: str, baseline: str, candidate: str) -> pd.DataFrame:

@@ -131,6 +131,7 @@ def report_sections(store: ResultStore, run_id: str, compare: str | None = None)
     header = (f"dataset <b>{html.escape(str(run['dataset']))}</b>, commit {html.escape(str(run['git_commit']))}, "
               f"created {html.escape(str(run['created_at']))}, status {html.escape(str(run['status']))}")
     return {"run_id": run_id, "compare": compare, "header_md": header, "summary": headline_table(summ, HEADLINE),
+            "summary_numeric": headline_table(summ, HEADLINE, numeric=True),
             "figures": figs, "conversation_figures": conv_figs, "breakdown": breakdown, "breakdowns": breakdowns,
             "statuses": statuses,
             "comparison": comparison, "matrix": matrix, "matrix_html": matrix_html(matrix), "per_1k": per_1k,

@@ -96,5 +96,125 @@ def scale_curve(sizes: list[int]) -> dict:
     return {"points": points, "targets": "recall@10 >= 0.95 vs exact; peak RSS <= 4 GB at 1M"}
 
 
+# ----------------------------------------------------------------- 5 strategies over a workspace index
+
+CHUNKS_PER_PAGE, PAGES_PER_DOC = 5, 20
+
+
+def build_index(n: int, root: Path, mode: str, seed: int = 7) -> tuple[str, object]:
+    """A workspace index of ``n`` chunks written straight into LanceDB in batches (never all in
+    memory): real text (the bundled squad2 chunks, cycled, with their analysed BM25 tokens) in
+    documents of 20 pages x 5 chunks, and generated vectors (the seeded mixture above). ``mode``:
+    the vector index (exact / ann). Returns (index name, workspace)."""
+    import pyarrow as pa
+
+    from rag.chunking import chunk_document
+    from rag.corpora import load_bundled
+    from rag.index import SCHEMAS, IndexConfig, Workspace, chunk_schema
+    from rag.textproc import analyze
+    from rag.tokens import count_tokens
+
+    src = [c for d in load_bundled("squad2").documents for c in chunk_document(d)[0]]
+    texts = [c.text for c in src]
+    toks = [" ".join(analyze(c.embed_text, "en")) for c in src]
+    ntok = [c.n_tokens for c in src]
+    ws = Workspace(root)
+    cfg = IndexConfig()
+    index = ws.index_name(f"scale{n}", cfg)
+    centres = _centres(seed)
+    per_doc = CHUNKS_PER_PAGE * PAGES_PER_DOC
+    made = {"chunks": False, "pages": False, "parents": False, "documents": False}
+
+    def add(kind, rows, schema):
+        data = pa.Table.from_pylist(rows, schema=schema)
+        if not made[kind]:
+            ws.db.create_table(f"{index}__{kind}", data=data, schema=schema, mode="overwrite")
+            made[kind] = True
+        else:
+            ws.db.open_table(f"{index}__{kind}").add(data)
+
+    step = 50_000  # rows per write: bounded memory while building
+    for s0 in range(0, n, step):
+        m = min(step, n - s0)
+        vecs = _batch(s0, m, seed, centres)
+        chunks, pages, docs = [], [], []
+        for j in range(m):
+            i = s0 + j
+            d, pg = i // per_doc, (i % per_doc) // CHUNKS_PER_PAGE
+            k = i % len(texts)
+            doc_id, page_id = f"d{d:07d}", f"d{d:07d}#p{pg}"
+            chunks.append({"chunk_id": f"c{i:08d}", "doc_id": doc_id, "page_id": page_id,
+                           "chunk_index": i % per_doc, "start": 0, "end": len(texts[k]), "text": texts[k],
+                           "n_tokens": ntok[k], "parent_id": page_id, "header_path": [], "breadcrumb": "",
+                           "language": "en", "bm25_text": toks[k], "vector": vecs[j]})
+            if i % CHUNKS_PER_PAGE == CHUNKS_PER_PAGE - 1 or i == n - 1:
+                body = " ".join(c["text"] for c in chunks[-CHUNKS_PER_PAGE:] if c["page_id"] == page_id)
+                pages.append({"page_id": page_id, "doc_id": doc_id, "page_no": pg, "start": 0, "end": len(body),
+                              "text": body, "n_tokens": count_tokens(body)})
+            if i % per_doc == per_doc - 1 or i == n - 1:
+                body = "\n".join(p["text"] for p in pages if p["doc_id"] == doc_id)
+                docs.append({"doc_id": doc_id, "title": doc_id, "language": "en", "source_path": "",
+                             "content_hash": doc_id, "n_pages": PAGES_PER_DOC, "n_tokens": count_tokens(body),
+                             "text": body, "n_parents": PAGES_PER_DOC, "n_chunks": per_doc})
+        add("chunks", chunks, chunk_schema(DIM))
+        add("pages", pages, SCHEMAS["pages"])
+        add("parents", [{"parent_id": p["page_id"], "doc_id": p["doc_id"], "page_id": p["page_id"], "start": 0,
+                         "end": p["end"], "text": p["text"], "n_tokens": p["n_tokens"], "header_path": []}
+                        for p in pages], SCHEMAS["parents"])
+        add("documents", docs, SCHEMAS["documents"])
+    ws._build_fts(index)
+    kind, _ = ws._vector_index(index, mode, True)
+    meta = {"index": index, "dataset": f"scale{n}", "config": cfg.to_dict(), "config_hash": cfg.hash, "dim": DIM,
+            "vector_index": kind, "chunks": n}
+    ws._write_json_table(index, "meta", [{"qid": "meta", "json": json.dumps(meta)}])
+    return index, ws
+
+
+def measure_strategies(n: int, root: Path, mode: str, questions: int = 50) -> dict:
+    """Per-question retrieval (question embedding share + search + packing) of all 5 strategies at
+    their shipped budgets, p50 / p95, and the peak RSS of this process; hybrid's BM25 through
+    LanceDB's full-text index when the index is ANN (the in-memory BM25 would hold every token)."""
+    from rag.corpora import load_bundled
+    from rag.retrieval import Retriever
+    from rag.strategies import STRATEGIES, get_strategy, make_params
+
+    t0 = time.perf_counter()
+    index, ws = build_index(n, root, mode)
+    build_s = time.perf_counter() - t0
+    qs = [q.text for q in load_bundled("squad2").questions[:questions]]
+    t0 = time.perf_counter()
+    r = Retriever(ws, index, cache_queries=False)
+    open_s = time.perf_counter() - t0
+    ann = r.reader.vectors is None
+    params = {name: make_params(name, **({"bm25_backend": "lancedb"} if name == "hybrid" and ann else {}))
+              for name in STRATEGIES}
+    lat = []
+    for q in qs:
+        t = time.perf_counter()
+        for name, p in params.items():
+            get_strategy(name).retrieve(r, q, p)
+        lat.append((time.perf_counter() - t) * 1000)
+    return {"rows": n, "mode": "ann" if ann else "exact", "build_s": round(build_s, 1), "open_s": round(open_s, 2),
+            "questions": len(qs), "p50_ms": round(float(np.percentile(lat, 50)), 1),
+            "p95_ms": round(float(np.percentile(lat, 95)), 1),
+            "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)}
+
+
+def strategies_curve(sizes: list[tuple[int, str]], questions: int = 50) -> dict:
+    points = []
+    for n, mode in sizes:
+        with tempfile.TemporaryDirectory(prefix="ragwb-scale5-") as tmp:
+            p = subprocess.run([sys.executable, "-m", "evals.scale", "strategies", str(n), tmp, mode, str(questions)],
+                               capture_output=True, text=True)
+            if p.returncode != 0:
+                points.append({"rows": n, "mode": mode, "error": p.stderr.strip().splitlines()[-1][:300]})
+            else:
+                points.append(json.loads(p.stdout.strip().splitlines()[-1]))
+    return {"points": points, "targets": "at 1M: 5-strategy retrieval <= 2x its time at 10k; peak RSS <= 4 GB"}
+
+
 if __name__ == "__main__":
-    print(json.dumps(measure(int(sys.argv[1]), Path(sys.argv[2]))))
+    if sys.argv[1] == "strategies":
+        print(json.dumps(measure_strategies(int(sys.argv[2]), Path(sys.argv[3]), sys.argv[4], int(sys.argv[5]))))
+    else:
+        print(json.dumps(measure(int(sys.argv[1]), Path(sys.argv[2]))))

@@ -39,8 +39,11 @@ def _(mo, sections):
 
 @app.cell
 def _(mo, sections):
-    mo.vstack([mo.md("## Summary (means with 95% bootstrap intervals over questions)"),
-               mo.ui.table(sections["summary"], selection=None, page_size=50)])
+    _num = sections["summary_numeric"]
+    mo.vstack([mo.md("## Summary (means over questions; sortable numbers; the intervals are in the static "
+                     "report and `ragwb show`)"),
+               mo.ui.table(_num, selection=None, page_size=50, freeze_columns_left=["strategy", "point"],
+                           format_mapping={c: "{:.3f}" for c in _num.columns if _num[c].dtype.kind == "f"})])
     return
 
 
@@ -61,8 +64,10 @@ def _(mo, sections):
 @app.cell
 def _(mo, sections):
     _cmp = sections.get("comparison")
-    mo.vstack([mo.md("## Compared runs (paired bootstrap deltas)"), mo.ui.table(_cmp, selection=None)]
-              ) if _cmp is not None else mo.md("")
+    mo.vstack([mo.md("## Compared runs (paired bootstrap deltas)"),
+               mo.ui.table(_cmp, selection=None, freeze_columns_left=["strategy", "point", "metric"],
+                           freeze_columns_right=["verdict"])]
+              ) if _cmp is not None and len(_cmp) else mo.md("")
     return
 
 

@@ -73,8 +73,22 @@ def _(mo):
 
 @app.cell
 def _(args, dataset, interactive, mo):
-    with mo.status.spinner(title=f"Loading {dataset.value} (ingest runs once; later loads embed nothing)"):
-        session = interactive.open_session(dataset.value, args.workspace, args.embedder)
+    # a set not ingested yet shows a progress bar with rate and ETA while its chunks are embedded
+    _bar = {}
+
+    def _embedded(n, total):
+        if "bar" not in _bar:
+            _bar["bar"] = mo.status.progress_bar(total=total, title=f"Ingesting {dataset.value}: embedding chunks",
+                                                 subtitle="once per dataset and embedder; later loads embed nothing",
+                                                 show_rate=True, show_eta=True, remove_on_exit=True).__enter__()
+        _bar["bar"].update(increment=n)
+
+    with mo.status.spinner(title=f"Loading {dataset.value}"):
+        try:
+            session = interactive.open_session(dataset.value, args.workspace, args.embedder, on_progress=_embedded)
+        finally:
+            if "bar" in _bar:
+                _bar["bar"].__exit__(None, None, None)
     return (session,)
 
 
@@ -242,19 +256,35 @@ def _(mo, rows):
 
 
 @app.cell
-def _(args, interactive, mo):
+def _(args, dataset, interactive, mo):
     runs = interactive.list_runs(args.db)
-    _ids = list(runs["run_id"]) if len(runs) else []
+    # the stored runs of the dataset picked at the top (a comparison across datasets means nothing)
+    _ids = list(runs[runs["dataset"] == dataset.value]["run_id"]) if len(runs) else []
     base_run = mo.ui.dropdown(_ids, value=_ids[1] if len(_ids) > 1 else None, label="baseline run")
     cand_run = mo.ui.dropdown(_ids, value=_ids[0] if _ids else None, label="candidate run")
-    mo.vstack([mo.md("## Compare two stored runs (paired bootstrap deltas)"), mo.hstack([base_run, cand_run])])
-    return base_run, cand_run
+    sweep_run = mo.ui.dropdown(_ids, value=_ids[0] if _ids else None, label="stored sweep")
+    mo.vstack([mo.md(f"## Stored runs of {dataset.value}: budget curves of a sweep, and two runs compared "
+                     "(paired bootstrap deltas, points matched by parameters)"),
+               mo.hstack([sweep_run, base_run, cand_run], justify="start")])
+    return base_run, cand_run, sweep_run
+
+
+@app.cell
+def _(args, interactive, mo, quality, quality_cost_figure, sweep_run):
+    (mo.ui.plotly(quality_cost_figure(interactive.stored_summary(args.db, sweep_run.value), quality.value))
+     if sweep_run.value else mo.md(""))
+    return
 
 
 @app.cell
 def _(args, base_run, cand_run, interactive, mo):
-    (mo.ui.table(interactive.compare_stored_runs(args.db, base_run.value, cand_run.value), selection=None)
-     if base_run.value and cand_run.value else mo.md("Two stored runs are needed (`ragwb run`)."))
+    _cmp = interactive.compare_stored_runs(args.db, base_run.value, cand_run.value) if (
+        base_run.value and cand_run.value) else None
+    (mo.vstack([mo.md(interactive.coverage_line(_cmp)),
+                mo.ui.table(_cmp, selection=None, freeze_columns_left=["strategy", "point", "metric"],
+                            freeze_columns_right=["verdict"])])
+     if _cmp is not None and len(_cmp) else mo.md("Two stored runs of the dataset picked above are needed "
+                                                   "(`ragwb run`), with budget points in common."))
     return
 
 

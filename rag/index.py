@@ -205,18 +205,20 @@ class Workspace:
         return WorkspaceLock(self.root, DEFAULT_LOCK_WAIT if wait is None else wait)
 
     def ingest(self, ds: Dataset, cfg: IndexConfig = IndexConfig(), progress: bool = True,
-               wait: float | None = None, vector_index: str = "auto", engine=None) -> IngestSummary:
+               wait: float | None = None, vector_index: str = "auto", engine=None,
+               on_progress=None) -> IngestSummary:
         """Sync the index of ``ds`` under ``cfg``: crash-safe (a document counts as ingested only once
         all its rows are committed, its ``documents`` row last) and self-repairing (every ingest
         verifies each document's rows and redoes incomplete, duplicated or orphaned ones).
-        ``engine`` (rag/engines.py, default local): where chunking and embedding run."""
+        ``engine`` (rag/engines.py, default local): where chunking and embedding run.
+        ``on_progress(n_done, n_total)``: called as chunks are embedded (a notebook's progress bar)."""
         if vector_index not in VECTOR_INDEX_MODES:
             raise ValueError(f"vector index must be one of {', '.join(VECTOR_INDEX_MODES)}, not {vector_index!r}")
         with self.writer_lock(wait):
-            return self._ingest(ds, cfg, progress, vector_index, engine)
+            return self._ingest(ds, cfg, progress, vector_index, engine, on_progress)
 
     def _ingest(self, ds: Dataset, cfg: IndexConfig, progress: bool, vector_index: str = "auto",
-                engine=None) -> IngestSummary:
+                engine=None, on_progress=None) -> IngestSummary:
         t0 = time.perf_counter()
         index = self.index_name(ds.name, cfg)
         summ = IngestSummary(ds.name, index, skipped=[str(s) for s in ds.skipped])
@@ -245,7 +247,7 @@ class Workspace:
             if shipped:
                 summ.notices.append(shipped)
         if engine.name == "local":
-            dim = self._ingest_here(index, changed, stale, cfg, summ, progress, ds.name)
+            dim = self._ingest_here(index, changed, stale, cfg, summ, progress, ds.name, on_progress)
         else:
             dim = engine.ingest_chunks(self, index, changed, stale, cfg, summ, progress)
             summ.notices.append(f"engine {engine.name}: {engine.describe()}")
@@ -280,7 +282,7 @@ class Workspace:
         return summ
 
     def _ingest_here(self, index: str, changed: list, stale: list[str], cfg: IndexConfig, summ: IngestSummary,
-                     progress: bool, name: str) -> int:
+                     progress: bool, name: str, on_progress=None) -> int:
         """Chunk, embed and write the changed documents in this process (the local engine). The
         documents row of each document is written last: it is the commit marker."""
         doc_rows, pages, parent_rows, chunk_rows, chunk_file, texts = [], [], [], [], [], []
@@ -298,9 +300,14 @@ class Workspace:
         m0 = self.embedding_cache.misses
         bar = _progress(len(texts), f"embedding {name}", progress)
 
+        done = [0]
+
         def tick(n):
             if bar:
                 bar.update(n)
+            if on_progress is not None:
+                done[0] += n
+                on_progress(n, len(texts))
             _crash_point("embedding")
 
         vecs = self.embedding_cache.embed(emb, cfg.embedder.key, texts, "passage", progress=tick)

@@ -49,9 +49,81 @@ class BM25:
         return s
 
 
+class ArrowColumn:
+    """A read-only sequence over an Arrow string column: the text bytes stay in one Arrow buffer
+    instead of a million Python objects (the reader of an ANN index, where memory must stay bounded)."""
+
+    def __init__(self, arr):
+        import pyarrow as pa
+
+        self.arr = arr.combine_chunks() if isinstance(arr, pa.ChunkedArray) else arr
+
+    def __len__(self) -> int:
+        return len(self.arr)
+
+    def __getitem__(self, i):
+        if isinstance(i, slice):
+            return self.arr[i].to_pylist()
+        return self.arr[int(i)].as_py()
+
+    def __iter__(self):
+        for start in range(0, len(self.arr), 65536):  # a slice at a time: bounded temporaries
+            yield from self.arr[start:start + 65536].to_pylist()
+
+    def count(self, value) -> int:
+        import pyarrow.compute as pc
+
+        return int(pc.sum(pc.equal(self.arr, value)).as_py() or 0)
+
+
+class ArrowRows:
+    """A read-only mapping id -> row dict over an Arrow table (documents, pages, parents of an ANN
+    index): rows are built on access, never all at once."""
+
+    def __init__(self, table, key: str):
+        self.cols = {c: table.column(c).combine_chunks() for c in table.column_names}
+        self._idx = {k: i for i, k in enumerate(self.cols[key].to_pylist())}
+
+    def __len__(self) -> int:
+        return len(self._idx)
+
+    def __contains__(self, k) -> bool:
+        return k in self._idx
+
+    def __iter__(self):
+        return iter(self._idx)
+
+    def __getitem__(self, k) -> dict:
+        i = self._idx[k]
+        return {c: a[i].as_py() for c, a in self.cols.items()}
+
+    def get(self, k, default=None):
+        return self[k] if k in self._idx else default
+
+    def keys(self):
+        return self._idx.keys()
+
+    def items(self):
+        for k in self._idx:
+            yield k, self[k]
+
+    def values(self):
+        for k in self._idx:
+            yield self[k]
+
+    def light_items(self, fields: tuple):
+        """(id, {field: value}) for a few small fields (no text): what grouping needs."""
+        cols = {f: self.cols[f].to_pylist() for f in fields}
+        for k, i in self._idx.items():
+            yield k, {f: cols[f][i] for f in fields}
+
+
 @dataclass
 class IndexReader:
-    """Arrays over the chunks of one index plus lookups of documents, pages and parents."""
+    """Arrays over the chunks of one index plus lookups of documents, pages and parents. Below the
+    ANN threshold these are Python lists and dicts with the vectors in memory (fastest); with an ANN
+    index they are Arrow-backed (ArrowColumn / ArrowRows), the vectors and the BM25 tokens stay in
+    LanceDB, so a million-chunk index holds its text once, as compact buffers."""
 
     index: str
     config: IndexConfig
@@ -65,7 +137,7 @@ class IndexReader:
     n_tokens: np.ndarray
     parent_ids: list[str]
     languages: list[str]
-    bm25_texts: list[str]
+    bm25_texts: list[str] | None  # None with an ANN index until the in-memory BM25 is asked for
     vectors: np.ndarray | None  # None when the index has an ANN index: vectors stay in LanceDB
     documents: dict[str, dict]
     pages: dict[str, dict]
@@ -81,14 +153,29 @@ class IndexReader:
     vector_index: str = "exact"
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
+    _language: str | None = None
+
     @property
     def language(self) -> str:
-        return max(set(self.languages), key=self.languages.count) if self.languages else "en"
+        if self._language is None:
+            langs = self.languages
+            if isinstance(langs, ArrowColumn):
+                import pyarrow.compute as pc
+
+                vc = pc.value_counts(langs.arr).to_pylist()
+                self._language = max(vc, key=lambda x: x["counts"])["values"] if vc else "en"
+            else:
+                self._language = max(set(langs), key=langs.count) if langs else "en"
+        return self._language
 
     @property
     def bm25(self) -> BM25:
         with self._lock:
             if self._bm25 is None:
+                if self.bm25_texts is None:  # ANN index: the tokens were left in LanceDB; read them now
+                    t = self.table.search().select(["chunk_id", "bm25_text"]).limit(len(self.chunk_ids)).to_arrow()
+                    order = np.argsort([self.rows[c] for c in t.column("chunk_id").to_pylist()])
+                    self.bm25_texts = ArrowColumn(t.column("bm25_text").take(order))
                 self._bm25 = BM25([t.split() for t in self.bm25_texts])
         return self._bm25
 
@@ -96,14 +183,14 @@ class IndexReader:
     def rows(self) -> dict[str, int]:
         """chunk_id -> row in the arrays (built once)."""
         if self._row_of is None:
-            self._row_of = {c: i for i, c in enumerate(self.chunk_ids)}
+            self._row_of = {c: i for i, c in enumerate(iter(self.chunk_ids))}
         return self._row_of
 
     def page_chunks(self, page_id: str) -> list[int]:
         """Rows of ALL chunks of a page, in chunk_index order."""
         if self._page_chunks is None:
             pc: dict[str, list[int]] = defaultdict(list)
-            for i, p in enumerate(self.page_ids):
+            for i, p in enumerate(iter(self.page_ids)):
                 pc[p].append(i)
             self._page_chunks = {p: sorted(rows, key=lambda r: self.chunk_index[r]) for p, rows in pc.items()}
         return self._page_chunks.get(page_id, [])
@@ -170,18 +257,25 @@ def open_index(ws: Workspace, index: str) -> IndexReader:
         vec = ch.column("vector").combine_chunks()
         dim = vec.type.list_size
         vectors = vec.values.to_numpy(zero_copy_only=False).reshape(-1, dim).astype(np.float32)
-    else:  # an ANN index: the vectors stay in LanceDB, memory stays bounded
-        ch = table.search().select([c for c in table.schema.names if c != "vector"]).limit(
+    else:  # an ANN index: vectors and BM25 tokens stay in LanceDB; text in Arrow buffers
+        ch = table.search().select([c for c in table.schema.names if c not in ("vector", "bm25_text")]).limit(
             table.count_rows() or 1).to_arrow()
         vectors = None
-    col = lambda n: ch.column(n).to_pylist()  # noqa: E731
-    docs = {r["doc_id"]: r for r in ws.table(index, "documents").to_arrow().to_pylist()}
-    pages = {r["page_id"]: r for r in ws.table(index, "pages").to_arrow().to_pylist()}
-    parents = {r["parent_id"]: r for r in ws.table(index, "parents").to_arrow().to_pylist()}
+    lean = vectors is None
+    col = (lambda n: ArrowColumn(ch.column(n))) if lean else (lambda n: ch.column(n).to_pylist())  # noqa: E731
+    if lean:
+        docs = ArrowRows(ws.table(index, "documents").to_arrow(), "doc_id")
+        pages = ArrowRows(ws.table(index, "pages").to_arrow(), "page_id")
+        parents = ArrowRows(ws.table(index, "parents").to_arrow(), "parent_id")
+    else:
+        docs = {r["doc_id"]: r for r in ws.table(index, "documents").to_arrow().to_pylist()}
+        pages = {r["page_id"]: r for r in ws.table(index, "pages").to_arrow().to_pylist()}
+        parents = {r["parent_id"]: r for r in ws.table(index, "parents").to_arrow().to_pylist()}
     r = IndexReader(index, IndexConfig.from_dict(meta["config"]), col("chunk_id"), col("doc_id"), col("page_id"),
                     ch.column("chunk_index").to_numpy(), ch.column("start").to_numpy(), ch.column("end").to_numpy(),
                     col("text"), ch.column("n_tokens").to_numpy(), col("parent_id"), col("language"),
-                    col("bm25_text"), vectors, docs, pages, parents, ver, table=table, vector_index=kind)
+                    None if lean else col("bm25_text"), vectors, docs, pages, parents, ver, table=table,
+                    vector_index=kind)
     with _rlock:
         _readers[key] = r
     return r

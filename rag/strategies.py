@@ -354,7 +354,8 @@ class FullDocumentsStrategy(Strategy):
 def _doc_pages(rd, doc_id: str):
     if rd.doc_pages_cache is None:
         cache: dict = {}
-        for pid, pg in rd.pages.items():
+        light = getattr(rd.pages, "light_items", None)  # Arrow-backed pages: group without loading text
+        for pid, pg in (light(("doc_id", "page_no", "start", "end")) if light else rd.pages.items()):
             cache.setdefault(pg["doc_id"], []).append((pid, pg))
         for v in cache.values():
             v.sort(key=lambda x: x[1]["page_no"])

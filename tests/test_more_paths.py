@@ -134,6 +134,16 @@ def test_bench_smoke(tmp_path, capsys):
     assert figs["rerun"]["second_s"] < figs["rerun"]["first_s"]
 
 
+def test_bench_smoke_scale5(tmp_path, capsys):
+    """The 5-strategy retrieval curve at small sizes: an exact and an ANN index built in batches."""
+    assert main(["bench", "--only", "scale5", "--scale5", "2000:exact", "2000:ann", "--questions", "5",
+                 "--out", str(tmp_path)]) == 0
+    figs = json.loads(next(tmp_path.glob("bench-*.json")).read_text())
+    pts = figs["scale5"]["points"]
+    assert [(p["rows"], p["mode"]) for p in pts] == [(2000, "exact"), (2000, "ann")], pts
+    assert all(p["p50_ms"] > 0 and p["peak_rss_mb"] > 0 and p["questions"] == 5 for p in pts)
+
+
 def test_hybrid_bm25_through_lancedb_fts_agrees_with_memory_bm25(tmp_path):
     ds = load_bundled("xquad-ru")
     ws = Workspace(tmp_path)

@@ -48,3 +48,33 @@ def test_checksum_mismatch_falls_back_to_embedding_with_a_warning(tmp_path, monk
     assert np.allclose(fresh, seeded, atol=2e-3)
     man = json.loads((datasets_dir() / "vectors" / "MANIFEST.json").read_text())
     assert man["xquad-en"]["embedder_key"] == key and man["squad2"]["rows"] > 1000
+
+
+def test_ann_reader_is_arrow_backed_and_every_strategy_matches_exact(tmp_path):
+    """Above the ANN threshold the reader holds no vectors and no BM25 tokens (they stay in LanceDB)
+    and keeps text in Arrow buffers; every strategy returns the blocks the exact reader returns."""
+    from rag.corpora import load_bundled
+    from rag.retrieval import ArrowColumn, ArrowRows, Retriever
+    from rag.strategies import STRATEGIES, get_strategy, make_params
+
+    ds = load_bundled("xquad-en")
+    blocks = {}
+    for mode in ("exact", "ann"):
+        ws = Workspace(tmp_path / mode)
+        summ = ws.ingest(ds, IndexConfig(), progress=False, vector_index=mode)
+        r = Retriever(ws, summ.index)
+        rd = r.reader
+        if mode == "ann":
+            assert rd.vectors is None and rd.bm25_texts is None
+            assert isinstance(rd.texts, ArrowColumn) and isinstance(rd.pages, ArrowRows)
+        for name in STRATEGIES:
+            for backend in (("memory", "lancedb") if name == "hybrid" else (None,)):
+                p = make_params(name, **({"bm25_backend": backend} if backend else {}))
+                blocks[(mode, name, backend)] = [[(b.chunk_ids, b.page_ids, b.text) for b in
+                                                  get_strategy(name).retrieve(r, q.text, p).blocks]
+                                                 for q in ds.questions[:15]]
+        if mode == "ann":
+            assert rd.bm25_texts is not None  # the in-memory BM25 read its tokens when hybrid asked for it
+    for (mode, name, backend), b in blocks.items():
+        if mode == "ann":
+            assert b == blocks[("exact", name, backend)], (name, backend)
