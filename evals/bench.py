@@ -26,7 +26,7 @@ def add_bench_args(p) -> None:
     p.add_argument("--growth", nargs="*", type=int, default=[1, 4, 16],
                    help="corpus copies for the growth curve (default 1 4 16; empty to skip)")
     p.add_argument("--only", nargs="*", choices=["ingest", "retrieval", "repack", "eval", "ragas", "llm", "growth",
-                                                 "rerun", "support", "mainjob", "scale", "scale5", "engines"],
+                                                 "rerun", "support", "mainjob", "scale", "scale5", "engines", "apply"],
                    default=None,
                    help="measure only these figures (the index is built either way)")
     _add_extra(p)
@@ -71,7 +71,7 @@ def main_bench(a) -> int:
     try:
         want = lambda k: not a.only or k in a.only  # noqa: E731
         # the figures below need the bundled index built (minutes with e5); the others build their own
-        if any(want(k) for k in ("ingest", "retrieval", "repack", "eval", "ragas")):
+        if any(want(k) for k in ("ingest", "retrieval", "repack", "eval", "ragas", "apply")):
             # 1. ingest vs embedder alone, same texts, cache empty each time
             t_emb = _median(lambda: emb.embed_passages(texts), a.repeats if want("ingest") else 1)
             runs = []
@@ -104,6 +104,8 @@ def main_bench(a) -> int:
             if want("repack"):
                 figs["repack"] = repack_figure(Retriever(ws, index), [q.text for q in ds.questions[:a.questions]],
                                                a.repeats)
+            if want("apply"):
+                figs["apply"] = apply_figure(a.dataset, tmp / "ing0", a.embedder, a.questions)
             # 3. full offline evaluation after ingest
             if want("eval") and not a.skip_eval:
                 rc = RunConfig(dataset=a.dataset, index=cfg, limit=a.questions)
@@ -344,6 +346,29 @@ def main_job_cold(root: Path) -> dict:
     return {"seconds": time.perf_counter() - t, "exit": p.returncode, "target": "<= 60 s"}
 
 
+def apply_figure(dataset: str, workspace: Path, embedder: str, n: int) -> dict:
+    """The workbench's Apply for a packing-only budget change (chunks top_k 8 -> 6) on ``n`` questions
+    x 5 strategies: what the notebook recomputes before its outputs update (evaluate the points, the
+    summary with intervals, the question matrix), after a first Apply at the shipped budgets."""
+    from .explore import question_matrix
+    from .interactive import evaluate_points, open_session, points_from_budgets
+    from .summary import summarize_scores
+    from rag.strategies import STRATEGIES
+
+    sess = open_session(dataset, str(workspace), embedder)
+
+    def apply(budgets):
+        t = time.perf_counter()
+        sc = evaluate_points(sess, points_from_budgets(list(STRATEGIES), budgets), n)
+        summarize_scores(sc)
+        question_matrix(sc, sess.dataset.questions)
+        return time.perf_counter() - t, len(sc)
+    first, _ = apply({})
+    second, rows = apply({"chunks__top_k": 6})
+    return {"questions": min(n, len(sess.dataset.questions)), "strategies": len(STRATEGIES),
+            "first_apply_s": first, "packing_change_s": second, "target": "<= 1 s"}
+
+
 def engine_overhead(dataset: str, root: Path, questions: int, cpus: int) -> dict:
     """--engine ray against local on one machine (a Ray runtime with ``cpus`` CPUs): ingest with an
     empty embedding cache and a chunking the shipped vectors do not cover (so every chunk is embedded),
@@ -429,13 +454,19 @@ def render(f: dict) -> str:
                          f"build {p['index_build_s']:.1f} s, recall@10 {p['ann_recall@10']:.3f}, p50 {p['ann_p50_ms']:.1f} ms, "
                          f"p95 {p['ann_p95_ms']:.1f} ms (exact streamed {p['exact_streamed_ms']:.0f} ms), peak RSS "
                          f"{p['peak_rss_mb']:.0f} MB"))
+    ap = f.get("apply")
+    if ap:
+        lines.append(f"workbench Apply, {ap['questions']} questions x {ap['strategies']} strategies: first "
+                     f"{ap['first_apply_s']:.1f} s; a packing-only change (chunks top_k 8 -> 6) "
+                     f"{ap['packing_change_s']:.2f} s (target {ap['target']})")
     s5 = f.get("scale5")
     if s5:
         lines.append(f"5-strategy retrieval per question ({s5['targets']}):")
         for p in s5["points"]:
             lines.append(f"  {p['rows']:>9,} chunks {p['mode']:5s}: " + (p["error"] if "error" in p else
                          f"p50 {p['p50_ms']:.1f} ms, p95 {p['p95_ms']:.1f} ms, peak RSS {p['peak_rss_mb']:.0f} MB "
-                         f"(index built in {p['build_s']:.0f} s, opened in {p['open_s']:.1f} s)"))
+                         f"(index built in {p['build_s']:.0f} s, build peak RSS {p['build_peak_rss_mb']:.0f} MB; "
+                         f"opened in {p['open_s']:.1f} s)"))
     en = f.get("engines")
     if en:
         lines.append(f"engines on one machine (Ray runtime, {en['cpus']} CPUs, started in {en['ray_start_s']:.1f} s): "

@@ -45,17 +45,23 @@ def open_session(dataset: str = "squad2", workspace: str = "results", embedder: 
 def evaluate_points(sess: Session, points: list[tuple[str, dict]], limit: int = 100) -> pd.DataFrame:
     """Long frame of per-question scores for each (strategy, params) point on the first ``limit`` questions.
 
-    Moving a budget slider only re-packs: the question embeddings and candidate pools are cached.
+    Moving a budget slider only re-packs: the question embeddings and candidate pools are cached,
+    and the items of points already evaluated in this session (a strategy whose budgets did not
+    change, or a budget tried before) are reused as they are.
     """
     qs = sess.dataset.questions[:limit]
     rows = []
     for name, kw in points:
         p = make_params(name, **kw)
-        sess.retriever.warm([q.text for q in qs], p.search_key(get_strategy(name).needed(p)))
         pid, label = point_id(kw), point_label(kw)
+        todo = [q for q in qs if (name, label, q.qid) not in sess.items]
+        if todo:  # an item already evaluated in this session (same strategy, same budgets) is reused
+            sess.retriever.warm([q.text for q in todo], p.search_key(get_strategy(name).needed(p)))
         for q in qs:
-            row, scores = sess.evaluator.evaluate(q, name, p, pid, label)
-            sess.items[(name, label, q.qid)] = (row, scores)
+            item = sess.items.get((name, label, q.qid))
+            if item is None:
+                item = sess.items[(name, label, q.qid)] = sess.evaluator.evaluate(q, name, p, pid, label)
+            row, scores = item
             for metric, sc in scores.items():
                 rows.append({"strategy": name, "point_label": label, "question_id": q.qid, "repeat": 0,
                              "metric": metric, "value": sc.value, "status": sc.status, "detail": sc.detail})

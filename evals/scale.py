@@ -170,17 +170,18 @@ def build_index(n: int, root: Path, mode: str, seed: int = 7) -> tuple[str, obje
     return index, ws
 
 
-def measure_strategies(n: int, root: Path, mode: str, questions: int = 50) -> dict:
+def measure_strategies(root: Path, questions: int = 50) -> dict:
     """Per-question retrieval (question embedding share + search + packing) of all 5 strategies at
-    their shipped budgets, p50 / p95, and the peak RSS of this process; hybrid's BM25 through
-    LanceDB's full-text index when the index is ANN (the in-memory BM25 would hold every token)."""
+    their shipped budgets over the index built in ``root``, p50 / p95, and the peak RSS of this
+    process (a fresh one: the build's memory is not counted); hybrid's BM25 through LanceDB's
+    full-text index when the index is ANN (the in-memory BM25 would hold every token)."""
     from rag.corpora import load_bundled
+    from rag.index import Workspace
     from rag.retrieval import Retriever
     from rag.strategies import STRATEGIES, get_strategy, make_params
 
-    t0 = time.perf_counter()
-    index, ws = build_index(n, root, mode)
-    build_s = time.perf_counter() - t0
+    ws = Workspace(root)
+    index = ws.indexes()[0]["index"]
     qs = [q.text for q in load_bundled("squad2").questions[:questions]]
     t0 = time.perf_counter()
     r = Retriever(ws, index, cache_queries=False)
@@ -194,27 +195,38 @@ def measure_strategies(n: int, root: Path, mode: str, questions: int = 50) -> di
         for name, p in params.items():
             get_strategy(name).retrieve(r, q, p)
         lat.append((time.perf_counter() - t) * 1000)
-    return {"rows": n, "mode": "ann" if ann else "exact", "build_s": round(build_s, 1), "open_s": round(open_s, 2),
-            "questions": len(qs), "p50_ms": round(float(np.percentile(lat, 50)), 1),
-            "p95_ms": round(float(np.percentile(lat, 95)), 1),
+    return {"mode": "ann" if ann else "exact", "open_s": round(open_s, 2), "questions": len(qs),
+            "p50_ms": round(float(np.percentile(lat, 50)), 1), "p95_ms": round(float(np.percentile(lat, 95)), 1),
             "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)}
 
 
+def _build(n: int, root: Path, mode: str) -> dict:
+    t0 = time.perf_counter()
+    build_index(n, root, mode)
+    return {"build_s": round(time.perf_counter() - t0, 1),
+            "build_peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)}
+
+
 def strategies_curve(sizes: list[tuple[int, str]], questions: int = 50) -> dict:
+    """Each size: the index built in one process, the 5 strategies measured in a second one."""
     points = []
     for n, mode in sizes:
         with tempfile.TemporaryDirectory(prefix="ragwb-scale5-") as tmp:
-            p = subprocess.run([sys.executable, "-m", "evals.scale", "strategies", str(n), tmp, mode, str(questions)],
-                               capture_output=True, text=True)
-            if p.returncode != 0:
-                points.append({"rows": n, "mode": mode, "error": p.stderr.strip().splitlines()[-1][:300]})
-            else:
-                points.append(json.loads(p.stdout.strip().splitlines()[-1]))
+            pt = {"rows": n, "mode": mode}
+            for step in (["build", str(n), tmp, mode], ["query", tmp, str(questions)]):
+                p = subprocess.run([sys.executable, "-m", "evals.scale", *step], capture_output=True, text=True)
+                if p.returncode != 0:
+                    pt["error"] = f"{step[0]}: " + (p.stderr.strip().splitlines() or ["?"])[-1][:300]
+                    break
+                pt.update(json.loads(p.stdout.strip().splitlines()[-1]))
+            points.append(pt)
     return {"points": points, "targets": "at 1M: 5-strategy retrieval <= 2x its time at 10k; peak RSS <= 4 GB"}
 
 
 if __name__ == "__main__":
-    if sys.argv[1] == "strategies":
-        print(json.dumps(measure_strategies(int(sys.argv[2]), Path(sys.argv[3]), sys.argv[4], int(sys.argv[5]))))
+    if sys.argv[1] == "build":
+        print(json.dumps(_build(int(sys.argv[2]), Path(sys.argv[3]), sys.argv[4])))
+    elif sys.argv[1] == "query":
+        print(json.dumps(measure_strategies(Path(sys.argv[2]), int(sys.argv[3]))))
     else:
         print(json.dumps(measure(int(sys.argv[1]), Path(sys.argv[2]))))

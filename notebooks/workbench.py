@@ -312,7 +312,8 @@ def _(args, judge_button, mo, pick_a, session):
         import json as _json
         _q = next(q for q in session.dataset.questions if q.qid == _qid)
         _r = _judge.score(_q.text, _row["answer"], [b["text"] for b in _json.loads(_row["blocks"])])
-        _rows.append({"question_id": _qid, "judge_faithfulness": _r.value, "status": _r.status})
+        _rows.append({"question_id": _qid, "judge_faithfulness": _r.value, "status": _r.status,
+                      "explanation": _r.detail})
     mo.ui.table(_rows, selection=None)
     return
 
