@@ -73,7 +73,7 @@ def main_bench(a) -> int:
         # the figures below need the bundled index built (minutes with e5); the others build their own
         if any(want(k) for k in ("ingest", "retrieval", "repack", "eval", "ragas", "apply")):
             # 1. ingest vs embedder alone, same texts, cache empty each time
-            t_emb = _median(lambda: emb.embed_passages(texts), a.repeats if want("ingest") else 1)
+            t_emb = _median(lambda: emb.embed_passages(texts), a.repeats) if want("ingest") else float("nan")
             runs = []
             for i in range(a.repeats if want("ingest") else 1):
                 ws = Workspace(tmp / f"ing{i}")

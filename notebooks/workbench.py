@@ -77,18 +77,19 @@ def _(args, dataset, interactive, mo):
     _bar = {}
 
     def _embedded(n, total):
-        if "bar" not in _bar:
-            _bar["bar"] = mo.status.progress_bar(total=total, title=f"Ingesting {dataset.value}: embedding chunks",
-                                                 subtitle="once per dataset and embedder; later loads embed nothing",
-                                                 show_rate=True, show_eta=True, remove_on_exit=True).__enter__()
+        if "cm" not in _bar:
+            _bar["cm"] = mo.status.progress_bar(total=total, title=f"Ingesting {dataset.value}: embedding chunks",
+                                                subtitle="once per dataset and embedder; later loads embed nothing",
+                                                show_rate=True, show_eta=True, remove_on_exit=True)
+            _bar["bar"] = _bar["cm"].__enter__()
         _bar["bar"].update(increment=n)
 
     with mo.status.spinner(title=f"Loading {dataset.value}"):
         try:
             session = interactive.open_session(dataset.value, args.workspace, args.embedder, on_progress=_embedded)
         finally:
-            if "bar" in _bar:
-                _bar["bar"].__exit__(None, None, None)
+            if "cm" in _bar:
+                _bar["cm"].__exit__(None, None, None)
     return (session,)
 
 
