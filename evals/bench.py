@@ -351,8 +351,7 @@ def apply_figure(dataset: str, workspace: Path, embedder: str, n: int) -> dict:
     x 5 strategies: what the notebook recomputes before its outputs update (evaluate the points, the
     summary with intervals, the question matrix), after a first Apply at the shipped budgets."""
     from .explore import question_matrix
-    from .interactive import evaluate_points, open_session, points_from_budgets
-    from .summary import summarize_scores
+    from .interactive import evaluate_points, open_session, points_from_budgets, summarize_session
     from rag.strategies import STRATEGIES
 
     sess = open_session(dataset, str(workspace), embedder)
@@ -360,7 +359,7 @@ def apply_figure(dataset: str, workspace: Path, embedder: str, n: int) -> dict:
     def apply(budgets):
         t = time.perf_counter()
         sc = evaluate_points(sess, points_from_budgets(list(STRATEGIES), budgets), n)
-        summarize_scores(sc)
+        summarize_session(sess, sc)
         question_matrix(sc, sess.dataset.questions)
         return time.perf_counter() - t, len(sc)
     first, _ = apply({})

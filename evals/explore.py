@@ -48,14 +48,14 @@ def question_matrix(scores: pd.DataFrame, questions: list, metric: str = "f1") -
     pts = points_of(scores)
     wide = wide.reindex(columns=pts) if not wide.empty else pd.DataFrame(columns=pts)
     by_id = {q.qid: q for q in questions}
-    qids = list(dict.fromkeys([q.qid for q in questions if q.qid in set(scores.question_id)]
-                              + sorted(set(scores.question_id) - set(by_id))))
+    scored = set(scores.question_id)
+    qids = list(dict.fromkeys([q.qid for q in questions if q.qid in scored] + sorted(scored - set(by_id))))
     wide = wide.reindex(qids)
     fails = scores[~scores.status.isin(("ok",) + tuple(NOT_FAILURES))].groupby("question_id").size()
     out = pd.DataFrame({"question_id": qids,
                         "question": [by_id[q].text if q in by_id else "" for q in qids],
                         "answerable": [bool(by_id[q].answerable) if q in by_id else True for q in qids]})
-    meta_keys = sorted({k for q in questions for k in (q.metadata or {})})
+    meta_keys = sorted({k for q in by_id.values() if q.qid in scored for k in (q.metadata or {})})
     for k in meta_keys:
         out[k] = [str((by_id[q].metadata or {}).get(k, "")) if q in by_id else "" for q in qids]
     vals = wide.to_numpy(dtype=float) if len(pts) else np.zeros((len(qids), 0))

@@ -50,13 +50,18 @@ def evaluate_points(sess: Session, points: list[tuple[str, dict]], limit: int = 
     change, or a budget tried before) are reused as they are.
     """
     qs = sess.dataset.questions[:limit]
-    rows = []
+    frames = sess.__dict__.setdefault("_frames", {})  # (strategy, label, limit) -> its long frame
+    parts = []
     for name, kw in points:
         p = make_params(name, **kw)
         pid, label = point_id(kw), point_label(kw)
+        if (name, label, limit) in frames:
+            parts.append(frames[(name, label, limit)])
+            continue
         todo = [q for q in qs if (name, label, q.qid) not in sess.items]
         if todo:  # an item already evaluated in this session (same strategy, same budgets) is reused
             sess.retriever.warm([q.text for q in todo], p.search_key(get_strategy(name).needed(p)))
+        rows = []
         for q in qs:
             item = sess.items.get((name, label, q.qid))
             if item is None:
@@ -65,7 +70,29 @@ def evaluate_points(sess: Session, points: list[tuple[str, dict]], limit: int = 
             for metric, sc in scores.items():
                 rows.append({"strategy": name, "point_label": label, "question_id": q.qid, "repeat": 0,
                              "metric": metric, "value": sc.value, "status": sc.status, "detail": sc.detail})
-    return pd.DataFrame(rows)
+        frames[(name, label, limit)] = pd.DataFrame(rows, columns=FRAME_COLUMNS)
+        parts.append(frames[(name, label, limit)])
+    return pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(columns=FRAME_COLUMNS)
+
+
+FRAME_COLUMNS = ["strategy", "point_label", "question_id", "repeat", "metric", "value", "status", "detail"]
+
+
+def summarize_session(sess: Session, scores: pd.DataFrame) -> pd.DataFrame:
+    """``summarize_scores`` of the applied points, re-using the summary of every point already
+    summarised over the same questions in this session (only a changed point is bootstrapped again)."""
+    from .summary import summarize_scores
+
+    if scores.empty:
+        return summarize_scores(scores)
+    cache = sess.__dict__.setdefault("_summaries", {})
+    parts = []
+    for (strategy, label), g in scores.groupby(["strategy", "point_label"], sort=True):
+        key = (strategy, label, len(g), tuple(g.question_id.iloc[[0, -1]]))
+        if key not in cache:
+            cache[key] = summarize_scores(g)
+        parts.append(cache[key])
+    return pd.concat(parts, ignore_index=True)
 
 
 def _highlight(text: str, block: dict, evidence: list, cited: list[str] | None = None) -> str:

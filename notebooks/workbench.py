@@ -105,7 +105,7 @@ def _(budgets, interactive, limit, mo, session, set_history, strategies, summari
     _points = interactive.points_from_budgets(strategies.value, budgets.value or {})
     with mo.status.spinner(title="Evaluating (cached candidates: only packing, answering and scoring re-run)"):
         scores = interactive.evaluate_points(session, _points, limit.value)
-        summary = summarize_scores(scores)
+        summary = interactive.summarize_session(session, scores)
     set_history(lambda h: (h + [summary])[-20:])
     # the per-question frame, for pandas users: `rows` (one row per question x point x metric)
     rows = scores
