@@ -28,7 +28,8 @@ def add_bench_args(p) -> None:
     p.add_argument("--only", nargs="*", choices=["ingest", "retrieval", "repack", "eval", "ragas", "llm", "growth",
                                                  "rerun", "support", "mainjob", "scale", "scale5", "engines", "apply"],
                    default=None,
-                   help="measure only these figures (the index is built either way)")
+                   help="measure only these figures; scale, scale5, mainjob and engines (minutes each) run only "
+                        "when named here")
     _add_extra(p)
 
 
