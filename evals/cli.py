@@ -124,6 +124,13 @@ def _index_config(a):
                        EmbedderConfig(a.embedder, a.embed_base_url, a.embed_model, a.embed_key_env))
 
 
+def _engine_address(a) -> str | None:
+    """--address names a Ray cluster: with the local engine it would be ignored, so it is an error."""
+    if a.address and a.engine != "ray":
+        raise ValueError(f"--address {a.address} needs --engine ray (the {a.engine} engine runs in this process)")
+    return a.address
+
+
 def cmd_ingest(a) -> int:
     from rag.corpora import load_any
     from rag.index import Workspace
@@ -131,7 +138,7 @@ def cmd_ingest(a) -> int:
     from rag.engines import get_engine
 
     ws = Workspace(a.workspace)
-    engine = get_engine(a.engine, a.address)
+    engine = get_engine(a.engine, _engine_address(a))
     status = 0
     for spec in a.dataset:
         questions = a.questions
@@ -318,7 +325,7 @@ def cmd_run(a) -> int:
     run_ids, done_runs = [], []
     from .engines import get_run_engine
 
-    engine = get_run_engine(a.engine, a.address)
+    engine = get_run_engine(a.engine, _engine_address(a))
     for ds in ([None] if a.resume else datasets):
         cfg = RunConfig(dataset=ds or "squad2", questions_file=a.questions, index=_index_config(a), grid=grid,
                         answerer=answerer, answerer_params={"threshold": a.threshold} if answerer == "extractive" else {},

@@ -32,7 +32,9 @@ def register_run_engine(name: str):
     return deco
 
 
-def get_run_engine(name: str = "local", address: str | None = None, **kw) -> "RunEngine":
+def get_run_engine(name: "str | RunEngine" = "local", address: str | None = None, **kw) -> "RunEngine":
+    if isinstance(name, RunEngine):
+        return name
     if name not in RUN_ENGINES:
         raise KeyError(f"unknown engine {name!r}; valid: {', '.join(RUN_ENGINES)}")
     return RUN_ENGINES[name](address=address, **kw)
@@ -196,6 +198,9 @@ class RayRunEngine(RunEngine):
         light = dataclasses.replace(job, questions=[], shards=[], done=set())
         self.actors = [worker_cls.options(name=f"ragwb-run-worker-{run_tag}-{i}").remote(light, self.limiters)
                        for i in range(n)]
+        done_of: dict = {}  # question id -> its stored items: each shard is sent only its own
+        for k in job.done:
+            done_of.setdefault(k[2], set()).add(k)
         pending: dict = {}  # object ref -> (shard index, attempt, actor index)
         todo = list(range(len(job.shards)))
         next_actor = 0
@@ -205,8 +210,7 @@ class RayRunEngine(RunEngine):
             if ai is None:
                 ai, next_actor = next_actor % n, next_actor + 1
             shard = job.shards[si]
-            qids = {q.qid for q in shard}
-            done = {k for k in job.done if k[2] in qids}
+            done = set().union(*(done_of.get(q.qid, ()) for q in shard))
             pending[self.actors[ai].shard.remote(shard, done)] = (si, attempt, ai)
 
         try:

@@ -11,7 +11,7 @@ import numpy as np
 import pandas as pd
 
 from .metrics import METRICS, NOT_FAILURES
-from .stats import DEFAULT_SEED, bootstrap_ci, paired_bootstrap
+from .stats import DEFAULT_SEED, paired_bootstrap
 
 MATRIX_METRICS = ("f1", "faithfulness", "citation_precision", "doc_ndcg@10")  # cell contents, where scored
 DISAGREE_GAP = 0.5  # "strategies disagree": the best and worst point differ by at least this on the metric
@@ -154,14 +154,7 @@ def quality_per_1k_tokens(scores: pd.DataFrame, metric: str = "f1", seed: int = 
     return pd.DataFrame(rows, columns=["point", "n", metric, "context_tokens", "per_1k_tokens", "low", "high"])
 
 
-def mean_interval(scores: pd.DataFrame, point: str, metric: str) -> tuple[float, float, float]:
-    w = _wide(scores, metric)
-    if w.empty or point not in w.columns:
-        return (float("nan"),) * 3
-    return bootstrap_ci(w[point].dropna().to_numpy())
-
-
-def _cell_colour(v: float) -> str:
+def cell_colour(v: float) -> str:
     if v is None or not np.isfinite(v):
         return "#eee"
     # red (0) -> yellow (0.5) -> green (1), light enough for black text
@@ -186,7 +179,7 @@ def matrix_html(m: pd.DataFrame, max_rows: int = 500, table_id: str = "qmatrix")
             v = r[c]
             if c in pts:
                 txt = "" if pd.isna(v) else f"{v:.3f}"
-                cells.append(f"<td data-v='{'' if pd.isna(v) else v}' style='background:{_cell_colour(v)}'>{txt}</td>")
+                cells.append(f"<td data-v='{'' if pd.isna(v) else v}' style='background:{cell_colour(v)}'>{txt}</td>")
             elif c == "question":
                 cells.append(f"<td class='qtext'>{html.escape(str(v)[:200])}</td>")
             else:

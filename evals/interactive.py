@@ -28,6 +28,8 @@ class Session:
     retriever: Retriever
     evaluator: ItemEvaluator
     items: dict = field(default_factory=dict)  # (strategy, label, qid) -> (row, scores)
+    frames: dict = field(default_factory=dict)  # (strategy, label, limit) -> that point's long scores frame
+    summaries: dict = field(default_factory=dict)  # (strategy, label, n rows, first/last qid) -> its summary
 
 
 def open_session(dataset: str = "squad2", workspace: str = "results", embedder: str = "e5",
@@ -50,7 +52,7 @@ def evaluate_points(sess: Session, points: list[tuple[str, dict]], limit: int = 
     change, or a budget tried before) are reused as they are.
     """
     qs = sess.dataset.questions[:limit]
-    frames = sess.__dict__.setdefault("_frames", {})  # (strategy, label, limit) -> its long frame
+    frames = sess.frames
     parts = []
     for name, kw in points:
         p = make_params(name, **kw)
@@ -85,7 +87,7 @@ def summarize_session(sess: Session, scores: pd.DataFrame) -> pd.DataFrame:
 
     if scores.empty:
         return summarize_scores(scores)
-    cache = sess.__dict__.setdefault("_summaries", {})
+    cache = sess.summaries
     parts = []
     for (strategy, label), g in scores.groupby(["strategy", "point_label"], sort=True):
         key = (strategy, label, len(g), tuple(g.question_id.iloc[[0, -1]]))
@@ -198,10 +200,7 @@ def budget_curve(sess: Session, strategy: str, param: str, values: list, limit: 
                  base: dict | None = None) -> pd.DataFrame:
     """Sweep one budget of one strategy (other budgets at ``base`` or the shipped defaults): the
     long scores frame of every value, re-packed from cached candidates where the search allows."""
-    frames = []
-    for v in values:
-        frames.append(evaluate_points(sess, [(strategy, {**(base or {}), param: v})], limit))
-    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
+    return evaluate_points(sess, [(strategy, {**(base or {}), param: v}) for v in values], limit)
 
 
 def points_from_budgets(strategies: list[str], budgets: dict) -> list[tuple[str, dict]]:

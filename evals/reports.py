@@ -12,7 +12,7 @@ from pathlib import Path
 import pandas as pd
 
 from .store import ResultStore
-from .summary import HEADLINE, headline_table, summarize
+from .summary import HEADLINE, headline_table, summarize_scores
 from .charts import quality_cost_figure
 
 QUALITY = ["f1", "faithfulness", "citation_precision", "evidence_recall", "abstention_accuracy"]
@@ -85,7 +85,8 @@ def report_sections(store: ResultStore, run_id: str, compare: str | None = None)
     """Everything a report shows, as data (tables, plotly figures, escaped HTML): shared by the
     static HTML writer and notebooks/report.py."""
     run = store.run(run_id)
-    summ = summarize(store, run_id)
+    scores = store.scores(run_id)  # read once: the summary, the conversation charts and the matrix use it
+    summ = summarize_scores(scores)
     # a metric with no ok score (e.g. not_applicable for this answerer) gets no chart
     figs = [quality_cost_figure(summ, q, "context_tokens") for q in QUALITY
             if not summ.empty and q in set(summ[summ.n_ok > 0].metric)]
@@ -98,7 +99,7 @@ def report_sections(store: ResultStore, run_id: str, compare: str | None = None)
     conv_figs = []
     if store.con.execute("SELECT count(*) FROM results WHERE run_id = ? AND turn IS NOT NULL", [run_id]).fetchone()[0]:
         from .charts import conversation_figures
-        conv_figs = conversation_figures(store.results(run_id), store.scores(run_id))
+        conv_figs = conversation_figures(store.results(run_id), scores)
     statuses = store.con.execute("SELECT strategy, metric, status, count(*) AS n FROM scores WHERE run_id=? AND "
                                  "status <> 'ok' GROUP BY ALL ORDER BY n DESC LIMIT 30", [run_id]).df()
     comparison = None
@@ -125,7 +126,6 @@ def report_sections(store: ResultStore, run_id: str, compare: str | None = None)
     qs = [SimpleNamespace(qid=r.question_id, text=r.text, answerable=bool(r.answerable),
                           metadata=json.loads(r.metadata) if isinstance(r.metadata, str) and r.metadata else {})
           for r in qdf.itertuples()]
-    scores = store.scores(run_id)
     matrix = question_matrix(scores, qs, "f1") if len(scores) else pd.DataFrame()
     per_1k = quality_per_1k_tokens(scores, "f1") if len(scores) else pd.DataFrame()
     header = (f"dataset <b>{html.escape(str(run['dataset']))}</b>, commit {html.escape(str(run['git_commit']))}, "

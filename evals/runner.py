@@ -385,9 +385,9 @@ def run_evaluation(cfg: RunConfig, workspace: str | Path = "results", db: str | 
             run_id = store.resolve_run(resume)
             cfg = RunConfig.from_dict({**store.run(run_id)["config"], "use_cache": cfg.use_cache})
         cfg = with_remembered_questions(cfg, ws)
-        from .engines import RunEngine, get_run_engine
+        from .engines import get_run_engine
 
-        engine = get_run_engine(engine) if not isinstance(engine, RunEngine) else engine
+        engine = get_run_engine(engine)
         ds = load_any(cfg.dataset, cfg.questions_file, parse_cache=ws.parse_cache, progress=progress,
                       follow_symlinks=follow_symlinks, insert_fillers=cfg.insert_fillers,
                       engine=engine.ingest_engine())

@@ -163,7 +163,7 @@ def _(explore, f_disagree, f_fail, f_field, f_search, f_unans, f_value, m_metric
     matrix_table = mo.ui.table(
         matrix, selection="single-cell", page_size=12, freeze_columns_left=["question_id"],
         format_mapping={p: "{:.3f}" for p in _pts + ["spread"]},
-        style_cell=lambda _row, _col, _v: ({"backgroundColor": explore._cell_colour(_v)}
+        style_cell=lambda _row, _col, _v: ({"backgroundColor": explore.cell_colour(_v)}
                                           if _col in _pts and isinstance(_v, float) else {}),
         label=f"{len(matrix)} of {len(_m)} questions")
     matrix_table

@@ -134,14 +134,14 @@ def _chunk_batch(batch: dict, chunking: dict) -> dict:
             rows.append(r)
         out["doc_id"].append(d.doc_id)
         out["parents"].append(json.dumps([parent_row(p) for p in parents], ensure_ascii=False))
-        out["chunks"].append(json.dumps(rows, ensure_ascii=False))
+        out["chunks"].append(json.dumps([json.dumps(r, ensure_ascii=False) for r in rows]))
         out["n_parents"].append(len(parents))
         out["n_chunks"].append(len(chunks))
     return out
 
 
 def _explode_chunks(row: dict) -> list[dict]:
-    return [{"row": json.dumps(r, ensure_ascii=False)} for r in json.loads(row["chunks"])]
+    return [{"row": r} for r in json.loads(row["chunks"])]  # each row stays the JSON the chunk task wrote
 
 
 class _EmbedActor:
@@ -214,8 +214,9 @@ class RayEngine(Engine):
 
     # chunk -> embed -> write ---------------------------------------------------------------------
     def ingest_chunks(self, ws, index: str, changed: list, stale: list[str], cfg, summ, progress: bool) -> int:
-        """Write the changed documents' rows with the commit protocol of the local engine: stale rows
-        out first, then pages, parents and chunks, the documents rows last."""
+        """Write the changed documents' rows (at least one; with none the caller syncs locally) with the
+        commit protocol of the local engine: stale rows out first, then pages, parents and chunks, the
+        documents rows last."""
         import dataclasses
 
         import lance_ray
@@ -231,17 +232,7 @@ class RayEngine(Engine):
 
         ws._sync_table(index, "documents", [], stale, SCHEMAS["documents"])
         ws._sync_table(index, "pages", [r for d in changed for r in page_rows(d, cfg)], stale, SCHEMAS["pages"])
-        if not changed:
-            for kind in ("parents",):
-                ws._sync_table(index, kind, [], stale, SCHEMAS[kind])
-            if ws.has_table(f"{index}__chunks"):
-                ws._sync_table(index, "chunks", [], stale, None)
-                return ws._dim(index) or int(ws.table(index, "chunks").schema.field("vector").type.list_size)
-            dim = ws._dim(index) or _embedder_dim(cfg)
-            ws._sync_table(index, "chunks", [], [], chunk_schema(dim))
-            return dim
-
-        docs = [json.dumps(dataclasses.asdict(d), ensure_ascii=False) for d in changed]
+        docs = [json.dumps(_doc_to_dict(d), ensure_ascii=False) for d in changed]
         chunked = (ray.data.from_items([{"doc": x} for x in docs], override_num_blocks=max(1, min(len(docs), 64)))
                    .map_batches(_chunk_batch, batch_size=8, batch_format="numpy",
                                 fn_kwargs={"chunking": dataclasses.asdict(cfg.chunking)})
@@ -251,7 +242,6 @@ class RayEngine(Engine):
         ws._sync_table(index, "parents", [p for r in meta for p in json.loads(r["parents"])], stale,
                        SCHEMAS["parents"])
         n_chunks = sum(n for _, n in counts.values())
-        summ_total = n_chunks
         te = time.perf_counter()
         before = ws.embedding_cache.size()
         exists = ws.has_table(f"{index}__chunks")
@@ -274,12 +264,12 @@ class RayEngine(Engine):
             ws._sync_table(index, "chunks", [], [], chunk_schema(dim))
         summ.embed_seconds = time.perf_counter() - te
         summ.embedded = ws.embedding_cache.size() - before  # distinct texts actually embedded
-        summ.cache_hits = summ_total - summ.embedded
-        if summ_total:
+        summ.cache_hits = n_chunks - summ.embedded
+        if n_chunks:
             per_file = {}
             for d in changed:
                 per_file[d.source_path] = per_file.get(d.source_path, 0) + counts.get(d.doc_id, (0, 0))[1]
-            summ.file_embed_seconds = {f: summ.embed_seconds * n / summ_total for f, n in per_file.items()}
+            summ.file_embed_seconds = {f: summ.embed_seconds * n / n_chunks for f, n in per_file.items()}
         ws._sync_table(index, "documents", [document_row(d, cfg, *counts[d.doc_id]) for d in changed], [],
                        SCHEMAS["documents"])
         return dim

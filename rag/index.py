@@ -246,7 +246,7 @@ class Workspace:
             shipped = seed_cache(self.embedding_cache, ds.name, cfg.embedder.key)
             if shipped:
                 summ.notices.append(shipped)
-        if engine.name == "local":
+        if engine.name == "local" or not changed:  # nothing to chunk or embed: the stale rows go here
             dim = self._ingest_here(index, changed, stale, cfg, summ, progress, ds.name, on_progress)
         else:
             dim = engine.ingest_chunks(self, index, changed, stale, cfg, summ, progress)
@@ -300,13 +300,10 @@ class Workspace:
         m0 = self.embedding_cache.misses
         bar = _progress(len(texts), f"embedding {name}", progress)
 
-        done = [0]
-
         def tick(n):
             if bar:
                 bar.update(n)
             if on_progress is not None:
-                done[0] += n
                 on_progress(n, len(texts))
             _crash_point("embedding")
 

@@ -70,11 +70,6 @@ class ArrowColumn:
         for start in range(0, len(self.arr), 65536):  # a slice at a time: bounded temporaries
             yield from self.arr[start:start + 65536].to_pylist()
 
-    def count(self, value) -> int:
-        import pyarrow.compute as pc
-
-        return int(pc.sum(pc.equal(self.arr, value)).as_py() or 0)
-
 
 class ArrowRows:
     """A read-only mapping id -> row dict over an Arrow table (documents, pages, parents of an ANN
@@ -100,16 +95,9 @@ class ArrowRows:
     def get(self, k, default=None):
         return self[k] if k in self._idx else default
 
-    def keys(self):
-        return self._idx.keys()
-
     def items(self):
         for k in self._idx:
             yield k, self[k]
-
-    def values(self):
-        for k in self._idx:
-            yield self[k]
 
     def light_items(self, fields: tuple):
         """(id, {field: value}) for a few small fields (no text): what grouping needs."""

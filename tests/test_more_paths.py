@@ -124,7 +124,7 @@ def test_gate_aa_noise_floor(tmp_path):
 
 def test_bench_smoke(tmp_path, capsys):
     assert main(["bench", "--dataset", "xquad-en", "--embedder", "hash", "--questions", "20", "--repeats", "1",
-                 "--only", "repack", "eval", "growth", "rerun", "--growth", "1", "2", "--rerun-files", "1",
+                 "--only", "repack", "eval", "growth", "rerun", "apply", "--growth", "1", "2", "--rerun-files", "1",
                  "--out", str(tmp_path)]) == 0
     out = capsys.readouterr().out
     assert "re-pack 20 questions x 5 strategies" in out and "full offline evaluation: 100 items" in out
@@ -132,6 +132,7 @@ def test_bench_smoke(tmp_path, capsys):
     figs = json.loads(next(tmp_path.glob("bench-*.json")).read_text())
     assert figs["repack"]["seconds"] > 0 and [p["copies"] for p in figs["growth"]["points"]] == [1, 2]
     assert figs["rerun"]["second_s"] < figs["rerun"]["first_s"]
+    assert "workbench Apply, 20 questions x 5 strategies" in out and figs["apply"]["packing_change_s"] > 0
 
 
 def test_bench_smoke_scale5(tmp_path, capsys):

@@ -109,13 +109,22 @@ def rows(db, run_id):
 CFG = RunConfig(dataset="xquad-en", limit=12)
 
 
-def test_ray_run_equals_the_local_run_row_for_row(ingested):
+def test_ray_run_equals_the_local_run_row_for_row(ingested, capsys):
     run_evaluation(CFG, ingested, run_id="L", progress=False)
-    s = run_evaluation(CFG, ingested, run_id="R", progress=False, engine=get_run_engine("ray"), shard_questions=4)
-    assert s.items == 12 * 5 and "ray (2 worker(s)" in s.engine
+    assert main(["run", "--dataset", "xquad-en", "--limit", "12", "--workspace", str(ingested), "--run-id", "R",
+                 "--engine", "ray", "--no-report", "--no-progress"]) == 0
+    out = capsys.readouterr().out
+    assert "60 items" in out and "on ray (2 worker(s)" in out
     local, remote = rows(ingested / "results.duckdb", "L"), rows(ingested / "results.duckdb", "R")
     assert len(local[0]) == 60 and len(local[1]) > 60 * 10
     assert remote == local
+
+
+def test_address_without_the_ray_engine_is_an_error_not_ignored(tmp_path, capsys):
+    for cmd in (["ingest", "xquad-en"], ["run", "--dataset", "xquad-en", "--limit", "2"]):
+        assert main([*cmd, "--workspace", str(tmp_path), "--address", "auto", "--no-progress"]) == 2
+        assert "--address auto needs --engine ray" in capsys.readouterr().err
+    assert not (tmp_path / "results.duckdb").exists()  # nothing ran
 
 
 def test_a_killed_worker_leaves_no_missing_and_no_duplicated_rows(ingested):
