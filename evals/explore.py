@@ -24,7 +24,8 @@ def point_name(strategy: str, label: str) -> str:
 def points_of(scores: pd.DataFrame) -> list[str]:
     from .summary import natural_key
 
-    pts = {point_name(s, lab) for s, lab in zip(scores.strategy, scores.point_label)}
+    pairs = scores[["strategy", "point_label"]].drop_duplicates()  # per pair, not per row: frames are long
+    pts = {point_name(s, lab) for s, lab in zip(pairs.strategy, pairs.point_label)}
     return sorted(pts, key=natural_key)
 
 
@@ -48,7 +49,7 @@ def question_matrix(scores: pd.DataFrame, questions: list, metric: str = "f1") -
     pts = points_of(scores)
     wide = wide.reindex(columns=pts) if not wide.empty else pd.DataFrame(columns=pts)
     by_id = {q.qid: q for q in questions}
-    scored = set(scores.question_id)
+    scored = set(scores.question_id.unique())
     qids = list(dict.fromkeys([q.qid for q in questions if q.qid in scored] + sorted(scored - set(by_id))))
     wide = wide.reindex(qids)
     fails = scores[~scores.status.isin(("ok",) + tuple(NOT_FAILURES))].groupby("question_id").size()

@@ -207,9 +207,18 @@ def points_from_budgets(strategies: list[str], budgets: dict) -> list[tuple[str,
     """One point per strategy. ``STRATEGY__PARAM`` keys go to that strategy only; plain keys to every
     strategy that has the parameter. Only values that differ from the strategy's shipped default are
     kept, so a strategy never receives another's budget (parent_child keeps its top_k of 20) and
-    labels name what was changed."""
+    labels name what was changed. A key no registered strategy has (a typo) is an error naming the
+    valid keys, never silently dropped."""
     import dataclasses
 
+    from rag.strategies import STRATEGIES
+
+    known = {n: {f.name for f in dataclasses.fields(get_strategy(n).Params)} for n in STRATEGIES}
+    for key in budgets or {}:
+        owner, _, param = key.rpartition("__")
+        if (owner and param not in known.get(owner, ())) or (not owner and not any(param in f for f in known.values())):
+            valid = sorted({p for f in known.values() for p in f}) + sorted(f"{n}__{p}" for n, f in known.items() for p in f)
+            raise ValueError(f"unknown budget {key!r}; valid: {', '.join(valid)}")
     out = []
     for name in strategies:
         cls = get_strategy(name).Params

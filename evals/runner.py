@@ -25,7 +25,7 @@ from rag.index import IndexConfig, Workspace
 from rag.llm import PRICES, LLMClient, LLMConfig, price_of
 from rag.prompts import parse_citations, prompt_tokens
 from rag.retrieval import Retriever
-from rag.strategies import DEFAULT_POOL, STRATEGIES, get_strategy, make_params, params_dict
+from rag.strategies import DEFAULT_POOL, STRATEGIES, blocks_json, get_strategy, make_params, params_dict
 
 from .metrics import Score, ScoringInput, get_scorers, score_all
 from .store import ResultStore
@@ -217,7 +217,7 @@ class ItemEvaluator:
         t5 = time.perf_counter()
         row = {"run_id": None, "strategy": name, "point_id": pid, "point_label": label,
                "params": json.dumps({**params_dict(p), **(extra_params or {})}), "question_id": q.qid, "repeat": rep,
-               "blocks": json.dumps([b.to_dict() for b in ctx.blocks], ensure_ascii=False),
+               "blocks": blocks_json(ctx.blocks),
                "counters": json.dumps(ctx.counters), "answer": ans.text, "answer_status": ans.status,
                "answer_error": ans.error, "citations": json.dumps(parse_citations(ans.text)),
                "n_blocks": len(ctx.blocks), "prompt_tokens": ans.prompt_tokens,

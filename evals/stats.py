@@ -1,6 +1,8 @@
 """Aggregates with uncertainty: seeded percentile bootstrap of the mean and of paired deltas."""
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
 DEFAULT_SEED = 20261122
@@ -16,8 +18,7 @@ def bootstrap_ci(values, n_resamples: int = DEFAULT_RESAMPLES, level: float = 0.
     m = float(x.mean())
     if x.size == 1 or np.all(x == x[0]):
         return m, m, m
-    rng = np.random.default_rng(seed)
-    means = _resampled_means(x, n_resamples, rng)
+    means = _bootstrap_means(x, n_resamples, seed)
     a = (1 - level) / 2
     return m, float(np.quantile(means, a)), float(np.quantile(means, 1 - a))
 
@@ -31,6 +32,20 @@ def _resampled_means(x: np.ndarray, n: int, rng) -> np.ndarray:
         idx = rng.integers(0, x.size, size=(k, x.size))
         out[s:s + k] = x[idx].mean(axis=1)
     return out
+
+
+@functools.lru_cache(maxsize=4)
+def _one_chunk_indices(size: int, n: int, seed: int) -> np.ndarray:
+    """The resample indices ``_resampled_means`` draws when they fit in one chunk (they depend only
+    on the size, the resample count and the seed), kept so every metric of a summary re-uses them."""
+    idx = np.random.default_rng(seed).integers(0, size, size=(n, size))
+    return idx.astype(np.int32) if size < 2**31 else idx
+
+
+def _bootstrap_means(x: np.ndarray, n: int, seed: int) -> np.ndarray:
+    if x.size * n <= 2_000_000:  # one chunk: the same draws as _resampled_means, memoised
+        return x[_one_chunk_indices(x.size, n, seed)].mean(axis=1)
+    return _resampled_means(x, n, np.random.default_rng(seed))
 
 
 def paired_bootstrap(baseline, candidate, n_resamples: int = DEFAULT_RESAMPLES, level: float = 0.95,

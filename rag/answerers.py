@@ -14,9 +14,9 @@ import re
 import time
 from dataclasses import dataclass, field
 
-from .prompts import FALLBACK, build_messages, prompt_tokens
+from .prompts import FALLBACK, build_messages, count_prompt_tokens
 from .textproc import analyze, term_set
-from .tokens import count_tokens
+from .tokens import count_tokens, count_tokens_memo
 
 @dataclass
 class Answer:
@@ -100,6 +100,35 @@ def _split_cached(text: str) -> tuple:
     return tuple(out)
 
 
+@functools.lru_cache(maxsize=16384)
+def _block_terms(text: str, lang: str) -> tuple:
+    """A block's sentences, each one's number of distinct terms, and term -> sentences holding it."""
+    sents = split_sentences(text)
+    sizes, postings = [], {}
+    for j, s in enumerate(sents):
+        ts = term_set(s, lang)
+        sizes.append(len(ts))
+        for t in ts:
+            postings.setdefault(t, []).append(j)
+    return sents, sizes, postings
+
+
+@functools.lru_cache(maxsize=65536)  # a block meets the same question under many strategies and budgets
+def _sentence_hits(text: str, lang: str, qterms: tuple) -> tuple:
+    """((sentence, indices of the question terms it holds, holds nothing else), ...) for a block's
+    sentences, and per question term the number of those sentences holding it."""
+    sents, sizes, postings = _block_terms(text, lang)
+    hits: list[list[int]] = [[] for _ in sents]
+    df = []
+    for i, t in enumerate(qterms):
+        js = postings.get(t, ())
+        df.append(len(js))
+        for j in js:
+            hits[j].append(i)
+    # a sentence adds nothing beyond the question when every one of its terms is a question term
+    return tuple((s, tuple(h), len(h) == n) for s, h, n in zip(sents, hits, sizes)), tuple(df)
+
+
 ANSWERERS: dict[str, type] = {}
 
 
@@ -131,45 +160,45 @@ class ExtractiveAnswerer:
         """Answers from the current turn's blocks; ``prompt_tokens`` counts the full prompt, history
         included, so the bloat of a memory policy is measured offline too."""
         t0 = time.perf_counter()
-        messages = build_messages(question, blocks, history=history)
-        ptoks = prompt_tokens(messages, self.enc)
-        qterms = list(dict.fromkeys(analyze(question, self.lang, stopwords=True)))
+        ptoks = count_prompt_tokens(question, blocks, history, self.enc)
+        qterms = tuple(dict.fromkeys(analyze(question, self.lang, stopwords=True)))
         if not blocks or not qterms:
             return self._fallback(ptoks, t0)
-        sents = []  # (sentence, block index, term set)
-        for bi, b in enumerate(blocks):
-            for s in split_sentences(b.text):
-                sents.append((s, bi, term_set(s, self.lang)))
-        if not sents:
+        per_block = [_sentence_hits(b.text, self.lang, qterms) for b in blocks]
+        n = sum(len(sh) for sh, _ in per_block)
+        if not n:
             return self._fallback(ptoks, t0)
         # idf over the context's sentences: rare question terms count more
-        n = len(sents)
-        df = {t: sum(1 for _, _, ts in sents if t in ts) for t in qterms}
-        w = {t: math.log(1 + n / (1 + df[t])) for t in qterms}
-        wsum = sum(w.values()) or 1.0
+        df = [sum(col) for col in zip(*(bdf for _, bdf in per_block))]
+        w = [math.log(1 + n / (1 + d)) for d in df]
+        wsum = sum(w) or 1.0
+        nq = len(qterms)
         smax = max((b.score for b in blocks), default=0.0) or 1.0
         best, best_score = None, -1.0
-        for s, bi, ts in sents:
-            hit = [t for t in qterms if t in ts]
-            lex = 0.5 * len(hit) / len(qterms) + 0.5 * sum(w[t] for t in hit) / wsum
+        wget = w.__getitem__
+        for bi, (sents, _) in enumerate(per_block):
             emb = max(0.0, blocks[bi].score) / smax
-            score = self.w * lex + (1 - self.w) * emb * lex  # embedding evidence scales, never replaces, lexical
-            # prefer sentences that add something beyond the question itself
-            novelty = len(ts - set(qterms))
-            if novelty == 0:
-                score *= 0.5
-            if score > best_score:
-                best, best_score = (s, bi), score
+            for s, hit, no_novelty in sents:
+                if not hit:  # no question term: the score is exactly 0
+                    if best_score < 0.0:
+                        best, best_score = (s, bi), 0.0
+                    continue
+                lex = 0.5 * len(hit) / nq + 0.5 * sum(map(wget, hit)) / wsum
+                score = self.w * lex + (1 - self.w) * emb * lex  # embedding evidence scales, never replaces, lexical
+                if no_novelty:  # prefer sentences that add something beyond the question itself
+                    score *= 0.5
+                if score > best_score:
+                    best, best_score = (s, bi), score
         if best is None or best_score < self.threshold:
             return self._fallback(ptoks, t0, best_score)
         sent = best[0]
         cited = [b.n for b in blocks if sent in b.text]
         text = sent.rstrip() + " " + "".join(f"[{c}]" for c in cited)
-        return Answer(text, "ok", ptoks, count_tokens(text, self.enc), support=best_score,
+        return Answer(text, "ok", ptoks, count_tokens_memo(text, self.enc), support=best_score,
                       seconds=time.perf_counter() - t0)
 
     def _fallback(self, ptoks: int, t0: float, score: float = 0.0) -> Answer:
-        return Answer(FALLBACK, "ok", ptoks, count_tokens(FALLBACK, self.enc), support=max(score, 0.0),
+        return Answer(FALLBACK, "ok", ptoks, count_tokens_memo(FALLBACK, self.enc), support=max(score, 0.0),
                       seconds=time.perf_counter() - t0)
 
 
@@ -187,7 +216,7 @@ class OpenAIAnswerer:
     def answer(self, question: str, blocks, repeat: int = 0, history: list[dict] | None = None, **_) -> Answer:
         t0 = time.perf_counter()
         messages = build_messages(question, blocks, history=history)
-        exact = prompt_tokens(messages, self.enc)
+        exact = count_prompt_tokens(question, blocks, history, self.enc)
         res = self.client.chat(messages, purpose="answer", repeat=repeat)
         if res.status != "ok":
             return Answer("", res.status, exact, 0, error=res.error, seconds=time.perf_counter() - t0)

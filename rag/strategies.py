@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import json
 import re
 from dataclasses import dataclass, field
 from typing import Any
@@ -48,6 +49,27 @@ class Block:
     def from_dict(cls, d: dict) -> "Block":
         return cls(d["n"], d["text"], d["group"], tuple(d["doc_ids"]), tuple(d["page_ids"]), tuple(d["chunk_ids"]),
                    tuple(tuple(s) for s in d["spans"]), d["n_tokens"], d["score"], d.get("truncated", False))
+
+
+@functools.lru_cache(maxsize=65536)  # the same block is stored for many questions' strategies and budgets
+def _block_json_tail(key: tuple) -> str:
+    text, group, doc_ids, page_ids, chunk_ids, spans, n_tokens, score, truncated = key
+    return json.dumps({"text": text, "group": group, "doc_ids": list(doc_ids), "page_ids": list(page_ids),
+                       "chunk_ids": list(chunk_ids), "spans": [list(x) for x in spans], "n_tokens": n_tokens,
+                       "score": round(float(score), 6), "truncated": truncated}, ensure_ascii=False)[1:]
+
+
+def blocks_json(blocks) -> str:
+    """``json.dumps([b.to_dict() for b in blocks], ensure_ascii=False)``, each block's JSON memoised
+    apart from its number (a block keeps its JSON when a budget moves it to another position)."""
+    out = []
+    for b in blocks:
+        key = (b.text, b.group, b.doc_ids, b.page_ids, b.chunk_ids, b.spans, b.n_tokens, b.score, b.truncated)
+        try:
+            out.append(f'{{"n": {json.dumps(b.n)}, {_block_json_tail(key)}')
+        except TypeError:  # an unhashable field (a list): serialise without the memo
+            out.append(json.dumps(b.to_dict(), ensure_ascii=False))
+    return "[" + ", ".join(out) + "]"
 
 
 @dataclass
@@ -337,7 +359,7 @@ class FullDocumentsStrategy(Strategy):
             chunk_ids = tuple(rd.chunk_ids[i] for i in rows if rd.doc_ids[i] == d and int(rd.starts[i]) < len(text))
             offsets = {pid: int(pg["start"]) for pid, pg in shown}
             offsets.update({rd.chunk_ids[i]: int(rd.starts[i]) for i in rows if rd.doc_ids[i] == d})
-            n = n_tok if n_tok is not None and len(text) == len(doc["text"]) else count_tokens(text, enc)
+            n = n_tok if n_tok is not None and len(text) == len(doc["text"]) else _count_cached(text, enc)
             raw.append((text, "documents", (d,), pages, chunk_ids, ((d, 0, len(text)),), n, mean, offsets))
             total += len(text)
             loaded += 1

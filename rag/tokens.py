@@ -89,11 +89,17 @@ def count_tokens(text: str, encoding: str = DEFAULT_ENCODING) -> int:
     return len(get_encoding(encoding).encode(text, disallowed_special=()))
 
 
+@functools.lru_cache(maxsize=65536)  # texts that repeat across budgets and strategies: blocks, questions, answers
+def count_tokens_memo(text: str, encoding: str = DEFAULT_ENCODING) -> int:
+    return count_tokens(text, encoding)
+
+
 def count_tokens_batch(texts: list[str], encoding: str = DEFAULT_ENCODING) -> list[int]:
     enc = get_encoding(encoding)
     return [len(t) for t in enc.encode_ordinary_batch(list(texts))] if texts else []
 
 
+@functools.lru_cache(maxsize=65536)  # block texts repeat across strategies and budgets
 def estimate_tokens(text: str) -> float:
     """The ``words * 1.3`` estimate one source system shipped; reported beside exact counts."""
     return len(text.split()) * 1.3

@@ -206,3 +206,6 @@ def test_budget_form_sends_each_strategy_only_its_own_budgets():
     assert pts["chunks"] == {"top_k": 3, "max_context_tokens": 500}
     assert pts["parent_child"] == {"max_context_tokens": 500}  # keeps its shipped top_k of 20
     assert pts["hybrid"] == {"max_context_tokens": 500, "alpha": 0.5}
+    for typo in ({"overflw": "truncate"}, {"hybrid__fusion_weight": 0.3}, {"nosuch__top_k": 3}):
+        with pytest.raises(ValueError, match="unknown budget .* valid: .*hybrid__alpha"):
+            points_from_budgets(["chunks"], typo)
