@@ -2,6 +2,8 @@
 (re-using cached candidates), and render a per-question drill-down as safe HTML."""
 from __future__ import annotations
 
+import contextlib
+import gc
 import html
 import json
 import re
@@ -51,6 +53,25 @@ def evaluate_points(sess: Session, points: list[tuple[str, dict]], limit: int = 
     and the items of points already evaluated in this session (a strategy whose budgets did not
     change, or a budget tried before) are reused as they are.
     """
+    with _gc_paused():
+        return _evaluate_points(sess, points, limit)
+
+
+@contextlib.contextmanager
+def _gc_paused():
+    """Pause the cyclic garbage collector while a batch of items is built: a session holds
+    hundreds of thousands of cached objects, and each full collection re-scans them all (tens of
+    ms, several times per Apply). The items are acyclic; collection resumes after."""
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was:
+            gc.enable()
+
+
+def _evaluate_points(sess: Session, points: list[tuple[str, dict]], limit: int) -> pd.DataFrame:
     qs = sess.dataset.questions[:limit]
     frames = sess.frames
     parts = []
@@ -87,6 +108,13 @@ def summarize_session(sess: Session, scores: pd.DataFrame) -> pd.DataFrame:
 
     if scores.empty:
         return summarize_scores(scores)
+    with _gc_paused():
+        return _summarize_points(sess, scores)
+
+
+def _summarize_points(sess: Session, scores: pd.DataFrame) -> pd.DataFrame:
+    from .summary import summarize_scores
+
     cache = sess.summaries
     parts = []
     for (strategy, label), g in scores.groupby(["strategy", "point_label"], sort=True):

@@ -8,6 +8,7 @@ dies resumes (``resume=RUN``) with no lost and no duplicated rows.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import hashlib
 import itertools
 import json
@@ -216,7 +217,7 @@ class ItemEvaluator:
                               else Score(None, ans.status, "answer not available"))
         t5 = time.perf_counter()
         row = {"run_id": None, "strategy": name, "point_id": pid, "point_label": label,
-               "params": json.dumps({**params_dict(p), **(extra_params or {})}), "question_id": q.qid, "repeat": rep,
+               "params": _params_json(p) if not extra_params else json.dumps({**params_dict(p), **extra_params}), "question_id": q.qid, "repeat": rep,
                "blocks": blocks_json(ctx.blocks),
                "counters": json.dumps(ctx.counters), "answer": ans.text, "answer_status": ans.status,
                "answer_error": ans.error, "citations": json.dumps(parse_citations(ans.text)),
@@ -228,6 +229,11 @@ class ItemEvaluator:
                "conversation_id": q.conversation_id or None, "turn": q.turn if q.conversation_id else None,
                "query_mode": query_mode}
         return row, scores
+
+
+@functools.lru_cache(maxsize=1024)  # one string per point, not one dumps per item
+def _params_json(p) -> str:
+    return json.dumps(params_dict(p))
 
 
 SHARD_QUESTIONS = 64  # questions per shard: one batched query embedding, one unit of work for an engine

@@ -115,18 +115,21 @@ def _block_terms(text: str, lang: str) -> tuple:
 
 @functools.lru_cache(maxsize=65536)  # a block meets the same question under many strategies and budgets
 def _sentence_hits(text: str, lang: str, qterms: tuple) -> tuple:
-    """((sentence, indices of the question terms it holds, holds nothing else), ...) for a block's
-    sentences, and per question term the number of those sentences holding it."""
+    """For a block and a question's terms: ((sentence, indices of the question terms it holds,
+    holds nothing else), ...) for the sentences holding any question term, in order; per term the
+    number of sentences holding it; the number of sentences; the first sentence and whether it
+    holds a question term."""
     sents, sizes, postings = _block_terms(text, lang)
-    hits: list[list[int]] = [[] for _ in sents]
+    hits: dict[int, list[int]] = {}
     df = []
     for i, t in enumerate(qterms):
         js = postings.get(t, ())
         df.append(len(js))
         for j in js:
-            hits[j].append(i)
+            hits.setdefault(j, []).append(i)
     # a sentence adds nothing beyond the question when every one of its terms is a question term
-    return tuple((s, tuple(h), len(h) == n) for s, h, n in zip(sents, hits, sizes)), tuple(df)
+    rows = tuple((sents[j], tuple(hits[j]), len(hits[j]) == sizes[j]) for j in sorted(hits))
+    return rows, tuple(df), len(sents), (sents[0] if sents else None), 0 in hits
 
 
 ANSWERERS: dict[str, type] = {}
@@ -165,24 +168,25 @@ class ExtractiveAnswerer:
         if not blocks or not qterms:
             return self._fallback(ptoks, t0)
         per_block = [_sentence_hits(b.text, self.lang, qterms) for b in blocks]
-        n = sum(len(sh) for sh, _ in per_block)
+        n = sum(pb[2] for pb in per_block)
         if not n:
             return self._fallback(ptoks, t0)
         # idf over the context's sentences: rare question terms count more
-        df = [sum(col) for col in zip(*(bdf for _, bdf in per_block))]
+        df = [sum(col) for col in zip(*(pb[1] for pb in per_block))]
         w = [math.log(1 + n / (1 + d)) for d in df]
         wsum = sum(w) or 1.0
         nq = len(qterms)
         smax = max((b.score for b in blocks), default=0.0) or 1.0
         best, best_score = None, -1.0
+        # every score is >= 0 and a sentence without a question term scores exactly 0, so such a
+        # sentence can only win as the context's very first sentence (ties keep the earliest)
+        bi0, first = next((bi, pb) for bi, pb in enumerate(per_block) if pb[2])
+        if not first[4]:
+            best, best_score = (first[3], bi0), 0.0
         wget = w.__getitem__
-        for bi, (sents, _) in enumerate(per_block):
+        for bi, pb in enumerate(per_block):
             emb = max(0.0, blocks[bi].score) / smax
-            for s, hit, no_novelty in sents:
-                if not hit:  # no question term: the score is exactly 0
-                    if best_score < 0.0:
-                        best, best_score = (s, bi), 0.0
-                    continue
+            for s, hit, no_novelty in pb[0]:
                 lex = 0.5 * len(hit) / nq + 0.5 * sum(map(wget, hit)) / wsum
                 score = self.w * lex + (1 - self.w) * emb * lex  # embedding evidence scales, never replaces, lexical
                 if no_novelty:  # prefer sentences that add something beyond the question itself

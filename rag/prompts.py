@@ -18,23 +18,24 @@ SYSTEM_PROMPT = (
 _GROUP_HEADINGS = {"chunks": "Top chunks", "pages": "Rebuilt pages"}
 
 
-def _context_pieces(blocks) -> list[tuple[str, str]]:
-    """(marker, rest) per rendered piece: ("[n]", " (source: ...)\\n<text>") for a block, ("", heading)."""
+def _context_pieces(blocks) -> list[tuple[str, str, str]]:
+    """(marker, head, text) per rendered piece: ("[n]", " (source: ...)\\n", block text) for a block,
+    ("", heading, "") for a group heading."""
     groups = list(dict.fromkeys(b.group for b in blocks))
     headed = len(groups) > 1
     parts, current = [], None
     for b in blocks:
         if headed and b.group != current:
-            parts.append(("", f"## {_GROUP_HEADINGS.get(b.group, b.group.title())}"))
+            parts.append(("", f"## {_GROUP_HEADINGS.get(b.group, b.group.title())}", ""))
             current = b.group
         src = ", ".join(b.page_ids[:1] or b.doc_ids)
-        parts.append((f"[{b.n}]", f" (source: {src})\n{b.text}"))
+        parts.append((f"[{b.n}]", f" (source: {src})\n", b.text))
     return parts
 
 
 def context_parts(blocks) -> list[str]:
     """The rendered pieces of the context (group headings and numbered blocks), in order."""
-    return [m + rest for m, rest in _context_pieces(blocks)]
+    return [m + head + text for m, head, text in _context_pieces(blocks)]
 
 
 def render_context(blocks) -> str:
@@ -56,22 +57,39 @@ def prompt_tokens(messages: list[dict], encoding: str = "o200k_base") -> int:
     return sum(count_tokens(m["content"], encoding) + 3 for m in messages) + 3
 
 
+@functools.lru_cache(maxsize=65536)
+def _text_tokens(text: str, encoding: str) -> int:
+    return count_tokens(text + "\n\n", encoding)
+
+
+def _piece_total(marker: str, head: str, text: str, encoding: str) -> int:
+    """Tokens of ``marker + head + text + "\\n\\n"``. A block's source line (it names the block's
+    first page, which differs between questions) is counted apart from its text when the text does
+    not start with whitespace or ``/`` (a newline then any other character is a pre-token boundary;
+    o200k's punctuation runs take a newline and a slash together)."""
+    if text and not text[0].isspace() and text[0] != "/" and head.endswith("\n"):
+        return _piece_tokens(marker, encoding) + _piece_tokens(head, encoding) + _text_tokens(text, encoding)
+    return _piece_tokens(marker, encoding) + _piece_tokens(head + text + "\n\n", encoding)
+
+
 def count_prompt_tokens(question: str, blocks, history: list[dict] | None = None,
                         encoding: str = "o200k_base", system_prompt: str = SYSTEM_PROMPT) -> int:
     """``prompt_tokens(build_messages(question, blocks, system_prompt, history), encoding)``, exactly,
     without encoding the whole prompt again for every budget.
 
     The user message is counted as the sum of its pieces ``"Context blocks:\\n\\n"``; for each block
-    ``"[n]"`` and ``" (source: ...)\\n<text>\\n\\n"`` (so a block moved to another number is still a
-    memo hit); each heading + ``"\\n\\n"``; and ``"Question: ...\\nAnswer:"``; each piece memoised.
+    ``"[n]"``, ``" (source: ...)\\n"`` and ``"<text>\\n\\n"`` (so a block moved to another number or
+    page is still a memo hit); each heading + ``"\\n\\n"``; and ``"Question: ...\\nAnswer:"``; each
+    piece memoised.
     This is exact because tiktoken encodes pre-token by pre-token (its split regex has no
     look-behind), and every cut is a pre-token boundary for cl100k_base and o200k_base: a newline
     followed by ``[``, ``#``, ``(`` or ``Q`` (no pattern matches across a newline into those), or
-    ``]`` followed by a space (punctuation runs stop at whitespace) (tests/test_prompt_tokens.py pins it on real
-    and adversarial texts)."""
-    pieces = _context_pieces(blocks) or [("", "(none)")]
+    ``]`` followed by a space (punctuation runs stop at whitespace), or a newline followed by a text
+    that starts with neither whitespace nor ``/`` (tests/test_prompt_tokens.py pins it on real and
+    adversarial texts)."""
+    pieces = _context_pieces(blocks) or [("", "(none)", "")]
     user = _piece_tokens("Context blocks:\n\n", encoding)
-    user += sum(_piece_tokens(m, encoding) + _piece_tokens(rest + "\n\n", encoding) for m, rest in pieces)
+    user += sum(_piece_total(m, head, text, encoding) for m, head, text in pieces)
     user += _piece_tokens(f"Question: {question}\nAnswer:", encoding)
     framing = 3 * (2 + len(history or [])) + 3
     return (_piece_tokens(system_prompt, encoding) + user + framing

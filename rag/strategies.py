@@ -51,22 +51,28 @@ class Block:
                    tuple(tuple(s) for s in d["spans"]), d["n_tokens"], d["score"], d.get("truncated", False))
 
 
-@functools.lru_cache(maxsize=65536)  # the same block is stored for many questions' strategies and budgets
-def _block_json_tail(key: tuple) -> str:
-    text, group, doc_ids, page_ids, chunk_ids, spans, n_tokens, score, truncated = key
-    return json.dumps({"text": text, "group": group, "doc_ids": list(doc_ids), "page_ids": list(page_ids),
+@functools.lru_cache(maxsize=65536)  # the same text is stored for many questions' strategies and budgets
+def _json_text(text: str) -> str:
+    return json.dumps(text, ensure_ascii=False)
+
+
+@functools.lru_cache(maxsize=65536)
+def _block_json_rest(key: tuple) -> str:
+    group, doc_ids, page_ids, chunk_ids, spans, n_tokens, score, truncated = key
+    return json.dumps({"group": group, "doc_ids": list(doc_ids), "page_ids": list(page_ids),
                        "chunk_ids": list(chunk_ids), "spans": [list(x) for x in spans], "n_tokens": n_tokens,
                        "score": round(float(score), 6), "truncated": truncated}, ensure_ascii=False)[1:]
 
 
 def blocks_json(blocks) -> str:
-    """``json.dumps([b.to_dict() for b in blocks], ensure_ascii=False)``, each block's JSON memoised
-    apart from its number (a block keeps its JSON when a budget moves it to another position)."""
+    """``json.dumps([b.to_dict() for b in blocks], ensure_ascii=False)``, with each block's text and
+    other fields memoised apart from its number (a block keeps its JSON when a budget moves it)."""
     out = []
     for b in blocks:
-        key = (b.text, b.group, b.doc_ids, b.page_ids, b.chunk_ids, b.spans, b.n_tokens, b.score, b.truncated)
+        key = (b.group, b.doc_ids, b.page_ids, b.chunk_ids, b.spans, b.n_tokens, b.score, b.truncated)
         try:
-            out.append(f'{{"n": {json.dumps(b.n)}, {_block_json_tail(key)}')
+            n = str(b.n) if type(b.n) is int else json.dumps(b.n)
+            out.append(f'{{"n": {n}, "text": {_json_text(b.text)}, {_block_json_rest(key)}')
         except TypeError:  # an unhashable field (a list): serialise without the memo
             out.append(json.dumps(b.to_dict(), ensure_ascii=False))
     return "[" + ", ".join(out) + "]"

@@ -132,7 +132,7 @@ def test_bench_smoke(tmp_path, capsys):
     figs = json.loads(next(tmp_path.glob("bench-*.json")).read_text())
     assert figs["repack"]["seconds"] > 0 and [p["copies"] for p in figs["growth"]["points"]] == [1, 2]
     assert figs["rerun"]["second_s"] < figs["rerun"]["first_s"]
-    assert "workbench Apply, 20 questions x 5 strategies" in out and figs["apply"]["packing_change_s"] > 0
+    assert "workbench Apply, 20 questions x 5 strategies" in out and figs["apply"]["packing_change_max_s"] > 0 and len(figs["apply"]["changes"]) == 7
 
 
 def test_bench_smoke_scale5(tmp_path, capsys):

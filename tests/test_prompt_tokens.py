@@ -17,7 +17,8 @@ ADVERSARIAL = ["", " ", "ends with spaces   ", "ends with tab\t", "ends with new
                "3.14", "1,000,000", "a/b/", "end.", "end?!", "…", "--", "x's", "don't", "'ll",
                "<|endoftext|>", "<|endoftext|", "日本語のテキスト。", "emoji 🎉🎉", "Ελληνικά.", "русский текст",
                "[1]", "[2][3]", "## heading", "(paren)", "Question: inner\nAnswer:", "\n", "  \n  ", "ALLCAPS",
-               "mixedCASEWord", "https://example.com/a?b=c", "tab\tinside", "   leading spaces"]
+               "mixedCASEWord", "https://example.com/a?b=c", "/leading slash", "//", "\nleading newline",
+               "'s leading apostrophe", "\u00a0non-breaking space", "tab\tinside", "   leading spaces"]
 
 
 def _texts():
