@@ -11,6 +11,8 @@ import os
 import platform
 import shutil
 import statistics
+import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -106,7 +108,7 @@ def main_bench(a) -> int:
                 figs["repack"] = repack_figure(Retriever(ws, index), [q.text for q in ds.questions[:a.questions]],
                                                a.repeats)
             if want("apply"):
-                figs["apply"] = apply_figure(a.dataset, tmp / "ing0", a.embedder, a.questions)
+                figs["apply"] = apply_figure_fresh(a.dataset, tmp / "ing0", a.embedder, a.questions)
             # 3. full offline evaluation after ingest
             if want("eval") and not a.skip_eval:
                 rc = RunConfig(dataset=a.dataset, index=cfg, limit=a.questions)
@@ -381,6 +383,18 @@ def apply_figure(dataset: str, workspace: Path, embedder: str, n: int) -> dict:
             "packing_change_max_s": secs[-1], "shared_budget_s": shared,
             "shared_budget": ", ".join(f"{k}={v}" for k, v in APPLY_SHARED.items()), "revisit_s": back,
             "target": "<= 1 s"}
+
+
+def apply_figure_fresh(dataset: str, workspace: Path, embedder: str, n: int) -> dict:
+    """``apply_figure`` in a fresh process, as the notebook's kernel is: not one that has just
+    ingested and embedded (its heap and caches would slow every allocation after)."""
+    code = ("import json, sys; from pathlib import Path; from evals.bench import apply_figure; "
+            "print(json.dumps(apply_figure(sys.argv[1], Path(sys.argv[2]), sys.argv[3], int(sys.argv[4]))))")
+    p = subprocess.run([sys.executable, "-c", code, dataset, str(workspace), embedder, str(n)],
+                       capture_output=True, text=True)
+    if p.returncode != 0:
+        raise RuntimeError("apply figure failed: " + (p.stderr.strip().splitlines() or ["?"])[-1][:300])
+    return json.loads(p.stdout.strip().splitlines()[-1])
 
 
 def engine_overhead(dataset: str, root: Path, questions: int, cpus: int) -> dict:
