@@ -89,3 +89,51 @@ def test_matrix_html_is_sortable_escaped_and_colour_coded():
     assert "rwbSort('qmatrix'," in h and "function rwbSort" in h
     assert "&lt;b&gt;it&lt;/b&gt;" in h and "<b>it</b>" not in h
     assert "background:rgb(" in h and "data-v='1.0'" in h
+
+
+def _summarize_scores_reference(df, n_resamples=1000, seed=0):
+    """The per-group pandas summary summarize_scores replaced (kept here as the oracle)."""
+    import pandas as pd
+
+    from evals.metrics import METRICS
+    from evals.stats import bootstrap_ci
+    rows = []
+    for (strategy, label, metric), g in df.groupby(["strategy", "point_label", "metric"], sort=True):
+        ok = g[g.status == "ok"]
+        per_q = ok.groupby("question_id")["value"].mean()
+        mean, lo, hi = bootstrap_ci(per_q.to_numpy(), n_resamples=n_resamples, seed=seed or 20261122)
+        na = g[g.status == "not_applicable"]
+        why = str(na["detail"].iloc[0]) if len(ok) == 0 and len(na) and "detail" in g else ""
+        rows.append({"strategy": strategy, "point": label, "metric": metric, "n": len(g), "n_ok": len(ok),
+                     "mean": mean, "low": lo, "high": hi, "na_reason": why,
+                     "higher_is_better": METRICS[metric].higher_is_better if metric in METRICS else True})
+    return pd.DataFrame(rows)
+
+
+def test_summarize_scores_equals_the_per_group_pandas_summary():
+    import random
+
+    import pandas as pd
+
+    from evals.summary import summarize_scores
+    rng = random.Random(3)
+    rows = []
+    for strategy in ("chunks", "hybrid"):
+        for label in ("defaults", "top_k=12", "top_k=2"):
+            for metric in ("f1", "faithfulness", "context_tokens", "doc_ndcg@10", "custom"):
+                for q in rng.sample(range(300), 120):
+                    reps = 2 if metric == "custom" and label == "top_k=2" else 1  # repeats: averaged first
+                    for rep in range(reps):
+                        st = ("not_applicable" if metric == "faithfulness" else
+                              rng.choice(["ok"] * 8 + ["timeout", "parse_error"]))
+                        v = rng.random() * (500 if metric == "context_tokens" else 1)
+                        if metric == "doc_ndcg@10" and label == "top_k=12" and q % 50 == 0:
+                            v = float("nan")  # a missing value in an ok row: skipped like pandas does
+                        rows.append({"strategy": strategy, "point_label": label, "question_id": f"q{q}",
+                                     "repeat": rep, "metric": metric, "value": v, "status": st,
+                                     "detail": "extractive answers copy the context" if st == "not_applicable" else ""})
+    df = pd.DataFrame(rows).sample(frac=1, random_state=1).reset_index(drop=True)  # row order must not matter
+    got, want = summarize_scores(df), _summarize_scores_reference(df)
+    assert len(got) == 2 * 3 * 5
+    pd.testing.assert_frame_equal(got, want, check_exact=True)
+    assert summarize_scores(df.iloc[:0]).empty
