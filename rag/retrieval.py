@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 import threading
 import time
-from collections import defaultdict
+from collections import OrderedDict, defaultdict
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -71,13 +71,31 @@ class ArrowColumn:
             yield from self.arr[start:start + 65536].to_pylist()
 
 
+LAZY_ROWS_CACHE = 4096  # lazily read rows (documents, pages, parents) kept per table
+
+
 class ArrowRows:
     """A read-only mapping id -> row dict over an Arrow table (documents, pages, parents of an ANN
-    index): rows are built on access, never all at once."""
+    index): rows are built on access, never all at once. Built by ``from_table``, the ``lazy``
+    columns (the text) stay in LanceDB and are read by row id when a row is asked for (one read for
+    many ids with ``prefetch``), with the last ``LAZY_ROWS_CACHE`` rows kept: a million-chunk index
+    then holds no document, page or parent text in memory."""
 
-    def __init__(self, table, key: str):
-        self.cols = {c: table.column(c).combine_chunks() for c in table.column_names}
+    def __init__(self, table, key: str, source=None, lazy: tuple = (), names: list | None = None):
+        self.names = names or [c for c in table.column_names if c != "_rowid"]
+        self.cols = {c: table.column(c).combine_chunks() for c in table.column_names if c != "_rowid"}
         self._idx = {k: i for i, k in enumerate(self.cols[key].to_pylist())}
+        self._source, self._lazy = source, tuple(lazy)
+        self._rowids = table.column("_rowid").to_numpy() if self._lazy else None
+        self._cache: OrderedDict[int, dict] = OrderedDict()
+        self._lock = threading.Lock()
+
+    @classmethod
+    def from_table(cls, table, key: str, lazy: tuple = ("text",)) -> "ArrowRows":
+        names = list(table.schema.names)
+        eager = [c for c in names if c not in lazy]
+        arrow = table.search().select(eager).with_row_id(True).limit(table.count_rows() or 1).to_arrow()
+        return cls(arrow, key, table, tuple(c for c in lazy if c in names), names)
 
     def __len__(self) -> int:
         return len(self._idx)
@@ -88,9 +106,35 @@ class ArrowRows:
     def __iter__(self):
         return iter(self._idx)
 
+    def prefetch(self, keys) -> None:
+        """Read the lazy columns of these rows in one LanceDB read (rows already cached are skipped)."""
+        if not self._lazy:
+            return
+        with self._lock:
+            todo = [self._idx[k] for k in dict.fromkeys(keys) if k in self._idx and self._idx[k] not in self._cache]
+            if not todo:
+                return
+            by_rowid = {int(self._rowids[i]): i for i in todo}
+            t = self._source.take_row_ids(list(by_rowid)).select(list(self._lazy)).with_row_id().to_arrow()
+            cols = {c: t.column(c).to_pylist() for c in self._lazy}
+            for j, rid in enumerate(t.column("_rowid").to_pylist()):
+                self._cache[by_rowid[int(rid)]] = {c: cols[c][j] for c in self._lazy}
+            while len(self._cache) > LAZY_ROWS_CACHE:
+                self._cache.popitem(last=False)
+
     def __getitem__(self, k) -> dict:
         i = self._idx[k]
-        return {c: a[i].as_py() for c, a in self.cols.items()}
+        if not self._lazy:
+            return {c: a[i].as_py() for c, a in self.cols.items()}
+        with self._lock:
+            got = self._cache.get(i)
+            if got is not None:
+                self._cache.move_to_end(i)
+        if got is None:
+            self.prefetch([k])
+            with self._lock:
+                got = self._cache[i]
+        return {c: got[c] if c in got else self.cols[c][i].as_py() for c in self.names}
 
     def get(self, k, default=None):
         return self[k] if k in self._idx else default
@@ -110,8 +154,9 @@ class ArrowRows:
 class IndexReader:
     """Arrays over the chunks of one index plus lookups of documents, pages and parents. Below the
     ANN threshold these are Python lists and dicts with the vectors in memory (fastest); with an ANN
-    index they are Arrow-backed (ArrowColumn / ArrowRows), the vectors and the BM25 tokens stay in
-    LanceDB, so a million-chunk index holds its text once, as compact buffers."""
+    index they are Arrow-backed (ArrowColumn / ArrowRows), the vectors, the BM25 tokens and the text of
+    documents, pages and parents stay in LanceDB (read by row id when a strategy packs them), so a
+    million-chunk index holds only its chunk text, as compact buffers."""
 
     index: str
     config: IndexConfig
@@ -259,9 +304,9 @@ def open_index(ws: Workspace, index: str) -> IndexReader:
     lean = vectors is None
     col = (lambda n: ArrowColumn(ch.column(n))) if lean else (lambda n: ch.column(n).to_pylist())  # noqa: E731
     if lean:
-        docs = ArrowRows(ws.table(index, "documents").to_arrow(), "doc_id")
-        pages = ArrowRows(ws.table(index, "pages").to_arrow(), "page_id")
-        parents = ArrowRows(ws.table(index, "parents").to_arrow(), "parent_id")
+        docs = ArrowRows.from_table(ws.table(index, "documents"), "doc_id")
+        pages = ArrowRows.from_table(ws.table(index, "pages"), "page_id")
+        parents = ArrowRows.from_table(ws.table(index, "parents"), "parent_id")
     else:
         docs = {r["doc_id"]: r for r in ws.table(index, "documents").to_arrow().to_pylist()}
         pages = {r["page_id"]: r for r in ws.table(index, "pages").to_arrow().to_pylist()}

@@ -338,6 +338,7 @@ class FullDocumentsStrategy(Strategy):
         ranked = self.rank_documents([rd.doc_ids[i] for i in rows], list(pool.dense_scores[:p.top_k]))
         raw, total, loaded = [], 0, 0
         enc = rd.config.chunking.encoding
+        _prefetch(rd.documents, [d for d, _, _ in ranked])
         for rank, (d, hits, mean) in enumerate(ranked):
             doc = rd.documents.get(d)
             text = None
@@ -440,6 +441,7 @@ class TwoPhasePagesStrategy(Strategy):
         rd = r.reader
         raw = [_chunk_raw(r, int(i), s) for i, s in zip(pool.dense_idx[:p.top_chunks], pool.dense_scores[:p.top_chunks])]
         ranked = self.ranked_pages(r, pool, p)
+        _prefetch(rd.pages, [pid for pid, _, _ in ranked[:p.top_pages]])
         for pid, score, text in ranked[:p.top_pages]:
             rows = rd.page_chunks(pid)
             pg = rd.pages.get(pid)
@@ -451,6 +453,13 @@ class TwoPhasePagesStrategy(Strategy):
         blocks = pack_blocks(raw, p, rd.config.chunking.encoding)
         return Context(self.name, params_dict(p), blocks,
                        counters(min(p.candidates, len(pool.dense_idx)), pages_rebuilt=len(ranked)))
+
+
+def _prefetch(rows, ids: list) -> None:
+    """One read for many rows whose text stays in LanceDB (an ANN index's lazy rows); else nothing."""
+    fetch = getattr(rows, "prefetch", None)
+    if fetch is not None:
+        fetch(ids)
 
 
 def _rebuilt(rd, pid: str) -> str:
@@ -597,6 +606,7 @@ class ParentChildStrategy(Strategy):
                 order[pid] = [float(s), []]
             order[pid][1].append(i)
         raw = []
+        _prefetch(rd.parents, list(order))
         for pid, (score, leaves) in order.items():
             par = rd.parents[pid]
             offsets = {rd.chunk_ids[i]: int(rd.starts[i]) - int(par["start"]) for i in leaves}

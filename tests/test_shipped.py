@@ -67,6 +67,10 @@ def test_ann_reader_is_arrow_backed_and_every_strategy_matches_exact(tmp_path):
         if mode == "ann":
             assert rd.vectors is None and rd.bm25_texts is None
             assert isinstance(rd.texts, ArrowColumn) and isinstance(rd.pages, ArrowRows)
+            for rows in (rd.documents, rd.pages, rd.parents):  # text stays in LanceDB until a row is read
+                assert "text" not in rows.cols and not rows._cache
+            pid = next(iter(rd.pages))
+            assert rd.pages[pid]["text"] and list(rd.pages[pid]) == list(ws.table(summ.index, "pages").schema.names)
         for name in STRATEGIES:
             for backend in (("memory", "lancedb") if name == "hybrid" else (None,)):
                 p = make_params(name, **({"bm25_backend": backend} if backend else {}))
