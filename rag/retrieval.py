@@ -297,7 +297,7 @@ def open_index(ws: Workspace, index: str) -> IndexReader:
         vec = ch.column("vector").combine_chunks()
         dim = vec.type.list_size
         vectors = vec.values.to_numpy(zero_copy_only=False).reshape(-1, dim).astype(np.float32)
-    else:  # an ANN index: vectors and BM25 tokens stay in LanceDB; text in Arrow buffers
+    else:  # an ANN index: vectors and BM25 tokens stay in LanceDB; chunk text in Arrow buffers
         ch = table.search().select([c for c in table.schema.names if c not in ("vector", "bm25_text")]).limit(
             table.count_rows() or 1).to_arrow()
         vectors = None
