@@ -11,8 +11,6 @@ import os
 import platform
 import shutil
 import statistics
-import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
@@ -390,11 +388,9 @@ def apply_figure_fresh(dataset: str, workspace: Path, embedder: str, n: int) -> 
     ingested and embedded (its heap and caches would slow every allocation after)."""
     code = ("import json, sys; from pathlib import Path; from evals.bench import apply_figure; "
             "print(json.dumps(apply_figure(sys.argv[1], Path(sys.argv[2]), sys.argv[3], int(sys.argv[4]))))")
-    p = subprocess.run([sys.executable, "-c", code, dataset, str(workspace), embedder, str(n)],
-                       capture_output=True, text=True)
-    if p.returncode != 0:
-        raise RuntimeError("apply figure failed: " + (p.stderr.strip().splitlines() or ["?"])[-1][:300])
-    return json.loads(p.stdout.strip().splitlines()[-1])
+    from .scale import python_json
+
+    return python_json(["-c", code, dataset, str(workspace), embedder, str(n)], "apply figure failed")
 
 
 def engine_overhead(dataset: str, root: Path, questions: int, cpus: int) -> dict:

@@ -46,17 +46,6 @@ def open_session(dataset: str = "squad2", workspace: str = "results", embedder: 
     return Session(ds, r, ItemEvaluator(r, ans, get_scorers()))
 
 
-def evaluate_points(sess: Session, points: list[tuple[str, dict]], limit: int = 100) -> pd.DataFrame:
-    """Long frame of per-question scores for each (strategy, params) point on the first ``limit`` questions.
-
-    Moving a budget slider only re-packs: the question embeddings and candidate pools are cached,
-    and the items of points already evaluated in this session (a strategy whose budgets did not
-    change, or a budget tried before) are reused as they are.
-    """
-    with _gc_paused():
-        return _evaluate_points(sess, points, limit)
-
-
 @contextlib.contextmanager
 def _gc_paused():
     """Pause the cyclic garbage collector while a batch of items is built: a session holds
@@ -71,7 +60,14 @@ def _gc_paused():
             gc.enable()
 
 
-def _evaluate_points(sess: Session, points: list[tuple[str, dict]], limit: int) -> pd.DataFrame:
+@_gc_paused()
+def evaluate_points(sess: Session, points: list[tuple[str, dict]], limit: int = 100) -> pd.DataFrame:
+    """Long frame of per-question scores for each (strategy, params) point on the first ``limit`` questions.
+
+    Moving a budget slider only re-packs: the question embeddings and candidate pools are cached,
+    and the items of points already evaluated in this session (a strategy whose budgets did not
+    change, or a budget tried before) are reused as they are.
+    """
     qs = sess.dataset.questions[:limit]
     frames = sess.frames
     parts = []
@@ -101,6 +97,7 @@ def _evaluate_points(sess: Session, points: list[tuple[str, dict]], limit: int) 
 FRAME_COLUMNS = ["strategy", "point_label", "question_id", "repeat", "metric", "value", "status", "detail"]
 
 
+@_gc_paused()
 def summarize_session(sess: Session, scores: pd.DataFrame) -> pd.DataFrame:
     """``summarize_scores`` of the applied points, re-using the summary of every point already
     summarised over the same questions in this session (only a changed point is bootstrapped again)."""
@@ -108,13 +105,6 @@ def summarize_session(sess: Session, scores: pd.DataFrame) -> pd.DataFrame:
 
     if scores.empty:
         return summarize_scores(scores)
-    with _gc_paused():
-        return _summarize_points(sess, scores)
-
-
-def _summarize_points(sess: Session, scores: pd.DataFrame) -> pd.DataFrame:
-    from .summary import summarize_scores
-
     cache = sess.summaries
     parts = []
     for (strategy, label), g in scores.groupby(["strategy", "point_label"], sort=True):
@@ -249,9 +239,7 @@ def points_from_budgets(strategies: list[str], budgets: dict) -> list[tuple[str,
             raise ValueError(f"unknown budget {key!r}; valid: {', '.join(valid)}")
     out = []
     for name in strategies:
-        cls = get_strategy(name).Params
-        defaults = cls()
-        fields = {f.name for f in dataclasses.fields(cls)}
+        defaults, fields = get_strategy(name).Params(), known[name]
         kw = {}
         for key, v in (budgets or {}).items():
             owner, _, param = key.rpartition("__")

@@ -207,6 +207,15 @@ def _build(n: int, root: Path, mode: str) -> dict:
             "build_peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)}
 
 
+def python_json(args: list[str], what: str) -> dict:
+    """``python ARGS`` in a fresh process (its memory and timings its own); the JSON object on its
+    last stdout line. A failure is a RuntimeError "WHAT: <its last stderr line>"."""
+    p = subprocess.run([sys.executable, *args], capture_output=True, text=True)
+    if p.returncode != 0:
+        raise RuntimeError(f"{what}: " + (p.stderr.strip().splitlines() or ["?"])[-1][:300])
+    return json.loads(p.stdout.strip().splitlines()[-1])
+
+
 def strategies_curve(sizes: list[tuple[int, str]], questions: int = 50) -> dict:
     """Each size: the index built in one process, the 5 strategies measured in a second one."""
     points = []
@@ -214,11 +223,11 @@ def strategies_curve(sizes: list[tuple[int, str]], questions: int = 50) -> dict:
         with tempfile.TemporaryDirectory(prefix="ragwb-scale5-") as tmp:
             pt = {"rows": n, "mode": mode}
             for step in (["build", str(n), tmp, mode], ["query", tmp, str(questions)]):
-                p = subprocess.run([sys.executable, "-m", "evals.scale", *step], capture_output=True, text=True)
-                if p.returncode != 0:
-                    pt["error"] = f"{step[0]}: " + (p.stderr.strip().splitlines() or ["?"])[-1][:300]
+                try:
+                    pt.update(python_json(["-m", "evals.scale", *step], step[0]))
+                except RuntimeError as e:
+                    pt["error"] = str(e)
                     break
-                pt.update(json.loads(p.stdout.strip().splitlines()[-1]))
             points.append(pt)
     return {"points": points, "targets": "at 1M: 5-strategy retrieval <= 2x its time at 10k; peak RSS <= 4 GB"}
 

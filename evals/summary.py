@@ -97,13 +97,13 @@ def _per_question_values(qids: np.ndarray, values: np.ndarray) -> np.ndarray | N
     """The values in question-id order when every question has exactly one (no repeats) and none is
     missing: what ``groupby("question_id").value.mean()`` gives then, without building groups.
     None otherwise (the caller averages repeats the pandas way)."""
-    if len(values) and np.isnan(values).any():
+    if np.isnan(values).any():
         return None
-    order = sorted(range(len(qids)), key=qids.__getitem__)
-    ordered = qids[order] if len(order) else qids
-    if any(ordered[i] == ordered[i + 1] for i in range(len(ordered) - 1)):
+    order = np.argsort(qids, kind="stable")
+    ordered = qids[order]
+    if (ordered[1:] == ordered[:-1]).any():
         return None
-    return values[order] if len(order) else values
+    return values[order]
 
 
 def headline_table(summary: pd.DataFrame, metrics: list[str] = HEADLINE, by: str | None = None,

@@ -13,6 +13,7 @@ import math
 import re
 import time
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from .prompts import FALLBACK, build_messages, count_prompt_tokens
 from .textproc import analyze, term_set
@@ -113,12 +114,18 @@ def _block_terms(text: str, lang: str) -> tuple:
     return sents, sizes, postings
 
 
+class _Hits(NamedTuple):
+    """One block against one question's terms."""
+    rows: tuple  # (sentence, indices of the question terms it holds, holds nothing else) for the
+    # sentences holding any question term, in order
+    df: tuple  # per question term: the number of the block's sentences holding it
+    n_sents: int
+    first: str | None  # the block's first sentence ...
+    first_hit: bool  # ... and whether it holds a question term
+
+
 @functools.lru_cache(maxsize=65536)  # a block meets the same question under many strategies and budgets
-def _sentence_hits(text: str, lang: str, qterms: tuple) -> tuple:
-    """For a block and a question's terms: ((sentence, indices of the question terms it holds,
-    holds nothing else), ...) for the sentences holding any question term, in order; per term the
-    number of sentences holding it; the number of sentences; the first sentence and whether it
-    holds a question term."""
+def _sentence_hits(text: str, lang: str, qterms: tuple) -> _Hits:
     sents, sizes, postings = _block_terms(text, lang)
     hits: dict[int, list[int]] = {}
     df = []
@@ -129,7 +136,7 @@ def _sentence_hits(text: str, lang: str, qterms: tuple) -> tuple:
             hits.setdefault(j, []).append(i)
     # a sentence adds nothing beyond the question when every one of its terms is a question term
     rows = tuple((sents[j], tuple(hits[j]), len(hits[j]) == sizes[j]) for j in sorted(hits))
-    return rows, tuple(df), len(sents), (sents[0] if sents else None), 0 in hits
+    return _Hits(rows, tuple(df), len(sents), sents[0] if sents else None, 0 in hits)
 
 
 ANSWERERS: dict[str, type] = {}
@@ -168,11 +175,11 @@ class ExtractiveAnswerer:
         if not blocks or not qterms:
             return self._fallback(ptoks, t0)
         per_block = [_sentence_hits(b.text, self.lang, qterms) for b in blocks]
-        n = sum(pb[2] for pb in per_block)
+        n = sum(pb.n_sents for pb in per_block)
         if not n:
             return self._fallback(ptoks, t0)
         # idf over the context's sentences: rare question terms count more
-        df = [sum(col) for col in zip(*(pb[1] for pb in per_block))]
+        df = [sum(col) for col in zip(*(pb.df for pb in per_block))]
         w = [math.log(1 + n / (1 + d)) for d in df]
         wsum = sum(w) or 1.0
         nq = len(qterms)
@@ -180,13 +187,13 @@ class ExtractiveAnswerer:
         best, best_score = None, -1.0
         # every score is >= 0 and a sentence without a question term scores exactly 0, so such a
         # sentence can only win as the context's very first sentence (ties keep the earliest)
-        bi0, first = next((bi, pb) for bi, pb in enumerate(per_block) if pb[2])
-        if not first[4]:
-            best, best_score = (first[3], bi0), 0.0
+        bi0, first = next((bi, pb) for bi, pb in enumerate(per_block) if pb.n_sents)
+        if not first.first_hit:
+            best, best_score = (first.first, bi0), 0.0
         wget = w.__getitem__
         for bi, pb in enumerate(per_block):
             emb = max(0.0, blocks[bi].score) / smax
-            for s, hit, no_novelty in pb[0]:
+            for s, hit, no_novelty in pb.rows:
                 lex = 0.5 * len(hit) / nq + 0.5 * sum(map(wget, hit)) / wsum
                 score = self.w * lex + (1 - self.w) * emb * lex  # embedding evidence scales, never replaces, lexical
                 if no_novelty:  # prefer sentences that add something beyond the question itself

@@ -19,7 +19,7 @@ import numpy as np
 from .chunking import rebuild_page
 from .params import build_params
 from .retrieval import CandidatePool, Retriever, SearchKey
-from .tokens import count_tokens
+from .tokens import count_tokens, count_tokens_memo
 
 DEFAULT_POOL = 100
 
@@ -178,11 +178,6 @@ def truncate_to_tokens(text: str, budget: int, encoding: str = "o200k_base") -> 
     return ""
 
 
-@functools.lru_cache(maxsize=8192)
-def _count_cached(text: str, encoding: str) -> int:
-    return count_tokens(text, encoding)
-
-
 def pack_blocks(raw: list[tuple], params: BaseParams, encoding: str) -> list[Block]:
     """Number blocks in rank order under the shared token budget.
 
@@ -204,7 +199,7 @@ def pack_blocks(raw: list[tuple], params: BaseParams, encoding: str) -> list[Blo
                 continue
             cut = truncate_to_tokens(text, budget - used, encoding)
             if cut:
-                k = _count_cached(cut, encoding)
+                k = count_tokens_memo(cut, encoding)
                 offsets = item[8] if len(item) > 8 else {}
                 d2, p2, c2, sp2 = cut_provenance(len(cut), d, p, c, spans, offsets)
                 out.append(Block(len(out) + 1, cut, group, d2, p2, c2, sp2, k, score, True))
@@ -366,7 +361,7 @@ class FullDocumentsStrategy(Strategy):
             chunk_ids = tuple(rd.chunk_ids[i] for i in rows if rd.doc_ids[i] == d and int(rd.starts[i]) < len(text))
             offsets = {pid: int(pg["start"]) for pid, pg in shown}
             offsets.update({rd.chunk_ids[i]: int(rd.starts[i]) for i in rows if rd.doc_ids[i] == d})
-            n = n_tok if n_tok is not None and len(text) == len(doc["text"]) else _count_cached(text, enc)
+            n = n_tok if n_tok is not None and len(text) == len(doc["text"]) else count_tokens_memo(text, enc)
             raw.append((text, "documents", (d,), pages, chunk_ids, ((d, 0, len(text)),), n, mean, offsets))
             total += len(text)
             loaded += 1
