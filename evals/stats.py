@@ -35,16 +35,20 @@ def _resampled_means(x: np.ndarray, n: int, rng) -> np.ndarray:
 
 
 @functools.lru_cache(maxsize=4)
-def _one_chunk_indices(size: int, n: int, seed: int) -> np.ndarray:
-    """The resample indices ``_resampled_means`` draws when they fit in one chunk (they depend only
-    on the size, the resample count and the seed), kept so every metric of a summary re-uses them."""
+def _one_chunk_counts(size: int, n: int, seed: int) -> np.ndarray:
+    """How often each value is drawn in each resample, for the draws ``_resampled_means`` makes when
+    they fit in one chunk (they depend only on the size, the resample count and the seed): resample
+    means are then one matrix-vector product (0.8 ms instead of a 3.6 ms gather for 1,000 x 1,000),
+    kept so every metric of a summary re-uses them. Integer counts: the sum of each resample is the
+    same as the gather's wherever that sum is exact (0/1 and integer metrics)."""
     idx = np.random.default_rng(seed).integers(0, size, size=(n, size))
-    return idx.astype(np.int32) if size < 2**31 else idx
+    flat = (idx + np.arange(n, dtype=np.int64)[:, None] * size).ravel()
+    return np.bincount(flat, minlength=n * size).reshape(n, size).astype(np.float64)
 
 
 def _bootstrap_means(x: np.ndarray, n: int, seed: int) -> np.ndarray:
-    if x.size * n <= 2_000_000:  # one chunk: the same draws as _resampled_means, memoised
-        return x[_one_chunk_indices(x.size, n, seed)].mean(axis=1)
+    if x.size * n <= 2_000_000:  # one chunk: the same draws as _resampled_means, as counts
+        return (_one_chunk_counts(x.size, n, seed) @ x) / x.size
     return _resampled_means(x, n, np.random.default_rng(seed))
 
 

@@ -83,6 +83,24 @@ def test_bootstrap_seeded_and_registry():
     assert METRICS["f1"].higher_is_better and not METRICS["context_tokens"].higher_is_better
 
 
+def test_bootstrap_counts_equal_the_resampled_means():
+    """The resample means come from draw counts (one matrix product): the same resamples as drawing
+    values (``_resampled_means``), equal to 1e-12, and exactly equal on 0/1 values; a size past the
+    one-chunk limit still draws in chunks."""
+    import numpy as np
+
+    from evals.stats import _bootstrap_means, _resampled_means
+
+    for size in (2, 37, 1000):
+        x = np.random.default_rng(size).random(size)
+        want = _resampled_means(x, 500, np.random.default_rng(9))
+        assert np.allclose(_bootstrap_means(x, 500, 9), want, rtol=0, atol=1e-12)
+        b = (x > 0.5).astype(float)
+        assert np.array_equal(_bootstrap_means(b, 500, 9), _resampled_means(b, 500, np.random.default_rng(9)))
+    big = np.random.default_rng(1).random(5000)
+    assert np.array_equal(_bootstrap_means(big, 500, 9), _resampled_means(big, 500, np.random.default_rng(9)))
+
+
 def test_language_aware_terms():
     from rag.textproc import analyze, words
     assert words("ΠΆΝΘΕΡΣ Πάνθερς") == ["πανθερσ", "πανθερσ"]  # casefold + final sigma + tonos
