@@ -50,9 +50,13 @@ def test_checksum_mismatch_falls_back_to_embedding_with_a_warning(tmp_path, monk
     assert man["xquad-en"]["embedder_key"] == key and man["squad2"]["rows"] > 1000
 
 
-def test_ann_reader_is_arrow_backed_and_every_strategy_matches_exact(tmp_path):
+def test_ann_reader_is_arrow_backed_and_every_strategy_matches_exact(tmp_path, monkeypatch):
     """Above the ANN threshold the reader holds no vectors and no BM25 tokens (they stay in LanceDB)
-    and keeps text in Arrow buffers; every strategy returns the blocks the exact reader returns."""
+    and keeps text in Arrow buffers; every strategy returns the blocks the exact reader returns. The
+    page vectors are stored in batches smaller than some pages (each page whole in one batch)."""
+    import rag.index
+
+    monkeypatch.setattr(rag.index, "PAGE_VECTOR_BATCH", 3)
     from rag.corpora import load_bundled
     from rag.retrieval import ArrowColumn, ArrowRows, Retriever
     from rag.strategies import STRATEGIES, get_strategy, make_params
@@ -79,6 +83,15 @@ def test_ann_reader_is_arrow_backed_and_every_strategy_matches_exact(tmp_path):
                                                  for q in ds.questions[:15]]
         if mode == "ann":
             assert rd.bm25_texts is not None  # the in-memory BM25 read its tokens when hybrid asked for it
+            # the stored page vectors (one take per question) are the ones the exact reader computes
+            assert set(rd.page_vector_rows) == set(rd.pages)
+            rd._page_vecs = {}
+            rd.prefetch_pages(list(rd.pages))
+            ann_vecs = dict(rd._page_vecs)
+        else:
+            rd.prefetch_pages(list(rd.pages))
+            exact_vecs = dict(rd._page_vecs)
+    assert ann_vecs.keys() == exact_vecs.keys() and all(np.array_equal(ann_vecs[p], v) for p, v in exact_vecs.items())
     for (mode, name, backend), b in blocks.items():
         if mode == "ann":
             assert b == blocks[("exact", name, backend)], (name, backend)
