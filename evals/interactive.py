@@ -48,7 +48,7 @@ def open_session(dataset: str = "squad2", workspace: str = "results", embedder: 
     return Session(ds, r, ItemEvaluator(r, ans, get_scorers()))
 
 
-_unfreeze_at_exit: list = []
+atexit.register(gc.unfreeze)  # shutdown frees what Applies froze (extensions report frozen objects as leaks)
 
 
 @contextlib.contextmanager
@@ -64,9 +64,6 @@ def _gc_paused():
     try:
         yield
     finally:
-        if not _unfreeze_at_exit:  # let shutdown free them (extensions report frozen objects as leaks)
-            atexit.register(gc.unfreeze)
-            _unfreeze_at_exit.append(True)
         gc.freeze()
         if was:
             gc.enable()

@@ -474,26 +474,25 @@ class Workspace:
         ends = np.r_[starts[1:], len(order)]
         dim = ds.schema.field("vector").type.list_size
         schema = pa.schema([("page_id", _STR), ("vector", pa.list_(pa.float32(), dim))])
-        name, made, g = f"{index}__page_vectors", False, 0
-        while g < len(starts) or not made:
-            h = g
-            while h < len(starts) and (h == g or ends[h] - starts[g] <= PAGE_VECTOR_BATCH):
+        batches, g = [], 0  # runs of whole pages of at most PAGE_VECTOR_BATCH chunks (a bigger page alone)
+        while g < len(starts):
+            h = g + 1
+            while h < len(starts) and ends[h] - starts[g] <= PAGE_VECTOR_BATCH:
                 h += 1
+            batches.append((g, h))
+            g = h
+        for b, (g, h) in enumerate(batches or [(0, 0)]):  # an empty index still gets its (empty) table
             rows = order[starts[g]:ends[h - 1]] if h > g else order[:0]
-            vec = ds.take(rows, columns=["vector"]).column("vector").combine_chunks() if len(rows) else None
-            m = (vec.values.to_numpy(zero_copy_only=False).reshape(-1, dim).astype(np.float32) if vec is not None
-                 else np.zeros((0, dim), np.float32))
+            m = vectors_of(ds.take(rows, columns=["vector"]).column("vector")) if len(rows) else np.zeros((0, dim))
             out = [mean_page_vector(m[starts[j] - starts[g]:ends[j] - starts[g]]) for j in range(g, h)]
             data = pa.table({"page_id": [pids[codes[order[starts[j]]]] for j in range(g, h)],
                              "vector": pa.FixedSizeListArray.from_arrays(
                                  pa.array(np.concatenate(out) if out else np.zeros(0, np.float32)), dim)},
                             schema=schema)
-            if not made:
-                self.db.create_table(name, data=data, schema=schema, mode="overwrite")
-                made = True
+            if b == 0:
+                self.db.create_table(f"{index}__page_vectors", data=data, schema=schema, mode="overwrite")
             else:
-                self.db.open_table(name).add(data)
-            g = h
+                self.db.open_table(f"{index}__page_vectors").add(data)
 
     def _build_fts(self, index: str) -> None:
         if not self.has_table(f"{index}__chunks"):
@@ -513,6 +512,12 @@ VECTOR_INDEX_MODES = ("auto", "ann", "exact")
 ANN_MIN_CHUNKS = int(os.environ.get("RAGWB_ANN_MIN_CHUNKS", "100000"))  # auto: ANN index from here up
 ANN_ROWS_PER_PARTITION = 4096
 PAGE_VECTOR_BATCH = 65_536  # chunk vectors read at a time while an ANN index's page vectors are built
+
+
+def vectors_of(column) -> np.ndarray:
+    """A fixed-size-list vector column (Arrow) as a float32 matrix, one row per vector."""
+    vec = column.combine_chunks() if hasattr(column, "combine_chunks") else column
+    return vec.values.to_numpy(zero_copy_only=False).reshape(-1, vec.type.list_size).astype(np.float32, copy=False)
 
 
 def mean_page_vector(rows: np.ndarray) -> np.ndarray:

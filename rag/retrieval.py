@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .embedders import get_embedder
-from .index import IndexConfig, Workspace, mean_page_vector
+from .index import IndexConfig, Workspace, mean_page_vector, vectors_of
 from .textproc import analyze
 
 
@@ -261,37 +261,29 @@ class IndexReader:
 
     def prefetch_pages(self, page_ids: list[str]) -> None:
         """Page vectors for many pages at once: from the in-memory matrix, or (ANN index: vectors
-        stay on disk) with one filtered LanceDB read of those pages' chunks."""
+        stay on disk) with one take of the stored page vectors."""
         if self._page_vecs is None:
             self._page_vecs = {}
         todo = [p for p in dict.fromkeys(page_ids) if p not in self._page_vecs]
         if not todo:
             return
         if self.vectors is not None:
-            by_row = {p: self.vectors[self.page_chunks(p)] for p in todo}
+            got = {p: mean_page_vector(self.vectors[self.page_chunks(p)]) for p in todo}
         elif self.page_vector_rows is not None and all(p in self.page_vector_rows for p in todo):
             # the ANN index's page-vector table: one take of the pages' stored vectors
             t = self.page_vector_table.take(sorted(self.page_vector_rows[p] for p in todo),
                                             columns=["page_id", "vector"])
-            vec = t.column("vector").combine_chunks()
-            m = vec.values.to_numpy(zero_copy_only=False).reshape(-1, vec.type.list_size)
-            for p, v in zip(t.column("page_id").to_pylist(), m):
-                self._page_vecs[p] = v
-            if len(self._page_vecs) > 200_000:
-                self._page_vecs.clear()
-            return
-        else:
+            got = dict(zip(t.column("page_id").to_pylist(), vectors_of(t.column("vector"))))
+        else:  # an ANN index built before page vectors were stored: one filtered read of the pages' chunks
             ids = ", ".join("'" + p.replace("'", "''") + "'" for p in todo)
             t = (self.table.search().where(f"page_id IN ({ids})").select(["page_id", "vector"])
                  .limit(sum(len(self.page_chunks(p)) for p in todo) + 1).to_arrow())
-            vec = t.column("vector").combine_chunks()
-            m = vec.values.to_numpy(zero_copy_only=False).reshape(-1, vec.type.list_size)
+            m = vectors_of(t.column("vector"))
             pids = t.column("page_id").to_pylist()
-            by_row = {p: m[[i for i, x in enumerate(pids) if x == p]] for p in todo}
+            got = {p: mean_page_vector(m[[i for i, x in enumerate(pids) if x == p]]) for p in todo}
         if len(self._page_vecs) > 200_000:
             self._page_vecs.clear()
-        for p, rows in by_row.items():
-            self._page_vecs[p] = mean_page_vector(rows)
+        self._page_vecs.update(got)
 
 
 ANN_NPROBES = 20  # IVF partitions searched per query
