@@ -8,6 +8,7 @@ import gc
 import html
 import json
 import re
+import weakref
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -34,6 +35,7 @@ class Session:
     items: dict = field(default_factory=dict)  # (strategy, label, qid) -> (row, scores)
     frames: dict = field(default_factory=dict)  # (strategy, label, limit) -> that point's long scores frame
     summaries: dict = field(default_factory=dict)  # (strategy, label, n rows, first/last qid) -> its summary
+    layout: tuple = (None, [])  # (weakref to evaluate_points' last frame, [((strategy, label), n rows)])
 
 
 def open_session(dataset: str = "squad2", workspace: str = "results", embedder: str = "e5",
@@ -79,12 +81,13 @@ def evaluate_points(sess: Session, points: list[tuple[str, dict]], limit: int = 
     """
     qs = sess.dataset.questions[:limit]
     frames = sess.frames
-    parts = []
+    parts, layout = [], []
     for name, kw in points:
         p = make_params(name, **kw)
         pid, label = point_id(kw), point_label(kw)
         if (name, label, limit) in frames:
             parts.append(frames[(name, label, limit)])
+            layout.append(((name, label), len(parts[-1])))
             continue
         todo = [q for q in qs if (name, label, q.qid) not in sess.items]
         if todo:  # an item already evaluated in this session (same strategy, same budgets) is reused
@@ -106,7 +109,10 @@ def evaluate_points(sess: Session, points: list[tuple[str, dict]], limit: int = 
              "metric": metric, "value": np.array(value, dtype=np.float64),  # None -> NaN, as before
              "status": status, "detail": detail}, columns=FRAME_COLUMNS)
         parts.append(frames[(name, label, limit)])
-    return pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(columns=FRAME_COLUMNS)
+        layout.append(((name, label), len(parts[-1])))
+    out = pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(columns=FRAME_COLUMNS)
+    sess.layout = (weakref.ref(out), layout)
+    return out
 
 
 FRAME_COLUMNS = ["strategy", "point_label", "question_id", "repeat", "metric", "value", "status", "detail"]
@@ -122,12 +128,28 @@ def summarize_session(sess: Session, scores: pd.DataFrame) -> pd.DataFrame:
         return summarize_scores(scores)
     cache = sess.summaries
     parts = []
-    for (strategy, label), g in scores.groupby(["strategy", "point_label"], sort=True):
+    for (strategy, label), g in _point_groups(sess, scores):
         key = (strategy, label, len(g), tuple(g.question_id.iloc[[0, -1]]))
         if key not in cache:
             cache[key] = summarize_scores(g)
         parts.append(cache[key])
     return pd.concat(parts, ignore_index=True)
+
+
+def _point_groups(sess: Session, scores: pd.DataFrame) -> list[tuple[tuple, pd.DataFrame]]:
+    """``scores.groupby(["strategy", "point_label"], sort=True)``, as a list. The frame evaluate_points
+    returned last holds each point's rows back to back, in lengths it noted: its groups are slices
+    (not a hash grouping of ~100,000 string pairs); any other frame is grouped."""
+    ref, layout = sess.layout
+    if ref is not None and ref() is scores and sum(n for _, n in layout) == len(scores):
+        out, a = [], 0
+        for key, n in layout:
+            out.append((key, scores.iloc[a:a + n]))
+            a += n
+        keys = [k for k, _ in out]
+        if len(set(keys)) == len(keys):
+            return sorted(out, key=lambda kv: kv[0])
+    return list(scores.groupby(["strategy", "point_label"], sort=True))
 
 
 def _highlight(text: str, block: dict, evidence: list, cited: list[str] | None = None) -> str:

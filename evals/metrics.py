@@ -7,6 +7,7 @@ value, and is stored that way: never dropped, never averaged as a number.
 """
 from __future__ import annotations
 
+import functools
 import math
 import re
 import string
@@ -157,10 +158,14 @@ def score_answer(inp: ScoringInput) -> dict[str, Score]:
         return {"em": Score(v), "f1": Score(v)}
     if fb or not q.answers:
         return {"em": Score(0.0), "f1": Score(0.0)}
-    pred = strip_citations(inp.answer)
-    golds = squad_gold_answers(q.answers)
-    return {"em": Score(max(exact_match(pred, g) for g in golds)),
-            "f1": Score(max(f1_score(pred, g) for g in golds))}
+    em, f1 = _best_em_f1(strip_citations(inp.answer), tuple(q.answers))
+    return {"em": Score(em), "f1": Score(f1)}
+
+
+@functools.lru_cache(maxsize=65536)  # the same answer meets the same gold under many strategies and budgets
+def _best_em_f1(pred: str, answers: tuple) -> tuple[float, float]:
+    golds = squad_gold_answers(list(answers))
+    return max(exact_match(pred, g) for g in golds), max(f1_score(pred, g) for g in golds)
 
 
 def squad_gold_answers(answers: list[str]) -> list[str]:

@@ -8,6 +8,7 @@ holds it. Below ``threshold`` it answers exactly the fallback.
 """
 from __future__ import annotations
 
+import bisect
 import functools
 import math
 import re
@@ -16,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import NamedTuple
 
 from .prompts import FALLBACK, build_messages, count_prompt_tokens
-from .textproc import analyze, term_set
+from .textproc import analyze, bounded_put, prefix_parent, term_set
 from .tokens import count_tokens, count_tokens_memo
 
 @dataclass
@@ -64,9 +65,11 @@ def _is_false_end(text: str, start: int, mark: str) -> bool:
     return False
 
 
-def _raw_sentences(text: str) -> list[str]:
-    out, start = [], 0
-    for m in _END.finditer(text):
+def _scan(text: str, start: int = 0) -> tuple[list[str], list[int]]:
+    """The raw sentences of ``text`` from ``start``, and where the scan went on after each (the end
+    of its match; the tail's is ``len(text)``)."""
+    segs, ends = [], []
+    for m in _END.finditer(text, start):
         if m.group().startswith("\n"):
             end = m.start()
         else:
@@ -75,12 +78,52 @@ def _raw_sentences(text: str) -> list[str]:
             end = m.end()
         seg = text[start:end].strip()
         if seg:
-            out.append(seg)
+            segs.append(seg)
+            ends.append(m.end())
         start = m.end()
     tail = text[start:].strip()
     if tail:
-        out.append(tail)
-    return out
+        segs.append(tail)
+        ends.append(len(text))
+    return segs, ends
+
+
+_CITE_AHEAD = re.compile(r"\[\d+\]")
+_RAW: dict[str, tuple] = {}  # text -> _scan(text), bounded
+RAW_MEMO_SIZE = 32768
+
+
+def _scan_inside(text: str, end: int, limit: int) -> bool:
+    """Does the scan step ending at ``end`` look only at ``text[:limit]``? (Its match and the
+    character after it; a "[n]" it looked ahead to, whole.) ``_is_false_end`` looks only back."""
+    if end >= limit:
+        return False
+    m = _CITE_AHEAD.match(text, end) if text[end] == "[" else None
+    return m is None or m.end() <= limit
+
+
+def _scan_from_parent(text: str) -> tuple | None:
+    """``_scan(text)`` for a text noted as a prefix of one already scanned: the parent's steps that
+    lie inside the prefix are the same (the scan reads left to right and its regex has no
+    look-behind), so only the rest is scanned."""
+    parent = prefix_parent(text)
+    got = _RAW.get(parent) if parent is not None else None
+    if got is None:
+        return None
+    segs, ends = got
+    k = 0
+    while k < len(ends) and _scan_inside(parent, ends[k], len(text)):
+        k += 1
+    rest, rest_ends = _scan(text, ends[k - 1] if k else 0)
+    return segs[:k] + rest, ends[:k] + rest_ends
+
+
+def _raw_sentences(text: str) -> list[str]:
+    got = _RAW.get(text)
+    if got is None:
+        got = _scan_from_parent(text) or _scan(text)
+        bounded_put(_RAW, text, got, RAW_MEMO_SIZE)
+    return got[0]
 
 
 def split_sentences(text: str) -> list[str]:
@@ -122,10 +165,26 @@ class _Hits(NamedTuple):
     n_sents: int
     first: str | None  # the block's first sentence ...
     first_hit: bool  # ... and whether it holds a question term
+    idx: tuple  # the index of each row's sentence among the block's sentences
 
 
-@functools.lru_cache(maxsize=65536)  # a block meets the same question under many strategies and budgets
+_HITS: dict = {}  # (text, lang, question terms) -> _Hits, least recently used dropped first
+HITS_MEMO_SIZE = 65536
+
+
 def _sentence_hits(text: str, lang: str, qterms: tuple) -> _Hits:
+    """Memoised: a block meets the same question under many strategies and budgets."""
+    key = (text, lang, qterms)
+    h = _HITS.pop(key, None)
+    if h is None:
+        h = _hits_from_parent(text, lang, qterms) or _hits(text, lang, qterms)
+        bounded_put(_HITS, key, h, HITS_MEMO_SIZE)
+    else:
+        _HITS[key] = h  # back to the newest end
+    return h
+
+
+def _hits(text: str, lang: str, qterms: tuple) -> _Hits:
     sents, sizes, postings = _block_terms(text, lang)
     hits: dict[int, list[int]] = {}
     df = []
@@ -135,8 +194,52 @@ def _sentence_hits(text: str, lang: str, qterms: tuple) -> _Hits:
         for j in js:
             hits.setdefault(j, []).append(i)
     # a sentence adds nothing beyond the question when every one of its terms is a question term
-    rows = tuple((sents[j], tuple(hits[j]), len(hits[j]) == sizes[j]) for j in sorted(hits))
-    return _Hits(rows, tuple(df), len(sents), sents[0] if sents else None, 0 in hits)
+    idx = tuple(sorted(hits))
+    rows = tuple((sents[j], tuple(hits[j]), len(hits[j]) == sizes[j]) for j in idx)
+    return _Hits(rows, tuple(df), len(sents), sents[0] if sents else None, 0 in hits, idx)
+
+
+@functools.lru_cache(maxsize=16384)
+def _shared_sentences(text: str, parent: str) -> int:
+    """How many leading sentences ``text`` and ``parent`` share."""
+    sents, psents = _split_cached(text), _split_cached(parent)
+    k, n = 0, min(len(sents), len(psents))
+    while k < n and sents[k] == psents[k]:
+        k += 1
+    return k
+
+
+def _hits_from_parent(text: str, lang: str, qterms: tuple) -> _Hits | None:
+    """``_hits`` of a truncated block whose untruncated text met the same question before: the
+    sentences both share keep the parent's rows; only the rest are looked at."""
+    parent = prefix_parent(text)
+    ph = _HITS.get((parent, lang, qterms)) if parent is not None else None
+    if ph is None:
+        return None
+    sents = _split_cached(text)
+    k = _shared_sentences(text, parent)
+    c = bisect.bisect_left(ph.idx, k)  # the parent's rows on shared sentences: ph.rows[:c]
+    rows, idx = list(ph.rows[:c]), list(ph.idx[:c])
+    if 2 * c <= len(ph.rows):  # count the kept rows' terms, or take the dropped ones' off the parent's
+        df = [0] * len(qterms)
+        for row in rows:
+            for i in row[1]:
+                df[i] += 1
+    else:
+        df = list(ph.df)
+        for row in ph.rows[c:]:
+            for i in row[1]:
+                df[i] -= 1
+    for j in range(k, len(sents)):
+        ts = term_set(sents[j], lang)
+        hit = tuple(i for i, t in enumerate(qterms) if t in ts)
+        if hit:
+            for i in hit:
+                df[i] += 1
+            rows.append((sents[j], hit, len(hit) == len(ts)))
+            idx.append(j)
+    return _Hits(tuple(rows), tuple(df), len(sents), sents[0] if sents else None, bool(idx) and idx[0] == 0,
+                 tuple(idx))
 
 
 ANSWERERS: dict[str, type] = {}

@@ -19,6 +19,7 @@ import numpy as np
 from .chunking import rebuild_page
 from .params import build_params
 from .retrieval import CandidatePool, Retriever, SearchKey
+from .textproc import note_prefix
 from .tokens import count_tokens, count_tokens_memo
 
 DEFAULT_POOL = 100
@@ -173,7 +174,9 @@ def truncate_to_tokens(text: str, budget: int, encoding: str = "o200k_base") -> 
         ends.append(len(text))
     for end in reversed(ends):
         cand = text[:end].rstrip()
-        if cand and count_tokens(cand, encoding) <= budget:  # token merges at the cut can differ: recheck
+        # token merges at the cut can differ: recheck (memoised: pack_blocks counts the cut next)
+        if cand and count_tokens_memo(cand, encoding) <= budget:
+            note_prefix(cand, text)
             return cand
     return ""
 
@@ -254,7 +257,8 @@ def _chunk_raw(r: Retriever, row: int, score: float, max_chars: int = 0) -> tupl
     text, n = rd.texts[row], int(rd.n_tokens[row])
     s, e = int(rd.starts[row]), int(rd.ends[row])
     if max_chars and len(text) > max_chars:
-        text = text[:max_chars]
+        note_prefix(cut := text[:max_chars], text)
+        text = cut
         e = s + max_chars
         n = count_tokens(text, rd.config.chunking.encoding)
     return (text, "chunks", (rd.doc_ids[row],), (rd.page_ids[row],), (rd.chunk_ids[row],),
@@ -344,7 +348,8 @@ class FullDocumentsStrategy(Strategy):
             n_tok = int(doc["n_tokens"]) if p.load_from == "index" else None
             if total + len(text) > p.max_total_chars:
                 if not raw:  # the very first document alone is over budget: include it truncated
-                    text = text[:p.max_total_chars]
+                    note_prefix(cut := text[:p.max_total_chars], text)
+                    text = cut
                     n_tok = None
                 elif p.on_overflow == "stop":
                     break

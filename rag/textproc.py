@@ -85,3 +85,34 @@ def analyze(text: str, lang: str = "en", stopwords: bool = False) -> list[str]:
 def term_set(text: str, lang: str = "en") -> frozenset:
     """Memoised set of analysed terms of a text (sentences and blocks repeat across questions)."""
     return frozenset(analyze(text, lang))
+
+
+# --------------------------------------------------------------------------- known prefixes
+
+# A truncated block's text is a prefix of a text already seen (the untruncated chunk or document,
+# usually answered at another budget): truncation sites note it here, and the extractive answerer
+# re-uses the longer text's sentences and question hits for the part both share.
+_PREFIX_OF: dict[str, str] = {}
+PREFIX_MEMO_SIZE = 65536
+
+
+def bounded_put(memo: dict, key, value, cap: int) -> None:
+    """``memo[key] = value``, first dropping the oldest entry when ``cap`` entries are held."""
+    if len(memo) >= cap:
+        try:
+            memo.pop(next(iter(memo)), None)
+        except (StopIteration, RuntimeError):  # emptied or changed by another thread: nothing to drop
+            pass
+    memo[key] = value
+
+
+def note_prefix(child: str, parent: str) -> None:
+    """Record that ``child == parent[:len(child)]`` (checked again where it is used)."""
+    if child and len(child) < len(parent):
+        bounded_put(_PREFIX_OF, child, parent, PREFIX_MEMO_SIZE)
+
+
+def prefix_parent(text: str) -> str | None:
+    """The longer text ``text`` was noted as a prefix of, if it still is one."""
+    parent = _PREFIX_OF.get(text)
+    return parent if parent is not None and parent.startswith(text) else None

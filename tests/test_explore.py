@@ -137,3 +137,24 @@ def test_summarize_scores_equals_the_per_group_pandas_summary():
     assert len(got) == 2 * 3 * 5
     pd.testing.assert_frame_equal(got, want, check_exact=True)
     assert summarize_scores(df.iloc[:0]).empty
+
+
+def test_session_summary_groups_the_applied_frame_like_groupby(tmp_path):
+    """summarize_session slices evaluate_points' frame by the point lengths it noted instead of
+    grouping ~100,000 string pairs; any other frame (filtered, shuffled) is grouped. Both equal the
+    plain summary of the frame."""
+    from evals.interactive import evaluate_points, open_session, points_from_budgets, summarize_session
+    from evals.summary import summarize_scores
+
+    sess = open_session("xquad-en", str(tmp_path / "ws"), "hash")
+    pts = points_from_budgets(["chunks", "hybrid", "full_documents"], {"chunks__top_k": 3})
+    scores = evaluate_points(sess, pts, 25)
+    want = summarize_scores(scores).reset_index(drop=True)
+    got = summarize_session(sess, scores)
+    assert sess.layout[0]() is scores and len(got) == len(want) > 0
+    pd.testing.assert_frame_equal(got, want, check_exact=True)
+    shuffled = scores.sample(frac=1, random_state=2).reset_index(drop=True)  # not the noted frame: grouped
+    pd.testing.assert_frame_equal(summarize_session(sess, shuffled), want, check_exact=True)
+    part = scores[scores.strategy != "hybrid"]
+    pd.testing.assert_frame_equal(summarize_session(sess, part),
+                                  summarize_scores(part).reset_index(drop=True), check_exact=True)

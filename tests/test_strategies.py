@@ -159,3 +159,43 @@ def test_full_documents_stop_versus_skip_hand_built(tmp_path):
     assert [b.doc_ids[0] for b in stop.blocks] == ["A"] and stop.counters["docs_loaded"] == 1
     assert [b.doc_ids[0] for b in skip.blocks] == ["A", "C"] and skip.counters["docs_loaded"] == 2
     assert skip.blocks[1].text == r.reader.documents["C"]["text"]  # whole documents, not chunks
+
+
+def test_truncated_block_reuses_its_parents_sentences_and_hits_exactly():
+    """A truncated block (a prefix of a text answered before) gets its sentences and question hits
+    from the longer text's for the part both share; pinned equal to computing them from scratch at
+    every kind of cut: mid-word, after a sentence end, inside an abbreviation, inside a newline run,
+    between a '.' and the "[n]" the sentence splitter looks ahead to."""
+    from rag import answerers as A
+    from rag.corpora import load_bundled
+    from rag.textproc import analyze, note_prefix
+
+    messy = ("Dr. Smith moved to the U.S. in 1990. He said \"hi.\" [1] Then he left.\n\n\nNew para: 3.5 "
+             "is a number, e.g. pi. a. one\nb. two [12] end!? ok. It rose.[17] Then fell.[2][3] J. K. Rowling wrote "
+             "it [3][4]. Last one")
+    texts = [messy, messy.replace("\n", " \n"), *[d.text[:6000] for d in load_bundled("squad2").documents[:3]]]
+    questions = ["Where did Smith move in 1990?", "Who wrote it?", "What is the number?",
+                 "When did the Normans conquer England?", "What did the people of the region speak?"]
+    checked = 0
+    for parent in texts:
+        cuts = sorted({*range(1, len(parent), 37), *(i + d for i in range(len(parent)) if parent[i] in ".\n["
+                                                      for d in (0, 1, 2))} - {0, len(parent)})
+        for q in questions:
+            qterms = tuple(dict.fromkeys(analyze(q, "en", stopwords=True)))
+            A._RAW.clear()
+            A._HITS.clear()
+            A._split_cached.cache_clear()
+            A._sentence_hits(parent, "en", qterms)  # the parent answered first, at another budget
+            for cut in cuts if len(parent) < 1000 else cuts[:: max(1, len(cuts) // 60)]:
+                child = parent[:cut]
+                note_prefix(child, parent)
+                reused = A._sentence_hits(child, "en", qterms)
+                raw_reused = A._RAW[child][0]
+                A._RAW.pop(child)
+                assert A._scan(child)[0] == raw_reused, (parent[:cut][-40:], cut)
+                assert A._hits(child, "en", qterms) == reused, (child[-40:], q)
+                checked += 1
+    assert checked > 500
+    # a noted prefix that no longer is one (the registry is only a hint) is computed from scratch
+    note_prefix("Dr. Who", messy)
+    assert A._sentence_hits("Dr. Who", "en", ("who",)).n_sents == 1
