@@ -348,8 +348,7 @@ class FullDocumentsStrategy(Strategy):
             n_tok = int(doc["n_tokens"]) if p.load_from == "index" else None
             if total + len(text) > p.max_total_chars:
                 if not raw:  # the very first document alone is over budget: include it truncated
-                    note_prefix(cut := text[:p.max_total_chars], text)
-                    text = cut
+                    text = _text_prefix(text, p.max_total_chars)
                     n_tok = None
                 elif p.on_overflow == "stop":
                     break
@@ -378,6 +377,15 @@ class FullDocumentsStrategy(Strategy):
             found.update(docs_loaded=0, fallback="chunks")
             return Context(self.name, params_dict(p), ctx.blocks, found)
         return Context(self.name, params_dict(p), pack_blocks(raw, p, enc), found)
+
+
+@functools.lru_cache(maxsize=4096)
+def _text_prefix(text: str, n: int) -> str:
+    """``text[:n]``, one string per (text, n): every question that truncates a document to the same
+    budget shares it, and with it every memo keyed by the block text (hash computed once)."""
+    cut = text[:n]
+    note_prefix(cut, text)
+    return cut
 
 
 def _doc_pages(rd, doc_id: str):
