@@ -356,26 +356,42 @@ APPLY_SHARED = {"max_context_tokens": 2000}  # every strategy changes: 5 x the i
 
 
 def apply_figure(dataset: str, workspace: Path, embedder: str, n: int) -> dict:
-    """The workbench's Apply for packing-only budget changes on ``n`` questions x 5 strategies: what
-    the notebook recomputes before its outputs update (evaluate the points, the summary with
-    intervals, the question matrix), after a first Apply at the shipped budgets. Each change is a
-    budget not seen before in the session, applied from the shipped budgets."""
-    from .explore import question_matrix
-    from .interactive import evaluate_points, open_session, points_from_budgets, summarize_session
+    """The workbench's Apply for packing-only budget changes on ``n`` questions x 5 strategies: from
+    Apply to every output the notebook (notebooks/workbench.py) updates after it: the points' items,
+    the summary with intervals, the quality-vs-cost chart (with the faded earlier budgets, serialised
+    as the plotly widget sends it) and the headline table, the question matrix, the drill-down, the
+    paired comparison of the first two points and quality per 1,000 tokens. After a first Apply at
+    the shipped budgets, each change is a budget not seen before in the session."""
+    import pandas as pd
+
+    from . import explore
+    from .charts import quality_cost_figure
+    from .interactive import (evaluate_points, open_session, points_from_budgets, side_by_side_html,
+                              summarize_session)
+    from .summary import HEADLINE, headline_table
     from rag.strategies import STRATEGIES
 
     sess = open_session(dataset, str(workspace), embedder)
+    history: list = []
 
     def apply(budgets):
         t = time.perf_counter()
         sc = evaluate_points(sess, points_from_budgets(list(STRATEGIES), budgets), n)
-        summarize_session(sess, sc)
-        question_matrix(sc, sess.dataset.questions)
+        summary = summarize_session(sess, sc)
+        quality_cost_figure(summary, "f1", "context_tokens",
+                            pd.concat(history, ignore_index=True) if history else None).to_json()
+        headline_table(summary, HEADLINE, numeric=True)
+        history.append(summary)
+        m = explore.filter_matrix(explore.question_matrix(sc, sess.dataset.questions, "f1"))
+        pts = explore.points_of(sc)
+        side_by_side_html(sess, m.question_id.iloc[0], pts[0], None)
+        explore.paired_points(sc, pts[0], pts[1])
+        explore.quality_per_1k_tokens(sc, "f1")
         return time.perf_counter() - t
     first = apply({})
     changes = [{"budget": ", ".join(f"{k}={v}" for k, v in b.items()), "seconds": apply(b)} for b in APPLY_CHANGES]
     shared = apply(APPLY_SHARED)
-    back = apply({"chunks__top_k": 6})  # a budget applied before: everything re-used
+    back = apply({"chunks__top_k": 6})  # a budget applied before: every item re-used
     secs = sorted(c["seconds"] for c in changes)
     return {"questions": min(n, len(sess.dataset.questions)), "strategies": len(STRATEGIES),
             "first_apply_s": first, "changes": changes, "packing_change_median_s": secs[len(secs) // 2],

@@ -25,13 +25,16 @@ def quality_cost_frame(summary: pd.DataFrame, quality: str, cost: str = "context
 def pareto_ties(df: pd.DataFrame) -> list[bool]:
     """Dominated points that are statistically tied with the front: the 95% interval of the point
     reaches every point that dominates it (so the data cannot say the front point is better)."""
+    cost, mean = df["cost"].to_numpy(float), df["mean"].to_numpy(float)
+    low, high = df["low"].to_numpy(float), df["high"].to_numpy(float)
     out = []
-    for i, r in df.iterrows():
-        if r["pareto"]:
+    for i, front in enumerate(df["pareto"].to_numpy(bool)):  # arrays, not a frame filter per point
+        if front:
             out.append(False)
             continue
-        dom = df[(df["cost"] <= r["cost"]) & (df["mean"] >= r["mean"]) & (df.index != i)]
-        out.append(bool(len(dom)) and bool((r["high"] >= dom["low"]).all()))
+        dom = (cost <= cost[i]) & (mean >= mean[i])
+        dom[i] = False
+        out.append(bool(dom.any()) and bool((high[i] >= low[dom]).all()))
     return out
 
 

@@ -11,7 +11,7 @@ import numpy as np
 import pandas as pd
 
 from .metrics import METRICS, NOT_FAILURES
-from .stats import DEFAULT_SEED, paired_bootstrap
+from .stats import DEFAULT_SEED, bootstrap_means, paired_bootstrap
 
 MATRIX_METRICS = ("f1", "faithfulness", "citation_precision", "doc_ndcg@10")  # cell contents, where scored
 DISAGREE_GAP = 0.5  # "strategies disagree": the best and worst point differ by at least this on the metric
@@ -19,6 +19,17 @@ DISAGREE_GAP = 0.5  # "strategies disagree": the best and worst point differ by 
 
 def point_name(strategy: str, label: str) -> str:
     return f"{strategy} · {label}"
+
+
+def _rows_of_points(scores: pd.DataFrame, names: set[str]) -> pd.DataFrame:
+    """The rows of the points named (``point_name``), found per distinct (strategy, label) pair."""
+    if scores.empty:
+        return scores
+    sc, su = pd.factorize(scores.strategy)
+    lc, lu = pd.factorize(scores.point_label)
+    pair = sc.astype(np.int64) * max(1, len(lu)) + lc
+    wanted = [i for i in np.unique(pair) if point_name(su[i // max(1, len(lu))], lu[i % max(1, len(lu))]) in names]
+    return scores[np.isin(pair, wanted)]
 
 
 def points_of(scores: pd.DataFrame) -> list[str]:
@@ -34,22 +45,50 @@ def points_of(scores: pd.DataFrame) -> list[str]:
 
 def _wide(scores: pd.DataFrame, metric: str) -> pd.DataFrame:
     """question_id x point -> mean over repeats of ok values (NaN where not ok)."""
-    s = scores[scores.metric == metric]
-    if s.empty:
-        return pd.DataFrame()
+    return _wides(scores, [metric])[metric]
+
+
+def _wides(scores: pd.DataFrame, metrics: list[str]) -> dict[str, pd.DataFrame]:
+    """``_wide`` of each metric, with the frame's codes (question, point, metric) found once: a
+    comparison or a matrix touches ~25 metrics of a ~100,000-row frame, and filtering and naming its
+    string columns per metric cost ~20 ms each. Index: the questions with a row of the metric
+    (sorted); columns: the points with one (sorted by name)."""
+    out = {m: pd.DataFrame() for m in metrics}
+    if scores.empty:
+        return out
     # codes and sums in numpy: pivot_table / groupby over string columns cost 20-30 ms per call here
-    qc, qids = pd.factorize(s.question_id.to_numpy(object), sort=True)
-    names = [point_name(a, b) for a, b in zip(s.strategy.to_numpy(object), s.point_label.to_numpy(object))]
-    pc, pts = pd.factorize(np.asarray(names, dtype=object), sort=True)
-    v = s.value.to_numpy(np.float64, na_value=np.nan)
-    ok = (s.status.to_numpy(object) == "ok") & ~np.isnan(v)
-    total = np.zeros((len(qids), len(pts)))
-    count = np.zeros((len(qids), len(pts)))
-    np.add.at(total, (qc[ok], pc[ok]), v[ok])
-    np.add.at(count, (qc[ok], pc[ok]), 1.0)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        mean = np.where(count > 0, total / count, np.nan)
-    return pd.DataFrame(mean, index=pd.Index(qids, name="question_id"), columns=pd.Index(pts, name="point"))
+    mc, mu = pd.factorize(scores.metric)
+    want = {m: i for i, m in enumerate(mu) if m in out}
+    if not want:
+        return out
+    qc, qids = pd.factorize(scores.question_id, sort=True)
+    sc, su = pd.factorize(scores.strategy)
+    lc, lu = pd.factorize(scores.point_label)
+    pair = sc.astype(np.int64) * len(lu) + lc
+    pairs, pc = np.unique(pair, return_inverse=True)
+    names = np.asarray([point_name(su[i // len(lu)], lu[i % len(lu)]) for i in pairs], dtype=object)
+    by_name = np.argsort(names, kind="stable")
+    rank = np.empty(len(names), dtype=np.int64)
+    rank[by_name] = np.arange(len(names))
+    pc = rank[pc.ravel()]  # point codes in name order
+    names = names[by_name]
+    v = scores.value.to_numpy(np.float64, na_value=np.nan)
+    ok = (scores.status.to_numpy(object) == "ok") & ~np.isnan(v)
+    qids = np.asarray(qids, dtype=object)
+    for m, code in want.items():
+        rows = mc == code
+        qs, qi = np.unique(qc[rows], return_inverse=True)
+        ps, pi = np.unique(pc[rows], return_inverse=True)
+        keep = ok[rows]
+        total = np.zeros((len(qs), len(ps)))
+        count = np.zeros((len(qs), len(ps)))
+        np.add.at(total, (qi.ravel()[keep], pi.ravel()[keep]), v[rows][keep])
+        np.add.at(count, (qi.ravel()[keep], pi.ravel()[keep]), 1.0)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            mean = np.where(count > 0, total / count, np.nan)
+        out[m] = pd.DataFrame(mean, index=pd.Index(qids[qs], name="question_id"),
+                              columns=pd.Index(names[ps], name="point"))
+    return out
 
 
 def question_matrix(scores: pd.DataFrame, questions: list, metric: str = "f1") -> pd.DataFrame:
@@ -114,9 +153,10 @@ def paired_points(scores: pd.DataFrame, a: str, b: str, metrics: list[str] | Non
     per metric: n, mean of each, the paired bootstrap delta (b - a) with its 95% interval, and a
     verdict: better / worse when the interval excludes 0 (in the metric's direction), else tie."""
     rows = []
-    names = sorted(set(scores.metric)) if metrics is None else metrics
+    names = sorted(pd.unique(scores.metric)) if metrics is None else metrics
+    wides = _wides(_rows_of_points(scores, {a, b}), names)
     for metric in names:
-        w = _wide(scores, metric)
+        w = wides[metric]
         if w.empty or a not in w.columns or b not in w.columns:
             continue
         pair = w[[a, b]].dropna()
@@ -144,7 +184,8 @@ def quality_per_1k_tokens(scores: pd.DataFrame, metric: str = "f1", seed: int = 
     """Per point: mean ``metric``, mean context tokens, and quality per 1,000 context tokens
     (1000 x mean quality / mean tokens) with a 95% bootstrap interval over questions (both means
     resampled together, so the interval is of the ratio)."""
-    q, t = _wide(scores, metric), _wide(scores, "context_tokens")
+    wides = _wides(scores, [metric, "context_tokens"])
+    q, t = wides[metric], wides["context_tokens"]
     rows = []
     for p in points_of(scores):
         if q.empty or t.empty or p not in q.columns or p not in t.columns:
@@ -155,10 +196,9 @@ def quality_per_1k_tokens(scores: pd.DataFrame, metric: str = "f1", seed: int = 
                          "per_1k_tokens": np.nan, "low": np.nan, "high": np.nan})
             continue
         qa, ta = pair.q.to_numpy(float), pair.t.to_numpy(float)
-        rng = np.random.default_rng(seed)
-        idx = rng.integers(0, len(qa), size=(n_resamples, len(qa)))
+        # both means over the same resamples (the seeded draws of every bootstrap here, as counts)
         with np.errstate(all="ignore"):
-            ratios = 1000 * qa[idx].mean(axis=1) / ta[idx].mean(axis=1)
+            ratios = 1000 * bootstrap_means(qa, n_resamples, seed) / bootstrap_means(ta, n_resamples, seed)
         ratios = ratios[np.isfinite(ratios)]
         est = 1000 * qa.mean() / ta.mean()
         rows.append({"point": p, "n": len(pair), metric: round(float(qa.mean()), 3),

@@ -18,7 +18,7 @@ def bootstrap_ci(values, n_resamples: int = DEFAULT_RESAMPLES, level: float = 0.
     m = float(x.mean())
     if x.size == 1 or np.all(x == x[0]):
         return m, m, m
-    means = _bootstrap_means(x, n_resamples, seed)
+    means = bootstrap_means(x, n_resamples, seed)
     a = (1 - level) / 2
     return m, float(np.quantile(means, a)), float(np.quantile(means, 1 - a))
 
@@ -34,7 +34,7 @@ def _resampled_means(x: np.ndarray, n: int, rng) -> np.ndarray:
     return out
 
 
-@functools.lru_cache(maxsize=4)
+@functools.lru_cache(maxsize=8)  # <= 16 MB each: a summary's and a comparison's few sizes
 def _one_chunk_counts(size: int, n: int, seed: int) -> np.ndarray:
     """How often each value is drawn in each resample, for the draws ``_resampled_means`` makes when
     they fit in one chunk (they depend only on the size, the resample count and the seed): resample
@@ -46,7 +46,8 @@ def _one_chunk_counts(size: int, n: int, seed: int) -> np.ndarray:
     return np.bincount(flat, minlength=n * size).reshape(n, size).astype(np.float64)
 
 
-def _bootstrap_means(x: np.ndarray, n: int, seed: int) -> np.ndarray:
+def bootstrap_means(x: np.ndarray, n: int, seed: int) -> np.ndarray:
+    """The ``n`` seeded resample means of ``x`` (the same draws for any ``x`` of the same size)."""
     if x.size * n <= 2_000_000:  # one chunk: the same draws as _resampled_means, as counts
         return (_one_chunk_counts(x.size, n, seed) @ x) / x.size
     return _resampled_means(x, n, np.random.default_rng(seed))

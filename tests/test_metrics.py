@@ -89,16 +89,16 @@ def test_bootstrap_counts_equal_the_resampled_means():
     one-chunk limit still draws in chunks."""
     import numpy as np
 
-    from evals.stats import _bootstrap_means, _resampled_means
+    from evals.stats import bootstrap_means, _resampled_means
 
     for size in (2, 37, 1000):
         x = np.random.default_rng(size).random(size)
         want = _resampled_means(x, 500, np.random.default_rng(9))
-        assert np.allclose(_bootstrap_means(x, 500, 9), want, rtol=0, atol=1e-12)
+        assert np.allclose(bootstrap_means(x, 500, 9), want, rtol=0, atol=1e-12)
         b = (x > 0.5).astype(float)
-        assert np.array_equal(_bootstrap_means(b, 500, 9), _resampled_means(b, 500, np.random.default_rng(9)))
+        assert np.array_equal(bootstrap_means(b, 500, 9), _resampled_means(b, 500, np.random.default_rng(9)))
     big = np.random.default_rng(1).random(5000)
-    assert np.array_equal(_bootstrap_means(big, 500, 9), _resampled_means(big, 500, np.random.default_rng(9)))
+    assert np.array_equal(bootstrap_means(big, 500, 9), _resampled_means(big, 500, np.random.default_rng(9)))
 
 
 def test_language_aware_terms():
