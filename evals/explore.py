@@ -6,6 +6,8 @@ question_id, repeat, metric, value, status) that `ResultStore.scores` and
 from __future__ import annotations
 
 import html
+import weakref
+from typing import NamedTuple
 
 import numpy as np
 import pandas as pd
@@ -21,26 +23,50 @@ def point_name(strategy: str, label: str) -> str:
     return f"{strategy} · {label}"
 
 
-def _rows_of_points(scores: pd.DataFrame, names: set[str]) -> pd.DataFrame:
-    """The rows of the points named (``point_name``), found per distinct (strategy, label) pair."""
-    if scores.empty:
-        return scores
+class _Codes(NamedTuple):
+    """A long scores frame's columns as integer codes (found once per frame, see ``_frame_codes``)."""
+    metric: np.ndarray  # metric code per row
+    metrics: dict  # metric -> its code
+    question: np.ndarray  # question code per row, codes in sorted question_id order
+    qids: np.ndarray  # question_id per code
+    point: np.ndarray  # point code per row, codes in point-name order
+    names: np.ndarray  # point name per code
+    value: np.ndarray
+    ok: np.ndarray  # status ok and a value
+
+
+_CODES: dict[int, tuple] = {}  # id(frame) -> (weak reference to it, its length, _Codes)
+
+
+def _frame_codes(scores: pd.DataFrame) -> _Codes:
+    """The frame's codes, kept while the frame lives: the matrix, the paired comparison and the
+    per-1k view all read the same ~100,000-row frame after an Apply, and factorizing its string
+    columns costs ~3.5 ms a column each time."""
+    got = _CODES.get(id(scores))
+    if got is not None and got[0]() is scores and got[1] == len(scores):
+        return got[2]
+    mc, mu = pd.factorize(scores.metric)
+    qc, qids = pd.factorize(scores.question_id, sort=True)
     sc, su = pd.factorize(scores.strategy)
     lc, lu = pd.factorize(scores.point_label)
     pair = sc.astype(np.int64) * max(1, len(lu)) + lc
-    wanted = [i for i in np.unique(pair) if point_name(su[i // max(1, len(lu))], lu[i % max(1, len(lu))]) in names]
-    return scores[np.isin(pair, wanted)]
+    pairs, pc = np.unique(pair, return_inverse=True)
+    names = np.asarray([point_name(su[i // max(1, len(lu))], lu[i % max(1, len(lu))]) for i in pairs], dtype=object)
+    by_name = np.argsort(names, kind="stable")
+    rank = np.empty(len(names), dtype=np.int64)
+    rank[by_name] = np.arange(len(names))
+    v = scores.value.to_numpy(np.float64, na_value=np.nan)
+    codes = _Codes(mc, {m: i for i, m in enumerate(mu)}, qc, np.asarray(qids, dtype=object),
+                   rank[pc.ravel()], names[by_name], v, (scores.status.to_numpy(object) == "ok") & ~np.isnan(v))
+    key = id(scores)
+    _CODES[key] = (weakref.ref(scores, lambda _r: _CODES.pop(key, None)), len(scores), codes)
+    return codes
 
 
 def points_of(scores: pd.DataFrame) -> list[str]:
     from .summary import natural_key
 
-    # per pair, not per row (frames are long): the distinct pairs of the two columns' codes
-    sc, su = pd.factorize(scores.strategy)
-    lc, lu = pd.factorize(scores.point_label)
-    pairs = np.unique(sc.astype(np.int64) * max(1, len(lu)) + lc)
-    pts = {point_name(su[i // max(1, len(lu))], lu[i % max(1, len(lu))]) for i in pairs}
-    return sorted(pts, key=natural_key)
+    return sorted(_frame_codes(scores).names, key=natural_key) if len(scores) else []
 
 
 def _wide(scores: pd.DataFrame, metric: str) -> pd.DataFrame:
@@ -48,46 +74,35 @@ def _wide(scores: pd.DataFrame, metric: str) -> pd.DataFrame:
     return _wides(scores, [metric])[metric]
 
 
-def _wides(scores: pd.DataFrame, metrics: list[str]) -> dict[str, pd.DataFrame]:
-    """``_wide`` of each metric, with the frame's codes (question, point, metric) found once: a
-    comparison or a matrix touches ~25 metrics of a ~100,000-row frame, and filtering and naming its
-    string columns per metric cost ~20 ms each. Index: the questions with a row of the metric
-    (sorted); columns: the points with one (sorted by name)."""
+def _wides(scores: pd.DataFrame, metrics: list[str], points: set[str] | None = None) -> dict[str, pd.DataFrame]:
+    """``_wide`` of each metric (of only ``points``, when given), from the frame's codes. Index: the
+    questions with a row of the metric (sorted); columns: the points with one (sorted by name)."""
     out = {m: pd.DataFrame() for m in metrics}
     if scores.empty:
         return out
-    # codes and sums in numpy: pivot_table / groupby over string columns cost 20-30 ms per call here
-    mc, mu = pd.factorize(scores.metric)
-    want = {m: i for i, m in enumerate(mu) if m in out}
-    if not want:
-        return out
-    qc, qids = pd.factorize(scores.question_id, sort=True)
-    sc, su = pd.factorize(scores.strategy)
-    lc, lu = pd.factorize(scores.point_label)
-    pair = sc.astype(np.int64) * len(lu) + lc
-    pairs, pc = np.unique(pair, return_inverse=True)
-    names = np.asarray([point_name(su[i // len(lu)], lu[i % len(lu)]) for i in pairs], dtype=object)
-    by_name = np.argsort(names, kind="stable")
-    rank = np.empty(len(names), dtype=np.int64)
-    rank[by_name] = np.arange(len(names))
-    pc = rank[pc.ravel()]  # point codes in name order
-    names = names[by_name]
-    v = scores.value.to_numpy(np.float64, na_value=np.nan)
-    ok = (scores.status.to_numpy(object) == "ok") & ~np.isnan(v)
-    qids = np.asarray(qids, dtype=object)
-    for m, code in want.items():
-        rows = mc == code
-        qs, qi = np.unique(qc[rows], return_inverse=True)
-        ps, pi = np.unique(pc[rows], return_inverse=True)
-        keep = ok[rows]
+    c = _frame_codes(scores)
+    mine = None if points is None else np.isin(c.point, [i for i, n in enumerate(c.names) if n in points])
+    # sums in numpy: pivot_table / groupby over string columns cost 20-30 ms per call here
+    for m in metrics:
+        if m not in c.metrics:
+            continue
+        rows = c.metric == c.metrics[m]
+        if mine is not None:
+            rows &= mine
+        if not rows.any():
+            continue
+        qs, qi = np.unique(c.question[rows], return_inverse=True)
+        ps, pi = np.unique(c.point[rows], return_inverse=True)
+        keep = c.ok[rows]
+        qi, pi = qi.ravel()[keep], pi.ravel()[keep]
         total = np.zeros((len(qs), len(ps)))
         count = np.zeros((len(qs), len(ps)))
-        np.add.at(total, (qi.ravel()[keep], pi.ravel()[keep]), v[rows][keep])
-        np.add.at(count, (qi.ravel()[keep], pi.ravel()[keep]), 1.0)
+        np.add.at(total, (qi, pi), c.value[rows][keep])
+        np.add.at(count, (qi, pi), 1.0)
         with np.errstate(invalid="ignore", divide="ignore"):
             mean = np.where(count > 0, total / count, np.nan)
-        out[m] = pd.DataFrame(mean, index=pd.Index(qids[qs], name="question_id"),
-                              columns=pd.Index(names[ps], name="point"))
+        out[m] = pd.DataFrame(mean, index=pd.Index(c.qids[qs], name="question_id"),
+                              columns=pd.Index(c.names[ps], name="point"))
     return out
 
 
@@ -153,18 +168,20 @@ def paired_points(scores: pd.DataFrame, a: str, b: str, metrics: list[str] | Non
     per metric: n, mean of each, the paired bootstrap delta (b - a) with its 95% interval, and a
     verdict: better / worse when the interval excludes 0 (in the metric's direction), else tie."""
     rows = []
-    names = sorted(pd.unique(scores.metric)) if metrics is None else metrics
-    wides = _wides(_rows_of_points(scores, {a, b}), names)
+    names = sorted(_frame_codes(scores).metrics) if metrics is None and len(scores) else (metrics or [])
+    wides = _wides(scores, names, {a, b})
     for metric in names:
         w = wides[metric]
         if w.empty or a not in w.columns or b not in w.columns:
             continue
-        pair = w[[a, b]].dropna()
-        if pair.empty:
+        va = w[a].to_numpy(np.float64)
+        vb = w[b].to_numpy(np.float64)
+        both = ~(np.isnan(va) | np.isnan(vb))  # the questions both scored ok (arrays: ~25 metrics per call)
+        if not both.any():
             rows.append({"metric": metric, "n": 0, "a": np.nan, "b": np.nan, "delta": np.nan, "low": np.nan,
                          "high": np.nan, "verdict": "no paired questions"})
             continue
-        r = paired_bootstrap(pair[a].to_numpy(), pair[b].to_numpy(), n_resamples, seed=seed)
+        r = paired_bootstrap(va[both], vb[both], n_resamples, seed=seed)
         higher = getattr(METRICS.get(metric), "higher_is_better", True)
         if r["low"] > 0 or r["high"] < 0:
             up = r["low"] > 0
