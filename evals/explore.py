@@ -49,9 +49,9 @@ def _frame_codes(scores: pd.DataFrame) -> _Codes:
     qc, qids = pd.factorize(scores.question_id, sort=True)
     sc, su = pd.factorize(scores.strategy)
     lc, lu = pd.factorize(scores.point_label)
-    pair = sc.astype(np.int64) * max(1, len(lu)) + lc
-    pairs, pc = np.unique(pair, return_inverse=True)
-    names = np.asarray([point_name(su[i // max(1, len(lu))], lu[i % max(1, len(lu))]) for i in pairs], dtype=object)
+    nl = max(1, len(lu))
+    pairs, pc = np.unique(sc.astype(np.int64) * nl + lc, return_inverse=True)
+    names = np.asarray([point_name(su[i // nl], lu[i % nl]) for i in pairs], dtype=object)
     by_name = np.argsort(names, kind="stable")
     rank = np.empty(len(names), dtype=np.int64)
     rank[by_name] = np.arange(len(names))

@@ -85,34 +85,36 @@ def evaluate_points(sess: Session, points: list[tuple[str, dict]], limit: int = 
     for name, kw in points:
         p = make_params(name, **kw)
         pid, label = point_id(kw), point_label(kw)
-        if (name, label, limit) in frames:
-            parts.append(frames[(name, label, limit)])
-            layout.append(((name, label), len(parts[-1])))
-            continue
-        todo = [q for q in qs if (name, label, q.qid) not in sess.items]
-        if todo:  # an item already evaluated in this session (same strategy, same budgets) is reused
-            sess.retriever.warm([q.text for q in todo], p.search_key(get_strategy(name).needed(p)))
-        qid, metric, value, status, detail = [], [], [], [], []  # by column: a frame from dicts costs 3x
-        for q in qs:
-            item = sess.items.get((name, label, q.qid))
-            if item is None:
-                item = sess.items[(name, label, q.qid)] = sess.evaluator.evaluate(q, name, p, pid, label)
-            for m, sc in item[1].items():
-                qid.append(q.qid)
-                metric.append(m)
-                value.append(sc.value)
-                status.append(sc.status)
-                detail.append(sc.detail)
-        n = len(qid)
-        frames[(name, label, limit)] = pd.DataFrame(
-            {"strategy": [name] * n, "point_label": [label] * n, "question_id": qid, "repeat": [0] * n,
-             "metric": metric, "value": np.array(value, dtype=np.float64),  # None -> NaN, as before
-             "status": status, "detail": detail}, columns=FRAME_COLUMNS)
+        if (name, label, limit) not in frames:
+            frames[(name, label, limit)] = _point_frame(sess, qs, name, p, pid, label)
         parts.append(frames[(name, label, limit)])
         layout.append(((name, label), len(parts[-1])))
     out = pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(columns=FRAME_COLUMNS)
     sess.layout = (weakref.ref(out), layout)
     return out
+
+
+def _point_frame(sess: Session, qs: list, name: str, p, pid: str, label: str) -> pd.DataFrame:
+    """One point's long scores frame; an item already evaluated in this session is reused."""
+    todo = [q for q in qs if (name, label, q.qid) not in sess.items]
+    if todo:  # an item already evaluated in this session (same strategy, same budgets) is reused
+        sess.retriever.warm([q.text for q in todo], p.search_key(get_strategy(name).needed(p)))
+    qid, metric, value, status, detail = [], [], [], [], []  # by column: a frame from dicts costs 3x
+    for q in qs:
+        item = sess.items.get((name, label, q.qid))
+        if item is None:
+            item = sess.items[(name, label, q.qid)] = sess.evaluator.evaluate(q, name, p, pid, label)
+        for m, sc in item[1].items():
+            qid.append(q.qid)
+            metric.append(m)
+            value.append(sc.value)
+            status.append(sc.status)
+            detail.append(sc.detail)
+    n = len(qid)
+    return pd.DataFrame(
+        {"strategy": [name] * n, "point_label": [label] * n, "question_id": qid, "repeat": [0] * n,
+         "metric": metric, "value": np.array(value, dtype=np.float64),  # None -> NaN, as before
+         "status": status, "detail": detail}, columns=FRAME_COLUMNS)
 
 
 FRAME_COLUMNS = ["strategy", "point_label", "question_id", "repeat", "metric", "value", "status", "detail"]
@@ -141,14 +143,11 @@ def _point_groups(sess: Session, scores: pd.DataFrame) -> list[tuple[tuple, pd.D
     returned last holds each point's rows back to back, in lengths it noted: its groups are slices
     (not a hash grouping of ~100,000 string pairs); any other frame is grouped."""
     ref, layout = sess.layout
-    if ref is not None and ref() is scores and sum(n for _, n in layout) == len(scores):
-        out, a = [], 0
-        for key, n in layout:
-            out.append((key, scores.iloc[a:a + n]))
-            a += n
-        keys = [k for k, _ in out]
-        if len(set(keys)) == len(keys):
-            return sorted(out, key=lambda kv: kv[0])
+    keys = [k for k, _ in layout]
+    if (ref is not None and ref() is scores and sum(n for _, n in layout) == len(scores)
+            and len(set(keys)) == len(keys)):
+        starts = np.cumsum([0] + [n for _, n in layout])
+        return sorted(((k, scores.iloc[a:b]) for k, a, b in zip(keys, starts, starts[1:])), key=lambda kv: kv[0])
     return list(scores.groupby(["strategy", "point_label"], sort=True))
 
 

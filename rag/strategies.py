@@ -257,8 +257,7 @@ def _chunk_raw(r: Retriever, row: int, score: float, max_chars: int = 0) -> tupl
     text, n = rd.texts[row], int(rd.n_tokens[row])
     s, e = int(rd.starts[row]), int(rd.ends[row])
     if max_chars and len(text) > max_chars:
-        note_prefix(cut := text[:max_chars], text)
-        text = cut
+        text = _text_prefix(text, max_chars)
         e = s + max_chars
         n = count_tokens(text, rd.config.chunking.encoding)
     return (text, "chunks", (rd.doc_ids[row],), (rd.page_ids[row],), (rd.chunk_ids[row],),
