@@ -20,7 +20,7 @@ def add_bench_args(p) -> None:
     p.add_argument("--dataset", default="squad2", help="bundled dataset to measure on (default squad2)")
     p.add_argument("--questions", type=int, default=1000, help="questions for the evaluation figures (1000)")
     p.add_argument("--embedder", default="e5", help="embedder (default e5)")
-    p.add_argument("--repeats", type=int, default=3, help="repeats per timing; medians reported")
+    p.add_argument("--repeats", type=int, default=3, help="repeats per timing (for apply: fresh sessions); medians reported")
     p.add_argument("--out", default="results/bench", help="folder for the JSON figures")
     p.add_argument("--skip-eval", action="store_true", help="skip the full-evaluation figure")
     p.add_argument("--growth", nargs="*", type=int, default=[1, 4, 16],
