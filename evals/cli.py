@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import argparse
+import math
 import re
 import sys
 import tomllib
@@ -38,6 +39,8 @@ def number_above(lo: float, strict: bool):
             x = float(v)
         except ValueError:
             raise argparse.ArgumentTypeError(f"must be a number, got {v!r}") from None
+        if not math.isfinite(x):  # nan passes every comparison; inf is no setting
+            raise argparse.ArgumentTypeError(f"must be a finite number, got {v!r}")
         if x < lo or (strict and x == lo):
             raise argparse.ArgumentTypeError(f"must be {'>' if strict else '>='} {lo:g}, got {v}")
         return x
@@ -132,7 +135,6 @@ def _engine_address(a) -> str | None:
 
 
 def cmd_ingest(a) -> int:
-    from rag.corpora import load_any
     from rag.index import Workspace
 
     from rag.engines import get_engine
@@ -146,8 +148,8 @@ def cmd_ingest(a) -> int:
             questions = ws.remembered_questions(spec)
             if questions:
                 print(f"using the questions file remembered for {spec}: {questions}", file=sys.stderr)
-        ds = load_any(spec, questions, parse_cache=ws.parse_cache, progress=not a.no_progress,
-                      follow_symlinks=a.follow_symlinks, insert_fillers=a.insert_fillers, engine=engine)
+        ds = ws.load(spec, questions, _index_config(a), progress=not a.no_progress, wait=a.wait,
+                     follow_symlinks=a.follow_symlinks, insert_fillers=a.insert_fillers, engine=engine)
         summ = ws.ingest(ds, _index_config(a), progress=not a.no_progress, wait=a.wait, vector_index=a.vector_index,
                          engine=engine)
         if a.questions and Path(spec).is_dir():
@@ -190,6 +192,8 @@ def parse_prices(items: list[str], base: dict | None = None) -> dict:
             pin, pout = (float(x) for x in vals.split(","))
         except ValueError:
             raise ValueError(f"--price expects MODEL=INPUT,OUTPUT dollars per million tokens, got {it!r}") from None
+        if not model or not all(math.isfinite(x) and x >= 0 for x in (pin, pout)):
+            raise ValueError(f"--price {it!r}: prices must be finite numbers >= 0 (dollars per million tokens)")
         out[model] = [pin, pout]
     return out
 
@@ -210,6 +214,8 @@ def load_sweep(path: str) -> dict:
         raise ValueError(f"{path}: cannot read the sweep file ({e.strerror})") from None
     except tomllib.TOMLDecodeError as e:
         raise ValueError(f"{path}: not valid TOML ({e})") from None
+    except UnicodeDecodeError as e:
+        raise ValueError(f"{path}: not UTF-8 text, so not TOML (byte {e.start}: {e.reason})") from None
     from rag.strategies import STRATEGIES, make_params
 
     for k in d:
@@ -234,13 +240,16 @@ def load_sweep(path: str) -> dict:
         if not isinstance(axes, dict):
             raise ValueError(f"{path}: [strategies.{name}] must be a table of PARAM = value or [values]")
         for param, vals in axes.items():
+            if isinstance(vals, list) and not vals:  # an empty axis would drop the strategy without a word
+                raise ValueError(f"{path}: [strategies.{name}] {param} is an empty list; give at least one value")
             for v in (vals if isinstance(vals, list) else [vals]):
                 try:
                     make_params(name, **{param: v})
                 except ValueError as e:
                     raise ValueError(f"{path}: [strategies.{name}] {param}: {e}") from None
     for model, pr in {**d.get("prices", {}), **run.get("prices", {})}.items():
-        if not (isinstance(pr, list) and len(pr) == 2 and all(isinstance(x, (int, float)) for x in pr)):
+        if not (isinstance(pr, list) and len(pr) == 2 and all(isinstance(x, (int, float)) and not isinstance(x, bool)
+                                                               and math.isfinite(x) and x >= 0 for x in pr)):
             raise ValueError(f"{path}: prices {model} must be [input, output] dollars per million tokens, got {pr!r}")
     return d
 
@@ -304,15 +313,18 @@ def cmd_run(a) -> int:
     grid = {s: grid.get(s, {}) for s in strategies + named}
     llm = None
     if a.llm_base_url:
-        if not a.llm_model:
+        if not a.llm_model and not a.resume:  # resuming: the URL only restores the run's credentials
             raise ValueError("--llm-base-url needs --llm-model")
-        llm = LLMConfig(a.llm_base_url, a.llm_model, a.llm_key_env, a.temperature, a.max_tokens, a.timeout,
-                        a.retries, max_concurrency=a.concurrency)
+        llm = LLMConfig(a.llm_base_url, a.llm_model or "", a.llm_key_env, a.temperature, a.max_tokens, a.timeout,
+                        a.retries, max_concurrency=a.concurrency, context_window=a.context_window or 0)
+    elif a.context_window or a.fit_context:
+        raise ValueError(f"{'--context-window' if a.context_window else '--fit-context'} is about an LLM answerer's "
+                         "window: pass --llm-base-url and --llm-model too")
     judge = None
     if a.judge_base_url:
-        if not a.judge_model:
+        if not a.judge_model and not a.resume:
             raise ValueError("--judge-base-url needs --judge-model")
-        judge = LLMConfig(a.judge_base_url, a.judge_model, a.judge_key_env, 0.0, a.judge_max_tokens, a.timeout,
+        judge = LLMConfig(a.judge_base_url, a.judge_model or "", a.judge_key_env, 0.0, a.judge_max_tokens, a.timeout,
                           a.retries, max_concurrency=a.concurrency)
     answerer = a.answerer or run_sec.get("answerer") or ("openai" if llm else "extractive")
     limit = a.limit if a.limit is not None else int(run_sec.get("limit", 0))
@@ -332,12 +344,15 @@ def cmd_run(a) -> int:
                         prices=parse_prices(a.price or [], run_sec.get("prices", {}) | sweep.get("prices", {})),
                         llm=llm, judge=judge, judges=tuple(a.judges or ()), scorers=tuple(a.scorers or ()),
                         repeats=repeats, limit=limit, memory=memory, query_modes=query_modes,
-                        insert_fillers=a.insert_fillers, vector_index=a.vector_index, use_cache=not a.no_cache)
+                        insert_fillers=a.insert_fillers, vector_index=a.vector_index, use_cache=not a.no_cache,
+                        fit_context=a.fit_context)
         summ = run_evaluation(cfg, a.workspace, a.db, run_id=a.run_id if len(datasets) == 1 else None,
                               resume=a.resume, progress=not a.no_progress,
                               allow_changed_corpus=a.allow_changed_corpus, lock_wait=a.wait,
                               follow_symlinks=a.follow_symlinks, engine=engine)
         print(summ.render())
+        if summ.incomplete:  # stored items differ from the plan: said, and the exit status says it too
+            status = 5
         run_ids.append(summ.run_id)
         done_runs.append((summ.run_id, summ.items))
     if not a.no_report:
@@ -573,6 +588,13 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--retries", type=at_least(0), default=3,
                    help="retries on 429/5xx/timeouts, >= 0 (exponential backoff; 3)")
     s.add_argument("--concurrency", type=at_least(1), default=4, help="max concurrent LLM calls, >= 1 (4)")
+    s.add_argument("--context-window", type=at_least(1), default=None, metavar="TOKENS",
+                   help="the answer model's context window; a prompt + --max-tokens that cannot fit is stored as "
+                        "status context_overflow before any call (default: what the endpoint's /models reports, "
+                        "else unchecked)")
+    s.add_argument("--fit-context", action="store_true",
+                   help="instead of context_overflow, re-pack an overflowing context to fit the window with the "
+                        "point's own overflow policy (truncate or drop the last block); the item's counters say so")
     s.add_argument("--no-cache", action="store_true", help="do not use the LLM response cache")
     s.add_argument("--judge-base-url", default=None, help="OpenAI-compatible endpoint of an LLM judge (costs money; "
                    "off by default)")
@@ -675,14 +697,18 @@ def main(argv: list[str] | None = None) -> int:
     a = build_parser().parse_args(argv)
     try:
         return a.fn(a) or 0
-    except (KeyError, ValueError, FileNotFoundError, IsADirectoryError, NotADirectoryError) as e:
+    except (KeyError, ValueError, FileNotFoundError, IsADirectoryError, NotADirectoryError, PermissionError) as e:
         msg = e.args[0] if isinstance(e, KeyError) and e.args else str(e)
         print(f"ragwb {a.cmd}: error: {msg}", file=sys.stderr)
         return 2
-    except RuntimeError as e:  # a busy store or workspace, a failed export: one line, no traceback
-        if type(e).__name__ not in ("StoreBusy", "WorkspaceBusy"):
+    except RuntimeError as e:  # a busy or damaged store or workspace, a failing endpoint: one line, no traceback
+        if type(e).__name__ not in ("StoreBusy", "WorkspaceBusy", "StoreUnreadable", "EndpointError"):
             raise
         print(f"ragwb {a.cmd}: error: {e}", file=sys.stderr)
+        return 2
+    except OSError as e:  # a read-only or full disk, a path that cannot be written
+        print(f"ragwb {a.cmd}: error: {e.filename or ''}{': ' if e.filename else ''}{e.strerror or e}",
+              file=sys.stderr)
         return 2
 
 

@@ -269,11 +269,15 @@ function rwbSort(id, col) {
   const t = document.getElementById(id), tb = t.tBodies[0], rows = Array.from(tb.rows);
   const asc = t.dataset.col == col ? t.dataset.dir != 'asc' : true;
   t.dataset.col = col; t.dataset.dir = asc ? 'asc' : 'desc';
-  const key = r => { const c = r.cells[col], v = c.dataset.v ?? c.textContent, n = parseFloat(v);
-                     return isNaN(n) ? v.toLowerCase() : n; };
-  rows.sort((a, b) => { const x = key(a), y = key(b);
-    if (typeof x !== typeof y) return typeof x === 'number' ? -1 : 1;
-    return (x < y ? -1 : x > y ? 1 : 0) * (asc ? 1 : -1); });
-  rows.forEach(r => tb.appendChild(r));
+  // a column sorts as numbers only when every non-empty cell is a number literal: hex ids such as
+  // "0e77..." or "5e65..." are text (parseFloat would read them as 0 and Infinity)
+  const raw = r => { const c = r.cells[col]; return (c.dataset.v ?? c.textContent).trim(); };
+  const NUM = /^[-+]?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?$/;
+  const vals = rows.map(raw), numeric = vals.every(v => v === '' || NUM.test(v));
+  const key = v => numeric ? (v === '' ? -Infinity : Number(v)) : v.toLowerCase();
+  const idx = rows.map((r, i) => [key(vals[i]), i]);
+  idx.sort((p, q) => { const x = p[0], y = q[0];
+    return ((x < y ? -1 : x > y ? 1 : 0) * (asc ? 1 : -1)) || (p[1] - q[1]); });
+  idx.forEach(([, i]) => tb.appendChild(rows[i]));
 }
 </script>"""

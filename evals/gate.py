@@ -105,9 +105,12 @@ def gate(base: tuple[str, pd.DataFrame], cand: tuple[str, pd.DataFrame], metrics
     (bds, b), (cds, c) = base, cand
     b, c = with_point_keys(b), with_point_keys(c)
     # compare points by parameters; the candidate's labels name them
-    labels = dict(zip(c.point_key, c.point_label)) | {k: v for k, v in zip(b.point_key, b.point_label)
-                                                      if k not in set(c.point_key)}
-    bp, cp = set(b.point_key), set(c.point_key)
+    # one label per point, from the (few) distinct points, never a pass over every row per row
+    bp, cp = set(b.point_key.unique()), set(c.point_key.unique())
+    c_lab = c.drop_duplicates("point_key")
+    b_lab = b.drop_duplicates("point_key")
+    labels = {k: v for k, v in zip(b_lab.point_key, b_lab.point_label) if k not in cp} | \
+        dict(zip(c_lab.point_key, c_lab.point_label))
     b = b.assign(point_label=b.point_key.map(labels))
     c = c.assign(point_label=c.point_key.map(labels))
     tols = {**DEFAULT_TOLERANCES, **(tolerances or {})}

@@ -15,7 +15,6 @@ import numpy as np
 import pandas as pd
 
 from rag.answerers import make_answerer
-from rag.corpora import load_any
 from rag.embedders import EmbedderConfig
 from rag.index import IndexConfig, Workspace
 from rag.models import Evidence
@@ -42,8 +41,8 @@ def open_session(dataset: str = "squad2", workspace: str = "results", embedder: 
                  progress: bool = False, on_progress=None) -> Session:
     """Load (ingesting first when needed: ``on_progress(n, total)`` reports embedded chunks)."""
     ws = Workspace(workspace)
-    ds = load_any(dataset, parse_cache=ws.parse_cache)
     cfg = IndexConfig(embedder=EmbedderConfig(embedder))
+    ds = ws.load(dataset, None, cfg)
     summ = ws.ingest(ds, cfg, progress=progress, on_progress=on_progress)
     r = Retriever(ws, summ.index)
     ans = make_answerer("extractive", language=r.reader.language, encoding=r.reader.config.chunking.encoding)

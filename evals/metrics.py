@@ -20,7 +20,8 @@ from rag.models import Evidence, Question
 from rag.prompts import is_fallback, parse_citations, strip_citations
 from rag.tokens import estimate_tokens
 
-STATUSES = ("ok", "undetermined", "parse_error", "timeout", "rate_limited", "error", "not_applicable")
+STATUSES = ("ok", "undetermined", "parse_error", "timeout", "rate_limited", "error", "not_applicable",
+            "context_overflow")
 # not_applicable: the metric cannot tell anything here (e.g. the answerer meets it by construction);
 # stored with its reason, left out of means, charts, Pareto fronts, the gate and error rates
 NOT_FAILURES = ("ok", "not_applicable")

@@ -43,7 +43,7 @@ def worst_questions(store: ResultStore, run_id: str, metric: str = "f1", n: int 
         "SELECT r.strategy, r.point_label, r.question_id, q.text AS question, q.answers AS gold, q.evidence, "
         "r.answer, s.value AS score, r.blocks "
         "FROM scores s JOIN results r USING (run_id, strategy, point_id, question_id, repeat) "
-        "JOIN runs USING (run_id) JOIN questions q ON q.dataset = runs.dataset AND q.question_id = r.question_id "
+        "JOIN run_gold q ON q.run_id = r.run_id AND q.question_id = r.question_id "
         "WHERE s.run_id = ? AND s.metric = ? AND s.status = 'ok' "
         # one row per question (its worst strategy/point), not the same question five times
         "QUALIFY row_number() OVER (PARTITION BY r.question_id ORDER BY s.value, r.strategy, r.point_label) = 1 "
@@ -56,7 +56,7 @@ def breakdown_tables(store: ResultStore, run_id: str, dataset: str, max_groups: 
     question metadata field with 2..max_groups values (company, document type, ...)."""
     from .summary import question_groups
 
-    q = store.questions(dataset)
+    q = store.run_questions(run_id)
     fields = ["language", "document"]
     for m in q.get("metadata", []):
         for k in (json.loads(m) if isinstance(m, str) and m else {}):
@@ -67,7 +67,7 @@ def breakdown_tables(store: ResultStore, run_id: str, dataset: str, max_groups: 
     out = {}
     for f in fields:
         try:
-            g = question_groups(store, dataset, f)
+            g = question_groups(store, run_id, f)
         except ValueError:
             continue
         if not 2 <= g.nunique() <= max_groups:
@@ -93,7 +93,7 @@ def report_sections(store: ResultStore, run_id: str, compare: str | None = None)
     breakdown = store.con.execute(
         "SELECT r.strategy, r.point_label AS point, q.qtype AS question_type, q.language, avg(s.value) AS f1, "
         "count(*) AS n FROM scores s JOIN results r USING (run_id, strategy, point_id, question_id, repeat) "
-        "JOIN runs USING (run_id) JOIN questions q ON q.dataset = runs.dataset AND q.question_id = r.question_id "
+        "JOIN run_gold q ON q.run_id = r.run_id AND q.question_id = r.question_id "
         "WHERE s.run_id = ? AND s.metric = 'f1' AND s.status = 'ok' GROUP BY ALL ORDER BY 1, 2, 3, 4", [run_id]).df()
     breakdowns = breakdown_tables(store, run_id, run["dataset"])
     conv_figs = []
@@ -122,7 +122,7 @@ def report_sections(store: ResultStore, run_id: str, compare: str | None = None)
 
     from .explore import matrix_html, question_matrix, quality_per_1k_tokens
 
-    qdf = store.questions(run["dataset"])
+    qdf = store.run_questions(run_id)
     qs = [SimpleNamespace(qid=r.question_id, text=r.text, answerable=bool(r.answerable),
                           metadata=json.loads(r.metadata) if isinstance(r.metadata, str) and r.metadata else {})
           for r in qdf.itertuples()]

@@ -21,7 +21,6 @@ from importlib import metadata
 from pathlib import Path
 
 from rag.answerers import make_answerer
-from rag.corpora import load_any
 from rag.index import IndexConfig, Workspace
 from rag.llm import PRICES, LLMClient, LLMConfig, price_of
 from rag.prompts import parse_citations, prompt_tokens
@@ -52,6 +51,8 @@ class RunConfig:
     query_modes: tuple = ()  # conversations: retrieval query modes (() = last_turn)
     insert_fillers: float = 0.0  # conversations: seeded filler turns inserted at this rate (bypass tests)
     vector_index: str = "auto"  # auto | ann | exact (rag/index.py)
+    fit_context: bool = False  # LLM answers: a prompt over the model's window is re-packed to fit by the
+    #                            point's own overflow policy (default: the item is status context_overflow)
 
     def __post_init__(self):
         if not isinstance(self.repeats, int) or self.repeats < 1:
@@ -134,6 +135,7 @@ class RunSummary:
     seconds: float = 0.0
     llm: dict = field(default_factory=dict)
     engine: str = "local"
+    incomplete: str = ""  # why the run is not finished (stored items differ from the plan)
 
     def render(self) -> str:
         s = f"run {self.run_id} ({self.dataset}): {self.items} items in {self.seconds:.1f}s"
@@ -167,8 +169,9 @@ class ItemEvaluator:
     """One item = retrieve, pack, answer, score; the same code for runs and the notebook."""
 
     def __init__(self, retriever: Retriever, answerer, scorers: dict, model: str = "local", judges=(),
-                 prices: dict | None = None):
+                 prices: dict | None = None, fit_context: bool = False):
         self.r, self.answerer, self.scorers, self.model = retriever, answerer, scorers, model
+        self.fit_context = fit_context and hasattr(answerer, "overflow_tokens")
         self.judges, self.prices = list(judges), prices
         self.embed = lambda texts: retriever.embed_queries(list(texts))
 
@@ -189,7 +192,25 @@ class ItemEvaluator:
         retrieve_ms = self.search_ms(strat, pool, p)
         t2 = time.perf_counter()
         ctx = strat.pack(self.r, pool, p)
+        if self.fit_context:
+            ctx = self._fit(query, strat, pool, p, ctx)
         return ctx, retrieve_ms, (time.perf_counter() - t2) * 1000
+
+    def _fit(self, query: str, strat, pool, p, ctx):
+        """Re-pack a context whose prompt overflows the model's window under a token budget that fits,
+        by the point's own overflow policy (truncate or drop the block that overflows); the
+        counters say so. A prompt that still does not fit is refused by the answerer."""
+        excess = self.answerer.overflow_tokens(query, ctx.blocks)
+        for _ in range(4):  # a block's header and separators are counted too: shrink until it fits
+            if excess <= 0:
+                break
+            budget = max(1, ctx.context_tokens - excess) if not p.max_context_tokens else \
+                max(1, min(p.max_context_tokens, ctx.context_tokens) - excess)
+            p = dataclasses.replace(p, max_context_tokens=budget)
+            ctx = strat.pack(self.r, pool, p)
+            ctx.counters = {**ctx.counters, "fitted_to_tokens": budget}
+            excess = self.answerer.overflow_tokens(query, ctx.blocks)
+        return ctx
 
     def evaluate(self, q, name: str, p, pid: str, label: str, rep: int = 0):
         ctx, retrieve_ms, pack_ms = self.retrieve(q.text, name, p)
@@ -205,7 +226,12 @@ class ItemEvaluator:
         t4 = time.perf_counter()
         price = price_of(self.model, ans.prompt_tokens, ans.completion_tokens, self.prices)
         hist_tokens = (prompt_tokens(history, self.r.reader.config.chunking.encoding) - 3) if history else 0
-        scores = score_all(ScoringInput(q, ctx.blocks, ans.text, ans.status, ans.prompt_tokens,
+        scored = ans.text
+        if len(scored) > MAX_SCORED_ANSWER_CHARS:  # a runaway answer: scored on its head, said in the row
+            scored = scored[:MAX_SCORED_ANSWER_CHARS]
+            ans.error = "; ".join(x for x in (ans.error, f"answer of {len(ans.text):,} characters scored on its "
+                                                         f"first {MAX_SCORED_ANSWER_CHARS:,}") if x)
+        scores = score_all(ScoringInput(q, ctx.blocks, scored, ans.status, ans.prompt_tokens,
                                         ans.completion_tokens, price, ctx.counters, self.embed,
                                         getattr(self.answerer, "by_construction", {}),
                                         hist_tokens if q.conversation_id else None, bypassed), self.scorers)
@@ -213,7 +239,7 @@ class ItemEvaluator:
             if q.qtype == "filler":
                 continue
             ref = q.answers[0] if q.answerable and q.answers else None
-            scores[j.name] = (j.score(q.text, ans.text, [b.text for b in ctx.blocks], rep, ref) if ans.status == "ok"
+            scores[j.name] = (j.score(q.text, scored, [b.text for b in ctx.blocks], rep, ref) if ans.status == "ok"
                               else Score(None, ans.status, "answer not available"))
         t5 = time.perf_counter()
         row = {"run_id": None, "strategy": name, "point_id": pid, "point_label": label,
@@ -236,6 +262,7 @@ def _params_json(p) -> str:
     return json.dumps(params_dict(p))
 
 
+MAX_SCORED_ANSWER_CHARS = 20_000  # longer answers are scored on their first 20,000 characters (said per item)
 SHARD_QUESTIONS = 64  # questions per shard: one batched query embedding, one unit of work for an engine
 
 
@@ -306,7 +333,7 @@ def build_parts(cfg: RunConfig, ws: Workspace, index: str, limiter_for=None) -> 
                             limiter=lim("judge", cfg.judge))
         judges = [get_judge(n, jclient) for n in (cfg.judges or ("ragas_faithfulness",))]
     evaluator = ItemEvaluator(retriever, answerer, get_scorers(list(cfg.scorers) or None),
-                              cfg.llm.model if cfg.llm else "local", judges, prices)
+                              cfg.llm.model if cfg.llm else "local", judges, prices, fit_context=cfg.fit_context)
     workers = max((c.max_concurrency for c in (cfg.llm, cfg.judge) if c is not None), default=1)
     return RunParts(retriever, evaluator, llm, judges, workers)
 
@@ -363,6 +390,72 @@ def check_same_corpus(run_id: str, before: dict, now: dict) -> None:
                          "two corpora. Start a new run, or pass --allow-changed-corpus to resume anyway")
 
 
+def check_config(cfg: RunConfig) -> None:
+    """What can be checked without the corpus, checked before any ingest or run row: a bad grid, an
+    answerer without its endpoint, judges without a judge, gold questions for a bundled set."""
+    from rag.corpora import BUNDLED
+
+    expand_grid(cfg.grid)
+    if cfg.answerer == "openai" and cfg.llm is None:
+        raise ValueError("answerer 'openai' needs --llm-base-url and --llm-model")
+    if cfg.judges:
+        from .judges import JUDGES
+
+        bad = [j for j in cfg.judges if j not in JUDGES]
+        if bad:
+            raise ValueError(f"unknown judge(s) {', '.join(bad)}; valid: {', '.join(JUDGES)}")
+        if cfg.judge is None:
+            raise ValueError(f"--judges {' '.join(cfg.judges)} needs a judge endpoint (--judge-base-url and "
+                             "--judge-model); without one no judge would run")
+    if cfg.fit_context and cfg.llm is None:
+        raise ValueError("--fit-context needs an LLM answerer (--llm-base-url): the offline answerer has no window")
+    if cfg.questions_file and cfg.dataset in BUNDLED:
+        raise ValueError(f"--questions {cfg.questions_file} is for folder datasets; the bundled set {cfg.dataset!r} "
+                         "has its own gold questions")
+
+
+def with_secrets(stored: RunConfig, given: RunConfig, run_id: str) -> RunConfig:
+    """A resumed run's endpoints with their credentials: stored URLs are redacted, and a redacted URL
+    is never sent. The full URL comes from this command's own --llm-base-url / --judge-base-url /
+    --embed-base-url, or from RAGWB_LLM_BASE_URL / RAGWB_JUDGE_BASE_URL / RAGWB_EMBED_BASE_URL; it must
+    redact to the stored one. Without it the resume is refused, naming what is needed."""
+    import os
+
+    from rag.urls import same_redacted
+
+    def restore(kind: str, flag: str, stored_url, given_url):
+        if not stored_url or "***" not in stored_url:
+            return stored_url
+        env = f"RAGWB_{kind.upper()}_BASE_URL"
+        for cand in (given_url, os.environ.get(env)):
+            if same_redacted(cand, stored_url):
+                return cand
+        raise ValueError(f"run {run_id}: its {kind} endpoint {stored_url} had credentials, which are never stored; "
+                         f"to resume, pass the full URL again with {flag} or set {env}")
+
+    out = stored
+    if stored.llm is not None:
+        url = restore("llm", "--llm-base-url", stored.llm.base_url, given.llm.base_url if given.llm else None)
+        out = dataclasses.replace(out, llm=dataclasses.replace(stored.llm, base_url=url))
+    if stored.judge is not None:
+        url = restore("judge", "--judge-base-url", stored.judge.base_url, given.judge.base_url if given.judge else None)
+        out = dataclasses.replace(out, judge=dataclasses.replace(stored.judge, base_url=url))
+    emb = stored.index.embedder
+    url = restore("embed", "--embed-base-url", emb.base_url, given.index.embedder.base_url)
+    if url != emb.base_url:
+        out = dataclasses.replace(out, index=dataclasses.replace(
+            out.index, embedder=dataclasses.replace(emb, base_url=url)))
+    return out
+
+
+def questions_changed(store: ResultStore, run_id: str, questions: list) -> bool:
+    kept = store.run_questions(run_id)
+    if kept.empty:
+        return False
+    now = {q.qid: (q.text, json.dumps(q.answers, ensure_ascii=False)) for q in questions}
+    return any(now.get(r.question_id, (r.text, r.answers)) != (r.text, r.answers) for r in kept.itertuples())
+
+
 def with_remembered_questions(cfg: RunConfig, ws: Workspace) -> RunConfig:
     """A folder dataset run without a questions file uses the one it was last given (said aloud)."""
     if cfg.questions_file or not Path(cfg.dataset).is_dir():
@@ -389,14 +482,16 @@ def run_evaluation(cfg: RunConfig, workspace: str | Path = "results", db: str | 
     try:
         if resume:
             run_id = store.resolve_run(resume)
-            cfg = RunConfig.from_dict({**store.run(run_id)["config"], "use_cache": cfg.use_cache})
+            cfg = with_secrets(RunConfig.from_dict({**store.run(run_id)["config"], "use_cache": cfg.use_cache}),
+                               cfg, run_id)
         cfg = with_remembered_questions(cfg, ws)
+        check_config(cfg)  # every config check before any work and before any run row
         from .engines import get_run_engine
 
         engine = get_run_engine(engine)
-        ds = load_any(cfg.dataset, cfg.questions_file, parse_cache=ws.parse_cache, progress=progress,
-                      follow_symlinks=follow_symlinks, insert_fillers=cfg.insert_fillers,
-                      engine=engine.ingest_engine())
+        ds = ws.load(cfg.dataset, cfg.questions_file, cfg.index, progress=progress, wait=lock_wait,
+                     follow_symlinks=follow_symlinks, insert_fillers=cfg.insert_fillers,
+                     engine=engine.ingest_engine())
         corpus = {d.doc_id: d.content_hash for d in ds.documents}
         if resume and not allow_changed_corpus:
             check_same_corpus(run_id, store.run(run_id).get("corpus") or {}, corpus)
@@ -407,6 +502,9 @@ def run_evaluation(cfg: RunConfig, workspace: str | Path = "results", db: str | 
             ws.remember_questions(cfg.dataset, cfg.questions_file)
         questions = ds.questions[:cfg.limit] if cfg.limit else ds.questions
         points = expand_grid(cfg.grid)
+        if resume and questions_changed(store, run_id, questions):
+            print(f"notice: run {run_id}: the gold set changed since the run started; its stored questions "
+                  "are kept as they were (a stored run is history)", file=sys.stderr)
         conversational = any(q.conversation_id for q in questions)
         cpoints = []
         if conversational:
@@ -427,7 +525,10 @@ def run_evaluation(cfg: RunConfig, workspace: str | Path = "results", db: str | 
             store.upsert_questions(ds.name, questions)
             store.create_run(run_id, {"dataset": ds.name, "index_name": ingest.index, "config": cfg.to_dict(),
                                       "config_hash": cfg.hash, "versions": package_versions(),
-                                      "git_commit": git_commit(), "planned": planned, "corpus": corpus})
+                                      "git_commit": git_commit(), "planned": planned, "corpus": corpus},
+                             questions=questions)
+        else:
+            planned = int(store.run(run_id).get("planned") or planned)  # the plan the run was started with
         done = store.done_keys(run_id)
         job = RunJob(cfg, str(ws.root), ingest.index, questions, points, cpoints, done,
                      make_shards(questions, conversational, shard_questions))
@@ -472,7 +573,22 @@ def run_evaluation(cfg: RunConfig, workspace: str | Path = "results", db: str | 
         summary.seconds = time.perf_counter() - t0
         summary.llm = engine.llm_stats()
         summary.engine = engine.describe()
-        store.finish_run(run_id, {"items": summary.items, "seconds": summary.seconds, "llm": summary.llm})
+        stored = store.count_items(run_id)
+        info = {"items": summary.items, "seconds": summary.seconds, "llm": summary.llm, "stored": stored,
+                "planned": planned}
+        if stored != planned:  # never "finished" with items missing (or more than planned)
+            expected = {(q.qid, rep) for q in questions for rep in range(cfg.repeats)}
+            have = {(qid, rep) for _, _, qid, rep in store.done_keys(run_id)}
+            missing = sorted({qid for qid, _ in expected - have})
+            info["missing_questions"] = missing[:100]
+            store.mark_incomplete(run_id, info)
+            summary.incomplete = (f"run {run_id}: {stored:,} of {planned:,} planned items stored; "
+                                  + (f"{len(missing)} question(s) not evaluated: {', '.join(missing[:10])}"
+                                     f"{' ...' if len(missing) > 10 else ''}; " if missing else "")
+                                  + "status 'incomplete', not 'finished'")
+            print(f"ragwb run: error: {summary.incomplete}", file=sys.stderr)
+        else:
+            store.finish_run(run_id, info)
         return summary
     finally:
         store.close()

@@ -13,7 +13,6 @@ killed at any point holds only whole items and ``--resume`` finishes it exactly.
 from __future__ import annotations
 
 import json
-import os
 import re
 import time
 from contextlib import contextmanager
@@ -22,6 +21,8 @@ from pathlib import Path
 import duckdb
 import pandas as pd
 
+from rag.errors import env_number
+
 DEFAULT_DB = Path("results") / "results.duckdb"
 
 SCHEMA = """
@@ -29,14 +30,14 @@ CREATE TABLE IF NOT EXISTS runs (
     run_id VARCHAR PRIMARY KEY,
     created_at TIMESTAMP,
     finished_at TIMESTAMP,
-    status VARCHAR,            -- running | finished
+    status VARCHAR,            -- running | finished | incomplete (stored items differ from the plan)
     git_commit VARCHAR,
     dataset VARCHAR,
     index_name VARCHAR,
     config JSON,
     config_hash VARCHAR,
     versions JSON,
-    planned INTEGER,
+    planned BIGINT,
     summary JSON,
     corpus JSON                -- doc_id -> content hash at run creation (resume refuses a changed corpus)
 );
@@ -54,6 +55,20 @@ CREATE TABLE IF NOT EXISTS questions (
     PRIMARY KEY (dataset, question_id)
 );
 ALTER TABLE questions ADD COLUMN IF NOT EXISTS metadata JSON;
+-- the gold questions of each run as they were when it started: a later ingest of the dataset never
+-- rewrites a stored run's gold (runs stored before this table fall back to `questions`)
+CREATE TABLE IF NOT EXISTS run_questions (
+    run_id VARCHAR,
+    question_id VARCHAR,
+    text VARCHAR,
+    answerable BOOLEAN,
+    qtype VARCHAR,
+    language VARCHAR,
+    answers JSON,
+    evidence JSON,
+    metadata JSON,
+    PRIMARY KEY (run_id, question_id)
+);
 CREATE TABLE IF NOT EXISTS results (
     run_id VARCHAR,
     strategy VARCHAR,
@@ -68,10 +83,10 @@ CREATE TABLE IF NOT EXISTS results (
     answer_status VARCHAR,
     answer_error VARCHAR,
     citations JSON,
-    n_blocks INTEGER,
-    prompt_tokens INTEGER,
-    context_tokens INTEGER,
-    completion_tokens INTEGER,
+    n_blocks BIGINT,
+    prompt_tokens BIGINT,
+    context_tokens BIGINT,
+    completion_tokens BIGINT,
     usage_source VARCHAR,
     cached BOOLEAN,
     retrieve_ms DOUBLE,
@@ -98,6 +113,12 @@ CREATE TABLE IF NOT EXISTS scores (
     detail VARCHAR,
     PRIMARY KEY (run_id, strategy, point_id, question_id, repeat, metric)
 );
+CREATE OR REPLACE VIEW run_gold AS
+SELECT run_id, question_id, text, answerable, qtype, language, answers, evidence, metadata FROM run_questions
+UNION ALL
+SELECT r.run_id, q.question_id, q.text, q.answerable, q.qtype, q.language, q.answers, q.evidence, q.metadata
+FROM runs r JOIN questions q ON q.dataset = r.dataset
+WHERE NOT EXISTS (SELECT 1 FROM run_questions x WHERE x.run_id = r.run_id);
 CREATE OR REPLACE VIEW aggregates AS
 SELECT run_id, strategy, point_id, metric,
        count(*) AS n,
@@ -121,6 +142,39 @@ RESULT_COLUMNS = ["run_id", "strategy", "point_id", "point_label", "params", "qu
 SCORE_COLUMNS = ["run_id", "strategy", "point_id", "question_id", "repeat", "metric", "value", "status", "detail"]
 
 
+def _questions_frame(questions) -> pd.DataFrame:
+    return pd.DataFrame([{"question_id": q.qid, "text": q.text, "answerable": q.answerable,
+                          "qtype": q.qtype, "language": q.language, "answers": json.dumps(q.answers, ensure_ascii=False),
+                          "evidence": json.dumps([e.__dict__ for e in q.evidence], ensure_ascii=False),
+                          "metadata": json.dumps(getattr(q, "metadata", {}) or {}, ensure_ascii=False, default=str)}
+                         for q in questions],
+                        columns=["question_id", "text", "answerable", "qtype", "language", "answers", "evidence",
+                                 "metadata"])
+
+
+WIDE_COLUMNS = {"results": ("n_blocks", "prompt_tokens", "context_tokens", "completion_tokens"), "runs": ("planned",)}
+
+
+def migrate(con) -> None:
+    """Counters of stores made by older versions were INTEGER (an absurd usage count overflowed them)."""
+    for table, cols in WIDE_COLUMNS.items():
+        types = dict(con.execute("SELECT column_name, data_type FROM information_schema.columns WHERE table_name = ?",
+                                 [table]).fetchall())
+        for c in cols:
+            if types.get(c) == "INTEGER":
+                con.execute(f"ALTER TABLE {table} ALTER COLUMN {c} SET DATA TYPE BIGINT")
+
+
+def make_folder(path: Path, what: str) -> None:
+    """mkdir -p with one clear line when a file stands in the way or the folder cannot be made."""
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except FileExistsError:
+        raise NotADirectoryError(f"{path}: a file stands where {what} should be; pass another path") from None
+    except OSError as e:
+        raise PermissionError(f"{path}: cannot create {what} ({e.strerror})") from None
+
+
 class RunNotFound(KeyError):
     pass
 
@@ -129,12 +183,31 @@ class StoreBusy(RuntimeError):
     """The store stayed locked by another process for longer than the wait."""
 
 
-DEFAULT_WAIT = float(os.environ.get("RAGWB_DB_WAIT", "120"))
+class StoreUnreadable(RuntimeError):
+    """The results file is not a DuckDB database this version can open (corrupt, truncated, a folder)."""
 
 
-def connect_with_retry(path: Path, read_only: bool, wait: float = DEFAULT_WAIT) -> duckdb.DuckDBPyConnection:
+def default_wait() -> float:
+    return env_number("RAGWB_DB_WAIT", 120.0)
+
+
+def describe_pid(pid: str | int) -> str:
+    """'process 123 (ragwb show latest)': who holds a lock, from /proc when this system has it."""
+    try:
+        cmd = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace").strip()
+    except OSError:
+        cmd = ""
+    return f"process {pid}" + (f" ({cmd[:120]})" if cmd else "")
+
+
+def connect_with_retry(path: Path, read_only: bool, wait: float | None = None) -> duckdb.DuckDBPyConnection:
     """Open the DuckDB file, waiting while another process holds its lock. DuckDB lets one process
-    write *or* any number read; every holder here keeps it only for one batch or one query."""
+    write *or* any number read; every holder here keeps it only for one batch or one query.
+    A file that is not a readable database is one error naming it, never a traceback."""
+    wait = default_wait() if wait is None else wait
+    if path.is_dir():
+        raise StoreUnreadable(f"{path} is a folder, not a results database; point --db at a file "
+                              "(or move the folder aside)")
     deadline = time.monotonic() + wait
     delay = 0.01
     while True:
@@ -143,14 +216,28 @@ def connect_with_retry(path: Path, read_only: bool, wait: float = DEFAULT_WAIT) 
         except duckdb.IOException as e:
             msg = str(e)
             if "lock" not in msg.lower():
-                raise
+                raise _unreadable(path, e) from None
             if time.monotonic() >= deadline:
                 pid = re.search(r"PID (\d+)", msg)
-                who = f"process {pid.group(1)}" if pid else "another process"
-                raise StoreBusy(f"{path} is locked by {who} (a ragwb run writing?); waited {wait:.0f}s "
+                who = describe_pid(pid.group(1)) if pid else "another process"
+                raise StoreBusy(f"{path} is locked by {who}; waited {wait:.0f}s "
                                 "(set RAGWB_DB_WAIT to wait longer)") from None
             time.sleep(delay)
             delay = min(delay * 2, 0.25)
+        except duckdb.Error as e:  # corrupt, truncated, checksum-broken, or another program's file
+            raise _unreadable(path, e) from None
+
+
+def _unreadable(path: Path, e: Exception) -> StoreUnreadable:
+    if isinstance(e, duckdb.IOException) and ("Permission" in str(e) or "Read-only" in str(e)):
+        return StoreUnreadable(f"{path}: cannot open the results database for writing ({str(e).splitlines()[0][:160]}); "
+                               "check the folder's permissions or point --db elsewhere")
+    first = str(e).strip().splitlines()[0][:200] if str(e).strip() else type(e).__name__
+    return StoreUnreadable(f"{path} is not a readable results database ({type(e).__name__}: {first}); it may be "
+                           "damaged: move it aside (e.g. mv it to .bak) and re-run, or point --db at another file")
+
+
+DEFAULT_WAIT = None  # read from RAGWB_DB_WAIT when a store opens (a bad value is an error naming it)
 
 
 class ResultStore:
@@ -158,16 +245,29 @@ class ResultStore:
     file, commits one transaction and closes it, so readers (``ragwb show``, the notebooks, a CI
     job) see every committed batch while a run is in progress (docs/store.md, "Concurrency")."""
 
-    def __init__(self, path: str | Path = DEFAULT_DB, read_only: bool = False, wait: float = DEFAULT_WAIT):
+    def __init__(self, path: str | Path = DEFAULT_DB, read_only: bool = False, wait: float | None = DEFAULT_WAIT):
         self.path = Path(path)
-        self.read_only, self.wait = read_only, wait
+        self.read_only, self.wait = read_only, (default_wait() if wait is None else wait)
         self._con: duckdb.DuckDBPyConnection | None = None
         if not read_only:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
+            make_folder(self.path.parent, "the results database's folder")
             with self.session() as con:
-                con.execute(SCHEMA)
+                try:
+                    con.execute(SCHEMA)
+                    migrate(con)
+                except duckdb.Error as e:
+                    raise _unreadable(self.path, e) from None
         elif not self.path.exists():
             raise FileNotFoundError(f"{self.path}: no results database (run `ragwb run` first)")
+        else:
+            with self.session() as con:  # a damaged file fails here, as one line, not inside a query
+                try:
+                    con.execute("SELECT count(*) FROM runs").fetchone()
+                except duckdb.CatalogException:
+                    raise StoreUnreadable(f"{self.path} is a DuckDB file but not a ragwb results database "
+                                          "(no runs table); point --db at results.duckdb") from None
+                except duckdb.Error as e:
+                    raise _unreadable(self.path, e) from None
 
     @property
     def con(self) -> duckdb.DuckDBPyConnection:
@@ -212,8 +312,10 @@ class ResultStore:
                 con.execute("COMMIT")
 
     # ------------------------------------------------------------------ runs
-    def create_run(self, run_id: str, row: dict) -> None:
-        with self.session() as con:
+    def create_run(self, run_id: str, row: dict, questions=None) -> None:
+        """The run row and its gold questions as they are now, in one transaction."""
+        qdf = _questions_frame(questions or [])
+        with self.transaction() as con:
             if con.execute("SELECT 1 FROM runs WHERE run_id = ?", [run_id]).fetchone():
                 raise ValueError(f"run id {run_id!r} already exists in {self.path}; pick another --run-id "
                                  f"or continue it with --resume {run_id}")
@@ -223,11 +325,30 @@ class ResultStore:
                 [run_id, row.get("git_commit"), row["dataset"], row.get("index_name"), json.dumps(row["config"]),
                  row["config_hash"], json.dumps(row.get("versions", {})), row.get("planned", 0),
                  json.dumps(row.get("corpus", {}))])
+            if len(qdf):
+                con.register("_rq", qdf)
+                con.execute(f"INSERT INTO run_questions (run_id, {', '.join(qdf.columns)}) "
+                            f"SELECT ?, {', '.join(qdf.columns)} FROM _rq", [run_id])
+                con.unregister("_rq")
 
     def finish_run(self, run_id: str, summary: dict) -> None:
         with self.session() as con:
             con.execute("UPDATE runs SET status='finished', finished_at=now(), summary=? WHERE run_id=?",
                         [json.dumps(summary), run_id])
+
+    def mark_incomplete(self, run_id: str, summary: dict) -> None:
+        with self.session() as con:
+            con.execute("UPDATE runs SET status='incomplete', finished_at=now(), summary=? WHERE run_id=?",
+                        [json.dumps(summary), run_id])
+
+    def count_items(self, run_id: str) -> int:
+        with self.session() as con:
+            return int(con.execute("SELECT count(*) FROM results WHERE run_id = ?", [run_id]).fetchone()[0])
+
+    def run_questions(self, run_id: str) -> pd.DataFrame:
+        """The gold questions of a run as they were when it started (older runs: the dataset's)."""
+        with self.session() as con:
+            return con.execute("SELECT * FROM run_gold WHERE run_id = ?", [run_id]).df()
 
     def run(self, run_id: str) -> dict:
         with self.session() as con:
@@ -267,14 +388,11 @@ class ResultStore:
 
     # ------------------------------------------------------------------ rows
     def upsert_questions(self, dataset: str, questions) -> None:
-        df = pd.DataFrame([{"dataset": dataset, "question_id": q.qid, "text": q.text, "answerable": q.answerable,
-                            "qtype": q.qtype, "language": q.language, "answers": json.dumps(q.answers, ensure_ascii=False),
-                            "evidence": json.dumps([e.__dict__ for e in q.evidence], ensure_ascii=False),
-                            "metadata": json.dumps(getattr(q, "metadata", {}) or {}, ensure_ascii=False,
-                                                   default=str)}
-                           for q in questions])
+        """The dataset's current gold questions (each run keeps its own copy: ``run_questions``)."""
+        df = _questions_frame(questions)
         if df.empty:
             return
+        df.insert(0, "dataset", dataset)
         with self.transaction() as con:
             con.register("_q", df)
             con.execute(f"INSERT OR REPLACE INTO questions ({', '.join(df.columns)}) "
@@ -320,7 +438,7 @@ class ResultStore:
         """Write results and scores of a run. Paths never go into SQL: the rows are fetched with a
         bound parameter and written by pyarrow / pandas (any quote or space in ``out`` is fine)."""
         out = Path(out)
-        out.mkdir(parents=True, exist_ok=True)
+        make_folder(out, "the export folder")
         written = []
         for table, order in (("results", "strategy, point_id, question_id, repeat"),
                              ("scores", "strategy, point_id, question_id, repeat, metric")):

@@ -23,12 +23,12 @@ def headline_metrics(store: ResultStore, run_id: str) -> list[str]:
     return HEADLINE[:8] + (PAGE_METRICS if has_page else []) + HEADLINE[8:]
 
 
-def question_groups(store: ResultStore, dataset: str, by: str) -> pd.Series:
+def question_groups(store: ResultStore, run_id: str, by: str) -> pd.Series:
     """question_id -> group value for ``by``: language, qtype, answerable, document (the first gold
     document) or any question metadata field (company, document type, ...)."""
-    q = store.questions(dataset)
+    q = store.run_questions(run_id)  # the run's own gold, as it was when the run started
     if q.empty:
-        raise ValueError(f"no stored questions for dataset {dataset!r}")
+        raise ValueError(f"no stored questions for run {run_id!r}")
     if by in ("language", "qtype", "answerable"):
         return q.set_index("question_id")[by].astype(str)
     if by == "document":
@@ -44,7 +44,7 @@ def question_groups(store: ResultStore, dataset: str, by: str) -> pd.Series:
 def summarize_by(store: ResultStore, run_id: str, by: str, metrics: list[str] | None = None,
                  seed: int = 0, n_resamples: int = 1000) -> pd.DataFrame:
     """The run summary split by a question field; column ``by`` holds the group."""
-    groups = question_groups(store, store.run(run_id)["dataset"], by)
+    groups = question_groups(store, run_id, by)
     df = store.scores(run_id)
     df = df.assign(**{"_group": df.question_id.map(groups).fillna("(none)")})
     parts = []

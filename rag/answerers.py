@@ -23,7 +23,7 @@ from .tokens import count_tokens, count_tokens_memo
 @dataclass
 class Answer:
     text: str
-    status: str = "ok"  # ok | rate_limited | timeout | error | parse_error
+    status: str = "ok"  # ok | rate_limited | timeout | error | parse_error | context_overflow
     prompt_tokens: int = 0
     completion_tokens: int = 0
     usage_source: str = "tokenizer"  # tokenizer (exact count here) | endpoint (the server's usage)
@@ -327,10 +327,25 @@ class OpenAIAnswerer:
     def config(self) -> dict:
         return {"answerer": self.name, **self.client.cfg.public()}
 
+    def overflow_tokens(self, question: str, blocks, history: list[dict] | None = None) -> int:
+        """How many prompt tokens too many for the model's window (0: it fits, or the window is unknown).
+        The prompt and the longest answer (max_tokens) must both fit."""
+        window = self.client.context_window()
+        if not window:
+            return 0
+        return max(0, count_prompt_tokens(question, blocks, history, self.enc) + self.client.cfg.max_tokens - window)
+
     def answer(self, question: str, blocks, repeat: int = 0, history: list[dict] | None = None, **_) -> Answer:
         t0 = time.perf_counter()
-        messages = build_messages(question, blocks, history=history)
         exact = count_prompt_tokens(question, blocks, history, self.enc)
+        window = self.client.context_window()
+        if window and exact + self.client.cfg.max_tokens > window:
+            # refused before any call: no paid call is wasted on a prompt that cannot fit
+            return Answer("", "context_overflow", exact, 0,
+                          error=f"prompt of {exact:,} tokens + max_tokens {self.client.cfg.max_tokens:,} exceeds "
+                                f"the model's {window:,}-token context window (--fit-context fits it by the "
+                                "point's overflow policy)", seconds=time.perf_counter() - t0)
+        messages = build_messages(question, blocks, history=history)
         res = self.client.chat(messages, purpose="answer", repeat=repeat)
         if res.status != "ok":
             return Answer("", res.status, exact, 0, error=res.error, seconds=time.perf_counter() - t0)
@@ -339,7 +354,7 @@ class OpenAIAnswerer:
             return Answer(text, "ok", res.prompt_tokens, res.completion_tokens, "endpoint", res.cached,
                           seconds=time.perf_counter() - t0, extra={"prompt_tokens_exact": exact})
         return Answer(text, "ok", exact, count_tokens(text, self.enc), "tokenizer", res.cached,
-                      seconds=time.perf_counter() - t0)
+                      error=res.usage_error, seconds=time.perf_counter() - t0)
 
 
 def make_answerer(name: str = "extractive", **kw):

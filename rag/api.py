@@ -10,7 +10,6 @@
 from __future__ import annotations
 
 from .answerers import Answer, make_answerer
-from .corpora import load_any
 from .embedders import EmbedderConfig
 from .index import IndexConfig, Workspace
 from .retrieval import CandidatePool, Retriever
@@ -20,9 +19,9 @@ from .strategies import retrieve as _retrieve
 
 def open_index(dataset: str, workspace: str = "results", embedder: str = "e5", questions: str | None = None,
                progress: bool = False, llm=None) -> Retriever:
-    ds = load_any(dataset, questions)
     ws = Workspace(workspace)
-    summ = ws.ingest(ds, IndexConfig(embedder=EmbedderConfig(embedder)), progress=progress)
+    cfg = IndexConfig(embedder=EmbedderConfig(embedder))
+    summ = ws.ingest(ws.load(dataset, questions, cfg), cfg, progress=progress)
     return Retriever(ws, summ.index, llm=llm)
 
 

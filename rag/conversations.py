@@ -20,13 +20,35 @@ FILLER_TEXTS = ("Thanks, that helps.", "ok", "Got it, thanks!", "That makes sens
 FILLER_ANSWER = "You're welcome. Let me know if you have another question."
 
 
-def _read_jsonl(path: Path):
+def decode_lines(raw: bytes):
+    """(line number, text or None, why not) for each non-blank line: one bad byte costs its line,
+    never the file. UTF-16 files (with their byte-order mark) are read as such."""
+    if raw[:2] in (b"\xff\xfe", b"\xfe\xff"):
+        try:
+            raw = raw.decode("utf-16").encode("utf-8")
+        except UnicodeDecodeError:
+            pass
+    if raw[:3] == b"\xef\xbb\xbf":
+        raw = raw[3:]
+    for line_no, line in enumerate(raw.split(b"\n"), 1):
+        if not line.strip():
+            continue
+        try:
+            yield line_no, line.decode("utf-8").rstrip("\r"), ""
+        except UnicodeDecodeError as e:
+            yield line_no, None, f"not valid UTF-8 (byte 0x{line[e.start]:02x} at column {e.start + 1}); line skipped"
+
+
+def _read_jsonl(path: Path, skipped: list | None = None):
     raw = path.read_bytes()
     if path.suffix == ".gz":
         raw = gzip.decompress(raw)
-    for line_no, line in enumerate(raw.decode("utf-8-sig").splitlines(), 1):
-        if line.strip():
-            yield line_no, line
+    for line_no, line, why in decode_lines(raw):
+        if line is None:
+            if skipped is not None:
+                skipped.append(Skipped(str(path), why, line_no))
+            continue
+        yield line_no, line
 
 
 def passages_to_documents(path: Path, language: str = "en") -> tuple[list[Document], dict[str, str], list[Skipped]]:
@@ -64,7 +86,7 @@ def _conversation(rec: dict, where: dict[str, str], path: Path, line_no: int, do
     if not isinstance(turns, list) or not turns:
         raise ValueError(f"conversation {cid}: no turns")
     nums = [t.get("turn") if isinstance(t, dict) else None for t in turns]
-    if nums != list(range(1, len(turns) + 1)):
+    if any(isinstance(n, bool) or not isinstance(n, int) for n in nums) or nums != list(range(1, len(turns) + 1)):
         raise ValueError(f"conversation {cid}: missing or out-of-order turns (got {nums})")
     out = []
     for t in turns:
@@ -75,6 +97,13 @@ def _conversation(rec: dict, where: dict[str, str], path: Path, line_no: int, do
         unknown = [g for g in gold if g not in where]
         if unknown:
             raise ValueError(f"conversation {cid}: turn {t['turn']} has unknown passage id(s) {unknown[:3]}")
+        for fld in ("answer", "rewrite", "rewritten_question", "task_id"):
+            v = t.get(fld)
+            if v is not None and not isinstance(v, str):
+                raise ValueError(f"conversation {cid}: turn {t['turn']}: field {fld!r} must be a string, "
+                                 f"got {json.dumps(v)[:40]}")
+        if not isinstance(t.get("answerable", True), bool):
+            raise ValueError(f"conversation {cid}: turn {t['turn']}: field 'answerable' must be true or false")
         answerability = str(t.get("answerability") or ("ANSWERABLE" if t.get("answerable", True) else "UNANSWERABLE"))
         answerable = bool(t.get("answerable", answerability in ("ANSWERABLE", "PARTIAL")))
         answer = t.get("answer") or ""
@@ -88,6 +117,32 @@ def _conversation(rec: dict, where: dict[str, str], path: Path, line_no: int, do
     return out
 
 
+class Seen:
+    """Conversation and turn ids already loaded: a second conversation with the same id, or a turn id
+    used twice, is an error naming the line that first used it (never one item silently dropped)."""
+
+    def __init__(self):
+        self.convs: dict[str, int] = {}
+        self.qids: dict[str, int] = {}
+
+    def check(self, turns: list[Question], line_no: int) -> list[Question]:
+        cid = turns[0].conversation_id
+        if cid in self.convs:
+            raise ValueError(f"duplicate conversation_id {cid!r} (first on line {self.convs[cid]}); "
+                             "conversation skipped")
+        dup = [q.qid for q in turns if q.qid in self.qids]
+        ids = [q.qid for q in turns]
+        dup += sorted({x for x in ids if ids.count(x) > 1} - set(dup))
+        if dup:
+            first = self.qids.get(dup[0])
+            raise ValueError(f"conversation {cid}: duplicate turn id {dup[0]!r}"
+                             + (f" (first on line {first})" if first else " (twice in this conversation)")
+                             + "; conversation skipped")
+        self.convs[cid] = line_no
+        self.qids.update((q, line_no) for q in ids)
+        return turns
+
+
 def load_mtrag(folder: str | Path, name: str, insert_fillers: float = 0.0, seed: int = 0) -> Dataset:
     """An MTRAG subset folder: conversations.jsonl(.gz) + passages.jsonl(.gz)."""
     folder = Path(folder)
@@ -96,10 +151,12 @@ def load_mtrag(folder: str | Path, name: str, insert_fillers: float = 0.0, seed:
     docs, where, skipped = passages_to_documents(pick("passages"))
     questions = []
     conv_path = pick("conversations")
-    for line_no, line in _read_jsonl(conv_path):
+    seen = Seen()
+    for line_no, line in _read_jsonl(conv_path, skipped):
         try:
             rec = json.loads(line)
-            questions += _conversation(rec, where, conv_path, line_no, str(rec.get("domain") or name))
+            questions += seen.check(_conversation(rec, where, conv_path, line_no, str(rec.get("domain") or name)),
+                                    line_no)
         except (ValueError, TypeError, AttributeError) as e:
             skipped.append(Skipped(str(conv_path), str(e), line_no))
     if insert_fillers:
@@ -115,7 +172,8 @@ def load_conversations_jsonl(path: str | Path, docs: list[Document]) -> tuple[li
     where = {p.page_id: d.doc_id for d in docs for p in d.pages}
     by_doc = {d.doc_id: d for d in docs}
     questions, skipped = [], []
-    for line_no, line in _read_jsonl(path):
+    seen = Seen()
+    for line_no, line in _read_jsonl(path, skipped):
         try:
             rec = json.loads(line)
             if not isinstance(rec, dict):
@@ -134,14 +192,14 @@ def load_conversations_jsonl(path: str | Path, docs: list[Document]) -> tuple[li
                         raise ValueError(f"turn {t.get('turn')}: page {pno!r} out of range for {d.doc_id!r}")
                     ids.append(d.pages[pno].page_id)
                 turns.append({**t, "gold_passage_ids": ids, "rewritten_question": t.get("rewrite", "")})
-            questions += _conversation({**rec, "turns": turns}, where, path, line_no, path.stem)
+            questions += seen.check(_conversation({**rec, "turns": turns}, where, path, line_no, path.stem), line_no)
         except (ValueError, TypeError, AttributeError) as e:
             skipped.append(Skipped(str(path), str(e), line_no))
     return questions, skipped
 
 
 def is_conversation_file(path: str | Path) -> bool:
-    for _, line in _read_jsonl(Path(path)):
+    for _, line in _read_jsonl(Path(path), []):
         try:
             first = json.loads(line)
         except ValueError:

@@ -120,6 +120,34 @@ def load_squad(path: str | Path, name: str | None = None, language: str = "en") 
 
 def read_pdf_pages(path: Path) -> list[str]:
     """Text of each PDF page (pypdf). Raises ImportError_ naming the file on any failure."""
+    with _NamedPdfWarnings(path):
+        return _read_pdf_pages(path)
+
+
+class _NamedPdfWarnings:
+    """pypdf's own warnings ("EOF marker not found", "Ignoring wrong pointing object") name no file:
+    while one PDF is read they are printed with its path in front."""
+
+    def __init__(self, path: Path):
+        import logging
+
+        self.path, self.logger = path, logging.getLogger("pypdf")
+        self.handler = logging.StreamHandler(sys.stderr)
+        self.handler.setFormatter(logging.Formatter(f"{path}: pypdf: %(message)s"))
+
+    def __enter__(self):
+        self.propagate = self.logger.propagate
+        self.logger.addHandler(self.handler)
+        self.logger.propagate = False
+        return self
+
+    def __exit__(self, *exc):
+        self.logger.removeHandler(self.handler)
+        self.logger.propagate = self.propagate
+
+
+
+def _read_pdf_pages(path: Path) -> list[str]:
     from pypdf import PdfReader
     from pypdf.errors import PdfReadError
 
@@ -143,12 +171,15 @@ def read_pdf_pages(path: Path) -> list[str]:
     return pages
 
 
+NUL = b"\x00"
+
+
 def _read_plain_text(path: Path) -> str:
     data = path.read_bytes()
     if not data.strip():
         raise ImportError_(f"{path}: empty file")
-    if b"\x00" in data[:8192]:
-        raise ImportError_(f"{path}: binary content (NUL bytes) in a text file")
+    if NUL in data:  # anywhere, not only near the start: a NUL is never text
+        raise ImportError_(f"{path}: binary content (NUL byte at offset {data.index(NUL)}) in a text file")
     try:
         text = data.decode("utf-8-sig")
     except UnicodeDecodeError as e:
@@ -421,11 +452,13 @@ def list_folder(folder: Path, follow_symlinks: bool = False) -> tuple[list[Path]
 
 def load_folder(folder: str | Path, questions_path: str | Path | None = None, name: str | None = None,
                 parse_cache: ParseCache | None = None, progress: bool = False,
-                follow_symlinks: bool = False, engine=None) -> Dataset:
+                follow_symlinks: bool = False, engine=None, previous=None) -> Dataset:
     """A folder of documents (recursively) plus an optional JSONL question file.
 
     Document ids are the paths relative to the folder (``guide.md``, ``sub/notes.txt``).
-    See docs/datasets.md for the JSONL schema.
+    See docs/datasets.md for the JSONL schema. ``previous(doc_id)``: the last good version of a
+    document already ingested (or None); a file that cannot be read now keeps that version, said
+    aloud, instead of losing its rows and gold questions.
     """
     folder = Path(folder)
     if not folder.is_dir():
@@ -440,6 +473,8 @@ def load_folder(folder: str | Path, questions_path: str | Path | None = None, na
         todo.append((path, path.relative_to(folder).as_posix()))
     docs, bad, seconds = _parse_files(todo, None, parse_cache, progress, f"parsing {folder.name}",
                                       engine)
+    if previous is not None and bad:
+        docs, bad = _keep_last_good(todo, docs, bad, previous)
     skipped.extend(bad)
     questions = []
     if questions_path is not None:
@@ -454,6 +489,24 @@ def load_folder(folder: str | Path, questions_path: str | Path | None = None, na
     return Dataset(name or folder.name, docs, questions, skipped, parse_seconds=seconds)
 
 
+def _keep_last_good(todo, docs, bad, previous):
+    """An unreadable new version of an ingested file (corrupt, emptied, caught mid-save) keeps the
+    version ingested before: its rows and its gold questions stay; the skip becomes a warning naming it."""
+    doc_of = {str(path): doc_id for path, doc_id in todo}
+    order = {doc_id: i for i, (_, doc_id) in enumerate(todo)}
+    still_bad = []
+    for sk in bad:
+        old = previous(doc_of[sk.path]) if sk.path in doc_of else None
+        if old is None:
+            still_bad.append(sk)
+            continue
+        docs.append(old)
+        still_bad.append(Skipped(sk.path, f"{sk.reason}; kept the last good version ingested before "
+                                          "(its rows and gold questions stay)", kind="warning"))
+    docs.sort(key=lambda d: order.get(d.doc_id, len(order)))
+    return docs, still_bad
+
+
 def load_questions_jsonl(path: str | Path, docs: list[Document]) -> tuple[list[Question], list[Skipped]]:
     """Questions from a JSONL file. A bad line is skipped naming file, line and field; an evidence
     item that cannot be placed exactly is downgraded (normalised/fuzzy text, page, document) with a
@@ -464,29 +517,31 @@ def load_questions_jsonl(path: str | Path, docs: list[Document]) -> tuple[list[Q
     if not path.is_file():
         raise ImportError_(f"{path}: questions file not found")
     by_id = {d.doc_id: d for d in docs}
+    from .conversations import decode_lines
+
     questions, skipped, seen = [], [], set()
-    with open(path, "rb") as f:
-        for line_no, raw in enumerate(f, 1):
-            if not raw.strip():
-                continue
-            try:
-                rec = json.loads(raw.decode("utf-8-sig"))
-            except (UnicodeDecodeError, ValueError) as e:
-                skipped.append(Skipped(str(path), f"not valid JSON ({e})", line_no))
-                continue
-            warnings: list[str] = []
-            try:
-                q = _question_from_record(rec, by_id, warnings)
-            except (KeyError, TypeError, ValueError) as e:
-                msg = f"missing field {e}" if isinstance(e, KeyError) else str(e)
-                skipped.append(Skipped(str(path), msg, line_no))
-                continue
-            skipped.extend(Skipped(str(path), w, line_no, "warning") for w in warnings)
-            if q.qid in seen:
-                skipped.append(Skipped(str(path), f"duplicate question id {q.qid!r}", line_no))
-                continue
-            seen.add(q.qid)
-            questions.append(q)
+    for line_no, line, why in decode_lines(path.read_bytes()):
+        if line is None:
+            skipped.append(Skipped(str(path), why, line_no))
+            continue
+        try:
+            rec = json.loads(line)
+        except ValueError as e:
+            skipped.append(Skipped(str(path), f"not valid JSON ({e})", line_no))
+            continue
+        warnings: list[str] = []
+        try:
+            q = _question_from_record(rec, by_id, warnings)
+        except (KeyError, TypeError, ValueError) as e:
+            msg = f"missing field {e}" if isinstance(e, KeyError) else str(e)
+            skipped.append(Skipped(str(path), msg, line_no))
+            continue
+        skipped.extend(Skipped(str(path), w, line_no, "warning") for w in warnings)
+        if q.qid in seen:
+            skipped.append(Skipped(str(path), f"duplicate question id {q.qid!r}", line_no))
+            continue
+        seen.add(q.qid)
+        questions.append(q)
     return questions, skipped
 
 
@@ -614,17 +669,20 @@ def load_bundled(name: str, parse_cache: ParseCache | None = None, progress: boo
 
 def load_any(spec: str, questions: str | None = None, parse_cache: ParseCache | None = None,
              progress: bool = False, follow_symlinks: bool = False, insert_fillers: float = 0.0,
-             filler_seed: int = 0, engine=None) -> Dataset:
+             filler_seed: int = 0, engine=None, name: str | None = None, previous=None) -> Dataset:
     """A bundled name, a SQuAD-style JSON file, or a folder (+ JSONL questions). ``insert_fillers``:
     seeded filler turns ("thanks", "ok") inserted into conversations at that rate (bypass tests).
     ``engine`` (rag/engines.py): where files are parsed (default: here)."""
     if spec in BUNDLED:
+        if questions:
+            raise ValueError(f"--questions {questions} is for folder datasets; the bundled set {spec!r} has its "
+                             "own gold questions")
         ds = load_bundled(spec, parse_cache, progress, engine)
     else:
         p = Path(spec)
         if p.is_dir():
-            ds = load_folder(p, questions, parse_cache=parse_cache, progress=progress, follow_symlinks=follow_symlinks,
-                             engine=engine)
+            ds = load_folder(p, questions, name=name, parse_cache=parse_cache, progress=progress,
+                             follow_symlinks=follow_symlinks, engine=engine, previous=previous)
         elif p.suffix in (".json", ".gz") and p.exists():
             ds = load_squad(p)
         else:

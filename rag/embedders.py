@@ -157,14 +157,54 @@ class OpenAIEmbedder(Embedder):
                              max_retries=0, timeout=60)
         self.dim = 0
 
+    def where(self) -> str:
+        from .urls import redact_url
+
+        return f"embeddings endpoint {redact_url(self.cfg.base_url) or '(default OpenAI URL)'} (model {self.cfg.model})"
+
     def embed_passages(self, texts):
+        import openai
+
+        from .errors import EndpointError
+        from .urls import scrub, url_secrets
+
         texts, out = list(texts), []
         for i in range(0, len(texts), self.cfg.batch_size):
             batch = texts[i:i + self.cfg.batch_size]
-            resp = with_retries(lambda: self.client.embeddings.create(model=self.cfg.model, input=batch))
-            out.append(np.array([d.embedding for d in sorted(resp.data, key=lambda d: d.index)], np.float32))
+            try:
+                resp = with_retries(lambda: self.client.embeddings.create(model=self.cfg.model, input=batch))
+            except openai.APIError as e:
+                code = getattr(e, "status_code", None)
+                msg = str(getattr(e, "message", "") or e).splitlines()[0][:200]
+                secrets = [os.environ.get(self.cfg.api_key_env) or "", *url_secrets(self.cfg.base_url)]
+                raise EndpointError(f"{self.where()} failed{f' with HTTP {code}' if code else ''}: "
+                                    f"{scrub(msg, secrets)}") from None
+            out.append(self._checked(resp, len(batch)))
         m = _normalise(np.vstack(out)) if out else np.zeros((0, max(self.dim, 1)), np.float32)
         self.dim = m.shape[1]
+        return m
+
+    def _checked(self, resp, n: int) -> np.ndarray:
+        """The batch's vectors, or an error naming the endpoint: wrong count, ragged or wrong dimension,
+        NaN or infinite values are rejected before anything is cached."""
+        from .errors import EndpointError
+
+        data = sorted(getattr(resp, "data", None) or [], key=lambda d: d.index)
+        if len(data) != n:
+            raise EndpointError(f"{self.where()} returned {len(data)} vectors for {n} texts")
+        dims = {len(d.embedding or []) for d in data}
+        if len(dims) != 1 or 0 in dims or (self.dim and dims != {self.dim}):
+            raise EndpointError(f"{self.where()} returned vectors of dimension {sorted(dims)}"
+                                + (f", expected {self.dim}" if self.dim else ""))
+        try:
+            m = np.array([d.embedding for d in data], np.float32)
+        except (TypeError, ValueError):
+            raise EndpointError(f"{self.where()} returned vectors that are not lists of numbers") from None
+        bad = int((~np.isfinite(m).all(axis=1)).sum())
+        if bad:
+            raise EndpointError(f"{self.where()} returned {bad} of {n} vectors with NaN or infinite values")
+        if not (np.abs(m).sum(axis=1) > 0).all():
+            raise EndpointError(f"{self.where()} returned {int((np.abs(m).sum(axis=1) == 0).sum())} all-zero vectors")
         return m
 
 
@@ -238,7 +278,7 @@ class EmbeddingCache:
         return hashlib.sha256(f"{model_key}\x00{kind}\x00{text}".encode()).hexdigest()
 
     def embed(self, emb: Embedder, cfg_key: str, texts: list[str], kind: str = "passage",
-              progress: Callable[[int], None] | None = None) -> np.ndarray:
+              progress: Callable[[int], None] | None = None, _retry: bool = False) -> np.ndarray:
         keys = [self._key(cfg_key, kind, t) for t in texts]
         found: dict[str, np.ndarray] = {}
         with self._lock:
@@ -264,6 +304,10 @@ class EmbeddingCache:
             part = idx[s:s + step]
             ptexts = [texts[i] for i in part]
             vecs = emb.embed_queries(ptexts) if kind == "query" else emb.embed_passages(ptexts)
+            vecs = np.asarray(vecs, np.float32)
+            if vecs.ndim != 2 or len(vecs) != len(part) or not np.isfinite(vecs).all():
+                raise ValueError(f"embedder {getattr(emb, 'name', '?')} returned {len(vecs)} vectors of shape "
+                                 f"{vecs.shape[1:]} for {len(part)} texts, or NaN/inf values: nothing was cached")
             with self._lock:
                 self.db.executemany("INSERT OR REPLACE INTO emb VALUES (?, ?)",
                                     [(keys[i], v.astype(np.float32).tobytes()) for i, v in zip(part, vecs)])
@@ -274,4 +318,18 @@ class EmbeddingCache:
                 progress(sum(per_key[keys[i]] for i in part))
         if not texts:
             return np.zeros((0, emb.dim or 1), np.float32)
-        return np.vstack([found[k] for k in keys]).astype(np.float32)
+        try:
+            m = np.vstack([found[k] for k in keys]).astype(np.float32)
+        except ValueError:  # vectors of different lengths: an older cache entry of another model
+            m = None
+        bad = sorted({keys[i] for i in range(len(keys))} if m is None else
+                     {keys[i] for i in np.flatnonzero(~np.isfinite(m).all(axis=1))})
+        if bad and not _retry:  # NaN/inf (or ragged) entries an older version cached: drop and embed again
+            with self._lock:
+                self.db.executemany("DELETE FROM emb WHERE k = ?", [(k,) for k in bad])
+                self.db.commit()
+            return self.embed(emb, cfg_key, texts, kind, progress, _retry=True)
+        if bad:
+            raise ValueError(f"embedder {getattr(emb, 'name', '?')} produced {len(bad)} invalid vectors "
+                             "(NaN, infinite or of mixed dimension)")
+        return m

@@ -25,6 +25,7 @@ from .chunking import ChunkConfig, chunk_document
 from .corpora import BUNDLED, slug
 from .embedders import EmbedderConfig, EmbeddingCache, get_embedder
 from .engines import get_engine
+from .errors import env_number
 from .models import Dataset, Question
 from .textproc import analyze
 from .urls import redact_url
@@ -132,7 +133,16 @@ class Workspace:
         import lancedb
 
         self.root = Path(root)
-        self.root.mkdir(parents=True, exist_ok=True)
+        try:
+            self.root.mkdir(parents=True, exist_ok=True)
+        except FileExistsError:
+            raise NotADirectoryError(f"{self.root}: a file stands where the workspace folder should be; "
+                                     "pass another --workspace") from None
+        except OSError as e:
+            raise PermissionError(f"{self.root}: cannot create the workspace folder ({e.strerror})") from None
+        if not os.access(self.root, os.W_OK | os.X_OK):
+            raise PermissionError(f"{self.root}: the workspace folder is not writable; pass another --workspace "
+                                  "or fix its permissions")
         self.db = lancedb.connect(str(self.root / "lancedb"))
         self._emb_cache: EmbeddingCache | None = None
 
@@ -190,6 +200,79 @@ class Workspace:
         except (OSError, ValueError):
             return {}
 
+    # ------------------------------------------------------------------ dataset identity
+    def _names_path(self) -> Path:
+        return self.root / "dataset_names.json"
+
+    def dataset_name(self, folder: str | Path, wait: float | None = None) -> str:
+        """The dataset name of a folder in this workspace: its base name, unless another folder (or a
+        bundled set) already has that name, then ``<base>-<hash of its path>``. Kept in
+        dataset_names.json, so two folders named ``docs`` never share (and never delete) one index."""
+        key = str(Path(folder).resolve())
+        names = self._read_json(self._names_path())
+        if key in names:
+            return names[key]
+        with self.writer_lock(wait):
+            names = self._read_json(self._names_path())
+            if key in names:
+                return names[key]
+            base = Path(key).name or "folder"
+            taken = set(names.values()) | set(BUNDLED)
+            name = base
+            if name in taken:
+                name = f"{base}-{hashlib.sha256(key.encode()).hexdigest()[:8]}"
+            names[key] = name
+            self._write_json(self._names_path(), names)
+        return name
+
+    def load(self, spec: str, questions: str | None = None, cfg: "IndexConfig | None" = None, **kw) -> Dataset:
+        """``load_any`` with this workspace's dataset names (folders) and the last good version of any
+        document whose file cannot be read now (kept, said aloud; rag/corpora.py ``_keep_last_good``)."""
+        from .corpora import load_any
+
+        wait = kw.pop("wait", None)
+        if spec in BUNDLED or not Path(spec).is_dir():
+            return load_any(spec, questions, parse_cache=self.parse_cache, **kw)
+        name = self.dataset_name(spec, wait)
+        index = self.index_name(name, cfg or IndexConfig())
+        return load_any(spec, questions, parse_cache=self.parse_cache, name=name,
+                        previous=lambda doc_id: self.stored_document(index, doc_id), **kw)
+
+    def stored_document(self, index: str, doc_id: str):
+        """A document as its committed rows hold it (text and pages), or None."""
+        from .models import Document, Page
+
+        if not self.has_table(f"{index}__documents"):
+            return None
+        try:
+            lit = "'" + doc_id.replace("'", "''") + "'"
+            rows = self.table(index, "documents").search().where(f"doc_id = {lit}").limit(2).to_list()
+            if len(rows) != 1:
+                return None
+            r = rows[0]
+            pages = sorted(self.table(index, "pages").search().where(f"doc_id = {lit}")
+                           .limit(max(1, int(r["n_pages"]))).to_list(), key=lambda p: p["page_no"])
+            if len(pages) != r["n_pages"]:
+                return None
+        except Exception:
+            return None
+        return Document(doc_id, r["title"], r["language"], r["source_path"], r["text"],
+                        [Page(p["page_id"], doc_id, p["page_no"], p["start"], p["end"], p["text"]) for p in pages],
+                        r["source_path"].lower().endswith((".md", ".markdown", ".docx", ".html", ".htm")))
+
+    @staticmethod
+    def _read_json(path: Path) -> dict:
+        try:
+            return json.loads(path.read_text())
+        except (OSError, ValueError):
+            return {}
+
+    @staticmethod
+    def _write_json(path: Path, d: dict) -> None:
+        tmp = path.with_suffix(f".{os.getpid()}.tmp")
+        tmp.write_text(json.dumps(d, indent=1, sort_keys=True))
+        tmp.replace(path)  # atomic: a reader never sees half a file
+
     def questions(self, index: str) -> list[Question]:
         rows = self.table(index, "questions").to_arrow().to_pylist()
         return [Question.from_dict(json.loads(r["json"])) for r in rows]
@@ -203,7 +286,7 @@ class Workspace:
 
     def writer_lock(self, wait: float | None = None):
         """Serialise writers of this workspace (``ragwb ingest`` and the ingest step of ``ragwb run``)."""
-        return WorkspaceLock(self.root, DEFAULT_LOCK_WAIT if wait is None else wait)
+        return WorkspaceLock(self.root, lock_wait_default() if wait is None else wait)
 
     def ingest(self, ds: Dataset, cfg: IndexConfig = IndexConfig(), progress: bool = True,
                wait: float | None = None, vector_index: str = "auto", engine=None,
@@ -349,6 +432,16 @@ class Workspace:
                 t.count_rows()
                 if kind == "documents" and "n_chunks" not in t.schema.names:
                     raise ValueError("written by an older version")
+                missing = missing_data_files(t)
+                if missing:
+                    # a data file gone from disk: no row of this index can be trusted; rebuild all of it
+                    self._drop(name)
+                    for other in self.KINDS:
+                        if other != kind and f"{index}__{other}" in names:
+                            self._drop(f"{index}__{other}")
+                    notices.append(f"rebuilt index {index}: table {kind} is missing {len(missing)} data file(s) "
+                                   f"({', '.join(missing[:3])}); every document is ingested again")
+                    return notices
             except Exception as e:
                 self._drop(name)
                 notices.append(f"rebuilt table {name}: it was damaged ({type(e).__name__}: {str(e)[:80]})")
@@ -441,8 +534,8 @@ class Workspace:
         if not want:
             for i in have:  # exact asked for: an old ANN index must not answer queries
                 t.drop_index(i.name)
-            if self.has_table(f"{index}__page_vectors"):  # the exact reader has every vector in memory
-                self._drop(f"{index}__page_vectors")
+            # the page vectors are left in place (the exact reader never reads them): a run still
+            # reading them through an ANN reader keeps its snapshot, and an ANN rebuild overwrites them
             return "exact", 0.0
         if have and not changed:
             if not self.has_table(f"{index}__page_vectors"):  # e.g. a process killed between the two steps
@@ -507,11 +600,32 @@ class Workspace:
                        ascii_folding=False, max_token_length=None))
 
 
-DEFAULT_LOCK_WAIT = float(os.environ.get("RAGWB_LOCK_WAIT", "600"))
+def lock_wait_default() -> float:
+    """Seconds a writer waits for the workspace lock: RAGWB_LOCK_WAIT, else 600."""
+    return env_number("RAGWB_LOCK_WAIT", 600.0)
+
+
 VECTOR_INDEX_MODES = ("auto", "ann", "exact")
-ANN_MIN_CHUNKS = int(os.environ.get("RAGWB_ANN_MIN_CHUNKS", "100000"))  # auto: ANN index from here up
+ANN_MIN_CHUNKS = int(env_number("RAGWB_ANN_MIN_CHUNKS", 100000, integer=True))  # auto: ANN index from here up
 ANN_ROWS_PER_PARTITION = 4096
 PAGE_VECTOR_BATCH = 65_536  # chunk vectors read at a time while an ANN index's page vectors are built
+
+
+def missing_data_files(table) -> list[str]:
+    """Data files the table's current version names that are not on disk (a deleted or lost file makes
+    every later read fail; counting rows reads only the manifest, so it does not notice)."""
+    try:
+        ds = table.to_lance()
+        root = Path(ds.uri)
+    except Exception:
+        return []
+    missing = []
+    for frag in ds.get_fragments():
+        for f in frag.data_files():
+            path = f.path if not callable(getattr(type(f), "path", None)) else f.path()
+            if path and not (root / "data" / path).exists() and not Path(path).exists():
+                missing.append(str(path))
+    return missing
 
 
 def vectors_of(column) -> np.ndarray:

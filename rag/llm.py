@@ -21,7 +21,7 @@ import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from .urls import redact_url
+from .urls import redact_url, scrub, split_query, url_secrets
 
 # dollars per million tokens (input, output); edit or extend with --price MODEL=IN,OUT
 PRICES: dict[str, tuple[float, float]] = {
@@ -66,10 +66,12 @@ class LLMConfig:
     max_backoff: float = 30.0
     max_concurrency: int = 4
     response_format: str = ""  # "" or "json_object"
+    context_window: int = 0  # the model's window in tokens (0 = unknown: asked of the endpoint's /models)
 
     def __post_init__(self):
         checks = {"timeout": self.timeout > 0, "retries": self.retries >= 0, "max_concurrency": self.max_concurrency >= 1,
-                  "max_tokens": self.max_tokens >= 1, "backoff": self.backoff >= 0}
+                  "max_tokens": self.max_tokens >= 1, "backoff": self.backoff >= 0,
+                  "context_window": isinstance(self.context_window, int) and self.context_window >= 0}
         bad = [k for k, ok in checks.items() if not ok]
         if bad:
             raise ValueError("LLM endpoint setting(s) out of range: "
@@ -92,6 +94,7 @@ class LLMResult:
     error: str = ""
     latency_s: float = 0.0
     calls: int = 0
+    usage_error: str = ""  # the endpoint's usage was not a plausible count (tokens then counted here)
 
 
 @dataclass
@@ -149,19 +152,55 @@ class Limiter:
             self._until = max(self._until, time.monotonic() + seconds)
 
 
+MAX_USAGE_TOKENS = 100_000_000  # no real prompt or completion is larger; a bigger "count" is a broken server
+
+
+def check_usage(pt, ct) -> str:
+    """'' when the endpoint's usage counts are plausible, else why not (the run then counts here)."""
+    for name, v in (("prompt_tokens", pt), ("completion_tokens", ct)):
+        if isinstance(v, bool) or not isinstance(v, int) or not 0 <= v <= MAX_USAGE_TOKENS:
+            return f"endpoint usage {name}={str(v)[:40]} is not a count in 0..{MAX_USAGE_TOKENS:,}: rejected"
+    return ""
+
+
 class LLMClient:
     def __init__(self, cfg: LLMConfig, cache_path: str | Path | None = None, use_cache: bool = True,
                  prices: dict | None = None, limiter=None):
         from openai import OpenAI
 
         self.cfg = cfg
-        self.client = OpenAI(base_url=cfg.base_url, api_key=os.environ.get(cfg.api_key_env) or "not-needed",
+        key = os.environ.get(cfg.api_key_env) or ""
+        base, query = split_query(cfg.base_url)
+        # sent as they are; scrubbed from every error text this client returns (stored, printed)
+        self.secrets = [x for x in [key, *url_secrets(cfg.base_url)] if len(x) >= 3]
+        self.client = OpenAI(base_url=base, api_key=key or "not-needed", default_query=query or None,
                              max_retries=0, timeout=cfg.timeout)
         self.cache = ResponseCache(cache_path) if (use_cache and cache_path) else None
         self.stats = CacheStats()
         self.prices = prices
         self.limiter = limiter or Limiter(cfg.max_concurrency)
         self._lock = threading.Lock()
+
+    def context_window(self) -> int:
+        """The model's context window in tokens: the configured one, else what the endpoint's
+        ``/models`` reports for this model (vLLM's max_model_len, llama.cpp's n_ctx, ...), else 0."""
+        if self.cfg.context_window:
+            return self.cfg.context_window
+        if not hasattr(self, "_window"):
+            self._window = 0
+            try:
+                data = [m.model_dump() for m in
+                        self.client.with_options(timeout=min(10.0, self.cfg.timeout)).models.list().data]
+                mine = [d for d in data if d.get("id") == self.cfg.model] or (data if len(data) == 1 else [])
+                for d in mine:
+                    meta = d.get("meta") or {}
+                    found = [v for v in (d.get("max_model_len"), d.get("context_length"), d.get("context_window"),
+                                         d.get("n_ctx"), meta.get("n_ctx"), meta.get("n_ctx_train"))
+                             if isinstance(v, int) and not isinstance(v, bool) and v > 0]
+                    self._window = found[0] if found else 0
+            except Exception:  # no /models, or no window in it: unknown, never a failure
+                self._window = 0
+        return self._window
 
     def cache_key(self, messages: list[dict], params: dict, repeat: int) -> str:
         blob = json.dumps({"endpoint": self.cfg.base_url, "model": self.cfg.model, "messages": messages,
@@ -182,13 +221,19 @@ class LLMClient:
                     self.stats.tokens_saved += hit["prompt_tokens"] + hit["completion_tokens"]
                     self.stats.dollars_saved += price_of(self.cfg.model, hit["prompt_tokens"],
                                                          hit["completion_tokens"], self.prices)
-                return LLMResult(hit["text"], "ok", hit["prompt_tokens"], hit["completion_tokens"], cached=True)
+                bad = check_usage(hit["prompt_tokens"], hit["completion_tokens"])
+                if bad:  # cached before counts were checked: the text stands, the counts do not
+                    return LLMResult(hit["text"], "ok", 0, 0, cached=True, usage_error=bad)
+                return LLMResult(hit["text"], "ok", hit["prompt_tokens"], hit["completion_tokens"], cached=True,
+                                 usage_error=hit.get("usage_error", ""))
         with self._lock:
             self.stats.misses += 1
         res = self._call(messages, params)
+        res.error = scrub(res.error, self.secrets)
         if res.status == "ok" and self.cache is not None:
             self.cache.put(key, {"text": res.text, "prompt_tokens": res.prompt_tokens,
-                                 "completion_tokens": res.completion_tokens, "purpose": purpose})
+                                 "completion_tokens": res.completion_tokens, "purpose": purpose,
+                                 **({"usage_error": res.usage_error} if res.usage_error else {})})
         return res
 
     def _call(self, messages, params) -> LLMResult:
@@ -205,11 +250,17 @@ class LLMClient:
                         self.stats.calls += 1
                     resp = self.client.chat.completions.create(model=self.cfg.model, messages=messages, **params)
                 text = resp.choices[0].message.content if resp.choices else None
-                if text is None:
-                    return LLMResult(None, "parse_error", error="response had no message content",
+                if text is None or not isinstance(text, str):
+                    what = "no message content" if text is None else \
+                        f"message content of type {type(text).__name__}, not a string"
+                    return LLMResult(None, "parse_error", error=f"response had {what}",
                                      latency_s=time.perf_counter() - t0, calls=calls)
                 u = resp.usage
                 pt, ct = (u.prompt_tokens or 0, u.completion_tokens or 0) if u else (0, 0)
+                bad = check_usage(pt, ct)
+                if bad:
+                    return LLMResult(text, "ok", 0, 0, latency_s=time.perf_counter() - t0, calls=calls,
+                                     usage_error=bad)
                 with self._lock:
                     self.stats.tokens_used += pt + ct
                     self.stats.dollars_spent += price_of(self.cfg.model, pt, ct, self.prices)

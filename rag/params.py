@@ -4,6 +4,7 @@ valid ones, and every constructed object is validated."""
 from __future__ import annotations
 
 import dataclasses
+import math
 
 
 def build_params(cls, owner: str, kw: dict):
@@ -17,14 +18,27 @@ def build_params(cls, owner: str, kw: dict):
     conv = {}
     for k, v in kw.items():
         typ = type(getattr(defaults, k))
+        if isinstance(v, float) and not math.isfinite(v):
+            raise ValueError(f"parameter {k!r} of {owner} must be a finite number, got {v!r}")
+        if typ in (int, float) and isinstance(v, bool):  # true is not 1
+            raise ValueError(f"parameter {k!r} of {owner} must be {typ.__name__}, got {v!r}")
+        if typ is int and isinstance(v, float) and not v.is_integer():  # 4.5 is not silently 4
+            raise ValueError(f"parameter {k!r} of {owner} must be a whole number, got {v!r}")
+        if typ is int and isinstance(v, str):
+            try:
+                f = float(v)
+            except ValueError:
+                f = None
+            if f is not None and (not math.isfinite(f) or not f.is_integer()):
+                raise ValueError(f"parameter {k!r} of {owner} must be a whole number, got {v!r}")
         try:
-            if isinstance(v, typ):
+            if isinstance(v, typ) and not (typ is int and isinstance(v, bool)):
                 conv[k] = v
             elif typ is bool:  # "false" must not become True
                 conv[k] = {"true": True, "false": False, "1": True, "0": False}[str(v).lower()]
             else:
                 conv[k] = typ(v)
-        except (TypeError, ValueError, KeyError):
+        except (TypeError, ValueError, KeyError, OverflowError):
             raise ValueError(f"parameter {k!r} of {owner} must be {typ.__name__}, got {v!r}") from None
     p = cls(**conv)
     p.validate()

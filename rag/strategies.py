@@ -113,6 +113,16 @@ class BaseParams:
             raise ValueError(f"overflow must be one of {OVERFLOW_POLICIES}, not {self.overflow!r}")
         if "{question}" not in self.query_template:
             raise ValueError("query_template must contain {question}")
+        import string
+
+        try:
+            names = {f for _, f, _, _ in string.Formatter().parse(self.query_template) if f is not None}
+        except ValueError as e:
+            raise ValueError(f"query_template {self.query_template!r} is not a valid template ({e})") from None
+        if names - {"question"}:
+            raise ValueError(f"query_template has unknown placeholder(s) "
+                             f"{', '.join('{' + n + '}' for n in sorted(names - {'question'}))}; "
+                             "only {question} is filled in (write {{ and }} for literal braces)")
         for f in dataclasses.fields(self):
             v = getattr(self, f.name)
             if isinstance(v, (int, float)) and not isinstance(v, bool) and v < 0:
