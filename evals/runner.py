@@ -577,7 +577,8 @@ def run_evaluation(cfg: RunConfig, workspace: str | Path = "results", db: str | 
         info = {"items": summary.items, "seconds": summary.seconds, "llm": summary.llm, "stored": stored,
                 "planned": planned}
         if stored != planned:  # never "finished" with items missing (or more than planned)
-            expected = {(q.qid, rep) for q in questions for rep in range(cfg.repeats)}
+            planned_q = set(store.run_questions(run_id).question_id) | {q.qid for q in questions}
+            expected = {(qid, rep) for qid in planned_q for rep in range(cfg.repeats)}
             have = {(qid, rep) for _, _, qid, rep in store.done_keys(run_id)}
             missing = sorted({qid for qid, _ in expected - have})
             info["missing_questions"] = missing[:100]

@@ -714,11 +714,18 @@ class WorkspaceLock:
 
 def _crash_point(name: str) -> None:
     """Fault injection for the crash tests: RAGWB_CRASH_AT=<name> kills this process with SIGKILL
-    at that point of an ingest, exactly as a kill -9 would."""
-    if name and os.environ.get("RAGWB_CRASH_AT") == name:
+    at that point of an ingest, exactly as a kill -9 would; RAGWB_CRASH_AFTER=<n> at the n-th point
+    reached, whatever its name (every embedding batch and table step is one)."""
+    global _crash_calls
+    _crash_calls += 1
+    after = os.environ.get("RAGWB_CRASH_AFTER")  # the seeded sweep: killed at the N-th point reached
+    if (name and os.environ.get("RAGWB_CRASH_AT") == name) or (after and _crash_calls == int(after)):
         import signal
 
         os.kill(os.getpid(), signal.SIGKILL)
+
+
+_crash_calls = 0
 
 
 def _progress(total: int, desc: str, enabled: bool):

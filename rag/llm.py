@@ -180,27 +180,32 @@ class LLMClient:
         self.prices = prices
         self.limiter = limiter or Limiter(cfg.max_concurrency)
         self._lock = threading.Lock()
+        self._window: int | None = None
 
     def context_window(self) -> int:
         """The model's context window in tokens: the configured one, else what the endpoint's
         ``/models`` reports for this model (vLLM's max_model_len, llama.cpp's n_ctx, ...), else 0."""
         if self.cfg.context_window:
             return self.cfg.context_window
-        if not hasattr(self, "_window"):
-            self._window = 0
-            try:
-                data = [m.model_dump() for m in
-                        self.client.with_options(timeout=min(10.0, self.cfg.timeout)).models.list().data]
-                mine = [d for d in data if d.get("id") == self.cfg.model] or (data if len(data) == 1 else [])
-                for d in mine:
-                    meta = d.get("meta") or {}
-                    found = [v for v in (d.get("max_model_len"), d.get("context_length"), d.get("context_window"),
-                                         d.get("n_ctx"), meta.get("n_ctx"), meta.get("n_ctx_train"))
-                             if isinstance(v, int) and not isinstance(v, bool) and v > 0]
-                    self._window = found[0] if found else 0
-            except Exception:  # no /models, or no window in it: unknown, never a failure
-                self._window = 0
+        with self._lock:  # asked once; every thread waits for the one answer
+            if self._window is None:
+                self._window = self._ask_window()
         return self._window
+
+    def _ask_window(self) -> int:
+        try:
+            data = [m.model_dump() for m in
+                    self.client.with_options(timeout=min(10.0, self.cfg.timeout)).models.list().data]
+        except Exception:  # no /models: unknown, never a failure
+            return 0
+        mine = [d for d in data if d.get("id") == self.cfg.model] or (data if len(data) == 1 else [])
+        for d in mine:
+            meta = d.get("meta") or {}
+            for v in (d.get("max_model_len"), d.get("context_length"), d.get("context_window"), d.get("n_ctx"),
+                      meta.get("n_ctx"), meta.get("n_ctx_train")):
+                if isinstance(v, int) and not isinstance(v, bool) and v > 0:
+                    return v
+        return 0
 
     def cache_key(self, messages: list[dict], params: dict, repeat: int) -> str:
         blob = json.dumps({"endpoint": self.cfg.base_url, "model": self.cfg.model, "messages": messages,

@@ -9,8 +9,13 @@ server with no network: ``python -m rag.local_server --port 8765``. Fault modes 
 are picked per request by the model name: ``fault-429`` (429 with Retry-After),
 ``fault-500``, ``fault-slow`` (sleeps past a client timeout), ``fault-badjson``
 (200 with a malformed body), ``fault-flaky`` (429 once per distinct request, then ok),
-``slow-extractive`` (answers after 0.1 s, so concurrent calls overlap). ``Handler.peak`` is the
-most chat requests it has served at once (concurrency limits are checked against it).
+``slow-extractive`` (answers after 0.1 s, so concurrent calls overlap), ``fault-usage-huge`` /
+``fault-usage-negative`` (absurd usage counts), ``fault-content-list`` (content as a list),
+``fault-echo-400`` (a 400 that echoes the request's headers and query string, as some servers do);
+embeddings: ``fault-nan`` (NaN vectors), ``fault-short`` (one vector fewer than asked), ``fault-500``.
+``Handler.peak`` is the most chat requests it has served at once (concurrency limits are checked
+against it); ``Handler.requests`` records (path with query, Authorization header) of each POST;
+``Handler.context_window``, when set, is reported by ``/models`` as the model's ``max_model_len``.
 """
 from __future__ import annotations
 
@@ -50,6 +55,8 @@ class Handler(BaseHTTPRequestHandler):
     inflight = peak = 0
     seen: set = set()
     lock = threading.Lock()
+    requests: list = []
+    context_window = 0
 
     def log_message(self, *a):  # quiet
         pass
@@ -64,16 +71,21 @@ class Handler(BaseHTTPRequestHandler):
         self.wfile.write(body)
 
     def do_GET(self):
-        if self.path.rstrip("/").endswith("/models"):
-            self._send(200, json.dumps({"object": "list", "data": [{"id": "local-extractive", "object": "model"}]}).encode())
+        if self.path.split("?")[0].rstrip("/").endswith("/models"):
+            m = {"id": "local-extractive", "object": "model"}
+            if Handler.context_window:
+                m["max_model_len"] = Handler.context_window
+            self._send(200, json.dumps({"object": "list", "data": [m]}).encode())
         else:
             self._send(404, b'{"error": {"message": "not found"}}')
 
     def do_POST(self):
         n = int(self.headers.get("Content-Length") or 0)
         raw = self.rfile.read(n)
+        path = self.path.split("?")[0]
         with Handler.lock:
             Handler.calls += 1
+            Handler.requests.append((self.path, self.headers.get("Authorization", "")))
         try:
             req = json.loads(raw)
         except ValueError:
@@ -87,6 +99,9 @@ class Handler(BaseHTTPRequestHandler):
             time.sleep(float(self.headers.get("X-Sleep", "2")))
         if model == "fault-badjson":
             return self._send(200, b'{"id": "x", "choices": [ {"message": ')
+        if model == "fault-echo-400":
+            echo = {"error": {"message": f"bad request {self.path} headers {dict(self.headers)}"}}
+            return self._send(400, json.dumps(echo).encode())
         if model == "fault-flaky":
             key = raw
             with Handler.lock:
@@ -94,17 +109,21 @@ class Handler(BaseHTTPRequestHandler):
                 Handler.seen.add(key)
             if first:
                 return self._send(429, b'{"error": {"message": "try again"}}', {"Retry-After": "0.01"})
-        if self.path.endswith("/embeddings"):
+        if path.endswith("/embeddings"):
             from .embedders import get_embedder
 
             inp = req.get("input", [])
             inp = [inp] if isinstance(inp, str) else inp
             vecs = get_embedder("hash").embed_passages(inp)
-            data = [{"object": "embedding", "index": i, "embedding": v.tolist()} for i, v in enumerate(vecs)]
+            if model == "fault-short":
+                vecs = vecs[:-1]
+            data = [{"object": "embedding", "index": i,
+                     "embedding": [float("nan")] * len(v) if model == "fault-nan" else v.tolist()}
+                    for i, v in enumerate(vecs)]
             toks = sum(count_tokens(t) for t in inp)
             return self._send(200, json.dumps({"object": "list", "data": data, "model": model,
                                                "usage": {"prompt_tokens": toks, "total_tokens": toks}}).encode())
-        if self.path.endswith("/chat/completions"):
+        if path.endswith("/chat/completions"):
             with Handler.lock:
                 Handler.inflight += 1
                 Handler.peak = max(Handler.peak, Handler.inflight)
@@ -122,9 +141,14 @@ class Handler(BaseHTTPRequestHandler):
         text = answer_messages(msgs)
         pt = sum(count_tokens(m.get("content") or "") + 3 for m in msgs) + 3
         ct = count_tokens(text)
+        if model == "fault-usage-huge":
+            ct = 10 ** 12
+        elif model == "fault-usage-negative":
+            pt = -5
+        content = [{"type": "text", "text": text}] if model == "fault-content-list" else text
         body = {"id": f"cmpl-{Handler.calls}", "object": "chat.completion", "created": int(time.time()),
                 "model": model, "choices": [{"index": 0, "finish_reason": "stop",
-                                             "message": {"role": "assistant", "content": text}}],
+                                             "message": {"role": "assistant", "content": content}}],
                 "usage": {"prompt_tokens": pt, "completion_tokens": ct, "total_tokens": pt + ct}}
         return self._send(200, json.dumps(body).encode())
 

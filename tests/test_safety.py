@@ -308,6 +308,10 @@ def test_ann_index_on_a_small_table_recalls_exact_search(tmp_path):
     assert main(["ingest", "squad2", "--embedder", "hash", "--workspace", str(tmp_path / "ann"), "--no-progress",
                  "--vector-index", "exact"]) == 0  # the CLI switch drops the ANN index again
     assert Retriever(Workspace(tmp_path / "ann"), a.index).reader.vectors is not None
+    # a run still reading through the ANN reader keeps its snapshot: its page vectors were not deleted
+    pages = list(ra.reader.page_vector_rows)[:3]
+    assert ra.reader.page_vector_table.take([ra.reader.page_vector_rows[p] for p in pages]).num_rows == 3
+    assert retrieve(ra, "two_phase_pages", ds.questions[1].text).blocks
 
 
 def test_report_of_a_run_that_committed_nothing(tmp_path):
