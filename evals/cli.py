@@ -439,7 +439,8 @@ def cmd_runs(a) -> int:
 def cmd_show(a) -> int:
     import pandas as pd
 
-    from .summary import headline_metrics, headline_table, summarize, summarize_by
+    from .summary import (headline_metrics, headline_table, item_losses, shared_questions, summarize, summarize_by,
+                          summarize_scores, with_losses)
 
     with _store(a) as st:
         rid = st.resolve_run(a.run)
@@ -453,11 +454,27 @@ def cmd_show(a) -> int:
         summ = summarize_by(st, rid, a.by, metrics) if a.by else summarize(st, rid, metrics)
         statuses = st.con.execute("SELECT status, count(*) FROM scores WHERE run_id=? GROUP BY 1 ORDER BY 1",
                                   [rid]).fetchall()
+        losses = item_losses(st, rid)
+        shared = None
+        if not a.by and len(losses) > 1 and losses["lost"].any():  # compare points on the items they share
+            keep = shared_questions(st, rid)
+            sc = st.scores(rid)
+            shared = (len(keep), len(set(sc.question_id)),
+                      summarize_scores(sc[sc.question_id.isin(keep)], metrics))
     print(f"run {rid}  dataset {run['dataset']}  status {run['status']}  commit {run['git_commit']}")
     print("score statuses: " + ", ".join(f"{s}={n}" for s, n in statuses))
     with pd.option_context("display.width", 250, "display.max_columns", 30, "display.max_colwidth", 40):
         table = headline_table(summ, metrics, a.by)
+        if not a.by:
+            table = with_losses(table, losses)
         print(table.to_string(index=False) if len(table) else "no items committed yet")
+        if shared is not None:
+            n, total, ssum = shared
+            print(f"\nsome points lost items (column 'lost': answers that failed, left out of their means), so "
+                  f"the rows above are means over different questions. On the {n} of {total} questions every "
+                  "point answered:")
+            t = headline_table(ssum, metrics)
+            print(t.to_string(index=False) if len(t) else "no question was answered by every point")
     return 0
 
 

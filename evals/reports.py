@@ -130,7 +130,16 @@ def report_sections(store: ResultStore, run_id: str, compare: str | None = None)
     per_1k = quality_per_1k_tokens(scores, "f1") if len(scores) else pd.DataFrame()
     header = (f"dataset <b>{html.escape(str(run['dataset']))}</b>, commit {html.escape(str(run['git_commit']))}, "
               f"created {html.escape(str(run['created_at']))}, status {html.escape(str(run['status']))}")
-    return {"run_id": run_id, "compare": compare, "header_md": header, "summary": headline_table(summ, HEADLINE),
+    from .summary import item_losses, shared_questions, with_losses
+
+    losses = item_losses(store, run_id) if len(scores) else pd.DataFrame()
+    shared_summary = None
+    if len(losses) > 1 and losses["lost"].any():  # points that lost items are also compared on shared ones
+        keep = shared_questions(store, run_id)
+        shared_summary = (len(keep), len(set(scores.question_id)),
+                          headline_table(summarize_scores(scores[scores.question_id.isin(keep)]), HEADLINE))
+    return {"run_id": run_id, "compare": compare, "header_md": header,
+            "summary": with_losses(headline_table(summ, HEADLINE), losses), "shared_summary": shared_summary,
             "summary_numeric": headline_table(summ, HEADLINE, numeric=True),
             "figures": figs, "conversation_figures": conv_figs, "breakdown": breakdown, "breakdowns": breakdowns,
             "statuses": statuses,
@@ -143,8 +152,13 @@ def build_report_html(store: ResultStore, run_id: str, compare: str | None = Non
 
     sec = report_sections(store, run_id, compare)
     parts = [f"<h1>RAG Workbench report: run {html.escape(run_id)}</h1>", f"<p>{sec['header_md']}</p>",
-             "<h2>Summary (means with 95% bootstrap intervals over questions)</h2>", _table(sec["summary"]),
-             "<h2>Quality vs token cost (Pareto front marked with stars)</h2>"]
+             "<h2>Summary (means with 95% bootstrap intervals over questions)</h2>", _table(sec["summary"])]
+    if sec["shared_summary"] is not None:
+        n, total, t = sec["shared_summary"]
+        parts += [f"<p>Some points lost items (column <i>lost</i>: answers that failed, left out of their means), so "
+                  f"the rows above average over different questions. On the {n} of {total} questions every point "
+                  "answered:</p>", _table(t)]
+    parts.append("<h2>Quality vs token cost (Pareto front marked with stars)</h2>")
     for i, fig in enumerate(sec["figures"]):
         parts.append(pio.to_html(fig, full_html=False, include_plotlyjs=(i == 0), div_id=f"chart{i}"))
         if "faithfulness" in (fig.layout.title.text or ""):

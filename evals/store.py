@@ -194,10 +194,12 @@ def default_wait() -> float:
 def describe_pid(pid: str | int) -> str:
     """'process 123 (ragwb show latest)': who holds a lock, from /proc when this system has it."""
     try:
-        cmd = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace").strip()
+        cmd = " ".join(Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace").split())
     except OSError:
         cmd = ""
-    return f"process {pid}" + (f" ({cmd[:120]})" if cmd else "")
+    if len(cmd) > 120:  # the program and the end of its arguments say what it is (ragwb show latest)
+        cmd = cmd[:40] + " ... " + cmd[-75:]
+    return f"process {pid}" + (f" ({cmd})" if cmd else "")
 
 
 def connect_with_retry(path: Path, read_only: bool, wait: float | None = None) -> duckdb.DuckDBPyConnection:

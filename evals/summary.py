@@ -144,6 +144,41 @@ def headline_table(summary: pd.DataFrame, metrics: list[str] = HEADLINE, by: str
     return wide.iloc[order].reset_index(drop=True)
 
 
+def item_losses(store: ResultStore, run_id: str) -> pd.DataFrame:
+    """Per strategy x point: items stored, items whose answer failed (any status but ok: context
+    overflow, timeouts, errors) and those statuses, so a mean is never read without its n."""
+    with store.session() as con:
+        df = con.execute(
+            "SELECT strategy, point_label AS point, count(*) AS items, "
+            "count(*) FILTER (WHERE answer_status <> 'ok') AS lost, "
+            "string_agg(DISTINCT answer_status, ',') FILTER (WHERE answer_status <> 'ok') AS lost_as "
+            "FROM results WHERE run_id = ? GROUP BY ALL", [run_id]).df()
+    df["lost_as"] = df["lost_as"].fillna("")
+    return df
+
+
+def shared_questions(store: ResultStore, run_id: str) -> set[str]:
+    """The questions every point of the run answered (answer status ok in every repeat)."""
+    with store.session() as con:
+        n_points = con.execute("SELECT count(DISTINCT (strategy, point_id)) FROM results WHERE run_id = ?",
+                               [run_id]).fetchone()[0]
+        rows = con.execute(
+            "SELECT question_id FROM results WHERE run_id = ? GROUP BY question_id "
+            "HAVING count(DISTINCT (strategy, point_id)) FILTER (WHERE answer_status = 'ok') = ? "
+            "AND bool_and(answer_status = 'ok')", [run_id, n_points]).fetchall()
+    return {r[0] for r in rows}
+
+
+def with_losses(table: pd.DataFrame, losses: pd.DataFrame) -> pd.DataFrame:
+    """The headline table with each point's items and lost items beside its means."""
+    if table.empty or losses.empty or "strategy" not in table:
+        return table
+    out = table.merge(losses, on=["strategy", "point"], how="left")
+    cols = list(table.columns[:2]) + ["items", "lost"] + [c for c in table.columns[2:]]
+    out["lost"] = [f"{int(n)} ({w})" if n else "0" for n, w in zip(out["lost"].fillna(0), out["lost_as"])]
+    return out[cols]
+
+
 def natural_key(label: str) -> tuple:
     """'top_k=16' sorts after 'top_k=2': digit runs compare as numbers."""
     import re

@@ -429,6 +429,13 @@ def test_prompts_over_the_window_are_context_overflow_before_any_call(server, tm
     con.close()
     assert by == {"chunks": "ok", "full_documents": "context_overflow"} and over > 1500 - 64
     assert calls == 4 and faith == [("context_overflow",)]  # only the chunks items were sent
+    capsys.readouterr()
+    assert main(["show", "W", "--workspace", str(ws)]) == 0
+    out = capsys.readouterr().out
+    assert "4 (context_overflow)" in out and "On the 0 of 4 questions every point answered" in out
+    from evals.reports import write_report
+    html = write_report("W", db=ws / "results.duckdb", out_dir=tmp_path / "rep").read_text()
+    assert "4 (context_overflow)" in html and "questions every point answered" in html
     # the window reported by the endpoint's /models is used the same way; --fit-context fits instead
     Handler.context_window = 1500
     try:
@@ -484,3 +491,22 @@ def test_seeded_kill_9_sweep_during_ingest_then_a_clean_ingest_matches(tmp_path)
         _ingest(corpus, ws)
         assert _state(ws) == _state(tmp_path / "ref"), k
         shutil.rmtree(ws)
+
+
+def test_a_busy_store_names_the_process_that_holds_it(tmp_path):
+    from evals.store import ResultStore, StoreBusy
+
+    db = tmp_path / "r.duckdb"
+    ResultStore(db).close()
+    holder = subprocess.Popen([sys.executable, "-c", "import duckdb, sys, time\n"
+                               "c = duckdb.connect(sys.argv[1], read_only=True)\nprint('held', flush=True)\n"
+                               "time.sleep(60)", str(db), "reader-holding-the-store"],
+                              stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        with pytest.raises(StoreBusy) as e:
+            ResultStore(db, wait=0)
+        assert f"process {holder.pid}" in str(e.value) and "reader-holding-the-store" in str(e.value)
+    finally:
+        holder.kill()
+        holder.wait()
