@@ -26,7 +26,8 @@ def add_bench_args(p) -> None:
     p.add_argument("--growth", nargs="*", type=int, default=[1, 4, 16],
                    help="corpus copies for the growth curve (default 1 4 16; empty to skip)")
     p.add_argument("--only", nargs="*", choices=["ingest", "retrieval", "repack", "eval", "ragas", "llm", "growth",
-                                                 "rerun", "support", "mainjob", "scale", "scale5", "engines", "apply"],
+                                                 "rerun", "support", "mainjob", "scale", "scale5", "engines", "apply",
+                                                 "gate"],
                    default=None,
                    help="measure only these figures; scale, scale5, mainjob and engines (minutes each) run only "
                         "when named here")
@@ -41,6 +42,8 @@ def _add_extra(p) -> None:
                    help="ROWS:MODE points of the 5-strategy retrieval curve (default 10000:exact 10000:ann "
                         "100000:ann 1000000:ann)")
     p.add_argument("--engine-cpus", type=int, default=2, help="engines figure: num_cpus of the local Ray runtime (2)")
+    p.add_argument("--gate-items", type=int, default=50_000,
+                   help="gate figure: items in each of the two stored runs compared (default 50000)")
 
 
 def _median(fn, repeats: int) -> float:
@@ -116,6 +119,8 @@ def main_bench(a) -> int:
                 figs["full_eval"] = {"items": s.items, "seconds": time.perf_counter() - t, "target": "<= 60 s"}
             if want("ragas"):
                 figs["ragas"] = ragas_comparison(ds, tmp / "ing0", cfg, min(a.questions, 1000))
+        if want("gate"):
+            figs["gate"] = gate_figure(tmp / "gate", a.gate_items)
         if want("llm"):
             figs["llm_rerun"] = llm_rerun(a.dataset, tmp / "llm", min(a.questions, 100))
         if want("growth") and a.growth:
@@ -459,6 +464,62 @@ def engine_overhead(dataset: str, root: Path, questions: int, cpus: int) -> dict
     return out
 
 
+GATE_METRICS = ["em", "f1", "abstention_accuracy", "citation_validity", "citation_precision", "citation_recall",
+                "statement_coverage", "faithfulness", "evidence_recall", "doc_ndcg@10", "context_tokens",
+                "prompt_tokens"]
+
+
+def gate_figure(root: Path, items: int = 50_000, points: int = 5) -> dict:
+    """``ragwb gate`` and the run comparison on two stored runs of ``items`` items each (``points`` points x
+    items/points questions, 12 metrics an item: 600,000 score rows a run), the shape of two squad2 runs
+    and larger: every path that joins or compares runs must stay linear in the rows."""
+    import numpy as np
+    import pandas as pd
+
+    from .gate import compare_runs, gate, per_question
+    from .store import ResultStore
+
+    root.mkdir(parents=True, exist_ok=True)
+    db = root / "gate.duckdb"
+    nq = items // points
+    rng = np.random.default_rng(7)
+    qids = [f"{i:024x}" for i in range(nq)]
+    with ResultStore(db) as st:
+        for run in ("A", "B"):
+            st.create_run(run, {"dataset": "bench", "config": {}, "config_hash": run, "planned": nq * points})
+            res, sc = [], []
+            for p in range(points):
+                res.append(pd.DataFrame({"run_id": run, "strategy": f"s{p}", "point_id": "default",
+                                         "point_label": "defaults", "params": json.dumps({"top_k": 8}),
+                                         "question_id": qids, "repeat": 0, "answer_status": "ok"}))
+                for m in GATE_METRICS:
+                    v = rng.random(nq) if not m.endswith("tokens") else rng.integers(100, 2000, nq).astype(float)
+                    sc.append(pd.DataFrame({"run_id": run, "strategy": f"s{p}", "point_id": "default",
+                                            "question_id": qids, "repeat": 0, "metric": m, "value": v,
+                                            "status": "ok", "detail": ""}))
+            r, s_ = pd.concat(res, ignore_index=True), pd.concat(sc, ignore_index=True)
+            with st.transaction() as con:
+                con.register("_r", r)
+                con.execute(f"INSERT INTO results ({', '.join(r.columns)}) SELECT * FROM _r")
+                con.register("_s", s_)
+                con.execute(f"INSERT INTO scores ({', '.join(s_.columns)}) SELECT * FROM _s")
+    out = {"items_per_run": nq * points, "score_rows_per_run": nq * points * len(GATE_METRICS),
+           "target": "< 10 s on 2 cores"}
+    with ResultStore(db, read_only=True) as st:
+        t = time.perf_counter()
+        base, cand = per_question(st, "A"), per_question(st, "B")
+        out["read_s"] = time.perf_counter() - t
+        t = time.perf_counter()
+        res = gate(base, cand)
+        out["gate_s"] = time.perf_counter() - t
+        out["rows_gated"] = len(res["rows"])
+        t = time.perf_counter()
+        compare_runs(st, "A", "B")
+        out["compare_s"] = time.perf_counter() - t
+    out["total_gate_s"] = out["read_s"] + out["gate_s"]
+    return out
+
+
 def render(f: dict) -> str:
     lines = [f"machine: {f['machine']}", f"dataset: {f['dataset']}"]
     i = f.get("ingest")
@@ -536,6 +597,11 @@ def render(f: dict) -> str:
                      f"({en['ingest_ray_chunks_per_s']:.1f}/s) -> ratio {en['ingest_ratio']:.2f} ({en['target']}); "
                      f"run {en['items']} items local {en['run_local_s']:.1f} s vs ray {en['run_ray_s']:.1f} s -> "
                      f"ratio {en['run_ratio']:.2f}")
+    gt = f.get("gate")
+    if gt:
+        lines.append(f"gate on two stored runs of {gt['items_per_run']:,} items ({gt['score_rows_per_run']:,} score rows "
+                     f"each): read {gt['read_s']:.1f} s + gate {gt['gate_s']:.1f} s = {gt['total_gate_s']:.1f} s "
+                     f"(target {gt['target']}); run comparison {gt['compare_s']:.1f} s")
     mj = f.get("mainjob")
     if mj:
         lines.append(f"main job on a fresh workspace: {mj['seconds']:.1f} s (exit {mj['exit']}; target {mj['target']})")

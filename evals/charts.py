@@ -4,6 +4,24 @@ from __future__ import annotations
 import pandas as pd
 
 
+PALETTE = ["#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#17becf", "#8c564b", "#e377c2", "#bcbd22",
+           "#7f7f7f"]
+
+
+def strategy_colour(strategy: str) -> str:
+    """One colour per strategy in every chart of the workbench and the report, whatever else is drawn
+    (a faded history trace, a missing strategy): registered strategies by registry order, others
+    (plugins, systems) by a stable hash of the name."""
+    import hashlib
+
+    from rag.strategies import STRATEGIES
+
+    names = list(STRATEGIES)
+    if strategy in names:
+        return PALETTE[names.index(strategy) % len(PALETTE)]
+    return PALETTE[int(hashlib.sha256(strategy.encode()).hexdigest(), 16) % len(PALETTE)]
+
+
 def pareto_front(points: list[tuple[float, float]]) -> list[bool]:
     """Mask of points not dominated (lower cost and higher quality is better)."""
     mask = []
@@ -52,17 +70,19 @@ def quality_cost_figure(summary: pd.DataFrame, quality: str, cost: str = "contex
         if len(h):
             fig.add_trace(go.Scatter(x=h["cost"], y=h["mean"], mode="markers", name="earlier budgets",
                                      text=h["strategy"] + " · " + h["point"], opacity=0.3,
-                                     marker={"size": 8, "color": "grey"},
+                                     marker={"size": 8, "color": [strategy_colour(x) for x in h["strategy"]]},
                                      hovertemplate="%{text}<br>cost %{x:.0f}<br>" + quality + " %{y:.3f}<extra></extra>"))
     for strat, g in df.groupby("strategy"):
         g = g.sort_values("cost")  # a strategy's budget points joined in cost order, each labelled
         fig.add_trace(go.Scatter(
             x=g["cost"], y=g["mean"], mode="lines+markers+text" if len(g) > 1 else "markers", name=strat,
-            text=g["point"], textposition="top center", textfont={"size": 9},
+            text=g["point"], textposition="top center", textfont={"size": 11},
             error_y={"type": "data", "symmetric": False, "array": g["high"] - g["mean"],
-                     "arrayminus": g["mean"] - g["low"]},
-            marker={"size": 11, "symbol": ["star" if p else "diamond-open" if t else "circle"
-                                           for p, t in zip(g["pareto"], g["tie"])]},
+                     "arrayminus": g["mean"] - g["low"], "color": strategy_colour(strat)},
+            line={"color": strategy_colour(strat)},
+            marker={"size": 11, "color": strategy_colour(strat),
+                    "symbol": ["star" if p else "diamond-open" if t else "circle"
+                               for p, t in zip(g["pareto"], g["tie"])]},
             hovertemplate="%{text}<br>cost %{x:.0f}<br>" + quality + " %{y:.3f}<extra>" + strat + "</extra>"))
     front = df[df.pareto].sort_values("cost")
     if len(front) > 1:

@@ -157,9 +157,41 @@ def filter_matrix(m: pd.DataFrame, disagree: bool = False, failures: bool = Fals
     if search:
         keep &= m["question"].str.contains(search, case=False, regex=False) | m["question_id"].str.contains(
             search, case=False, regex=False)
-    out = m[keep]
+    out = m[keep].reset_index(drop=True)  # row i is the i-th row shown: a table's row ids are positions
     out.attrs.update(m.attrs)
     return out
+
+
+def drilldown_choice(matrix: pd.DataFrame, points: list[str], cell=None, previous: dict | None = None) -> dict:
+    """What the drill-down shows: {"q": question id, "a": point, "b": point or "(none)"}. A clicked cell
+    wins; else the question and points shown before an Apply stay, each side moved to its own strategy's
+    new point (an Apply changes labels, never the strategy a side shows); else the first row and point."""
+    prev = previous or {}
+    qids = list(matrix["question_id"]) if len(matrix) else []
+    q = clicked_question(matrix, cell) if cell is not None else None
+    if q not in qids:
+        q = prev.get("q") if prev.get("q") in qids else (qids[0] if qids else None)
+
+    def same_strategy(p):
+        if p in points or not p:
+            return p if p in points else None
+        strat = str(p).split(" · ", 1)[0]
+        return next((x for x in points if x.split(" · ", 1)[0] == strat), None)
+
+    col = getattr(cell, "column", None)
+    a = col if col in points else (same_strategy(prev.get("a")) or (points[0] if points else None))
+    b = same_strategy(prev.get("b")) if prev.get("b") not in (None, "(none)") else None
+    return {"q": q, "a": a, "b": b if b and b != a else "(none)"}
+
+
+def clicked_question(matrix: pd.DataFrame, cell) -> str | None:
+    """The question id of a clicked matrix cell (marimo's TableCell: ``row`` is the position of the row in
+    the frame given to the table, whatever the table's own sorting or paging), or None."""
+    row = getattr(cell, "row", None)
+    try:
+        return str(matrix["question_id"].iloc[int(row)]) if row is not None and len(matrix) else None
+    except (IndexError, ValueError, TypeError):
+        return None
 
 
 def paired_points(scores: pd.DataFrame, a: str, b: str, metrics: list[str] | None = None,

@@ -128,8 +128,12 @@ class _RagasJudge:
         cfg = client.cfg
         self.client, self.stats = client, client.stats
         http = httpx.AsyncClient(transport=CachingAsyncTransport(client.cache, client.stats), timeout=cfg.timeout)
-        aclient = AsyncOpenAI(base_url=cfg.base_url, api_key=os.environ.get(cfg.api_key_env) or "not-needed",
-                              http_client=http, max_retries=cfg.retries, timeout=cfg.timeout)
+        from rag.urls import split_query
+
+        base, query = split_query(cfg.base_url)  # a ?api_key= stays a query parameter, as in our client
+        aclient = AsyncOpenAI(base_url=base, api_key=os.environ.get(cfg.api_key_env) or "not-needed",
+                              default_query=query or None, http_client=http, max_retries=cfg.retries,
+                              timeout=cfg.timeout)
         imode = {"json_schema": instructor.Mode.JSON_SCHEMA, "json": instructor.Mode.JSON,
                  "tools": instructor.Mode.TOOLS}[mode]
         llm = InstructorLLM(client=instructor.from_openai(aclient, mode=imode), model=cfg.model, provider="openai",
@@ -164,7 +168,9 @@ class _RagasJudge:
         try:
             res = asyncio.run_coroutine_threadsafe(asyncio.wait_for(go(), self.timeout), self.loop).result()
         except BaseException as e:  # noqa: BLE001 - every failure becomes a status
-            return Score(None, _status_of(e), f"{type(e).__name__}: {str(e)[:250]}")
+            from rag.urls import scrub
+
+            return Score(None, _status_of(e), scrub(f"{type(e).__name__}: {str(e)[:250]}", self.client.secrets))
         v = getattr(res, "value", res)
         if v is None or (isinstance(v, float) and math.isnan(v)):
             return Score(None, "undetermined", "ragas returned no score")

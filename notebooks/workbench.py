@@ -171,20 +171,26 @@ def _(explore, f_disagree, f_fail, f_field, f_search, f_unans, f_value, m_metric
 
 
 @app.cell
-def _(explore, matrix, matrix_table, mo, scores):
+def _(mo):
+    # what the drill-down showed last: an Apply keeps the question and moves each side to its new point
+    get_pick, set_pick = mo.state({})
+    return get_pick, set_pick
+
+
+@app.cell
+def _(explore, get_pick, matrix, matrix_table, mo, scores, set_pick):
     _pts = explore.points_of(scores)
     _cell = (matrix_table.value or [None])[0]
-    _row = getattr(_cell, "row", None)
-    _col = getattr(_cell, "column", None)
     _qids = list(matrix["question_id"]) if len(matrix) else []
-    try:
-        _qid = matrix.loc[int(_row), "question_id"] if _row is not None else None
-    except (KeyError, ValueError):
-        _qid = None
-    _qid = _qid if _qid in _qids else (_qids[0] if _qids else None)
-    pick_q = mo.ui.dropdown(_qids, value=_qid, label="question")
-    pick_a = mo.ui.dropdown(_pts, value=_col if _col in _pts else (_pts[0] if _pts else None), label="point A")
-    pick_b = mo.ui.dropdown(["(none)"] + _pts, value="(none)", label="point B (side by side)")
+    _c = explore.drilldown_choice(matrix, _pts, _cell, get_pick())
+    set_pick(_c)
+
+    def _keep(key):
+        return lambda v: set_pick(lambda p: {**p, key: v})
+
+    pick_q = mo.ui.dropdown(_qids, value=_c["q"], label="question", on_change=_keep("q"))
+    pick_a = mo.ui.dropdown(_pts, value=_c["a"], label="point A", on_change=_keep("a"))
+    pick_b = mo.ui.dropdown(["(none)"] + _pts, value=_c["b"], label="point B (side by side)", on_change=_keep("b"))
     mo.vstack([mo.md("## Drill-down: the applied budgets, one question, one or two points"),
                mo.hstack([pick_q, pick_a, pick_b], justify="start")])
     return pick_a, pick_b, pick_q

@@ -158,3 +158,39 @@ def test_session_summary_groups_the_applied_frame_like_groupby(tmp_path):
     part = scores[scores.strategy != "hybrid"]
     pd.testing.assert_frame_equal(summarize_session(sess, part),
                                   summarize_scores(part).reset_index(drop=True), check_exact=True)
+
+
+def test_a_click_on_a_filtered_matrix_opens_the_row_shown_and_apply_keeps_the_drilldown():
+    from evals.explore import clicked_question, drilldown_choice
+
+    sc = frame({"chunks · top_k=2": [1.0, 0.0, 0.5, 0.2], "hybrid · defaults": [0.9, 0.9, 0.5, 0.0]})
+    m = filter_matrix(question_matrix(sc, QS), search="t?")  # q1 and q2 ("...start?", "...plant?")
+    assert list(m.question_id) == ["q1", "q2"]
+    cell = SimpleNamespace(row="1", column="hybrid · defaults", value=0.5)  # the table's row id: a position
+    assert clicked_question(m, cell) == "q2"  # not the frame's original label 1 (q1)
+    pts = ["chunks · top_k=2", "hybrid · defaults"]
+    c = drilldown_choice(m, pts, cell)
+    assert c == {"q": "q2", "a": "hybrid · defaults", "b": "(none)"}
+    # after an Apply the labels change: the same question stays, each side moves to its strategy's new point
+    new = ["chunks · top_k=4", "full_documents · defaults", "hybrid · alpha=0.5"]
+    kept = drilldown_choice(m, new, None, {"q": "q2", "a": "hybrid · defaults", "b": "chunks · top_k=2"})
+    assert kept == {"q": "q2", "a": "hybrid · alpha=0.5", "b": "chunks · top_k=4"}
+    # a question the new filter hides falls back to the first row shown
+    assert drilldown_choice(m.iloc[:1], new, None, {"q": "q2"})["q"] == "q1"
+
+
+def test_a_strategy_keeps_its_colour_whatever_else_the_chart_draws():
+    from evals.charts import quality_cost_figure, strategy_colour
+    from evals.summary import summarize_scores
+
+    now = summarize_scores(frame({"chunks · top_k=2": [1.0, 0.0, 0.5, 0.2], "hybrid · defaults": [0.9, 0.1, 0.5, 0.0]}))
+    before = summarize_scores(frame({"chunks · top_k=8": [0.5, 0.5, 0.5, 0.5]}))
+
+    def colours(fig):
+        return {t.name: t.marker.color for t in fig.data if t.name not in ("earlier budgets", "Pareto front")}
+
+    plain, with_history = quality_cost_figure(now, "f1"), quality_cost_figure(now, "f1", history=before)
+    assert colours(plain) == colours(with_history) == {"chunks": strategy_colour("chunks"),
+                                                       "hybrid": strategy_colour("hybrid")}
+    assert strategy_colour("chunks") != strategy_colour("hybrid")
+    assert strategy_colour("my_plugin") == strategy_colour("my_plugin")  # stable for names it does not know
