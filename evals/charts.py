@@ -57,7 +57,7 @@ def pareto_ties(df: pd.DataFrame) -> list[bool]:
 
 
 def quality_cost_figure(summary: pd.DataFrame, quality: str, cost: str = "context_tokens",
-                        history: pd.DataFrame | None = None):
+                        history: pd.DataFrame | None = None, title: str | None = None):
     """Quality against cost per point: lines join a strategy's budget points, stars mark the Pareto
     front, open diamonds the points statistically tied with it; ``history`` (earlier summaries)
     shows previously applied budgets as faded points."""
@@ -98,7 +98,7 @@ def quality_cost_figure(summary: pd.DataFrame, quality: str, cost: str = "contex
     for k, n in enumerate(notes):
         fig.add_annotation(text=n, xref="paper", yref="paper", x=0, y=1.0 - 0.07 * k, showarrow=False,
                            xanchor="left", font={"size": 11, "color": "#a33"})
-    fig.update_layout(title=f"{quality} vs {cost}", xaxis_title=f"{cost.replace('_', ' ')} per question (mean)",
+    fig.update_layout(title=title or f"{quality} vs {cost}", xaxis_title=f"{cost.replace('_', ' ')} per question (mean)",
                       yaxis_title=f"{quality} (mean over questions, 95% CI)", template="plotly_white", height=420)
     return fig
 

@@ -468,6 +468,9 @@ def cmd_show(a) -> int:
         if not a.by:
             table = with_losses(table, losses)
         print(table.to_string(index=False) if len(table) else "no items committed yet")
+        if "faithfulness" in metrics and len(table):
+            from .reports import support_caption
+            print(f"\nfaithfulness (offline): {support_caption()}")
         if shared is not None:
             n, total, ssum = shared
             print(f"\nsome points lost items (column 'lost': answers that failed, left out of their means), so "

@@ -184,6 +184,9 @@ def to_markdown(res: dict, base_name: str, cand_name: str) -> str:
              + (f"; baseline only: {', '.join(cov['baseline_only'])}" if cov.get("baseline_only") else ""), ""]
     if res["failures"]:
         lines += ["**Failures**", ""] + [f"- {f}" for f in res["failures"]] + [""]
+    if any(r["metric"] == "faithfulness" for r in res["rows"]):
+        from .reports import support_caption
+        lines += [f"_faithfulness (offline): {support_caption()}_", ""]
     lines += ["| strategy | point | metric | baseline | candidate | delta | 95% CI | tolerance | verdict |",
               "|---|---|---|---:|---:|---:|---|---:|---|"]
     for r in res["rows"]:

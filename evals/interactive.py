@@ -256,6 +256,28 @@ def budget_curve(sess: Session, strategy: str, param: str, values: list, limit: 
     return evaluate_points(sess, [(strategy, {**(base or {}), param: v}) for v in values], limit)
 
 
+def sweep_from_applied(sess: Session, strategies: list[str], param: str, values: str, budgets: dict,
+                       limit: int = 100) -> pd.DataFrame:
+    """The workbench's Sweep: ``param`` over ``values`` ("2,4,8") for each strategy, every other budget
+    at what the user applied (not the shipped defaults). A budget a strategy does not have, or no value,
+    is an error naming the valid ones."""
+    import dataclasses
+
+    param = param.strip()
+    vals = [parse_budget_value(x) for x in str(values).split(",") if x.strip()]
+    if not vals:
+        raise ValueError("give at least one value to sweep, e.g. 2,4,8,16")
+    if not strategies:
+        raise ValueError("pick at least one strategy to sweep")
+    frames = []
+    for name, applied in points_from_budgets(list(strategies), budgets):
+        fields = [f.name for f in dataclasses.fields(get_strategy(name).Params)]
+        if param not in fields:
+            raise ValueError(f"strategy {name!r} has no budget {param!r}; valid: {', '.join(fields)}")
+        frames.append(budget_curve(sess, name, param, vals, limit, base=applied))
+    return pd.concat(frames, ignore_index=True)
+
+
 def points_from_budgets(strategies: list[str], budgets: dict) -> list[tuple[str, dict]]:
     """One point per strategy. ``STRATEGY__PARAM`` keys go to that strategy only; plain keys to every
     strategy that has the parameter. Only values that differ from the strategy's shipped default are

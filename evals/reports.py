@@ -19,23 +19,36 @@ QUALITY = ["f1", "faithfulness", "citation_precision", "evidence_recall", "abste
 
 
 
+def support_agreement() -> dict:
+    """The offline support model's agreement with people on the shipped held-out labels, as measured by
+    ``ragwb agreement`` (evals/support_agreement.json; re-measure with ``ragwb agreement --json FILE``)."""
+    path = Path(__file__).with_name("support_agreement.json")
+    try:
+        d = json.loads(path.read_text())
+        return next(r for r in d["rows"] if r["judge"] == "offline support model") | {"labels": d["labels"]}
+    except (OSError, ValueError, KeyError, StopIteration):
+        return {}
+
+
 def support_caption() -> str:
-    """How far the offline faithfulness judge agrees with people (shown under its chart)."""
+    """How far the offline faithfulness judge agrees with people: shown beside it wherever it appears
+    (chart, table, report, gate), with the held-out figure first."""
+    a = support_agreement()
+    held = (f"held-out AUROC {a['auroc']:.2f} [{a['auroc_95ci'][0]:.2f}, {a['auroc_95ci'][1]:.2f}] against human "
+            f"labels on {a['n']} ExpertQA claims (0.5 = chance; `ragwb agreement`)" if a else
+            "held-out agreement not measured (`ragwb agreement`)")
     from .support import load_model
 
     cv = load_model().get("cv", {})
-    return (f"Offline faithfulness uses the support model {load_model()['id']}: cross-validated AUROC against human "
-            f"labels {cv.get('expertqa_auroc', float('nan')):.2f} on ExpertQA claims (word overlap "
-            f"{cv.get('expertqa_overlap_auroc', float('nan')):.2f}) and {cv.get('ragtruth_auroc', float('nan')):.2f} "
-            f"on RAGTruth sentences (overlap {cv.get('ragtruth_overlap_auroc', float('nan')):.2f}); threshold "
-            f"{load_model().get('threshold', float('nan')):.2f}: supported precision "
-            f"{cv.get('supported_precision', float('nan')):.2f}, recall {cv.get('supported_recall', float('nan')):.2f} "
-            "on the development data; weak agreement: "
-            "read differences as indicative. `ragwb agreement` prints every judge's figures.")
+    return (f"Offline faithfulness is NOT validated: {held}; cross-validated AUROC on its development data "
+            f"{cv.get('expertqa_auroc', float('nan')):.2f} (ExpertQA) and {cv.get('ragtruth_auroc', float('nan')):.2f} "
+            "(RAGTruth sentences). Read its differences as indicative only; an LLM judge "
+            "(--judge-base-url) is the validated option.")
 
 
 def _table(df: pd.DataFrame) -> str:
-    return df.to_html(index=False, escape=True, border=0, classes="tbl", na_rep="")
+    # a wide table scrolls inside the page (never a page wider than the window); cells do not wrap
+    return "<div class='scroll'>" + df.to_html(index=False, escape=True, border=0, classes="tbl", na_rep="") + "</div>"
 
 
 def worst_questions(store: ResultStore, run_id: str, metric: str = "f1", n: int = 5) -> pd.DataFrame:
@@ -95,6 +108,13 @@ def report_sections(store: ResultStore, run_id: str, compare: str | None = None)
         "count(*) AS n FROM scores s JOIN results r USING (run_id, strategy, point_id, question_id, repeat) "
         "JOIN run_gold q ON q.run_id = r.run_id AND q.question_id = r.question_id "
         "WHERE s.run_id = ? AND s.metric = 'f1' AND s.status = 'ok' GROUP BY ALL ORDER BY 1, 2, 3, 4", [run_id]).df()
+    if len(breakdown):  # budget points in numeric order (top_k=2 before top_k=16); 3 decimals
+        from .summary import natural_key
+
+        breakdown = breakdown.iloc[sorted(range(len(breakdown)), key=lambda i: (
+            breakdown.strategy.iloc[i], natural_key(str(breakdown.point.iloc[i])),
+            str(breakdown.question_type.iloc[i]), str(breakdown.language.iloc[i])))].reset_index(drop=True)
+        breakdown["f1"] = breakdown["f1"].round(3)
     breakdowns = breakdown_tables(store, run_id, run["dataset"])
     conv_figs = []
     if store.con.execute("SELECT count(*) FROM results WHERE run_id = ? AND turn IS NOT NULL", [run_id]).fetchone()[0]:
@@ -152,7 +172,8 @@ def build_report_html(store: ResultStore, run_id: str, compare: str | None = Non
 
     sec = report_sections(store, run_id, compare)
     parts = [f"<h1>RAG Workbench report: run {html.escape(run_id)}</h1>", f"<p>{sec['header_md']}</p>",
-             "<h2>Summary (means with 95% bootstrap intervals over questions)</h2>", _table(sec["summary"])]
+             "<h2>Summary (means with 95% bootstrap intervals over questions)</h2>", _table(sec["summary"]),
+             f"<p class='src'>{html.escape(support_caption())}</p>"]
     if sec["shared_summary"] is not None:
         n, total, t = sec["shared_summary"]
         parts += [f"<p>Some points lost items (column <i>lost</i>: answers that failed, left out of their means), so "
@@ -181,12 +202,14 @@ def build_report_html(store: ResultStore, run_id: str, compare: str | None = Non
         parts += [f"<h2>Compared with run {html.escape(compare)} (paired deltas)</h2>", note,
                   _table(sec["comparison"])]
     parts += ["<h2>F1 per 1,000 context tokens (95% bootstrap interval of the ratio)</h2>", _table(sec["per_1k"]),
-              "<h2>Question x point matrix (click a header to sort)</h2>", sec["matrix_html"],
+              "<h2>Question x point matrix (click a header to sort)</h2>",
+              "<div class='scroll'>" + sec["matrix_html"] + "</div>",
               "<h2>Worst questions (lowest F1) with their contexts</h2>", sec["worst_html"]]
     css = ("body{font-family:system-ui,sans-serif;margin:2em;max-width:1200px}.tbl{border-collapse:collapse;"
            "font-size:13px}.tbl td,.tbl th{padding:3px 8px;border-bottom:1px solid #ddd}pre{white-space:pre-wrap;"
            "background:#f6f6f6;padding:6px}.src{color:#666}.matrix th{cursor:pointer;position:sticky;top:0;"
-           "background:#fff}.matrix td.qtext{max-width:28em}")
+           "background:#fff}.matrix td.qtext{max-width:28em}.scroll{overflow-x:auto;max-width:100%}"
+           ".tbl td{white-space:nowrap}")
     return (f"<!doctype html><html><head><meta charset='utf-8'><title>RAG Workbench {html.escape(run_id)}</title>"
             f"<style>{css}</style></head><body>{''.join(parts)}</body></html>")
 

@@ -125,6 +125,8 @@ def _(mo):
 def _(HEADLINE, cost, get_history, headline_table, mo, quality, quality_cost_figure, summary):
     import pandas as _pd
 
+    from evals.reports import support_caption
+
     _hist = get_history()[:-1]
     _table = headline_table(summary, HEADLINE, numeric=True)
     mo.vstack([
@@ -132,6 +134,7 @@ def _(HEADLINE, cost, get_history, headline_table, mo, quality, quality_cost_fig
                                          _pd.concat(_hist, ignore_index=True) if _hist else None)),
         mo.ui.table(_table, selection=None, freeze_columns_left=["strategy", "point"],
                     format_mapping={c: "{:.3f}" for c in _table.columns if _table[c].dtype.kind == "f"}),
+        mo.md(f"<small>faithfulness (offline): {support_caption()}</small>"),
     ]) if len(summary) else mo.md("Pick at least one strategy.")
     return
 
@@ -233,22 +236,30 @@ def _(explore, mo, pair_a, pair_b, quality, scores):
 
 @app.cell
 def _(STRATEGIES, mo):
-    curve_strategy = mo.ui.dropdown(list(STRATEGIES), value="chunks", label="strategy")
+    curve_strategy = mo.ui.multiselect(list(STRATEGIES), value=["chunks"], label="strategies (overlaid)")
     curve_param = mo.ui.text(value="top_k", label="budget")
     curve_values = mo.ui.text(value="2,4,8,16", label="values")
     curve_go = mo.ui.run_button(label="Sweep")
-    mo.vstack([mo.md("## Budget curve: sweep one budget (re-packs from cached candidates)"),
+    mo.vstack([mo.md("## Budget curve: sweep one budget from the applied budgets (re-packs from cached "
+                     "candidates)"),
                mo.hstack([curve_strategy, curve_param, curve_values, curve_go], justify="start")])
     return curve_go, curve_param, curve_strategy, curve_values
 
 
 @app.cell
-def _(curve_go, curve_param, curve_strategy, curve_values, interactive, limit, mo, quality, quality_cost_figure,
-      session, summarize_scores):
+def _(budgets, curve_go, curve_param, curve_strategy, curve_values, interactive, limit, mo, quality,
+      quality_cost_figure, session, summarize_scores):
     mo.stop(not curve_go.value, mo.md("Press Sweep to draw the curve."))
-    _vals = [interactive.parse_budget_value(x) for x in curve_values.value.split(",") if x.strip()]
-    _sc = interactive.budget_curve(session, curve_strategy.value, curve_param.value.strip(), _vals, limit.value)
-    mo.ui.plotly(quality_cost_figure(summarize_scores(_sc), quality.value, "context_tokens"))
+    try:  # a wrong budget name or value is shown here, naming the valid ones (never a blank output)
+        _sc = interactive.sweep_from_applied(session, curve_strategy.value, curve_param.value,
+                                             curve_values.value, budgets.value or {}, limit.value)
+        _out = mo.ui.plotly(quality_cost_figure(
+            summarize_scores(_sc), quality.value, "context_tokens",
+            title=f"{quality.value} vs context tokens: {', '.join(curve_strategy.value)} sweeping "
+                  f"{curve_param.value.strip()} = {curve_values.value} (other budgets as applied)"))
+    except (ValueError, KeyError) as _e:
+        _out = mo.callout(mo.md(f"**Sweep not run:** {_e.args[0] if _e.args else _e}"), kind="danger")
+    _out
     return
 
 
@@ -284,9 +295,19 @@ def _(args, interactive, mo, quality, quality_cost_figure, sweep_run):
 
 
 @app.cell
-def _(args, base_run, cand_run, interactive, mo):
-    _cmp = interactive.compare_stored_runs(args.db, base_run.value, cand_run.value) if (
-        base_run.value and cand_run.value) else None
+def _(mo):
+    compare_go = mo.ui.run_button(label="Compare the two runs")
+    compare_go
+    return (compare_go,)
+
+
+@app.cell
+def _(args, base_run, cand_run, compare_go, interactive, mo):
+    # only when asked (never on the path of Apply); linear in the rows; the notebook's stop button interrupts it
+    mo.stop(not compare_go.value, mo.md("Pick two runs and press *Compare the two runs*."))
+    with mo.status.spinner(title=f"Comparing {cand_run.value} against {base_run.value}"):
+        _cmp = interactive.compare_stored_runs(args.db, base_run.value, cand_run.value) if (
+            base_run.value and cand_run.value) else None
     (mo.vstack([mo.md(interactive.coverage_line(_cmp)),
                 mo.ui.table(_cmp, selection=None, freeze_columns_left=["strategy", "point", "metric"],
                             freeze_columns_right=["verdict"])])

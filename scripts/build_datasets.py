@@ -34,8 +34,14 @@ def main() -> None:
     ap.add_argument("--shared", default=str(ROOT.parent / "shared" / "datasets"))
     ap.add_argument("--out", default=str(ROOT / "datasets"))
     ap.add_argument("--no-vectors", action="store_true", help="skip the shipped parsed pages and e5 vectors")
+    ap.add_argument("--vectors-only", nargs="+", metavar="SET", default=None,
+                    help="only (re)build the shipped vectors of these bundled sets, keeping the others' (no "
+                         "source data read)")
     a = ap.parse_args()
     src, out = Path(a.shared), Path(a.out)
+    if a.vectors_only:
+        build_shipped(out, a.vectors_only)
+        return
 
     with gzip.open(src / "squad2_dev_cs224n" / "dev-v2.0.json.gz") as f:
         squad = json.load(f)
@@ -118,9 +124,13 @@ def build_mtrag(src: Path, out: Path) -> None:
         "Any redistribution of these passages must keep this notice and share alike.\n")
 
 
-def build_shipped(out: Path) -> None:
-    """Parsed pages of the bundled PDFs and the e5 vectors of every bundled chunk and question, so a
-    fresh clone parses and embeds nothing (rag/shipped.py). Reproducible: same inputs, same files."""
+SHIPPED_VECTOR_SETS = ("squad2", "xquad-en", "xquad-el", "xquad-ru", "docugami", "mtrag-govt", "mtrag-clapnq")
+
+
+def build_shipped(out: Path, only: list[str] | None = None) -> None:
+    """Parsed pages of the bundled PDFs and the e5 vectors of every bundled chunk and question (turns and
+    their rewrites for the conversation sets), so a fresh clone parses and embeds nothing (rag/shipped.py),
+    the conversation sets included. Reproducible: same inputs, same files. ``only``: just these sets."""
     import os
     import tempfile
 
@@ -131,11 +141,12 @@ def build_shipped(out: Path) -> None:
     from rag.shipped import MANIFEST, write_vectors
 
     parsed = out / "parsed"
-    shutil.rmtree(parsed, ignore_errors=True)
     man = {}
-    from rag.corpora import MAIN_JOB_SETS
-
-    for name in MAIN_JOB_SETS:  # the sets the main job evaluates (the MTRAG sets embed on first use)
+    if only:
+        man = json.loads((out / "vectors" / MANIFEST).read_text())
+    else:
+        shutil.rmtree(parsed, ignore_errors=True)
+    for name in only or SHIPPED_VECTOR_SETS:
         with tempfile.TemporaryDirectory() as tmp:
             cache = ParseCache(Path(tmp) / "parsed", shipped=Path(tmp) / "none")
             ds = load_bundled(name, cache, progress=True)
@@ -145,7 +156,8 @@ def build_shipped(out: Path) -> None:
             ws = Workspace(Path(tmp) / "ws")
             cfg = IndexConfig()
             ws.ingest(ds, cfg, progress=True)
-            ws.embedding_cache.embed(get_embedder(cfg.embedder), cfg.embedder.key, [q.text for q in ds.questions],
+            queries = [q.text for q in ds.questions] + [q.rewrite for q in ds.questions if q.rewrite]
+            ws.embedding_cache.embed(get_embedder(cfg.embedder), cfg.embedder.key, list(dict.fromkeys(queries)),
                                      "query")
             entry = write_vectors(ws.embedding_cache.rows(), out / "vectors" / f"{name}.e5.parquet")
             man[name] = {**entry, "embedder_key": cfg.embedder.key, "index_config_hash": cfg.hash}

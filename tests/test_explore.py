@@ -158,6 +158,16 @@ def test_session_summary_groups_the_applied_frame_like_groupby(tmp_path):
     part = scores[scores.strategy != "hybrid"]
     pd.testing.assert_frame_equal(summarize_session(sess, part),
                                   summarize_scores(part).reset_index(drop=True), check_exact=True)
+    # the Sweep starts from the applied budgets, overlays strategies, and a wrong name says which are valid
+    from evals.interactive import sweep_from_applied
+
+    sw = sweep_from_applied(sess, ["chunks", "hybrid"], "max_context_tokens", "300,600",
+                            {"chunks__top_k": 3}, 10)
+    assert set(sw.point_label) == {"max_context_tokens=300,top_k=3", "max_context_tokens=600,top_k=3",
+                                   "max_context_tokens=300", "max_context_tokens=600"}
+    import pytest
+    with pytest.raises(ValueError, match="strategy 'chunks' has no budget 'topk'; valid: .*top_k"):
+        sweep_from_applied(sess, ["chunks"], "topk", "2,4", {}, 10)
 
 
 def test_a_click_on_a_filtered_matrix_opens_the_row_shown_and_apply_keeps_the_drilldown():
