@@ -139,11 +139,18 @@ def question_matrix(scores: pd.DataFrame, questions: list, metric: str = "f1") -
 
 
 def filter_matrix(m: pd.DataFrame, disagree: bool = False, failures: bool = False, unanswerable: bool = False,
-                  field: str | None = None, value: str | None = None, search: str = "") -> pd.DataFrame:
-    """The rows of a question matrix that pass every filter asked for."""
+                  field: str | None = None, value: str | None = None, search: str = "",
+                  worse: tuple[str, str] | None = None) -> pd.DataFrame:
+    """The rows of a question matrix that pass every filter asked for. ``worse=(A, B)``: the questions
+    where point B scored below point A (both scored)."""
     if m.empty:
         return m
     keep = pd.Series(True, index=m.index)
+    if worse and all(worse) and worse[0] != worse[1]:
+        a, b = worse
+        if a not in m.columns or b not in m.columns:
+            raise ValueError(f"'B worse than A' needs two points of the matrix; got {a!r} and {b!r}")
+        keep &= m[b] < m[a]  # NaN (not scored) compares False: only questions both scored
     if disagree:
         keep &= m["disagree"]
     if failures:
@@ -195,7 +202,7 @@ def clicked_question(matrix: pd.DataFrame, cell) -> str | None:
 
 
 def paired_points(scores: pd.DataFrame, a: str, b: str, metrics: list[str] | None = None,
-                  seed: int = DEFAULT_SEED, n_resamples: int = 2000) -> pd.DataFrame:
+                  seed: int = DEFAULT_SEED, n_resamples: int = 2000, first: str | None = None) -> pd.DataFrame:
     """Point ``b`` against point ``a`` (names from ``points_of``) over the questions both scored ok,
     per metric: n, mean of each, the paired bootstrap delta (b - a) with its 95% interval, and a
     verdict: better / worse when the interval excludes 0 (in the metric's direction), else tie."""
@@ -223,6 +230,11 @@ def paired_points(scores: pd.DataFrame, a: str, b: str, metrics: list[str] | Non
         rows.append({"metric": metric, "n": r["n"], "a": round(r["baseline"], 3), "b": round(r["candidate"], 3),
                      "delta": round(r["delta"], 3), "low": round(r["low"], 3), "high": round(r["high"], 3),
                      "verdict": verdict})
+    if first:  # the chosen quality metric first, then the headline metrics, then the rest (not alphabetical)
+        from .summary import HEADLINE
+
+        rank = {m: i for i, m in enumerate([first] + [h for h in HEADLINE if h != first])}
+        rows.sort(key=lambda r: (rank.get(r["metric"], len(rank)), r["metric"]))
     out = pd.DataFrame(rows, columns=["metric", "n", "a", "b", "delta", "low", "high", "verdict"])
     out.attrs.update(a=a, b=b)
     return out

@@ -187,6 +187,18 @@ def _cited_sentences(answer: str) -> dict[int, list[str]]:
     return out
 
 
+_CELL = "padding:2px 10px;border-bottom:1px solid #ddd;"  # inline: the notebook page has no report CSS
+
+
+def _fmt_value(metric: str, v) -> str:
+    """Token counts and other whole numbers as integers (873, not 873.000); scores with 3 decimals."""
+    if v is None:
+        return ""
+    if metric.endswith("tokens") or metric.endswith("_count") or float(v).is_integer() and abs(v) >= 2:
+        return f"{v:,.0f}"
+    return f"{v:.3f}"
+
+
 def drilldown_html(question, row: dict, scores: dict, point: str | None = None, anchor: str = "blk") -> str:
     """Question, gold, the answer with citations linked to blocks, a formatted metric table (value,
     status, reason or judge explanation), and the blocks with their token counts: gold evidence
@@ -202,10 +214,12 @@ def drilldown_html(question, row: dict, scores: dict, point: str | None = None, 
              f"<h3>{html.escape(question.text)}</h3>",
              f"<p>gold: {html.escape(' | '.join(question.answers) or '(unanswerable)')}</p>",
              f"<p>answer ({html.escape(row['answer_status'])}): {ans}</p>",
-             "<table class='tbl'><tr><th>metric</th><th>value</th><th>status</th><th>reason / explanation</th></tr>"]
-    parts += [f"<tr><td>{html.escape(k)}</td><td>{'' if v.value is None else f'{v.value:.3f}'}</td>"
-              f"<td>{html.escape(v.status)}</td><td>{html.escape((v.detail or '')[:400])}</td></tr>"
-              for k, v in sorted(scores.items())]
+             "<table class='tbl' style='border-collapse:collapse'><tr>"
+             + "".join(f"<th style='{_CELL}text-align:left'>{h}</th>" for h in ("metric", "value", "status",
+                                                                              "reason / explanation")) + "</tr>"]
+    parts += [f"<tr><td style='{_CELL}'>{html.escape(k)}</td><td style='{_CELL}text-align:right'>{_fmt_value(k, v.value)}"
+              f"</td><td style='{_CELL}'>{html.escape(v.status)}</td><td style='{_CELL}'>"
+              f"{html.escape((v.detail or '')[:400])}</td></tr>" for k, v in sorted(scores.items())]
     parts.append(f"</table><p>{len(blocks)} blocks, {total} tokens</p><ol>")
     for b in blocks:
         tag = " <b>(holds gold evidence)</b>" if b["n"] in held else ""
@@ -308,6 +322,46 @@ def points_from_budgets(strategies: list[str], budgets: dict) -> list[tuple[str,
     return out
 
 
+def save_as_run(sess: Session, db: str, points: list[tuple[str, dict]], limit: int,
+                run_id: str | None = None) -> str:
+    """Store the applied budgets as a run (the items this session already computed: nothing is evaluated
+    again), so ``ragwb runs``, ``show``, the report and the gate see it. Returns the run id. Every item of
+    every point must have been evaluated (Apply first); a missing one is an error, never a partial run."""
+    import time
+    import uuid
+
+    from .runner import RunConfig, git_commit, package_versions
+    from .store import ResultStore
+
+    qs = sess.dataset.questions[:limit]
+    rows, scores = [], []
+    run_id = run_id or time.strftime("wb-%Y%m%d-%H%M%S-") + uuid.uuid4().hex[:4]
+    for name, kw in points:
+        label = point_label(kw)
+        for q in qs:
+            item = sess.items.get((name, label, q.qid))
+            if item is None:
+                raise ValueError(f"{name} [{label}] has not been evaluated on question {q.qid}: press Apply first")
+            row, sc = item
+            rows.append({**row, "run_id": run_id})
+            scores += [{"run_id": run_id, "strategy": name, "point_id": point_id(kw), "question_id": q.qid,
+                        "repeat": 0, "metric": m, "value": v.value, "status": v.status, "detail": v.detail}
+                       for m, v in sc.items()]
+    if not rows:
+        raise ValueError("nothing to save: pick at least one strategy and press Apply")
+    cfg = RunConfig(dataset=sess.dataset.name, index=sess.retriever.reader.config,
+                    grid={name: {k: [v] for k, v in kw.items()} for name, kw in points}, limit=limit)
+    with ResultStore(db) as st:
+        st.upsert_questions(sess.dataset.name, qs)
+        st.create_run(run_id, {"dataset": sess.dataset.name, "index_name": sess.retriever.reader.index,
+                               "config": cfg.to_dict(), "config_hash": cfg.hash, "versions": package_versions(),
+                               "git_commit": git_commit(), "planned": len(rows),
+                               "corpus": {d.doc_id: d.content_hash for d in sess.dataset.documents}}, questions=qs)
+        st.write_items(rows, scores)
+        st.finish_run(run_id, {"items": len(rows), "source": "workbench: Save as run", "seconds": 0.0})
+    return run_id
+
+
 def list_runs(db: str) -> pd.DataFrame:
     from pathlib import Path
 
@@ -345,6 +399,11 @@ def compare_stored_runs(db: str, baseline: str, candidate: str) -> pd.DataFrame:
 
     with ResultStore(db, read_only=True) as st:
         return compare_runs(st, baseline, candidate)
+
+
+def conversation_length(sess: Session, conversation_id: str) -> int:
+    """How many turns the conversation has (the turn slider's range)."""
+    return sum(1 for q in sess.dataset.questions if q.conversation_id == conversation_id)
 
 
 def conversation_ids(sess: Session) -> list[str]:

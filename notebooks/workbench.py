@@ -140,6 +140,38 @@ def _(HEADLINE, cost, get_history, headline_table, mo, quality, quality_cost_fig
 
 
 @app.cell
+def _(mo):
+    save_id = mo.ui.text(label="run id (optional)", placeholder="wb-...")
+    save_go = mo.ui.run_button(label="Save as run")
+    mo.hstack([save_go, save_id, mo.md("<small>stores the applied budgets' items (nothing is evaluated again), "
+                                      "so `ragwb runs`, `show`, the report and the gate see them</small>")],
+              justify="start")
+    return save_go, save_id
+
+
+@app.cell
+def _(args, budgets, interactive, limit, mo, save_go, save_id, scores, session, strategies):
+    mo.stop(not save_go.value)
+    scores  # noqa: B018  (saves what is applied now)
+    try:
+        from pathlib import Path as _Path
+
+        from evals.reports import write_report
+
+        _rid = interactive.save_as_run(session, args.db, interactive.points_from_budgets(
+            strategies.value, budgets.value or {}), limit.value, save_id.value.strip() or None)
+        _rep = write_report(_rid, db=args.db, out_dir=_Path(args.workspace) / "reports")
+        _out = mo.vstack([mo.md(f"Saved run **{_rid}** ({_rep}); `ragwb show {_rid}`, "
+                                f"`ragwb gate --baseline ... --candidate {_rid}`."),
+                          mo.download(_rep.read_bytes(), filename=_rep.name, mimetype="text/html",
+                                      label=f"Open the report of {_rid}")])
+    except (ValueError, KeyError) as _e:
+        _out = mo.callout(mo.md(f"**Not saved:** {_e.args[0] if _e.args else _e}"), kind="danger")
+    _out
+    return
+
+
+@app.cell
 def _(explore, mo, scores, session):
     _fields = sorted({k for q in session.dataset.questions for k in (q.metadata or {})})
     m_metric = mo.ui.dropdown(sorted(set(scores.metric)) if len(scores) else ["f1"],
@@ -150,21 +182,25 @@ def _(explore, mo, scores, session):
     f_field = mo.ui.dropdown(["(none)"] + _fields, value="(none)", label="field")
     f_value = mo.ui.text(label="equals", placeholder="value")
     f_search = mo.ui.text(label="search", placeholder="question text or id")
+    f_worse = mo.ui.checkbox(label="B worse than A (the paired comparison's points)")
     mo.vstack([mo.md("## Question x point matrix (click a cell to open it below)"),
-               mo.hstack([m_metric, f_disagree, f_fail, f_unans, f_field, f_value, f_search], justify="start",
-                         wrap=True)])
-    return f_disagree, f_fail, f_field, f_search, f_unans, f_value, m_metric
+               mo.hstack([m_metric, f_disagree, f_fail, f_unans, f_worse, f_field, f_value, f_search],
+                         justify="start", wrap=True)])
+    return f_disagree, f_fail, f_field, f_search, f_unans, f_value, f_worse, m_metric
 
 
 @app.cell
-def _(explore, f_disagree, f_fail, f_field, f_search, f_unans, f_value, m_metric, mo, scores, session):
+def _(explore, f_disagree, f_fail, f_field, f_search, f_unans, f_value, f_worse, m_metric, mo, pair_a, pair_b,
+      scores, session):
     _m = explore.question_matrix(scores, session.dataset.questions, m_metric.value or "f1")
     matrix = explore.filter_matrix(_m, f_disagree.value, f_fail.value, f_unans.value,
                                    None if f_field.value == "(none)" else f_field.value, f_value.value,
-                                   f_search.value)
+                                   f_search.value, (pair_a.value, pair_b.value) if f_worse.value else None)
     _pts = _m.attrs.get("points", [])
     matrix_table = mo.ui.table(
-        matrix, selection="single-cell", page_size=12, freeze_columns_left=["question_id"],
+        # long questions shortened here (the drill-down shows them whole) so the point columns fit the page
+        matrix.assign(question=matrix["question"].str.slice(0, 70)) if len(matrix) else matrix,
+        selection="single-cell", page_size=12, freeze_columns_left=["question_id"],
         format_mapping={p: "{:.3f}" for p in _pts + ["spread"]},
         style_cell=lambda _row, _col, _v: ({"backgroundColor": explore.cell_colour(_v)}
                                           if _col in _pts and isinstance(_v, float) else {}),
@@ -205,7 +241,9 @@ def _(interactive, mo, pick_a, pick_b, pick_q, scores, session):
     # corpus text and answers are escaped by the library: shown as text, never executed
     (mo.Html(interactive.side_by_side_html(session, pick_q.value, pick_a.value,
                                            None if pick_b.value == "(none)" else pick_b.value))
-     if pick_q.value and pick_a.value else mo.md("Evaluate a strategy to see its items."))
+     if pick_q.value and pick_a.value else
+     mo.md("No question matches the matrix filters: clear the search or a filter." if len(scores)
+           else "Pick at least one strategy and press *Apply budgets* to see its items."))
     return
 
 
@@ -223,7 +261,7 @@ def _(explore, mo, scores):
 def _(explore, mo, pair_a, pair_b, quality, scores):
     mo.stop(not (pair_a.value and pair_b.value and pair_a.value != pair_b.value),
             mo.md("Pick two different points."))
-    _p = explore.paired_points(scores, pair_a.value, pair_b.value)
+    _p = explore.paired_points(scores, pair_a.value, pair_b.value, first=quality.value)
     _k = explore.quality_per_1k_tokens(scores, quality.value)
     mo.vstack([
         mo.ui.table(_p, selection=None, label=f"{pair_b.value} vs {pair_a.value}: delta with 95% interval; "
@@ -353,12 +391,21 @@ def _(interactive, mo, session):
 
     _ids = interactive.conversation_ids(session)
     conv_pick = mo.ui.dropdown(_ids, value=_ids[0] if _ids else None, label="conversation")
-    conv_turn = mo.ui.slider(1, 12, value=3, label="turn", show_value=True)
     conv_policies = mo.ui.multiselect(list(MEMORY_POLICIES), value=["full_history", "window", "retrieved_turns"],
                                       label="memory policies")
-    mo.vstack([mo.md("### Conversation memory"), mo.hstack([conv_pick, conv_turn, conv_policies], justify="start")]
+    mo.vstack([mo.md("### Conversation memory"), mo.hstack([conv_pick, conv_policies], justify="start")]
               ) if _ids else mo.md("")
-    return conv_pick, conv_policies, conv_turn
+    return conv_pick, conv_policies
+
+
+@app.cell
+def _(conv_pick, interactive, mo, session):
+    # the slider runs over this conversation's own turns; it evaluates on release, not at every step
+    _n = interactive.conversation_length(session, conv_pick.value) if conv_pick.value else 0
+    conv_turn = mo.ui.slider(1, max(_n, 1), value=min(3, max(_n, 1)), label=f"turn (of {_n})", show_value=True,
+                             debounce=True, disabled=_n <= 1)
+    conv_turn if _n else mo.md("")
+    return (conv_turn,)
 
 
 @app.cell

@@ -168,6 +168,25 @@ def test_session_summary_groups_the_applied_frame_like_groupby(tmp_path):
     import pytest
     with pytest.raises(ValueError, match="strategy 'chunks' has no budget 'topk'; valid: .*top_k"):
         sweep_from_applied(sess, ["chunks"], "topk", "2,4", {}, 10)
+    # Save as run: the applied items become a stored run that runs, show and the gate read; nothing re-done
+    from evals.cli import main
+    from evals.interactive import save_as_run
+
+    db = tmp_path / "ws" / "results.duckdb"
+    n_items = len(sess.items)
+    rid = save_as_run(sess, str(db), pts, 25, "SAVED")
+    assert rid == "SAVED" and len(sess.items) == n_items
+    assert main(["runs", "--workspace", str(tmp_path / "ws")]) == 0
+    assert main(["show", "SAVED", "--workspace", str(tmp_path / "ws")]) == 0
+    assert main(["gate", "--baseline", "SAVED", "--candidate", "SAVED", "--workspace", str(tmp_path / "ws"),
+                 "--json", str(tmp_path / "g.json")]) == 0
+    import duckdb
+    con = duckdb.connect(str(db), read_only=True)
+    assert con.execute("SELECT status, planned FROM runs").fetchone() == ("finished", 75)
+    assert con.execute("SELECT count(*) FROM results").fetchone()[0] == 75
+    con.close()
+    with pytest.raises(ValueError, match="press Apply first"):
+        save_as_run(sess, str(db), [("parent_child", {})], 25)
 
 
 def test_a_click_on_a_filtered_matrix_opens_the_row_shown_and_apply_keeps_the_drilldown():
@@ -204,3 +223,15 @@ def test_a_strategy_keeps_its_colour_whatever_else_the_chart_draws():
                                                        "hybrid": strategy_colour("hybrid")}
     assert strategy_colour("chunks") != strategy_colour("hybrid")
     assert strategy_colour("my_plugin") == strategy_colour("my_plugin")  # stable for names it does not know
+
+
+def test_b_worse_than_a_filter_and_the_paired_table_leads_with_the_chosen_metric():
+    sc = frame({"chunks · top_k=2": [1.0, 0.0, 0.5, 0.2], "hybrid · defaults": [0.9, 0.1, 0.5, 0.0]},
+               status={("hybrid · defaults", 3): "timeout"})
+    m = question_matrix(sc, QS)
+    worse = filter_matrix(m, worse=("chunks · top_k=2", "hybrid · defaults"))
+    assert list(worse.question_id) == ["q0"]  # q3: hybrid not scored, so not "worse"
+    p = paired_points(sc, "chunks · top_k=2", "hybrid · defaults", first="context_tokens")
+    assert list(p.metric) == ["context_tokens", "f1"]
+    assert list(paired_points(sc, "chunks · top_k=2", "hybrid · defaults", first="f1").metric) == ["f1",
+                                                                                                 "context_tokens"]
