@@ -37,6 +37,18 @@ class Session:
     layout: tuple = (None, [])  # (weakref to evaluate_points' last frame, [((strategy, label), n rows)])
 
 
+EMBED_CHUNKS_PER_S = {"e5": 8.0, "use": 100.0, "hash": 5000.0}  # measured on 2 cores (docs/performance.md)
+
+
+def ingest_cost(dataset: str, workspace: str = "results", embedder: str = "e5") -> dict:
+    """What opening ``dataset`` would embed first: {"chunks": n, "seconds": estimate}. The notebook states
+    it and waits for a button before a long ingest (nothing is embedded without the user's say)."""
+    ws = Workspace(workspace)
+    cfg = IndexConfig(embedder=EmbedderConfig(embedder))
+    n = ws.chunks_to_embed(ws.load(dataset, None, cfg), cfg)
+    return {"chunks": n, "seconds": n / EMBED_CHUNKS_PER_S.get(embedder, 8.0)}
+
+
 def open_session(dataset: str = "squad2", workspace: str = "results", embedder: str = "e5",
                  progress: bool = False, on_progress=None) -> Session:
     """Load (ingesting first when needed: ``on_progress(n, total)`` reports embedded chunks)."""
@@ -320,6 +332,18 @@ def points_from_budgets(strategies: list[str], budgets: dict) -> list[tuple[str,
                 kw[param] = v
         out.append((name, kw))
     return out
+
+
+def applied_budgets_table(points: list[tuple[str, dict]]) -> pd.DataFrame:
+    """The chart's legend of applied budgets: each strategy's point and what changed since its shipped
+    defaults ("top_k 8 -> 4"; "shipped defaults" when nothing did)."""
+    rows = []
+    for name, kw in points:
+        defaults = get_strategy(name).Params()
+        changes = "; ".join(f"{k} {getattr(defaults, k)!r} -> {v!r}" for k, v in sorted(kw.items()))
+        rows.append({"strategy": name, "point": point_label(kw), "changed since the shipped defaults":
+                     changes or "shipped defaults"})
+    return pd.DataFrame(rows, columns=["strategy", "point", "changed since the shipped defaults"])
 
 
 def save_as_run(sess: Session, db: str, points: list[tuple[str, dict]], limit: int,

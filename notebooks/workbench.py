@@ -73,6 +73,21 @@ def _(mo):
 
 @app.cell
 def _(args, dataset, interactive, mo):
+    # a long first ingest (a set whose vectors are not shipped for this embedder) says what it costs first
+    ingest_cost = interactive.ingest_cost(dataset.value, args.workspace, args.embedder)
+    ingest_go = mo.ui.run_button(label=f"Embed {ingest_cost['chunks']:,} chunks now")
+    (mo.callout(mo.vstack([mo.md(f"**{dataset.value}** needs {ingest_cost['chunks']:,} chunks embedded with "
+                                 f"{args.embedder} first: about {ingest_cost['seconds'] / 60:.0f} min on 2 cores "
+                                 "(once; later loads embed nothing). In `marimo edit` the stop button interrupts "
+                                 "it; an interrupted ingest resumes where it stopped."), ingest_go]), kind="warn")
+     if ingest_cost["seconds"] > 60 else mo.md(""))
+    return ingest_cost, ingest_go
+
+
+@app.cell
+def _(args, dataset, ingest_cost, ingest_go, interactive, mo):
+    mo.stop(ingest_cost["seconds"] > 60 and not ingest_go.value,
+            mo.md(f"Waiting for *Embed {ingest_cost['chunks']:,} chunks now* before loading {dataset.value}."))
     # a set not ingested yet shows a progress bar with rate and ETA while its chunks are embedded
     _bar = {}
 
@@ -119,6 +134,15 @@ def _(mo):
     cost = mo.ui.dropdown(["context_tokens", "prompt_tokens", "cost_usd"], value="context_tokens", label="cost")
     mo.hstack([quality, cost], justify="start")
     return cost, quality
+
+
+@app.cell
+def _(budgets, interactive, mo, strategies):
+    # what each point on the chart is: the applied budgets and their changes since the shipped defaults
+    mo.ui.table(interactive.applied_budgets_table(interactive.points_from_budgets(strategies.value,
+                                                                                  budgets.value or {})),
+                selection=None, label="applied budgets (each point's label names its changed budgets)")
+    return
 
 
 @app.cell

@@ -238,6 +238,29 @@ class Workspace:
         return load_any(spec, questions, parse_cache=self.parse_cache, name=name,
                         previous=lambda doc_id: self.stored_document(index, doc_id), **kw)
 
+    def chunks_to_embed(self, ds: Dataset, cfg: "IndexConfig") -> int:
+        """How many chunks an ingest of ``ds`` would embed now (changed documents whose chunks are neither
+        in the embedding cache nor in the set's shipped vectors): the cost a notebook states before it
+        starts a long ingest. Nothing is written."""
+        from .shipped import manifest
+
+        if ds.name in BUNDLED and manifest().get(ds.name, {}).get("embedder_key") == cfg.embedder.key:
+            return 0  # seeded from the shipped vectors (a non-default chunking would still embed: rare)
+        existing, dirty = (self._verified_documents(self.index_name(ds.name, cfg))
+                           if self.has_table(f"{self.index_name(ds.name, cfg)}__documents") else ({}, set()))
+        texts = [c.embed_text for d in ds.documents
+                 if existing.get(d.doc_id) != d.content_hash or d.doc_id in dirty
+                 for c in chunk_document(d, cfg.chunking)[0]]
+        cache = self.embedding_cache
+        keys = list(dict.fromkeys(cache._key(cfg.embedder.key, "passage", t) for t in texts))
+        found = 0
+        with cache._lock:
+            for i in range(0, len(keys), 500):
+                part = keys[i:i + 500]
+                found += cache.db.execute(f"SELECT count(*) FROM emb WHERE k IN ({','.join('?' * len(part))})",
+                                          part).fetchone()[0]
+        return len(keys) - found
+
     def stored_document(self, index: str, doc_id: str):
         """A document as its committed rows hold it (text and pages), or None."""
         from .models import Document, Page

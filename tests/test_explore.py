@@ -235,3 +235,12 @@ def test_b_worse_than_a_filter_and_the_paired_table_leads_with_the_chosen_metric
     assert list(p.metric) == ["context_tokens", "f1"]
     assert list(paired_points(sc, "chunks · top_k=2", "hybrid · defaults", first="f1").metric) == ["f1",
                                                                                                  "context_tokens"]
+
+
+def test_the_applied_budgets_table_says_what_changed_since_the_defaults():
+    from evals.interactive import applied_budgets_table, points_from_budgets
+
+    t = applied_budgets_table(points_from_budgets(["chunks", "hybrid"], {"chunks__top_k": 4, "hybrid__alpha": 0.8}))
+    assert t.to_dict("records") == [
+        {"strategy": "chunks", "point": "top_k=4", "changed since the shipped defaults": "top_k 8 -> 4"},
+        {"strategy": "hybrid", "point": "defaults", "changed since the shipped defaults": "shipped defaults"}]

@@ -124,9 +124,16 @@ def test_workbench_in_chromium_apply_matrix_drilldown_pairs_offline(browser, tmp
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     ws = tmp_path / "ws"
+    db = ws / "results.duckdb"
+    # what a user has after running `ragwb run` twice, and a sweep: three stored runs of one dataset
+    common = ["run", "--dataset", "xquad-en", "--embedder", "hash", "--limit", "20", "--workspace", str(ws),
+              "--no-progress", "--no-report", "--strategies", "chunks,hybrid"]
+    for rid in ("R1", "R2"):
+        assert main(common + ["--run-id", rid]) == 0
+    assert main(common + ["--run-id", "SWEEP", "--set", "chunks.top_k=2,4,8"]) == 0
     proc = subprocess.Popen([sys.executable, "-m", "marimo", "run", "--headless", "--no-token", "--port", str(port),
                              str(ROOT / "notebooks" / "workbench.py"), "--", "--dataset", "xquad-en", "--embedder",
-                             "hash", "--limit", "20", "--workspace", str(ws), "--db", str(tmp_path / "none.duckdb")],
+                             "hash", "--limit", "20", "--workspace", str(ws), "--db", str(db)],
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     shots = tmp_path / "screenshots"
     shots.mkdir()
@@ -146,8 +153,13 @@ def test_workbench_in_chromium_apply_matrix_drilldown_pairs_offline(browser, tmp
                 else outside.append(r.url))
         page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
         page.on("pageerror", lambda e: errors.append(str(e)))
+        t_open = time.time()
         page.goto(f"http://127.0.0.1:{port}/")
         page.wait_for_selector(".main-svg", timeout=90000)
+        first_chart_s = time.time() - t_open
+        print(f"first chart after {first_chart_s:.1f} s")
+        assert first_chart_s < 90  # with two stored runs of the dataset: nothing compares them on load
+        assert page.locator("text=Compare the two runs").count() >= 1  # the comparison waits for its button
         page.wait_for_selector("text=showing: chunks · defaults", timeout=60000)
 
         def embedded():
@@ -173,21 +185,46 @@ def test_workbench_in_chromium_apply_matrix_drilldown_pairs_offline(browser, tmp
         # (marimo renders UI labels in shadow roots: Playwright's text selectors pierce them)
         page.wait_for_selector("text=/^([0-9]|1[0-9]) of 20 questions$/", timeout=30000)
         page.screenshot(path=str(shots / "2-filtered.png"), full_page=True)
-        # 3. a cell click opens that question and point in the drill-down
+        # 3. a cell click on a non-first row of the filtered matrix opens that row's question and point
         header = "parent_child · defaults"
         table = page.locator("table", has=page.locator(f"th:has-text('{header}')")).first
         col = table.locator(f"th:has-text('{header}')").first
         col.scroll_into_view_if_needed()
+        heads = [h.strip() for h in table.locator("thead th").all_inner_texts()]
         idx = col.evaluate("t => [...t.parentElement.children].indexOf(t)")
-        cell = table.locator("tbody tr").first.locator("td").nth(idx)
-        cell.click()
+        q_idx = next(i for i, h in enumerate(heads) if h.split()[0:1] == ["question"])
+        rows = table.locator("tbody tr")
+        assert rows.count() >= 2
+        row = rows.nth(1)
+        question = row.locator("td").nth(q_idx).inner_text().strip()
+        row.locator("td").nth(idx).click()
         page.wait_for_selector(f"text=showing: {header}", timeout=30000)
+        shown = page.locator("h3").filter(has_text=question[:40])
+        shown.first.wait_for(timeout=30000)  # the clicked row's question, not the first row's
         page.screenshot(path=str(shots / "3-cell-drilldown.png"), full_page=True)
+        # 3b. Apply again: the drill-down keeps that question and that point
+        slider.focus()
+        page.keyboard.press("ArrowLeft")
+        page.get_by_text("Apply budgets").click()
+        page.wait_for_selector("th:has-text('chunks · top_k=2')", timeout=60000)  # the Apply has landed
+        page.wait_for_selector(f"text=showing: {header}", timeout=60000)
+        assert page.locator("h3").filter(has_text=question[:40]).count() >= 1
+        # 3c. Save as run: the applied items become a stored run that `ragwb runs` lists
+        page.get_by_text("Save as run", exact=True).click()
+        page.wait_for_selector("text=/Saved run/", timeout=60000)
+        import duckdb
+        con = duckdb.connect(str(db), read_only=True)
+        saved = con.execute("SELECT run_id, status FROM runs WHERE run_id LIKE 'wb-%'").fetchall()
+        con.close()
+        assert len(saved) == 1 and saved[0][1] == "finished"
         # 4. the paired comparison shows intervals and verdicts
         page.wait_for_selector("text=delta with 95% interval", timeout=30000)
         body = page.inner_text("body")
         assert "per 1,000 context tokens" in body and ("tie" in body or "better" in body or "worse" in body)
         page.screenshot(path=str(shots / "4-paired.png"), full_page=True)
+        # 5. two stored runs of the dataset are compared only when asked, and quickly
+        page.get_by_text("Compare the two runs", exact=True).click()
+        page.wait_for_selector("text=/compared \\d+ of \\d+/", timeout=60000)
         assert outside == [], outside  # MathJax and every other CDN request is gone
         assert errors == [], errors
         for png in shots.glob("*.png"):
