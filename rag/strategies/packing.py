@@ -1,0 +1,120 @@
+"""Packing helpers shared by the shapes: sentence-boundary truncation, the shared token budget,
+block provenance, counters, and chunk rows as raw blocks."""
+from __future__ import annotations
+
+import functools
+import re
+
+
+from ..retrieval import Retriever
+from ..textproc import note_prefix
+from ..tokens import count_tokens, count_tokens_memo
+from . import (BaseParams, Block)
+
+# --------------------------------------------------------------------------- packing
+
+_SENT_BOUNDARY = re.compile(r"(?<=[.!?;。！？])[\"')\]]*\s+|\n+")
+
+
+@functools.lru_cache(maxsize=8192)
+def truncate_to_tokens(text: str, budget: int, encoding: str = "o200k_base") -> str:
+    """The longest prefix of ``text`` that ends at a sentence boundary and fits ``budget`` tokens."""
+    if budget <= 0:
+        return ""
+    from ..tokens import get_encoding
+
+    enc = get_encoding(encoding)
+    # one encode finds where the budget runs out; then walk back to a sentence boundary
+    ids = enc.encode(text[: budget * 12], disallowed_special=())
+    if len(ids) <= budget and len(text) <= budget * 12:
+        return text
+    limit = len(enc.decode(ids[:budget]))
+    ends = [m.start() for m in _SENT_BOUNDARY.finditer(text, 0, limit + 1)]
+    if limit >= len(text):
+        ends.append(len(text))
+    for end in reversed(ends):
+        cand = text[:end].rstrip()
+        # token merges at the cut can differ: recheck (memoised: pack_blocks counts the cut next)
+        if cand and count_tokens_memo(cand, encoding) <= budget:
+            note_prefix(cand, text)
+            return cand
+    return ""
+
+
+def pack_blocks(raw: list[tuple], params: BaseParams, encoding: str) -> list[Block]:
+    """Number blocks in rank order under the shared token budget.
+
+    ``raw`` holds (text, group, doc_ids, page_ids, chunk_ids, spans, n_tokens, score[, offsets]).
+    ``offsets`` maps a page, chunk or document id to the position in ``text`` where its text
+    starts (absent: 0). ``spans`` are the document ranges the text shows, in order, back to back.
+    Policy for the block that would overflow ``max_context_tokens``:
+    ``truncate`` keeps its longest prefix ending at a sentence boundary that fits (nothing if
+    none fits) and stops; ``drop`` leaves it out and goes on with the next, smaller blocks.
+    A truncated block keeps exactly the pages, chunks, documents and spans whose text it still shows.
+    """
+    out: list[Block] = []
+    budget = params.max_context_tokens
+    used = 0
+    for item in raw:
+        text, group, d, p, c, spans, n, score = item[:8]
+        if budget and used + n > budget:
+            if params.overflow == "drop":
+                continue
+            cut = truncate_to_tokens(text, budget - used, encoding)
+            if cut:
+                k = count_tokens_memo(cut, encoding)
+                offsets = item[8] if len(item) > 8 else {}
+                d2, p2, c2, sp2 = cut_provenance(len(cut), d, p, c, spans, offsets)
+                out.append(Block(len(out) + 1, cut, group, d2, p2, c2, sp2, k, score, True))
+            break
+        out.append(Block(len(out) + 1, text, group, d, p, c, spans, n, score))
+        used += n
+    return out
+
+
+def cut_provenance(length: int, doc_ids: tuple, page_ids: tuple, chunk_ids: tuple, spans: tuple,
+                   offsets: dict) -> tuple[tuple, tuple, tuple, tuple]:
+    """What the first ``length`` characters of a block show: the ids whose text starts before the
+    cut (order kept) and the spans clipped to it."""
+    keep = lambda ids: tuple(x for x in ids if offsets.get(x, 0) < length)  # noqa: E731
+    clipped, pos = [], 0
+    for sd, ss, se in spans:
+        if pos >= length:
+            break
+        clipped.append((sd, ss, min(se, ss + (length - pos))))
+        pos += se - ss
+    return keep(doc_ids), keep(page_ids), keep(chunk_ids), tuple(clipped)
+
+
+
+def counters(chunks_found: int, docs_loaded: int = 0, pages_rebuilt: int = 0, fallback: str | None = None) -> dict:
+    return {"chunks_found": int(chunks_found), "docs_loaded": docs_loaded, "pages_rebuilt": pages_rebuilt,
+            "fallback": fallback}
+
+
+def chunk_raw(r: Retriever, row: int, score: float, max_chars: int = 0) -> tuple:
+    rd = r.reader
+    text, n = rd.texts[row], int(rd.n_tokens[row])
+    s, e = int(rd.starts[row]), int(rd.ends[row])
+    if max_chars and len(text) > max_chars:
+        text = _text_prefix(text, max_chars)
+        e = s + max_chars
+        n = count_tokens(text, rd.config.chunking.encoding)
+    return (text, "chunks", (rd.doc_ids[row],), (rd.page_ids[row],), (rd.chunk_ids[row],),
+            ((rd.doc_ids[row], s, e),), n, float(score))
+
+
+@functools.lru_cache(maxsize=4096)
+def _text_prefix(text: str, n: int) -> str:
+    """``text[:n]``, one string per (text, n): every question that truncates a document to the same
+    budget shares it, and with it every memo keyed by the block text (hash computed once)."""
+    cut = text[:n]
+    note_prefix(cut, text)
+    return cut
+
+
+def _prefetch(rows, ids: list) -> None:
+    """One read for many rows whose text stays in LanceDB (an ANN index's lazy rows); else nothing."""
+    fetch = getattr(rows, "prefetch", None)
+    if fetch is not None:
+        fetch(ids)

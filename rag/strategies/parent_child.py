@@ -1,0 +1,42 @@
+"""parent_child: small leaves retrieved, their parent sections returned."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from . import (BaseParams, Context, Strategy, params_dict, register_strategy)
+from .packing import _prefetch, counters, pack_blocks
+
+
+@dataclass(frozen=True)
+class ParentChildParams(BaseParams):
+    top_k: int = 20  # leaves retrieved before de-duplication by parent
+    max_parents: int = 4
+
+
+@register_strategy
+class ParentChildStrategy(Strategy):
+    name = "parent_child"
+    description = "retrieve small leaves, de-duplicate by parent_id, return the top parent sections"
+    Params = ParentChildParams
+
+    def pack(self, r, pool, p):
+        rd = r.reader
+        order: dict[str, list] = {}
+        for i, s in zip(pool.dense_idx[:p.top_k], pool.dense_scores[:p.top_k]):
+            i = int(i)
+            pid = rd.parent_ids[i]
+            if pid not in order:
+                if len(order) >= p.max_parents:
+                    continue
+                order[pid] = [float(s), []]
+            order[pid][1].append(i)
+        raw = []
+        _prefetch(rd.parents, list(order))
+        for pid, (score, leaves) in order.items():
+            par = rd.parents[pid]
+            offsets = {rd.chunk_ids[i]: int(rd.starts[i]) - int(par["start"]) for i in leaves}
+            raw.append((par["text"], "parents", (par["doc_id"],), (par["page_id"],),
+                        tuple(rd.chunk_ids[i] for i in leaves),
+                        ((par["doc_id"], par["start"], par["end"]),), int(par["n_tokens"]), score, offsets))
+        blocks = pack_blocks(raw, p, rd.config.chunking.encoding)
+        return Context(self.name, params_dict(p), blocks, counters(min(p.top_k, len(pool.dense_idx))))
