@@ -201,7 +201,7 @@ def parse_prices(items: list[str], base: dict | None = None) -> dict:
 SWEEP_SECTIONS = {"run", "strategies", "prices"}
 RUN_KEYS = {"datasets": "a list of dataset names", "strategies": "a list of strategy names",
             "answerer": "extractive or openai", "limit": "an integer >= 1", "repeats": "an integer >= 1",
-            "prices": "a table MODEL = [input, output]"}
+            "prices": "a table MODEL = [input, output]", "plugins": "a list of strategy plugin files or modules"}
 
 
 def load_sweep(path: str) -> dict:
@@ -228,11 +228,18 @@ def load_sweep(path: str) -> dict:
         if k not in RUN_KEYS:
             raise ValueError(f"{path}: unknown key [run] {k}; valid: {', '.join(RUN_KEYS)}")
         bad = ((k in ("limit", "repeats") and (not isinstance(v, int) or isinstance(v, bool) or v < 1))
-               or (k in ("datasets", "strategies") and not (isinstance(v, str) or
+               or (k in ("datasets", "strategies", "plugins") and not (isinstance(v, str) or
                                                              (isinstance(v, list) and all(isinstance(x, str) for x in v))))
                or (k == "answerer" and v not in ("extractive", "openai")))
         if bad:
             raise ValueError(f"{path}: [run] {k} must be {RUN_KEYS[k]}, got {v!r}")
+    if run.get("plugins"):  # loaded before the strategy tables are checked: they may name a plugin's shapes
+        from rag.strategies import load_plugins
+
+        plugs = [run["plugins"]] if isinstance(run["plugins"], str) else run["plugins"]
+        here = Path(path).parent
+        run["plugins"] = [str(here / x) if (here / x).is_file() else x for x in plugs]
+        load_plugins(run["plugins"])
     strategies = d.get("strategies", {})
     for name, axes in strategies.items():
         if name not in STRATEGIES:
@@ -282,6 +289,9 @@ def cmd_run(a) -> int:
     import time
 
     t_start = time.perf_counter()
+    from rag.strategies import load_plugins, plugin_hashes
+
+    load_plugins(a.plugins or [])  # before anything names a strategy: --set and the sweep may use them
     sweep = load_sweep(a.config) if a.config else {}
     run_sec = sweep.get("run", {})
     main_job = not (a.dataset or run_sec.get("datasets") or a.resume)
@@ -345,7 +355,8 @@ def cmd_run(a) -> int:
                         llm=llm, judge=judge, judges=tuple(a.judges or ()), scorers=tuple(a.scorers or ()),
                         repeats=repeats, limit=limit, memory=memory, query_modes=query_modes,
                         insert_fillers=a.insert_fillers, vector_index=a.vector_index, use_cache=not a.no_cache,
-                        fit_context=a.fit_context)
+                        fit_context=a.fit_context,
+                        plugins=plugin_hashes(list(a.plugins or []) + list(run_sec.get("plugins") or [])))
         summ = run_evaluation(cfg, a.workspace, a.db, run_id=a.run_id if len(datasets) == 1 else None,
                               resume=a.resume, progress=not a.no_progress,
                               allow_changed_corpus=a.allow_changed_corpus, lock_wait=a.wait,
@@ -431,6 +442,13 @@ def cmd_runs(a) -> int:
     if df.empty:
         print("no runs yet: try `ragwb run`")
         return 0
+    import json
+
+    # a run's strategy plugins as file@sha256[:12]: a changed plugin shows as a different hash
+    df["plugins"] = [", ".join(f"{Path(k).name}@{v[:12]}" for k, v in json.loads(p).items()) if p else ""
+                     for p in df["plugins"].fillna("")]
+    if not df["plugins"].any():
+        df = df.drop(columns=["plugins"])
     with pd.option_context("display.width", 200, "display.max_columns", 20):
         print(df.to_string(index=False))
     return 0
@@ -490,10 +508,13 @@ def cmd_export(a) -> int:
 
 
 def cmd_strategies(a) -> int:
-    from rag.strategies import describe_strategies
+    from rag.strategies import BUILTIN, describe_strategies, load_plugins
+    from rag.strategies.plugins import ORIGIN
 
+    load_plugins(a.plugins or [])
     for s in describe_strategies():
-        print(f"{s['name']}: {s['description']}")
+        src = "" if s["name"] in BUILTIN else f" [plugin {ORIGIN.get(s['name'], 'installed')}]"
+        print(f"{s['name']}: {s['description']}{src}")
         print("    " + ", ".join(f"{k}={v!r}" for k, v in s["params"].items()))
     return 0
 
@@ -578,6 +599,9 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--dataset", action="append", help="dataset to run (repeatable; 'all' = every bundled set)")
     s.add_argument("--questions", default=None, help="JSONL gold questions for a folder dataset")
     s.add_argument("--strategies", default=None, help="comma-separated strategy names (default: all)")
+    s.add_argument("--plugins", nargs="*", default=None, metavar="FILE",
+                   help="your own strategies: Python files or modules with @register_strategy classes "
+                        "(docs/your-system.md); their sha256 is recorded with the run")
     s.add_argument("--set", action="append", metavar="STRATEGY.PARAM=V1,V2",
                    help="a budget axis of the grid, e.g. chunks.top_k=4,8,16 (repeatable)")
     s.add_argument("--config", default=None, help="TOML sweep file ([run] and [strategies.NAME] tables)")
@@ -666,7 +690,9 @@ def build_parser() -> argparse.ArgumentParser:
     _add_store_args(s)
     s.set_defaults(fn=cmd_report)
 
-    s = sub.add_parser("strategies", help="list strategies and their budgets (shipped defaults)")
+    s = sub.add_parser("strategies", help="list strategies and their budgets (shipped defaults), plugins included")
+    s.add_argument("--plugins", nargs="*", default=None, metavar="FILE",
+                   help="strategy plugin files or modules to load (docs/your-system.md)")
     s.set_defaults(fn=cmd_strategies)
     s = sub.add_parser("metrics", help="list metrics, their family and direction")
     s.set_defaults(fn=cmd_metrics)

@@ -20,12 +20,13 @@ from dataclasses import dataclass, field
 from importlib import metadata
 from pathlib import Path
 
-from rag.answerers import make_answerer
+from rag.answerers import Answer, make_answerer
 from rag.index import IndexConfig, Workspace
 from rag.llm import PRICES, LLMClient, LLMConfig, price_of
 from rag.prompts import parse_citations, prompt_tokens
 from rag.retrieval import Retriever
-from rag.strategies import DEFAULT_POOL, STRATEGIES, blocks_json, get_strategy, make_params, params_dict
+from rag.strategies import (BUILTIN, DEFAULT_POOL, STRATEGIES, Context, blocks_json, get_strategy, make_params,
+                            params_dict)
 
 from .metrics import Score, ScoringInput, get_scorers, score_all
 from .store import ResultStore
@@ -53,6 +54,7 @@ class RunConfig:
     vector_index: str = "auto"  # auto | ann | exact (rag/index.py)
     fit_context: bool = False  # LLM answers: a prompt over the model's window is re-packed to fit by the
     #                            point's own overflow policy (default: the item is status context_overflow)
+    plugins: dict = field(default_factory=dict)  # strategy plugin file or module -> sha256 of its source
 
     def __post_init__(self):
         if not isinstance(self.repeats, int) or self.repeats < 1:
@@ -213,16 +215,34 @@ class ItemEvaluator:
         return ctx
 
     def evaluate(self, q, name: str, p, pid: str, label: str, rep: int = 0):
-        ctx, retrieve_ms, pack_ms = self.retrieve(q.text, name, p)
+        if name in BUILTIN:
+            ctx, retrieve_ms, pack_ms = self.retrieve(q.text, name, p)
+            return self.finish(q, name, p, pid, label, rep, ctx, retrieve_ms, pack_ms)
+        try:  # a user's plugin that raises on one question costs that item (status error), not the run
+            ctx, retrieve_ms, pack_ms = self.retrieve(q.text, name, p)
+        except Exception as e:  # noqa: BLE001
+            import traceback
+
+            tb = traceback.extract_tb(e.__traceback__)[-1]
+            why = f"strategy {name} raised {type(e).__name__}: {str(e)[:300]} ({tb.filename}:{tb.lineno})"
+            return self.finish(q, name, p, pid, label, rep, Context(name, params_dict(p), [], {"error": why}),
+                               0.0, 0.0, failure=why)
         return self.finish(q, name, p, pid, label, rep, ctx, retrieve_ms, pack_ms)
 
     def finish(self, q, name: str, p, pid: str, label: str, rep: int, ctx, retrieve_ms: float, pack_ms: float,
                history: list[dict] | None = None, bypassed: bool | None = None, extra_params: dict | None = None,
-               query_mode: str | None = None):
+               query_mode: str | None = None, failure: str | None = None, answer=None):
         """Answer and score one item whose context is already packed (conversation turns pass the
-        history their memory policy chose and whether retrieval was bypassed)."""
+        history their memory policy chose and whether retrieval was bypassed). ``failure``: the item
+        failed before answering (its metrics get status error and the reason); ``answer``: an answer
+        that came with the context (a deployed system's), so none is generated here."""
         t3 = time.perf_counter()
-        ans = self.answerer.answer(q.text, ctx.blocks, repeat=rep, history=history)
+        if failure is not None:
+            ans = Answer("", "error", 0, 0, error=failure)
+        elif answer is not None:
+            ans = answer
+        else:
+            ans = self.answerer.answer(q.text, ctx.blocks, repeat=rep, history=history)
         t4 = time.perf_counter()
         price = price_of(self.model, ans.prompt_tokens, ans.completion_tokens, self.prices)
         hist_tokens = (prompt_tokens(history, self.r.reader.config.chunking.encoding) - 3) if history else 0
@@ -310,6 +330,7 @@ def build_parts(cfg: RunConfig, ws: Workspace, index: str, limiter_for=None) -> 
     """Retriever, answerer, scorers and judges of a run: built by the driver (local engine) or by
     each worker (Ray engine) from the same config. ``limiter_for(kind, llm_config)`` supplies the
     concurrency limiter of the answer model ("llm") and the judge ("judge"); default: per process."""
+    load_run_plugins(cfg)
     prices = {**PRICES, **{k: tuple(v) for k, v in cfg.prices.items()}}
     lim = limiter_for or (lambda kind, c: None)
     llm = None
@@ -390,11 +411,28 @@ def check_same_corpus(run_id: str, before: dict, now: dict) -> None:
                          "two corpora. Start a new run, or pass --allow-changed-corpus to resume anyway")
 
 
+def load_run_plugins(cfg: RunConfig) -> None:
+    """Load the run's strategy plugins (here and in every engine worker); a plugin whose source changed
+    since the run recorded it is refused: its items would mix two versions of the user's code."""
+    if not cfg.plugins:
+        return
+    from rag.strategies import load_plugins, plugin_hashes
+
+    now = plugin_hashes(list(cfg.plugins))
+    changed = [f"{k} (sha256 {v[:12]} -> {now.get(k, 'missing')[:12]})" for k, v in cfg.plugins.items()
+               if now.get(k) != v]
+    if changed:
+        raise ValueError(f"strategy plugin(s) changed since the run recorded them: {'; '.join(changed)}; "
+                         "start a new run (a run measures one version of your code)")
+    load_plugins(list(cfg.plugins))
+
+
 def check_config(cfg: RunConfig) -> None:
     """What can be checked without the corpus, checked before any ingest or run row: a bad grid, an
     answerer without its endpoint, judges without a judge, gold questions for a bundled set."""
     from rag.corpora import BUNDLED
 
+    load_run_plugins(cfg)
     expand_grid(cfg.grid)
     if cfg.answerer == "openai" and cfg.llm is None:
         raise ValueError("answerer 'openai' needs --llm-base-url and --llm-model")

@@ -385,7 +385,8 @@ class ResultStore:
         with self.session() as con:
             return con.execute(
                 "SELECT r.run_id, r.created_at, r.status, r.dataset, r.git_commit, r.planned, "
-                "(SELECT count(*) FROM results x WHERE x.run_id = r.run_id) AS done "
+                "(SELECT count(*) FROM results x WHERE x.run_id = r.run_id) AS done, "
+                "json_extract_string(r.config, '$.plugins') AS plugins "
                 "FROM runs r ORDER BY r.created_at DESC").df()
 
     # ------------------------------------------------------------------ rows

@@ -23,7 +23,11 @@ def _():
     parser.add_argument("--dataset", default="squad2", choices=list(BUNDLED), help="bundled dataset")
     parser.add_argument("--limit", type=int, default=50, help="questions evaluated interactively")
     parser.add_argument("--embedder", default="e5", help="embedder of the index (e5, use, hash)")
+    parser.add_argument("--plugins", nargs="*", default=[], help="your own strategy files (docs/your-system.md)")
     args, _unknown = parser.parse_known_args(sys.argv[1:])
+    from rag.strategies import load_plugins
+
+    load_plugins(args.plugins)  # the user's shapes join the strategy list beside the five
     return (BUNDLED, HEADLINE, STRATEGIES, args, explore, headline_table, interactive, mo, quality_cost_figure,
             summarize_scores)
 

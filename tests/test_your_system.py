@@ -1,0 +1,135 @@
+"""The user's own RAG system on the same scale (issue 26): strategy plugins, a deployed service over
+HTTP, logged outputs. Real files, a real HTTP service on 127.0.0.1, the real CLI and store."""
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import duckdb
+import pytest
+
+from evals.cli import main
+
+REPO = Path(__file__).resolve().parents[1]
+FAST = ["--embedder", "hash", "--no-progress", "--no-report"]
+
+PLUGIN = '''
+from dataclasses import dataclass
+
+from rag.strategies import BaseParams, Context, Strategy, params_dict, register_strategy
+from rag.strategies.packing import chunk_raw, counters, pack_blocks
+
+
+@dataclass(frozen=True)
+class FirstLinesParams(BaseParams):
+    top_k: int = 3
+    max_chars: int = 200
+
+
+@register_strategy
+class FirstLines(Strategy):
+    name = "{name}"
+    description = "top-k chunks cut to their first characters (a test plugin)"
+    Params = FirstLinesParams
+
+    def pack(self, r, pool, p):
+        if "{boom}" and "{boom}" in pool.question:
+            raise RuntimeError("this plugin cannot handle questions about {boom}")
+        raw = [chunk_raw(r, int(i), s, p.max_chars) for i, s in zip(pool.dense_idx[:p.top_k], pool.dense_scores[:p.top_k])]
+        return Context(self.name, params_dict(p), pack_blocks(raw, p, r.reader.config.chunking.encoding),
+                       counters(len(raw)))
+'''
+
+
+def write_plugin(path: Path, boom: str = "", name: str = "first_lines") -> Path:
+    """A plugin file; each test registers its own strategy name (one process, one registry)."""
+    path.write_text(PLUGIN.replace("{boom}", boom).replace("{name}", name))
+    return path
+
+
+def test_a_plugin_strategy_is_listed_swept_recorded_and_gated_like_a_builtin(tmp_path, capsys):
+    plug = write_plugin(tmp_path / "my_strategies.py")
+    assert main(["strategies", "--plugins", str(plug)]) == 0
+    out = capsys.readouterr().out
+    assert f"first_lines: top-k chunks cut to their first characters (a test plugin) [plugin {plug}]" in out
+    assert "top_k=3, max_chars=200" in out
+    ws = tmp_path / "ws"
+    run = ["run", "--dataset", "xquad-en", "--limit", "6", "--workspace", str(ws), *FAST, "--plugins", str(plug),
+           "--strategies", "chunks,first_lines"]
+    assert main(run + ["--set", "first_lines.top_k=2,4", "--set", "first_lines.max_chars=120", "--run-id",
+                       "P1"]) == 0
+    con = duckdb.connect(str(ws / "results.duckdb"), read_only=True)
+    pts = sorted(con.execute("SELECT DISTINCT strategy, point_label FROM results WHERE run_id='P1'").fetchall())
+    cfg = json.loads(con.execute("SELECT config FROM runs WHERE run_id='P1'").fetchone()[0])
+    blocks = con.execute("SELECT blocks FROM results WHERE strategy='first_lines'").fetchall()
+    con.close()
+    assert pts == [("chunks", "defaults"), ("first_lines", "max_chars=120,top_k=2"),
+                   ("first_lines", "max_chars=120,top_k=4")]
+    import hashlib
+    assert cfg["plugins"] == {str(plug.resolve()): hashlib.sha256(plug.read_bytes()).hexdigest()}
+    assert all(len(b["text"]) <= 120 for (js,) in blocks for b in json.loads(js))
+    capsys.readouterr()
+    assert main(["runs", "--workspace", str(ws)]) == 0
+    assert f"my_strategies.py@{cfg['plugins'][str(plug.resolve())][:12]}" in capsys.readouterr().out
+    # the same config with a changed plugin is another run, and a resume of the old one refuses it
+    plug.write_text(plug.read_text() + "\n# changed\n")
+    with duckdb.connect(str(ws / "results.duckdb")) as con:
+        con.execute("DELETE FROM scores WHERE run_id='P1' AND strategy='chunks'")
+        con.execute("DELETE FROM results WHERE run_id='P1' AND strategy='chunks'")
+    capsys.readouterr()
+    assert main(["run", "--resume", "P1", "--workspace", str(ws), *FAST]) == 2
+    assert "plugin(s) changed since the run recorded them" in capsys.readouterr().err
+    # the gate guards a plugin point like any other
+    assert main(run + ["--set", "first_lines.top_k=2", "--set", "first_lines.max_chars=120", "--run-id", "P2"]) == 0
+    assert main(["gate", "--baseline", "P2", "--candidate", "P2", "--workspace", str(ws),
+                 "--json", str(tmp_path / "g.json")]) == 0
+    rows = json.loads((tmp_path / "g.json").read_text())["rows"]
+    assert any(r["strategy"] == "first_lines" for r in rows)
+
+
+def test_a_plugin_that_raises_on_one_question_costs_that_item_only(tmp_path, capsys):
+    plug = write_plugin(tmp_path / "boom_plugin.py", boom="religion", name="boom_lines")
+    ws = tmp_path / "ws"
+    assert main(["run", "--dataset", "squad2", "--limit", "40", "--workspace", str(ws), *FAST, "--plugins", str(plug),
+                 "--strategies", "boom_lines", "--run-id", "B"]) == 0
+    con = duckdb.connect(str(ws / "results.duckdb"), read_only=True)
+    st = dict(con.execute("SELECT answer_status, count(*) FROM results GROUP BY 1").fetchall())
+    err = con.execute("SELECT answer_error FROM results WHERE answer_status='error' LIMIT 1").fetchone()[0]
+    status = con.execute("SELECT status FROM runs").fetchone()[0]
+    f1 = con.execute("SELECT DISTINCT s.status FROM scores s JOIN results r USING (run_id, strategy, point_id, "
+                     "question_id, repeat) WHERE r.answer_status='error' AND s.metric='f1'").fetchall()
+    con.close()
+    assert st.get("error", 0) >= 1 and st.get("ok", 0) >= 1 and status == "finished"
+    assert "RuntimeError: this plugin cannot handle questions about religion" in err and "boom_plugin.py:" in err
+    assert f1 == [("error",)]
+
+
+@pytest.mark.parametrize("body,needle", [
+    ("def broken(:\n    pass\n", "bad.py:1: SyntaxError"),
+    ("import os\nraise RuntimeError('no config')\n", "bad.py:2: RuntimeError: no config"),
+    (PLUGIN.replace('"{name}"', '"chunks"'), "registers strategy 'chunks', which already exists"),
+])
+def test_a_plugin_that_cannot_load_is_one_line_naming_file_and_line_before_any_work(tmp_path, capsys, body, needle):
+    bad = tmp_path / "bad.py"
+    bad.write_text(body)
+    ws = tmp_path / "ws"
+    rc = main(["run", "--dataset", "squad2", "--limit", "2", "--workspace", str(ws), *FAST, "--plugins", str(bad)])
+    err = capsys.readouterr().err
+    assert rc == 2 and needle in err and "Traceback" not in err, err
+    assert not ws.exists() or not (ws / "results.duckdb").exists()
+    from rag.strategies import STRATEGIES, ChunksStrategy
+    assert type(STRATEGIES["chunks"]) is ChunksStrategy  # the built-in was never replaced
+
+
+def test_plugins_in_a_sweep_file(tmp_path):
+    plug = write_plugin(tmp_path / "sweep_plugin.py", name="sweep_lines")
+    cfg = tmp_path / "s.toml"
+    cfg.write_text('[run]\nplugins = ["sweep_plugin.py"]\ndatasets = ["xquad-en"]\nlimit = 3\n'
+                   'strategies = ["sweep_lines"]\n[strategies.sweep_lines]\ntop_k = [1, 2]\n')
+    ws = tmp_path / "ws"
+    assert main(["run", "--config", str(cfg), "--workspace", str(ws), *FAST, "--run-id", "S"]) == 0
+    con = duckdb.connect(str(ws / "results.duckdb"), read_only=True)
+    n = con.execute("SELECT count(DISTINCT point_label) FROM results WHERE strategy='sweep_lines'").fetchone()[0]
+    cfg_json = json.loads(con.execute("SELECT config FROM runs").fetchone()[0])
+    con.close()
+    assert n == 2 and str(plug.resolve()) in cfg_json["plugins"]
