@@ -315,7 +315,15 @@ def cmd_run(a) -> int:
     chosen = a.strategies or run_sec.get("strategies")
     if isinstance(chosen, str):
         chosen = [x.strip() for x in chosen.split(",") if x.strip()]
-    strategies = [get_strategy(x).name for x in chosen] if chosen else list(STRATEGIES)
+    from rag.systems import parse_system_args
+
+    systems = tuple(parse_system_args(a.system or [], a.system_map or [], a.timeout, a.retries, a.concurrency))
+    if chosen == ["none"]:  # only the deployed systems (--system), no reference shapes
+        if not systems:
+            raise ValueError("--strategies none leaves nothing to run: add --system NAME=URL")
+        chosen, strategies = [], []
+    else:
+        strategies = [get_strategy(x).name for x in chosen] if chosen else list(STRATEGIES)
     # the chosen strategies, plus any that a --set axis names
     named = [x for x in cli_axes if x not in strategies]
     # ... and every strategy the sweep file configures: a configured strategy is never silently left out
@@ -355,7 +363,7 @@ def cmd_run(a) -> int:
                         llm=llm, judge=judge, judges=tuple(a.judges or ()), scorers=tuple(a.scorers or ()),
                         repeats=repeats, limit=limit, memory=memory, query_modes=query_modes,
                         insert_fillers=a.insert_fillers, vector_index=a.vector_index, use_cache=not a.no_cache,
-                        fit_context=a.fit_context,
+                        fit_context=a.fit_context, systems=systems,
                         plugins=plugin_hashes(list(a.plugins or []) + list(run_sec.get("plugins") or [])))
         summ = run_evaluation(cfg, a.workspace, a.db, run_id=a.run_id if len(datasets) == 1 else None,
                               resume=a.resume, progress=not a.no_progress,
@@ -602,6 +610,13 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--plugins", nargs="*", default=None, metavar="FILE",
                    help="your own strategies: Python files or modules with @register_strategy classes "
                         "(docs/your-system.md); their sha256 is recorded with the run")
+    s.add_argument("--system", action="append", metavar="NAME=URL",
+                   help="a deployed RAG service measured beside the strategies (repeatable: v1=..., v2=...); it gets "
+                        "POST {question, question_id, history} and returns {answer, contexts, usage} "
+                        "(docs/your-system.md); --strategies none runs only the systems")
+    s.add_argument("--system-map", action="append", metavar="NAME=FILE",
+                   help="a TOML/JSON mapping of a system's request and response fields, headers from environment "
+                        "variables (docs/your-system.md)")
     s.add_argument("--set", action="append", metavar="STRATEGY.PARAM=V1,V2",
                    help="a budget axis of the grid, e.g. chunks.top_k=4,8,16 (repeatable)")
     s.add_argument("--config", default=None, help="TOML sweep file ([run] and [strategies.NAME] tables)")

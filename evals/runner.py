@@ -55,6 +55,7 @@ class RunConfig:
     fit_context: bool = False  # LLM answers: a prompt over the model's window is re-packed to fit by the
     #                            point's own overflow policy (default: the item is status context_overflow)
     plugins: dict = field(default_factory=dict)  # strategy plugin file or module -> sha256 of its source
+    systems: tuple = ()  # deployed RAG services measured beside the strategies (rag/systems.py SystemConfig)
 
     def __post_init__(self):
         if not isinstance(self.repeats, int) or self.repeats < 1:
@@ -67,6 +68,7 @@ class RunConfig:
         d["index"] = self.index.to_dict()
         d["llm"] = self.llm.public() if self.llm else None
         d["judge"] = self.judge.public() if self.judge else None
+        d["systems"] = [x.public() for x in self.systems]
         d.pop("use_cache")  # a cache switch must not change what a run *is*
         return d
 
@@ -83,6 +85,9 @@ class RunConfig:
         d["judges"] = tuple(d.get("judges") or ())
         d["scorers"] = tuple(d.get("scorers") or ())
         d["query_modes"] = tuple(d.get("query_modes") or ())
+        from rag.systems import SystemConfig
+
+        d["systems"] = tuple(SystemConfig.from_dict(x) for x in d.get("systems") or ())
         return cls(**d)
 
 
@@ -171,8 +176,9 @@ class ItemEvaluator:
     """One item = retrieve, pack, answer, score; the same code for runs and the notebook."""
 
     def __init__(self, retriever: Retriever, answerer, scorers: dict, model: str = "local", judges=(),
-                 prices: dict | None = None, fit_context: bool = False):
+                 prices: dict | None = None, fit_context: bool = False, systems: dict | None = None):
         self.r, self.answerer, self.scorers, self.model = retriever, answerer, scorers, model
+        self.systems = systems or {}  # name -> rag.systems.SystemClient
         self.fit_context = fit_context and hasattr(answerer, "overflow_tokens")
         self.judges, self.prices = list(judges), prices
         self.embed = lambda texts: retriever.embed_queries(list(texts))
@@ -213,6 +219,35 @@ class ItemEvaluator:
             ctx.counters = {**ctx.counters, "fitted_to_tokens": budget}
             excess = self.answerer.overflow_tokens(query, ctx.blocks)
         return ctx
+
+    def evaluate_system(self, q, name: str, rep: int = 0, history: list[dict] | None = None):
+        """One question through a deployed service: its answer and contexts (located in the corpus) are
+        scored like any point's; latency is end to end; a failed call is the item's status."""
+        from rag.prompts import count_prompt_tokens
+        from rag.strategies import BaseParams
+        from rag.systems import context_blocks
+        from rag.tokens import count_tokens
+
+        client = self.systems[name]
+        res = client.ask(q.text, q.qid, history, repeat=rep)
+        enc = self.r.reader.config.chunking.encoding
+        p = BaseParams()
+        if res.status != "ok":
+            ctx = Context(name, {}, [], {"latency_ms": round(res.latency_ms, 1)})
+            ans = Answer("", res.status, 0, 0, error=res.error, cached=res.cached)
+        else:
+            blocks, how = context_blocks(self.r.reader, res.contexts, enc)
+            ctx = Context(name, {}, blocks, {"contexts": len(blocks), "located": how,
+                                              "latency_ms": round(res.latency_ms, 1)})
+            given = res.prompt_tokens is not None
+            ans = Answer(res.answer, "ok",
+                         res.prompt_tokens if given else count_prompt_tokens(q.text, blocks, history, enc),
+                         res.completion_tokens if res.completion_tokens is not None else count_tokens(res.answer, enc),
+                         "endpoint" if given else "tokenizer", res.cached)
+        row, scores = self.finish(q, name, p, "default", "defaults", rep, ctx, 0.0, 0.0, history=None,
+                                  extra_params={"system": name}, answer=ans)
+        row["answer_ms"] = res.latency_ms  # end to end, as a user of the service waits
+        return row, scores
 
     def evaluate(self, q, name: str, p, pid: str, label: str, rep: int = 0):
         if name in BUILTIN:
@@ -288,7 +323,8 @@ SHARD_QUESTIONS = 64  # questions per shard: one batched query embedding, one un
 
 @dataclass
 class RunJob:
-    """What an engine evaluates: everything a worker needs to rebuild the run's parts itself."""
+    """What an engine evaluates: everything a worker needs to rebuild the run's parts itself
+    (``cfg.systems``: the deployed services, evaluated per question beside the points)."""
     cfg: RunConfig
     workspace: str
     index: str
@@ -353,9 +389,17 @@ def build_parts(cfg: RunConfig, ws: Workspace, index: str, limiter_for=None) -> 
         jclient = LLMClient(cfg.judge, ws.root / "cache" / "llm.sqlite", use_cache=cfg.use_cache, prices=prices,
                             limiter=lim("judge", cfg.judge))
         judges = [get_judge(n, jclient) for n in (cfg.judges or ("ragas_faithfulness",))]
+    systems = {}
+    if cfg.systems:
+        from rag.systems import SystemClient
+
+        systems = {x.name: SystemClient(x, ws.root / "cache" / "llm.sqlite", use_cache=cfg.use_cache)
+                   for x in cfg.systems}
     evaluator = ItemEvaluator(retriever, answerer, get_scorers(list(cfg.scorers) or None),
-                              cfg.llm.model if cfg.llm else "local", judges, prices, fit_context=cfg.fit_context)
-    workers = max((c.max_concurrency for c in (cfg.llm, cfg.judge) if c is not None), default=1)
+                              cfg.llm.model if cfg.llm else "local", judges, prices, fit_context=cfg.fit_context,
+                              systems=systems)
+    workers = max([c.max_concurrency for c in (cfg.llm, cfg.judge) if c is not None]
+                  + [x.max_concurrency for x in cfg.systems], default=1)
     return RunParts(retriever, evaluator, llm, judges, workers)
 
 
@@ -364,6 +408,20 @@ def evaluate_shard(parts: RunParts, job: RunJob, shard: list, done: set | None =
     ``done``: the unit of work of every engine (the same code, so the same rows)."""
     done = job.done if done is None else done
     cfg, r = job.cfg, parts.retriever
+    if cfg.systems:  # each deployed service answers every question (with its conversation's history)
+        hist, tasks = {}, []
+        for q in shard:
+            h = hist.setdefault(q.conversation_id, []) if q.conversation_id else []
+            for sysc in cfg.systems:
+                for rep in range(cfg.repeats):
+                    if (sysc.name, "default", q.qid, rep) not in done:
+                        tasks.append((q, sysc.name, rep, list(h)))
+            if q.conversation_id:
+                h += [{"role": "user", "content": q.text},
+                      {"role": "assistant", "content": q.answers[0] if q.answers else ""}]
+        results = pool_map(lambda t: parts.evaluator.evaluate_system(*t), tasks, parts.workers)
+        for (q, name, rep, _), (row, scores) in zip(tasks, results):
+            yield q.qid, name, "default", rep, row, scores
     if job.cpoints:
         from .conversations import evaluate_conversations
 
@@ -464,7 +522,7 @@ def with_secrets(stored: RunConfig, given: RunConfig, run_id: str) -> RunConfig:
     def restore(kind: str, flag: str, stored_url, given_url):
         if not stored_url or "***" not in stored_url:
             return stored_url
-        env = f"RAGWB_{kind.upper()}_BASE_URL"
+        env = f"RAGWB_{kind.upper().replace(' ', '_')}_{'URL' if kind.startswith('system') else 'BASE_URL'}"
         for cand in (given_url, os.environ.get(env)):
             if same_redacted(cand, stored_url):
                 return cand
@@ -478,6 +536,11 @@ def with_secrets(stored: RunConfig, given: RunConfig, run_id: str) -> RunConfig:
     if stored.judge is not None:
         url = restore("judge", "--judge-base-url", stored.judge.base_url, given.judge.base_url if given.judge else None)
         out = dataclasses.replace(out, judge=dataclasses.replace(stored.judge, base_url=url))
+    if stored.systems:
+        given_sys = {x.name: x.url for x in given.systems}
+        out = dataclasses.replace(out, systems=tuple(
+            dataclasses.replace(x, url=restore(f"system {x.name}", f"--system {x.name}=URL", x.url,
+                                               given_sys.get(x.name))) for x in stored.systems))
     emb = stored.index.embedder
     url = restore("embed", "--embed-base-url", emb.base_url, given.index.embedder.base_url)
     if url != emb.base_url:
@@ -539,7 +602,7 @@ def run_evaluation(cfg: RunConfig, workspace: str | Path = "results", db: str | 
         if cfg.questions_file and Path(cfg.dataset).is_dir():
             ws.remember_questions(cfg.dataset, cfg.questions_file)
         questions = ds.questions[:cfg.limit] if cfg.limit else ds.questions
-        points = expand_grid(cfg.grid)
+        points = expand_grid(cfg.grid) if (cfg.grid or not cfg.systems) else []  # systems alone: no shapes
         if resume and questions_changed(store, run_id, questions):
             print(f"notice: run {run_id}: the gold set changed since the run started; its stored questions "
                   "are kept as they were (a stored run is history)", file=sys.stderr)
@@ -553,7 +616,7 @@ def run_evaluation(cfg: RunConfig, workspace: str | Path = "results", db: str | 
         elif cfg.memory or cfg.query_modes:
             raise ValueError(f"--memory / --query-mode need a conversational dataset; {ds.name!r} has none "
                              "(try mtrag-govt)")
-        planned = (len(cpoints) if conversational else len(points)) * len(questions) * cfg.repeats
+        planned = ((len(cpoints) if conversational else len(points)) + len(cfg.systems)) * len(questions) * cfg.repeats
         if planned == 0:  # never a "finished" run that scored nothing
             raise ValueError(f"dataset {ds.name!r} has no questions to score"
                              + (" (pass --questions FILE.jsonl for a folder dataset; docs/datasets.md)"

@@ -133,3 +133,108 @@ def test_plugins_in_a_sweep_file(tmp_path):
     cfg_json = json.loads(con.execute("SELECT config FROM runs").fetchone()[0])
     con.close()
     assert n == 2 and str(plug.resolve()) in cfg_json["plugins"]
+
+
+# ------------------------------------------------------------------ a deployed service over HTTP
+
+@pytest.fixture(scope="module")
+def service():
+    from rag_service import start
+
+    srv, url = start()
+    yield url
+    srv.shutdown()
+
+
+def _db(ws):
+    return duckdb.connect(str(ws / "results.duckdb"), read_only=True)
+
+
+def test_two_versions_of_a_service_side_by_side_and_the_gate_catches_the_regression(service, tmp_path, capsys):
+    ws = tmp_path / "ws"
+    base = ["run", "--dataset", "squad2", "--limit", "40", "--workspace", str(ws), *FAST]
+    assert main(base + ["--system", f"v1={service}/v1", "--system", f"v2={service}/v2", "--system",
+                        f"v1ids={service}/v1ids", "--strategies", "chunks", "--run-id", "BOTH"]) == 0
+    con = _db(ws)
+    per = dict(con.execute("SELECT r.strategy, avg(s.value) FROM scores s JOIN results r USING (run_id, strategy, "
+                           "point_id, question_id, repeat) WHERE s.metric='evidence_recall' AND s.status='ok' "
+                           "GROUP BY 1").fetchall())
+    rows = con.execute("SELECT strategy, usage_source, prompt_tokens, answer_ms, blocks, counters FROM results "
+                       "WHERE strategy LIKE 'v1%' AND question_id = (SELECT min(question_id) FROM results)").fetchall()
+    cfg = json.loads(con.execute("SELECT config FROM runs").fetchone()[0])
+    con.close()
+    assert set(per) == {"chunks", "v1", "v2", "v1ids"}  # the services stand beside the reference shape
+    assert per["v1"] == per["v1ids"] > per["v2"]  # located by text or by id: the same evidence
+    for strategy, src, pt, ms, blocks, counters in rows:
+        b = json.loads(blocks)
+        assert src == "endpoint" and pt > 100 and ms > 0 and len(b) == 3
+        assert all(x["doc_ids"] and x["page_ids"] and x["chunk_ids"] and x["spans"] for x in b)
+        assert json.loads(counters)["located"] == ({"by_id": 3, "by_text": 0, "unmatched": 0} if strategy == "v1ids"
+                                                   else {"by_id": 0, "by_text": 3, "unmatched": 0})
+    assert [x["name"] for x in cfg["systems"]] == ["v1", "v2", "v1ids"]
+    # CI: main's service is the baseline, the pull request's the candidate, under one system name
+    assert main(base + ["--system", f"svc={service}/v1", "--strategies", "none", "--run-id", "MAIN"]) == 0
+    assert main(base + ["--system", f"svc={service}/v2", "--strategies", "none", "--run-id", "PR"]) == 0
+    capsys.readouterr()
+    rc = main(["gate", "--baseline", "MAIN", "--candidate", "PR", "--workspace", str(ws),
+               "--json", str(tmp_path / "g.json")])
+    out = capsys.readouterr().out
+    assert rc == 1 and "svc [defaults] evidence_recall" in out
+    # a re-run is served from the response cache: the service is not called again
+    from rag_service import Service
+    n = len(Service.requests)
+    assert main(base + ["--system", f"svc={service}/v1", "--strategies", "none", "--run-id", "MAIN2"]) == 0
+    assert len(Service.requests) == n
+
+
+def test_a_mapping_file_adapts_another_shape_with_a_key_from_the_environment(service, tmp_path, monkeypatch):
+    monkeypatch.setenv("SVC_KEY", "svc-secret-key")
+    mp = tmp_path / "map.toml"
+    mp.write_text('[request]\nquestion = "query"\nhistory = "conv"\nquestion_id = ""\n'
+                  '[request.headers]\nX-Key = "env:SVC_KEY"\n'
+                  '[response]\nanswer = "data.reply"\ncontexts = "data.sources"\ncontext_text = "content"\n')
+    ws = tmp_path / "ws"
+    assert main(["run", "--dataset", "squad2", "--limit", "5", "--workspace", str(ws), *FAST, "--strategies", "none",
+                 "--system", f"mapped={service}/custom", "--system-map", f"mapped={mp}", "--run-id", "M"]) == 0
+    con = _db(ws)
+    st = con.execute("SELECT DISTINCT answer_status, usage_source FROM results").fetchall()
+    dump = " ".join(map(str, con.execute("SELECT * FROM runs").fetchall()))
+    con.close()
+    assert st == [("ok", "tokenizer")]  # no usage in this shape: counted here
+    assert "svc-secret-key" not in dump and "env:SVC_KEY" in dump  # only the variable's name is stored
+
+
+@pytest.mark.parametrize("path,status,needle", [
+    ("500", "error", "HTTP 500"),
+    ("badjson", "parse_error", "response is not JSON"),
+    ("nocontexts", "parse_error", "response has no 'contexts'"),
+    ("stall", "timeout", "no answer within 1 s"),
+])
+def test_a_failing_service_gives_each_item_a_status_and_the_run_goes_on(service, tmp_path, path, status, needle):
+    ws = tmp_path / "ws"
+    assert main(["run", "--dataset", "squad2", "--limit", "2", "--workspace", str(ws), *FAST, "--strategies", "chunks",
+                 "--system", f"bad={service}/{path}", "--timeout", "1", "--retries", "0", "--run-id", "F"]) == 0
+    con = _db(ws)
+    rows = con.execute("SELECT answer_status, answer_error FROM results WHERE strategy='bad'").fetchall()
+    ok = con.execute("SELECT count(*) FROM results WHERE strategy='chunks' AND answer_status='ok'").fetchone()[0]
+    con.close()
+    assert len(rows) == 2 and all(s == status and needle in e for s, e in rows) and ok == 2
+
+
+@pytest.mark.parametrize("argv,needle", [
+    (["--system", "v1"], "--system expects NAME=URL"),
+    (["--system", "chunks=http://127.0.0.1:9/x"], "is a strategy's"),
+    (["--system", "a=http://127.0.0.1:9/x", "--system-map", "b=m.toml"], "no --system b=URL given"),
+])
+def test_bad_system_arguments_are_one_line(tmp_path, capsys, argv, needle):
+    rc = main(["run", "--dataset", "squad2", "--limit", "1", "--workspace", str(tmp_path / "ws"), *FAST, *argv])
+    assert rc == 2 and needle in capsys.readouterr().err
+
+
+def test_a_mapping_file_with_a_wrong_key_names_it(tmp_path):
+    from rag.systems import load_mapping
+
+    mp = tmp_path / "m.toml"
+    mp.write_text('[response]\nanswr = "x"\n')
+    with pytest.raises(ValueError, match=r"m.toml: unknown key\(s\) \[response\] \['answr'\]"):
+        load_mapping(mp)
