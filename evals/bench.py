@@ -235,9 +235,18 @@ def ragas_comparison(ds, workspace, cfg, n) -> dict:
 
 
 def llm_rerun(dataset, workspace, n) -> dict:
-    """Run against the local OpenAI-compatible server twice; the second run must make 0 calls."""
+    """Run against the test suite's OpenAI-compatible server (tests/openai_server.py: a checkout) twice;
+    the second run must make 0 calls."""
+    import sys
+
     from rag.llm import LLMConfig
-    from rag.local_server import Handler, start
+
+    tests = Path(__file__).resolve().parents[1] / "tests"
+    if not (tests / "openai_server.py").is_file():
+        return {"skipped": "needs a checkout (tests/openai_server.py)", "first_run_calls": 0, "rerun_calls": 0,
+                "rerun_cache_hits": 0, "target": "0 calls"}
+    sys.path.insert(0, str(tests))
+    from openai_server import Handler, start
 
     from .runner import RunConfig, run_evaluation
 

@@ -495,7 +495,7 @@ def cmd_show(a) -> int:
             table = with_losses(table, losses)
         print(table.to_string(index=False) if len(table) else "no items committed yet")
         if "faithfulness" in metrics and len(table):
-            from .reports import support_caption
+            from .support import support_caption
             print(f"\nfaithfulness (offline): {support_caption()}")
         if shared is not None:
             n, total, ssum = shared

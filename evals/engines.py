@@ -19,7 +19,7 @@ from typing import Callable, Iterator
 
 from rag.engines import ensure_ray, get_engine
 
-from .runner import RunJob, build_parts, evaluate_shard
+from .items import RunJob, build_parts, evaluate_shard
 
 RUN_ENGINES: dict[str, Callable[..., "RunEngine"]] = {}
 

@@ -185,7 +185,7 @@ def to_markdown(res: dict, base_name: str, cand_name: str) -> str:
     if res["failures"]:
         lines += ["**Failures**", ""] + [f"- {f}" for f in res["failures"]] + [""]
     if any(r["metric"] == "faithfulness" for r in res["rows"]):
-        from .reports import support_caption
+        from .support import support_caption
         lines += [f"_faithfulness (offline): {support_caption()}_", ""]
     lines += ["| strategy | point | metric | baseline | candidate | delta | 95% CI | tolerance | verdict |",
               "|---|---|---|---:|---:|---:|---|---:|---|"]

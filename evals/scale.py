@@ -110,7 +110,8 @@ def build_index(n: int, root: Path, mode: str, seed: int = 7) -> tuple[str, obje
 
     from rag.chunking import chunk_document
     from rag.corpora import load_bundled
-    from rag.index import SCHEMAS, IndexConfig, Workspace, chunk_schema
+    from rag.index import IndexConfig, Workspace
+    from rag.rows import SCHEMAS, chunk_schema
     from rag.textproc import analyze
     from rag.tokens import count_tokens
 

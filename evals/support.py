@@ -210,3 +210,28 @@ def support_embedder():
                 _e5_cache[t] = np.asarray(v, np.float32)
         return np.vstack([_e5_cache[t] for t in texts])
     return embed
+
+
+def support_agreement() -> dict:
+    """The offline support model's agreement with people on the shipped held-out labels, as measured by
+    ``ragwb agreement`` (evals/support_agreement.json; re-measure with ``ragwb agreement --json FILE``)."""
+    path = Path(__file__).with_name("support_agreement.json")
+    try:
+        d = json.loads(path.read_text())
+        return next(r for r in d["rows"] if r["judge"] == "offline support model") | {"labels": d["labels"]}
+    except (OSError, ValueError, KeyError, StopIteration):
+        return {}
+
+
+def support_caption() -> str:
+    """How far the offline faithfulness judge agrees with people: shown beside it wherever it appears
+    (chart, table, report, gate), with the held-out figure first."""
+    a = support_agreement()
+    held = (f"held-out AUROC {a['auroc']:.2f} [{a['auroc_95ci'][0]:.2f}, {a['auroc_95ci'][1]:.2f}] against human "
+            f"labels on {a['n']} ExpertQA claims (0.5 = chance; `ragwb agreement`)" if a else
+            "held-out agreement not measured (`ragwb agreement`)")
+    cv = load_model().get("cv", {})
+    return (f"Offline faithfulness is NOT validated: {held}; cross-validated AUROC on its development data "
+            f"{cv.get('expertqa_auroc', float('nan')):.2f} (ExpertQA) and {cv.get('ragtruth_auroc', float('nan')):.2f} "
+            "(RAGTruth sentences). Read its differences as indicative only; an LLM judge "
+            "(--judge-base-url) is the validated option.")

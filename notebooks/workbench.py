@@ -153,7 +153,7 @@ def _(budgets, interactive, mo, strategies):
 def _(HEADLINE, cost, get_history, headline_table, mo, quality, quality_cost_figure, summary):
     import pandas as _pd
 
-    from evals.reports import support_caption
+    from evals.support import support_caption
 
     _hist = get_history()[:-1]
     _table = headline_table(summary, HEADLINE, numeric=True)

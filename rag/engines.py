@@ -120,7 +120,7 @@ def _chunk_batch(batch: dict, chunking: dict) -> dict:
     """Ray task: chunk documents. One output row per document: its parents (JSON), its chunk rows
     (JSON, with the text to embed) and their counts."""
     from .chunking import ChunkConfig, chunk_document
-    from .index import chunk_row, parent_row
+    from .rows import chunk_row, parent_row
 
     cfg = ChunkConfig(**chunking)
     out = {"doc_id": [], "parents": [], "chunks": [], "n_parents": [], "n_chunks": []}
@@ -159,7 +159,7 @@ class _EmbedActor:
         import numpy as np
         import pyarrow as pa
 
-        from .index import chunk_schema
+        from .rows import chunk_schema
 
         rows = [json.loads(r) for r in batch["row"]]
         vecs = self.cache.embed(self.emb, self.cfg.key, [r.pop("_embed") for r in rows], "passage")
@@ -221,7 +221,7 @@ class RayEngine(Engine):
 
         import lance_ray
 
-        from .index import SCHEMAS, chunk_schema, document_row, page_rows
+        from .rows import SCHEMAS, chunk_schema, document_row, page_rows
 
         ray = self.ray()
         res = ray.cluster_resources()

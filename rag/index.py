@@ -25,33 +25,12 @@ from .chunking import ChunkConfig, chunk_document
 from .corpora import BUNDLED, slug
 from .embedders import EmbedderConfig, EmbeddingCache, get_embedder
 from .engines import get_engine
+from .rows import SCHEMAS, chunk_row, chunk_schema, document_row, page_rows, parent_row  # noqa: F401
 from .errors import env_number
 from .models import Dataset, Question
-from .textproc import analyze
 from .urls import redact_url
-from .tokens import count_tokens
 
 DEFAULT_WORKSPACE = Path("results")
-
-_STR, _INT = pa.string(), pa.int64()
-SCHEMAS = {
-    # n_pages / n_parents / n_chunks let every ingest verify that a document's rows are complete
-    "documents": pa.schema([("doc_id", _STR), ("title", _STR), ("language", _STR), ("source_path", _STR),
-                            ("content_hash", _STR), ("n_pages", _INT), ("n_tokens", _INT), ("text", _STR),
-                            ("n_parents", _INT), ("n_chunks", _INT)]),
-    "pages": pa.schema([("page_id", _STR), ("doc_id", _STR), ("page_no", _INT), ("start", _INT), ("end", _INT),
-                        ("text", _STR), ("n_tokens", _INT)]),
-    "parents": pa.schema([("parent_id", _STR), ("doc_id", _STR), ("page_id", _STR), ("start", _INT),
-                          ("end", _INT), ("text", _STR), ("n_tokens", _INT), ("header_path", pa.list_(_STR))]),
-}
-
-
-def chunk_schema(dim: int) -> pa.Schema:
-    return pa.schema([("chunk_id", _STR), ("doc_id", _STR), ("page_id", _STR), ("chunk_index", _INT),
-                      ("start", _INT), ("end", _INT), ("text", _STR), ("n_tokens", _INT), ("parent_id", _STR),
-                      ("header_path", pa.list_(_STR)), ("breadcrumb", _STR), ("language", _STR),
-                      ("bm25_text", _STR), ("vector", pa.list_(pa.float32(), dim))])
-
 
 @dataclass(frozen=True)
 class IndexConfig:
@@ -589,7 +568,7 @@ class Workspace:
         starts = np.flatnonzero(np.r_[True, codes[order][1:] != codes[order][:-1]]) if len(order) else order
         ends = np.r_[starts[1:], len(order)]
         dim = ds.schema.field("vector").type.list_size
-        schema = pa.schema([("page_id", _STR), ("vector", pa.list_(pa.float32(), dim))])
+        schema = pa.schema([("page_id", pa.string()), ("vector", pa.list_(pa.float32(), dim))])
         batches, g = [], 0  # runs of whole pages of at most PAGE_VECTOR_BATCH chunks (a bigger page alone)
         while g < len(starts):
             h = g + 1
@@ -661,31 +640,6 @@ def mean_page_vector(rows: np.ndarray) -> np.ndarray:
     """A page's embedding: the normalised mean of its chunks' vectors (float32, chunk_index order)."""
     v = rows.mean(axis=0) if len(rows) else np.zeros(1, np.float32)
     return v / (np.linalg.norm(v) or 1.0)
-
-
-def document_row(d, cfg: IndexConfig, n_parents: int, n_chunks: int) -> dict:
-    return {"doc_id": d.doc_id, "title": d.title, "language": d.language, "source_path": d.source_path,
-            "content_hash": d.content_hash, "n_pages": len(d.pages),
-            "n_tokens": count_tokens(d.text, cfg.chunking.encoding), "text": d.text,
-            "n_parents": n_parents, "n_chunks": n_chunks}
-
-
-def page_rows(d, cfg: IndexConfig) -> list[dict]:
-    return [{"page_id": p.page_id, "doc_id": d.doc_id, "page_no": p.page_no, "start": p.start, "end": p.end,
-             "text": p.text, "n_tokens": count_tokens(p.text, cfg.chunking.encoding)} for p in d.pages]
-
-
-def parent_row(p) -> dict:
-    return {"parent_id": p.parent_id, "doc_id": p.doc_id, "page_id": p.page_id, "start": p.start, "end": p.end,
-            "text": p.text, "n_tokens": p.n_tokens, "header_path": p.header_path}
-
-
-def chunk_row(c, language: str) -> dict:
-    """A chunks-table row without its vector (the same in every engine)."""
-    return {"chunk_id": c.chunk_id, "doc_id": c.doc_id, "page_id": c.page_id, "chunk_index": c.chunk_index,
-            "start": c.start, "end": c.end, "text": c.text, "n_tokens": c.n_tokens, "parent_id": c.parent_id,
-            "header_path": c.header_path, "breadcrumb": c.breadcrumb, "language": language,
-            "bm25_text": " ".join(analyze(c.embed_text, language))}
 
 
 class WorkspaceBusy(RuntimeError):

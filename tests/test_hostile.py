@@ -1,6 +1,6 @@
 """The third hostile sweep (issue 24): data that must never be lost, rewritten or leaked, and bad input
 that must be one clear line. Real LanceDB and DuckDB files, a real OpenAI-compatible HTTP server on
-127.0.0.1 (rag/local_server.py), real processes where a kill -9 or a lock is involved."""
+127.0.0.1 (tests/openai_server.py), real processes where a kill -9 or a lock is involved."""
 import base64
 import json
 import os
@@ -17,7 +17,7 @@ import pytest
 
 from evals.cli import main
 from rag.index import Workspace
-from rag.local_server import Handler, start
+from openai_server import Handler, start
 
 REPO = Path(__file__).resolve().parents[1]
 FAST = ["--embedder", "hash", "--no-progress"]

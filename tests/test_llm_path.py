@@ -4,7 +4,7 @@ import pytest
 
 from evals.cli import main
 from rag.llm import LLMClient, LLMConfig
-from rag.local_server import Handler, start
+from openai_server import Handler, start
 
 
 @pytest.fixture(scope="module")

@@ -13,7 +13,7 @@ from rag import api
 from rag.embedders import EmbedderConfig
 from rag.index import IndexConfig, Workspace
 from rag.llm import LLMClient, LLMConfig
-from rag.local_server import Handler, start
+from openai_server import Handler, start
 from rag.corpora import load_bundled
 from rag.retrieval import Retriever
 from rag.strategies import retrieve

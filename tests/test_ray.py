@@ -11,7 +11,7 @@ import pytest
 from evals.cli import main
 from evals.engines import get_run_engine
 from evals.runner import RunConfig, run_evaluation
-from rag.local_server import Handler, start
+from openai_server import Handler, start
 from tests.pdfgen import make_pdf
 
 ray = pytest.importorskip("ray", reason="the [ray] extra is part of the test extras")

@@ -1,8 +1,6 @@
 """The user's own RAG system on the same scale (issue 26): strategy plugins, a deployed service over
 HTTP, logged outputs. Real files, a real HTTP service on 127.0.0.1, the real CLI and store."""
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import duckdb

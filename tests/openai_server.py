@@ -5,7 +5,7 @@ blocks of the workbench prompt (or, for other prompts, an echo of the last user 
 ``POST /v1/embeddings``: the hash embedder. Usage counts are exact (o200k_base).
 
 It lets the LLM path (client, retries, cache, statuses) run end to end against a real
-server with no network: ``python -m rag.local_server --port 8765``. Fault modes for tests
+server with no network: ``python tests/openai_server.py --port 8765``. Fault modes for tests
 are picked per request by the model name: ``fault-429`` (429 with Retry-After),
 ``fault-500``, ``fault-slow`` (sleeps past a client timeout), ``fault-badjson``
 (200 with a malformed body), ``fault-flaky`` (429 once per distinct request, then ok),
@@ -26,7 +26,7 @@ import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-from .tokens import count_tokens
+from rag.tokens import count_tokens
 
 _BLOCK = re.compile(r"^\[(\d+)\] \(source: [^)]*\)\n(.*?)(?=\n\n\[\d+\] \(source|\n\n## |\n\nQuestion: )", re.S | re.M)
 
@@ -39,7 +39,7 @@ class _Block:
 
 
 def answer_messages(messages: list[dict]) -> str:
-    from .answerers import ExtractiveAnswerer
+    from rag.answerers import ExtractiveAnswerer
 
     user = next((m["content"] for m in reversed(messages) if m.get("role") == "user"), "")
     q = re.search(r"\nQuestion: (.*?)\nAnswer:\s*$", user, re.S)
@@ -110,7 +110,7 @@ class Handler(BaseHTTPRequestHandler):
             if first:
                 return self._send(429, b'{"error": {"message": "try again"}}', {"Retry-After": "0.01"})
         if path.endswith("/embeddings"):
-            from .embedders import get_embedder
+            from rag.embedders import get_embedder
 
             inp = req.get("input", [])
             inp = [inp] if isinstance(inp, str) else inp

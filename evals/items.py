@@ -1,0 +1,338 @@
+"""The unit of work of a run: one item (retrieve, pack, answer, score) and one shard of questions.
+
+Every engine (evals/engines.py: this process, or Ray workers) rebuilds a run's parts from its config
+with ``build_parts`` and evaluates shards with ``evaluate_shard``: the same code, so the same rows.
+The driver (evals/runner.py) plans the run and writes the store; this module never imports it.
+"""
+from __future__ import annotations
+
+import dataclasses
+import functools
+import hashlib
+import json
+import time
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from rag.answerers import Answer, make_answerer
+from rag.index import Workspace
+from rag.llm import PRICES, LLMClient, price_of
+from rag.prompts import parse_citations, prompt_tokens
+from rag.retrieval import Retriever
+from rag.strategies import (BUILTIN, DEFAULT_POOL, Context, blocks_json, get_strategy, make_params,
+                            params_dict)
+
+from .metrics import Score, ScoringInput, get_scorers, score_all
+
+if TYPE_CHECKING:  # the config's type only: the runner imports this module, never the other way
+    from .runner import RunConfig
+
+
+def point_id(kw: dict) -> str:
+    return hashlib.sha256(json.dumps(kw, sort_keys=True).encode()).hexdigest()[:10] if kw else "default"
+
+
+def point_label(kw: dict) -> str:
+    return ",".join(f"{k}={v}" for k, v in sorted(kw.items())) or "defaults"
+
+
+
+class ItemEvaluator:
+    """One item = retrieve, pack, answer, score; the same code for runs and the notebook."""
+
+    def __init__(self, retriever: Retriever, answerer, scorers: dict, model: str = "local", judges=(),
+                 prices: dict | None = None, fit_context: bool = False, systems: dict | None = None):
+        self.r, self.answerer, self.scorers, self.model = retriever, answerer, scorers, model
+        self.systems = systems or {}  # name -> rag.systems.SystemClient
+        self.fit_context = fit_context and hasattr(answerer, "overflow_tokens")
+        self.judges, self.prices = list(judges), prices
+        self.embed = lambda texts: retriever.embed_queries(list(texts))
+
+    def search_ms(self, strat, pool, p) -> float:
+        """The question's own search cost for this point: its dense search (+ embedding share), plus
+        BM25 for hybrid. The same figure in a one-point run and in a 50-point sweep (docs/store.md)."""
+        ms = pool.search_ms
+        if strat.name == "hybrid":
+            k = max(DEFAULT_POOL, p.top_k)
+            self.r.bm25_pool(pool, k, p.bm25_backend)
+            ms += pool.extra.get(("bm25_ms", k, p.bm25_backend), 0.0)
+        return ms
+
+    def retrieve(self, query: str, name: str, p):
+        """(context, retrieve_ms, pack_ms) for one query under one strategy point."""
+        strat = get_strategy(name)
+        pool = strat.candidates(self.r, query, p)
+        retrieve_ms = self.search_ms(strat, pool, p)
+        t2 = time.perf_counter()
+        ctx = strat.pack(self.r, pool, p)
+        if self.fit_context:
+            ctx = self._fit(query, strat, pool, p, ctx)
+        return ctx, retrieve_ms, (time.perf_counter() - t2) * 1000
+
+    def _fit(self, query: str, strat, pool, p, ctx):
+        """Re-pack a context whose prompt overflows the model's window under a token budget that fits,
+        by the point's own overflow policy (truncate or drop the block that overflows); the
+        counters say so. A prompt that still does not fit is refused by the answerer."""
+        excess = self.answerer.overflow_tokens(query, ctx.blocks)
+        for _ in range(4):  # a block's header and separators are counted too: shrink until it fits
+            if excess <= 0:
+                break
+            budget = max(1, ctx.context_tokens - excess) if not p.max_context_tokens else \
+                max(1, min(p.max_context_tokens, ctx.context_tokens) - excess)
+            p = dataclasses.replace(p, max_context_tokens=budget)
+            ctx = strat.pack(self.r, pool, p)
+            ctx.counters = {**ctx.counters, "fitted_to_tokens": budget}
+            excess = self.answerer.overflow_tokens(query, ctx.blocks)
+        return ctx
+
+    def evaluate_system(self, q, name: str, rep: int = 0, history: list[dict] | None = None):
+        """One question through a deployed service: its answer and contexts (located in the corpus) are
+        scored like any point's; latency is end to end; a failed call is the item's status."""
+        from rag.prompts import count_prompt_tokens
+        from rag.strategies import BaseParams
+        from rag.systems import context_blocks
+        from rag.tokens import count_tokens
+
+        client = self.systems[name]
+        res = client.ask(q.text, q.qid, history, repeat=rep)
+        enc = self.r.reader.config.chunking.encoding
+        p = BaseParams()
+        if res.status != "ok":
+            ctx = Context(name, {}, [], {"latency_ms": round(res.latency_ms, 1)})
+            ans = Answer("", res.status, 0, 0, error=res.error, cached=res.cached)
+        else:
+            blocks, how = context_blocks(self.r.reader, res.contexts, enc)
+            ctx = Context(name, {}, blocks, {"contexts": len(blocks), "located": how,
+                                              "latency_ms": round(res.latency_ms, 1)})
+            given = res.prompt_tokens is not None
+            ans = Answer(res.answer, "ok",
+                         res.prompt_tokens if given else count_prompt_tokens(q.text, blocks, history, enc),
+                         res.completion_tokens if res.completion_tokens is not None else count_tokens(res.answer, enc),
+                         "endpoint" if given else "tokenizer", res.cached)
+        row, scores = self.finish(q, name, p, "default", "defaults", rep, ctx, 0.0, 0.0, history=None,
+                                  extra_params={"system": name}, answer=ans)
+        row["answer_ms"] = res.latency_ms  # end to end, as a user of the service waits
+        return row, scores
+
+    def evaluate(self, q, name: str, p, pid: str, label: str, rep: int = 0):
+        if name in BUILTIN:
+            ctx, retrieve_ms, pack_ms = self.retrieve(q.text, name, p)
+            return self.finish(q, name, p, pid, label, rep, ctx, retrieve_ms, pack_ms)
+        try:  # a user's plugin that raises on one question costs that item (status error), not the run
+            ctx, retrieve_ms, pack_ms = self.retrieve(q.text, name, p)
+        except Exception as e:  # noqa: BLE001
+            import traceback
+
+            tb = traceback.extract_tb(e.__traceback__)[-1]
+            why = f"strategy {name} raised {type(e).__name__}: {str(e)[:300]} ({tb.filename}:{tb.lineno})"
+            return self.finish(q, name, p, pid, label, rep, Context(name, params_dict(p), [], {"error": why}),
+                               0.0, 0.0, failure=why)
+        return self.finish(q, name, p, pid, label, rep, ctx, retrieve_ms, pack_ms)
+
+    def finish(self, q, name: str, p, pid: str, label: str, rep: int, ctx, retrieve_ms: float, pack_ms: float,
+               history: list[dict] | None = None, bypassed: bool | None = None, extra_params: dict | None = None,
+               query_mode: str | None = None, failure: str | None = None, answer=None):
+        """Answer and score one item whose context is already packed (conversation turns pass the
+        history their memory policy chose and whether retrieval was bypassed). ``failure``: the item
+        failed before answering (its metrics get status error and the reason); ``answer``: an answer
+        that came with the context (a deployed system's), so none is generated here."""
+        t3 = time.perf_counter()
+        if failure is not None:
+            ans = Answer("", "error", 0, 0, error=failure)
+        elif answer is not None:
+            ans = answer
+        else:
+            ans = self.answerer.answer(q.text, ctx.blocks, repeat=rep, history=history)
+        t4 = time.perf_counter()
+        price = price_of(self.model, ans.prompt_tokens, ans.completion_tokens, self.prices)
+        hist_tokens = (prompt_tokens(history, self.r.reader.config.chunking.encoding) - 3) if history else 0
+        scored = ans.text
+        if len(scored) > MAX_SCORED_ANSWER_CHARS:  # a runaway answer: scored on its head, said in the row
+            scored = scored[:MAX_SCORED_ANSWER_CHARS]
+            ans.error = "; ".join(x for x in (ans.error, f"answer of {len(ans.text):,} characters scored on its "
+                                                         f"first {MAX_SCORED_ANSWER_CHARS:,}") if x)
+        scores = score_all(ScoringInput(q, ctx.blocks, scored, ans.status, ans.prompt_tokens,
+                                        ans.completion_tokens, price, ctx.counters, self.embed,
+                                        getattr(self.answerer, "by_construction", {}),
+                                        hist_tokens if q.conversation_id else None, bypassed), self.scorers)
+        for j in self.judges:
+            if q.qtype == "filler":
+                continue
+            ref = q.answers[0] if q.answerable and q.answers else None
+            scores[j.name] = (j.score(q.text, scored, [b.text for b in ctx.blocks], rep, ref) if ans.status == "ok"
+                              else Score(None, ans.status, "answer not available"))
+        t5 = time.perf_counter()
+        row = {"run_id": None, "strategy": name, "point_id": pid, "point_label": label,
+               "params": _params_json(p) if not extra_params else json.dumps({**params_dict(p), **extra_params}), "question_id": q.qid, "repeat": rep,
+               "blocks": blocks_json(ctx.blocks),
+               "counters": json.dumps(ctx.counters), "answer": ans.text, "answer_status": ans.status,
+               "answer_error": ans.error, "citations": json.dumps(parse_citations(ans.text)),
+               "n_blocks": len(ctx.blocks), "prompt_tokens": ans.prompt_tokens,
+               "context_tokens": ctx.context_tokens, "completion_tokens": ans.completion_tokens,
+               "usage_source": ans.usage_source, "cached": ans.cached,
+               "retrieve_ms": retrieve_ms, "pack_ms": pack_ms,
+               "answer_ms": (t4 - t3) * 1000, "score_ms": (t5 - t4) * 1000,
+               "conversation_id": q.conversation_id or None, "turn": q.turn if q.conversation_id else None,
+               "query_mode": query_mode}
+        return row, scores
+
+
+@functools.lru_cache(maxsize=1024)  # one string per point, not one dumps per item
+def _params_json(p) -> str:
+    return json.dumps(params_dict(p))
+
+
+MAX_SCORED_ANSWER_CHARS = 20_000  # longer answers are scored on their first 20,000 characters (said per item)
+SHARD_QUESTIONS = 64  # questions per shard: one batched query embedding, one unit of work for an engine
+
+
+@dataclass
+class RunJob:
+    """What an engine evaluates: everything a worker needs to rebuild the run's parts itself
+    (``cfg.systems``: the deployed services, evaluated per question beside the points)."""
+    cfg: RunConfig
+    workspace: str
+    index: str
+    questions: list
+    points: list  # [(strategy, budget kwargs)]
+    cpoints: list  # conversation points (conversational sets), else []
+    done: set  # (strategy, point_id, question_id, repeat) already stored
+    shards: list  # [[question, ...]]: whole conversations stay in one shard
+
+
+def make_shards(questions: list, conversational: bool, size: int = SHARD_QUESTIONS) -> list[list]:
+    if size < 1:
+        raise ValueError(f"shard size must be >= 1, got {size}")
+    if not conversational:
+        return [questions[i:i + size] for i in range(0, len(questions), size)]
+    shards, cur, seen = [], [], None
+    for q in questions:  # a conversation's turns are in order; never split one across shards
+        if cur and len(cur) >= size and q.conversation_id != seen:
+            shards.append(cur)
+            cur = []
+        cur.append(q)
+        seen = q.conversation_id
+    return shards + ([cur] if cur else [])
+
+
+@dataclass
+class RunParts:
+    retriever: Retriever
+    evaluator: "ItemEvaluator"
+    llm: LLMClient | None
+    judges: list
+    workers: int
+
+    def clients(self) -> list:
+        return list({id(c): c for c in [self.llm] + [j.client for j in self.judges] if c is not None}.values())
+
+
+def build_parts(cfg: RunConfig, ws: Workspace, index: str, limiter_for=None) -> RunParts:
+    """Retriever, answerer, scorers and judges of a run: built by the driver (local engine) or by
+    each worker (Ray engine) from the same config. ``limiter_for(kind, llm_config)`` supplies the
+    concurrency limiter of the answer model ("llm") and the judge ("judge"); default: per process."""
+    load_run_plugins(cfg)
+    prices = {**PRICES, **{k: tuple(v) for k, v in cfg.prices.items()}}
+    lim = limiter_for or (lambda kind, c: None)
+    llm = None
+    if cfg.llm is not None:
+        llm = LLMClient(cfg.llm, ws.root / "cache" / "llm.sqlite", use_cache=cfg.use_cache, prices=prices,
+                        limiter=lim("llm", cfg.llm))
+    retriever = Retriever(ws, index, llm=llm)
+    enc = retriever.reader.config.chunking.encoding
+    if cfg.answerer == "openai":
+        if llm is None:
+            raise ValueError("answerer 'openai' needs --llm-base-url and --llm-model")
+        answerer = make_answerer("openai", client=llm, encoding=enc)
+    else:
+        answerer = make_answerer(cfg.answerer, language=retriever.reader.language, encoding=enc,
+                                 **cfg.answerer_params)
+    judges = []
+    if cfg.judge is not None:
+        from .judges import get_judge
+
+        jclient = LLMClient(cfg.judge, ws.root / "cache" / "llm.sqlite", use_cache=cfg.use_cache, prices=prices,
+                            limiter=lim("judge", cfg.judge))
+        judges = [get_judge(n, jclient) for n in (cfg.judges or ("ragas_faithfulness",))]
+    systems = {}
+    if cfg.systems:
+        from rag.systems import SystemClient
+
+        systems = {x.name: SystemClient(x, ws.root / "cache" / "llm.sqlite", use_cache=cfg.use_cache)
+                   for x in cfg.systems}
+    evaluator = ItemEvaluator(retriever, answerer, get_scorers(list(cfg.scorers) or None),
+                              cfg.llm.model if cfg.llm else "local", judges, prices, fit_context=cfg.fit_context,
+                              systems=systems)
+    workers = max([c.max_concurrency for c in (cfg.llm, cfg.judge) if c is not None]
+                  + [x.max_concurrency for x in cfg.systems], default=1)
+    return RunParts(retriever, evaluator, llm, judges, workers)
+
+
+def evaluate_shard(parts: RunParts, job: RunJob, shard: list, done: set | None = None):
+    """Yield (question_id, strategy, point_id, repeat, row, scores) for every item of ``shard`` not in
+    ``done``: the unit of work of every engine (the same code, so the same rows)."""
+    done = job.done if done is None else done
+    cfg, r = job.cfg, parts.retriever
+    if cfg.systems:  # each deployed service answers every question (with its conversation's history)
+        hist, tasks = {}, []
+        for q in shard:
+            h = hist.setdefault(q.conversation_id, []) if q.conversation_id else []
+            for sysc in cfg.systems:
+                for rep in range(cfg.repeats):
+                    if (sysc.name, "default", q.qid, rep) not in done:
+                        tasks.append((q, sysc.name, rep, list(h)))
+            if q.conversation_id:
+                h += [{"role": "user", "content": q.text},
+                      {"role": "assistant", "content": q.answers[0] if q.answers else ""}]
+        results = pool_map(lambda t: parts.evaluator.evaluate_system(*t), tasks, parts.workers)
+        for (q, name, rep, _), (row, scores) in zip(tasks, results):
+            yield q.qid, name, "default", rep, row, scores
+    if job.cpoints:
+        from .conversations import evaluate_conversations
+
+        for cp in job.cpoints:  # one batched query embedding per search key
+            r.warm([q.text for q in shard] + [q.rewrite for q in shard if q.rewrite],
+                   cp.params.search_key(get_strategy(cp.strategy).needed(cp.params)))
+        for q, cp, rep, row, scores in evaluate_conversations(parts.evaluator, shard, job.cpoints, cfg.repeats,
+                                                              done, parts.llm):
+            yield q.qid, cp.strategy, cp.pid, rep, row, scores
+        return
+    params = [(name, make_params(name, **kw), point_id(kw), point_label(kw)) for name, kw in job.points]
+    todo_q = [q for q in shard if any((n, pid, q.qid, rep) not in done for n, _, pid, _ in params
+                                      for rep in range(cfg.repeats))]
+    if not todo_q:
+        return
+    for name, p, pid, _ in params:  # one batched embedding per search key
+        r.warm([q.text for q in todo_q], p.search_key(get_strategy(name).needed(p)))
+    tasks = [(q, name, p, pid, label, rep) for q in todo_q for name, p, pid, label in params
+             for rep in range(cfg.repeats) if (name, pid, q.qid, rep) not in done]
+    # LLM-bound items run with bounded concurrency; offline ones in order
+    results = pool_map(lambda t: parts.evaluator.evaluate(*t), tasks, parts.workers)
+    for (q, name, p, pid, label, rep), (row, scores) in zip(tasks, results):
+        yield q.qid, name, pid, rep, row, scores
+
+
+def pool_map(fn, items: list, workers: int):
+    if workers <= 1 or len(items) <= 1:
+        return [fn(t) for t in items]
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(max_workers=workers) as ex:
+        return list(ex.map(fn, items))
+
+
+
+def load_run_plugins(cfg: RunConfig) -> None:
+    """Load the run's strategy plugins (here and in every engine worker); a plugin whose source changed
+    since the run recorded it is refused: its items would mix two versions of the user's code."""
+    if not cfg.plugins:
+        return
+    from rag.strategies import load_plugins, plugin_hashes
+
+    now = plugin_hashes(list(cfg.plugins))
+    changed = [f"{k} (sha256 {v[:12]} -> {now.get(k, 'missing')[:12]})" for k, v in cfg.plugins.items()
+               if now.get(k) != v]
+    if changed:
+        raise ValueError(f"strategy plugin(s) changed since the run recorded them: {'; '.join(changed)}; "
+                         "start a new run (a run measures one version of your code)")
+    load_plugins(list(cfg.plugins))
