@@ -558,6 +558,20 @@ def cmd_memory(a) -> int:
     return 0
 
 
+def cmd_score(a) -> int:
+    from .logged import score_logged
+
+    res = score_logged(a.file, a.workspace, a.db, a.dataset, a.questions, a.name, a.run_id,
+                       _index_config(a) if a.dataset else None, progress=not a.no_progress)
+    print(f"scored {res['items']} records of {a.file} ({res['vocabulary']} columns) as {res['name']} in run "
+          f"{res['run_id']}" + (f"; {res['matched']} matched the gold set, {len(res['unmatched'])} did not"
+                                if a.dataset else "; no gold set: reference-free metrics only"))
+    if not a.no_report:
+        from .reports import write_report
+        print(f"report: {write_report(res['run_id'], db=a.db or Path(a.workspace) / 'results.duckdb', out_dir=Path(a.workspace) / 'reports')}")
+    return 0
+
+
 def cmd_gate(a) -> int:
     from .gate import main_gate
 
@@ -675,6 +689,22 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--no-report", action="store_true", help="skip writing the HTML report")
     _add_index_args(s)
     s.set_defaults(fn=cmd_run)
+
+    s = sub.add_parser("score", help="score a system's logged outputs (JSONL/CSV/parquet) and store them as a run",
+                       description="Score logged records of your RAG system: ragas columns (user_input, "
+                       "retrieved_contexts, response, reference) or the workbench's (question_id, question, contexts, "
+                       "answer, prompt_tokens, completion_tokens, latency_ms). With --dataset they join the gold set by "
+                       "question id, else by exact question text, and every metric applies; without, the "
+                       "reference-free metrics (docs/your-system.md).")
+    s.add_argument("file", help="the logged records (.jsonl, .csv, .parquet)")
+    s.add_argument("--dataset", default=None, help="gold set to join (bundled name or folder; ingested if needed)")
+    s.add_argument("--questions", default=None, help="JSONL gold questions for a folder dataset")
+    s.add_argument("--name", default=None, help="the system's name in the store (default logged_<file name>)")
+    s.add_argument("--run-id", default=None, type=run_id_arg, help="id for the new run")
+    s.add_argument("--db", default=None, help="DuckDB file (default: WORKSPACE/results.duckdb)")
+    s.add_argument("--no-report", action="store_true", help="skip writing the HTML report")
+    _add_index_args(s)
+    s.set_defaults(fn=cmd_score)
 
     s = sub.add_parser("runs", help="list stored runs", description="List stored runs, newest first.")
     _add_store_args(s)

@@ -131,11 +131,13 @@ class ItemEvaluator:
 
     def finish(self, q, name: str, p, pid: str, label: str, rep: int, ctx, retrieve_ms: float, pack_ms: float,
                history: list[dict] | None = None, bypassed: bool | None = None, extra_params: dict | None = None,
-               query_mode: str | None = None, failure: str | None = None, answer=None):
+               query_mode: str | None = None, failure: str | None = None, answer=None,
+               not_applicable: dict | None = None):
         """Answer and score one item whose context is already packed (conversation turns pass the
         history their memory policy chose and whether retrieval was bypassed). ``failure``: the item
         failed before answering (its metrics get status error and the reason); ``answer``: an answer
-        that came with the context (a deployed system's), so none is generated here."""
+        that came with the context (a deployed system's), so none is generated here; ``not_applicable``:
+        metric -> why it cannot apply to this item (no gold), stored with that reason."""
         t3 = time.perf_counter()
         if failure is not None:
             ans = Answer("", "error", 0, 0, error=failure)
@@ -153,7 +155,7 @@ class ItemEvaluator:
                                                          f"first {MAX_SCORED_ANSWER_CHARS:,}") if x)
         scores = score_all(ScoringInput(q, ctx.blocks, scored, ans.status, ans.prompt_tokens,
                                         ans.completion_tokens, price, ctx.counters, self.embed,
-                                        getattr(self.answerer, "by_construction", {}),
+                                        {**getattr(self.answerer, "by_construction", {}), **(not_applicable or {})},
                                         hist_tokens if q.conversation_id else None, bypassed), self.scorers)
         for j in self.judges:
             if q.qtype == "filler":

@@ -236,3 +236,87 @@ def test_a_mapping_file_with_a_wrong_key_names_it(tmp_path):
     mp.write_text('[response]\nanswr = "x"\n')
     with pytest.raises(ValueError, match=r"m.toml: unknown key\(s\) \[response\] \['answr'\]"):
         load_mapping(mp)
+
+
+# ------------------------------------------------------------------ logged outputs
+
+def _ragas_records(n: int = 6):
+    """ragas-format records of a pretend system: the gold paragraph plus a distractor as contexts."""
+    from rag.corpora import load_bundled
+
+    ds = load_bundled("squad2")
+    page = {pg.page_id: pg.text for d in ds.documents for pg in d.pages}
+    out = []
+    for q in [q for q in ds.questions if q.answerable][:n]:
+        gold = page[q.evidence[0].page_id]
+        out.append({"user_input": q.text, "retrieved_contexts": [gold, next(iter(page.values()))],
+                    "response": f"{q.answers[0]} [1]", "reference": q.answers[0]})
+    return out
+
+
+def test_logged_outputs_scored_with_and_without_a_gold_set(tmp_path, capsys):
+    recs = _ragas_records() + [{"user_input": "What colour is the moon's far side?", "retrieved_contexts": ["Grey."],
+                                "response": "Grey [1]."}]
+    f = tmp_path / "prod_log.jsonl"
+    f.write_text("\n".join(json.dumps(r) for r in recs) + "\n")
+    ws = tmp_path / "ws"
+    assert main(["score", str(f), "--dataset", "squad2", "--workspace", str(ws), "--embedder", "hash",
+                 "--no-progress", "--no-report", "--run-id", "LOG"]) == 0
+    io = capsys.readouterr()
+    assert "1 of 7 records match no question of squad2" in io.err and "row 7" in io.err
+    assert "6 matched the gold set, 1 did not" in io.out
+    assert main(["score", str(f), "--workspace", str(ws), "--no-progress", "--no-report", "--run-id", "NOGOLD"]) == 0
+    con = _db(ws)
+
+    def st(run, metric):
+        return dict(con.execute("SELECT question_id LIKE 'row-%', string_agg(DISTINCT status) FROM scores WHERE "
+                                "run_id=? AND metric=? GROUP BY 1", [run, metric]).fetchall())
+    assert st("LOG", "evidence_recall") == {False: "ok", True: "not_applicable"}
+    assert "ok" in st("LOG", "faithfulness")[False]  # reference-free: scored for every record
+    rec = con.execute("SELECT avg(value) FROM scores WHERE run_id='LOG' AND metric='evidence_recall' AND status='ok'"
+                      ).fetchone()[0]
+    assert rec == 1.0  # the gold paragraph was located in the corpus by its text
+    assert st("NOGOLD", "evidence_recall") == {True: "not_applicable"}
+    # a logged reference answer makes answer correctness scorable; the record without one is not_applicable
+    assert st("NOGOLD", "f1") == {True: "not_applicable,ok"}
+    assert st("NOGOLD", "citation_validity")[True] == "ok" and st("NOGOLD", "context_tokens")[True] == "ok"
+    why = con.execute("SELECT detail FROM scores WHERE run_id='NOGOLD' AND metric='evidence_recall' LIMIT 1").fetchone()
+    strategies = con.execute("SELECT DISTINCT strategy FROM results").fetchall()
+    con.close()
+    assert "no gold set given" in why[0] and strategies == [("logged_prod_log",)]
+    assert main(["show", "LOG", "--workspace", str(ws)]) == 0
+
+
+def test_logged_csv_in_the_workbench_vocabulary(tmp_path):
+    import csv
+
+    f = tmp_path / "log.csv"
+    recs = _ragas_records(3)
+    with open(f, "w", newline="") as fh:
+        w = csv.DictWriter(fh, ["question", "contexts", "answer", "prompt_tokens", "latency_ms"])
+        w.writeheader()
+        for r in recs:
+            w.writerow({"question": r["user_input"], "contexts": json.dumps(r["retrieved_contexts"]),
+                        "answer": r["response"], "prompt_tokens": 321, "latency_ms": 850.5})
+    ws = tmp_path / "ws"
+    assert main(["score", str(f), "--dataset", "squad2", "--workspace", str(ws), "--embedder", "hash",
+                 "--no-progress", "--no-report", "--name", "prod"]) == 0
+    con = _db(ws)
+    rows = con.execute("SELECT strategy, prompt_tokens, usage_source, answer_ms FROM results").fetchall()
+    con.close()
+    assert rows == [("prod", 321, "endpoint", 850.5)] * 3
+
+
+@pytest.mark.parametrize("content,needle", [
+    ('{"user_input": "q?", "response": "a"}\n', "missing column(s) retrieved_contexts"),
+    ('{"question": "q?", "contexts": "x"}\n', "missing column(s) answer"),
+    ('{"user_input": "q?", "retrieved_contexts": 5, "response": "a"}\n', "row 1: column 'retrieved_contexts' must be"),
+    ('{"user_input": "q?", "retrieved_contexts": [], "response": "a"}\nnot json\n', "log.jsonl:2: not valid JSON"),
+])
+def test_a_bad_logged_file_is_one_line_and_stores_nothing(tmp_path, capsys, content, needle):
+    f = tmp_path / "log.jsonl"
+    f.write_text(content)
+    ws = tmp_path / "ws"
+    rc = main(["score", str(f), "--workspace", str(ws), "--no-progress", "--no-report"])
+    assert rc == 2 and needle in capsys.readouterr().err
+    assert not (ws / "results.duckdb").exists()

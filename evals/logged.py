@@ -1,0 +1,124 @@
+"""``ragwb score FILE``: a system's logged outputs scored and stored as a run, the same way as any point.
+
+With ``--dataset`` the records join the gold set by question id, else by the exact question text
+(whitespace folded); contexts are located in the ingested corpus (by id or by text), so every metric
+applies. A record that matches no gold question is still scored on what needs no gold, and the
+unmatched are counted and named. Without a dataset the reference-free metrics are scored
+(faithfulness, citation validity, statement coverage, tokens; answer correctness too when the record
+has a ``reference``) and every other metric is ``not_applicable`` with the reason.
+"""
+from __future__ import annotations
+
+import sys
+import time
+import uuid
+from pathlib import Path
+
+from rag.answerers import Answer
+from rag.logged import read_logged
+from rag.models import Question
+from rag.strategies import STRATEGIES, BaseParams, Block, Context
+from rag.tokens import count_tokens_memo
+
+from .items import ItemEvaluator
+from .metrics import FAMILIES, get_scorers
+from .store import ResultStore
+
+GOLD_FAMILIES = ("answer", "abstention", "retrieval")  # need a gold answer or gold evidence
+GOLD_METRICS = ("citation_precision", "citation_recall")  # need gold evidence in the blocks
+
+
+def _fold(text: str) -> str:
+    return " ".join(text.split()).casefold()
+
+
+def score_logged(path: str | Path, workspace: str | Path = "results", db: str | Path | None = None,
+                 dataset: str | None = None, questions: str | None = None, name: str | None = None,
+                 run_id: str | None = None, index_cfg=None, progress: bool = True) -> dict:
+    """Score a logged file and store it as a run. Returns {"run_id", "items", "matched", "unmatched": [...]}."""
+    from rag.corpora import slug
+    from rag.prompts import count_prompt_tokens
+
+    recs, vocab = read_logged(path)
+    name = name or f"logged_{slug(Path(path).stem)}"
+    if name in STRATEGIES:
+        raise ValueError(f"--name {name!r} is a strategy's; pick another")
+    retriever, ds, gold_by_id, gold_by_text = None, None, {}, {}
+    if dataset:
+        from rag.index import IndexConfig, Workspace
+        from rag.retrieval import Retriever
+
+        ws = Workspace(workspace)
+        cfg = index_cfg or IndexConfig()
+        ds = ws.load(dataset, questions, cfg, progress=progress)
+        summ = ws.ingest(ds, cfg, progress=progress)
+        retriever = Retriever(ws, summ.index)
+        gold_by_id = {q.qid: q for q in ds.questions}
+        for q in ds.questions:
+            gold_by_text.setdefault(_fold(q.text), q)
+    enc = retriever.reader.config.chunking.encoding if retriever else "o200k_base"
+    ev = ItemEvaluator(retriever, None, get_scorers())
+    rows, scores, unmatched, seen, qs = [], [], [], set(), []
+    run_id = run_id or time.strftime("%Y%m%d-%H%M%S-") + uuid.uuid4().hex[:6]
+    for rec in recs:
+        q = (gold_by_id.get(rec.question_id) if rec.question_id else None) or gold_by_text.get(_fold(rec.question))
+        na = {}
+        if q is None:
+            if dataset:
+                unmatched.append(rec)
+            qid = rec.question_id or f"row-{rec.row}"
+            q = Question(qid, rec.question, [rec.reference] if rec.reference else [], True, "logged")
+            why = ("matches no question of the gold set (by id or exact text)" if dataset
+                   else "no gold set given (--dataset)")
+            gold = [m for f in GOLD_FAMILIES for m in FAMILIES.get(f, [])] + list(GOLD_METRICS)
+            if rec.reference:  # a logged reference answer is gold for answer correctness
+                gold = [m for m in gold if m not in FAMILIES.get("answer", [])]
+            na = {m: why for m in gold}
+        if q.qid in seen:
+            raise ValueError(f"{path}: row {rec.row}: question {q.qid!r} appears twice; one record per question")
+        seen.add(q.qid)
+        qs.append(q)
+        if retriever is not None:
+            from rag.systems import context_blocks
+
+            blocks, how = context_blocks(retriever.reader, rec.contexts, enc)
+        else:
+            blocks = [Block(n, c["text"], "logged", (), (), (), (), count_tokens_memo(c["text"], enc),
+                            float(c.get("score") or 0.0)) for n, c in enumerate(rec.contexts, 1)]
+            how = {"by_id": 0, "by_text": 0, "unmatched": len(blocks)}
+        given = rec.prompt_tokens is not None
+        ans = Answer(rec.answer, "ok", rec.prompt_tokens if given else count_prompt_tokens(q.text, blocks, None, enc),
+                     rec.completion_tokens if rec.completion_tokens is not None else count_tokens_memo(rec.answer, enc),
+                     "endpoint" if given else "tokenizer")
+        ctx = Context(name, {}, blocks, {"row": rec.row, "located": how})
+        row, sc = ev.finish(q, name, BaseParams(), "default", "defaults", 0, ctx, 0.0, 0.0,
+                            extra_params={"logged": str(Path(path).name)}, answer=ans, not_applicable=na)
+        if rec.latency_ms is not None:
+            row["answer_ms"] = rec.latency_ms
+        row["run_id"] = run_id
+        rows.append(row)
+        scores += [{"run_id": run_id, "strategy": name, "point_id": "default", "question_id": q.qid, "repeat": 0,
+                    "metric": m, "value": v.value, "status": v.status, "detail": v.detail} for m, v in sc.items()]
+    if unmatched:
+        print(f"ragwb score: {len(unmatched)} of {len(recs)} records match no question of {dataset} (by id or exact "
+              "text), scored on the metrics that need no gold: "
+              + "; ".join(f"row {r.row} {r.question[:50]!r}" for r in unmatched[:10])
+              + (" ..." if len(unmatched) > 10 else ""), file=sys.stderr)
+    from .runner import RunConfig, git_commit, package_versions
+
+    cfg = RunConfig(dataset=ds.name if ds else f"logged:{Path(path).name}",
+                    index=retriever.reader.config if retriever else (index_cfg or RunConfig().index), grid={})
+    config = {**cfg.to_dict(), "logged": {"file": str(Path(path).resolve()), "vocabulary": vocab, "name": name}}
+    with ResultStore(db or Path(workspace) / "results.duckdb") as st:
+        if ds:
+            st.upsert_questions(ds.name, ds.questions)
+        st.create_run(run_id, {"dataset": cfg.dataset, "index_name": retriever.index if retriever else None,
+                               "config": config, "config_hash": cfg.hash, "versions": package_versions(),
+                               "git_commit": git_commit(), "planned": len(rows),
+                               "corpus": {d.doc_id: d.content_hash for d in ds.documents} if ds else {}},
+                      questions=qs)
+        st.write_items(rows, scores)  # one transaction: the whole file or nothing
+        st.finish_run(run_id, {"items": len(rows), "source": f"ragwb score {Path(path).name}",
+                               "unmatched": [r.row for r in unmatched]})
+    return {"run_id": run_id, "items": len(rows), "matched": len(rows) - len(unmatched),
+            "unmatched": [r.row for r in unmatched], "vocabulary": vocab, "name": name}
