@@ -338,6 +338,11 @@ def cmd_run(a) -> int:
     elif a.context_window or a.fit_context:
         raise ValueError(f"{'--context-window' if a.context_window else '--fit-context'} is about an LLM answerer's "
                          "window: pass --llm-base-url and --llm-model too")
+    prompt = None
+    if a.prompt:
+        from rag.prompts import load_prompt
+
+        prompt = load_prompt(a.prompt).to_dict()
     judge = None
     if a.judge_base_url:
         if not a.judge_model and not a.resume:
@@ -363,7 +368,7 @@ def cmd_run(a) -> int:
                         llm=llm, judge=judge, judges=tuple(a.judges or ()), scorers=tuple(a.scorers or ()),
                         repeats=repeats, limit=limit, memory=memory, query_modes=query_modes,
                         insert_fillers=a.insert_fillers, vector_index=a.vector_index, use_cache=not a.no_cache,
-                        fit_context=a.fit_context, systems=systems,
+                        fit_context=a.fit_context, systems=systems, prompt=prompt,
                         plugins=plugin_hashes(list(a.plugins or []) + list(run_sec.get("plugins") or [])))
         summ = run_evaluation(cfg, a.workspace, a.db, run_id=a.run_id if len(datasets) == 1 else None,
                               resume=a.resume, progress=not a.no_progress,
@@ -655,6 +660,10 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--llm-base-url", default=None, help="OpenAI-compatible base URL, e.g. http://127.0.0.1:8080/v1")
     s.add_argument("--llm-model", default=None, help="model name at that endpoint")
     s.add_argument("--llm-key-env", default="OPENAI_API_KEY", help="environment variable holding the API key")
+    s.add_argument("--prompt", default=None, metavar="FILE",
+                   help="your prompt for the LLM answerer: a text file (the user message, with {question} and "
+                        "{context}, optionally {history}) or TOML with user, system ({fallback}) and fallback (the "
+                        "abstention sentence); stored with the run by sha256 (docs/your-system.md)")
     s.add_argument("--temperature", type=float, default=0.0, help="sampling temperature of the answer model (0)")
     s.add_argument("--max-tokens", type=at_least(1), default=256, help="max completion tokens per answer (256)")
     s.add_argument("--timeout", type=positive_float, default=60.0, help="per-call timeout in seconds (> 0; 60)")

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 from rag.answerers import Answer, make_answerer
 from rag.index import Workspace
 from rag.llm import PRICES, LLMClient, price_of
-from rag.prompts import parse_citations, prompt_tokens
+from rag.prompts import FALLBACK, is_fallback, parse_citations, prompt_tokens
 from rag.retrieval import Retriever
 from rag.strategies import (BUILTIN, DEFAULT_POOL, Context, blocks_json, get_strategy, make_params,
                             params_dict)
@@ -44,6 +44,8 @@ class ItemEvaluator:
                  prices: dict | None = None, fit_context: bool = False, systems: dict | None = None):
         self.r, self.answerer, self.scorers, self.model = retriever, answerer, scorers, model
         self.systems = systems or {}  # name -> rag.systems.SystemClient
+        tpl = getattr(answerer, "template", None)
+        self.fallback = tpl.fallback if tpl is not None else FALLBACK  # what abstaining reads as
         self.fit_context = fit_context and hasattr(answerer, "overflow_tokens")
         self.judges, self.prices = list(judges), prices
         self.embed = lambda texts: retriever.embed_queries(list(texts))
@@ -156,12 +158,14 @@ class ItemEvaluator:
         scores = score_all(ScoringInput(q, ctx.blocks, scored, ans.status, ans.prompt_tokens,
                                         ans.completion_tokens, price, ctx.counters, self.embed,
                                         {**getattr(self.answerer, "by_construction", {}), **(not_applicable or {})},
-                                        hist_tokens if q.conversation_id else None, bypassed), self.scorers)
+                                        hist_tokens if q.conversation_id else None, bypassed, self.fallback),
+                           self.scorers)
         for j in self.judges:
             if q.qtype == "filler":
                 continue
             ref = q.answers[0] if q.answerable and q.answers else None
-            scores[j.name] = (j.score(q.text, scored, [b.text for b in ctx.blocks], rep, ref) if ans.status == "ok"
+            judged = FALLBACK if is_fallback(scored, self.fallback) else scored  # judges know the one sentence
+            scores[j.name] = (j.score(q.text, judged, [b.text for b in ctx.blocks], rep, ref) if ans.status == "ok"
                               else Score(None, ans.status, "answer not available"))
         t5 = time.perf_counter()
         row = {"run_id": None, "strategy": name, "point_id": pid, "point_label": label,
@@ -245,7 +249,10 @@ def build_parts(cfg: RunConfig, ws: Workspace, index: str, limiter_for=None) -> 
     if cfg.answerer == "openai":
         if llm is None:
             raise ValueError("answerer 'openai' needs --llm-base-url and --llm-model")
-        answerer = make_answerer("openai", client=llm, encoding=enc)
+        from rag.prompts import PromptTemplate
+
+        answerer = make_answerer("openai", client=llm, encoding=enc,
+                                 template=PromptTemplate.from_dict(cfg.prompt) if cfg.prompt else None)
     else:
         answerer = make_answerer(cfg.answerer, language=retriever.reader.language, encoding=enc,
                                  **cfg.answerer_params)

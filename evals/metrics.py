@@ -17,7 +17,7 @@ from typing import Callable
 
 from rag.answerers import split_sentences
 from rag.models import Evidence, Question
-from rag.prompts import is_fallback, parse_citations, strip_citations
+from rag.prompts import FALLBACK, is_fallback, parse_citations, strip_citations
 from rag.tokens import estimate_tokens
 
 STATUSES = ("ok", "undetermined", "parse_error", "timeout", "rate_limited", "error", "not_applicable",
@@ -48,6 +48,7 @@ class ScoringInput:
     by_construction: dict = field(default_factory=dict)  # metric -> why the answerer meets it by construction
     history_tokens: int | None = None  # conversations: tokens of the history the memory policy put in the prompt
     bypassed: bool | None = None  # conversations: did this turn skip retrieval?
+    fallback: str = FALLBACK  # the abstention sentence (a run's prompt template may set its own)
 
 
 @dataclass(frozen=True)
@@ -98,7 +99,7 @@ def score_all(inp: ScoringInput, scorers: dict[str, Callable] | None = None) -> 
         if names and all(n in inp.by_construction for n in names):
             # every metric of the family is met by construction (extractive answers): not computed
             # at all, each stored as not_applicable with its reason (when it would apply)
-            if inp.answer_status == "ok" and not is_fallback(inp.answer):
+            if inp.answer_status == "ok" and not is_fallback(inp.answer, inp.fallback):
                 out.update({n: Score(None, "not_applicable", inp.by_construction[n]) for n in names})
             continue
         try:
@@ -153,7 +154,7 @@ def _failed(inp: ScoringInput, names: list[str]) -> dict[str, Score] | None:
 def score_answer(inp: ScoringInput) -> dict[str, Score]:
     if (f := _failed(inp, ["em", "f1"])) is not None:
         return f
-    q, fb = inp.question, is_fallback(inp.answer)
+    q, fb = inp.question, is_fallback(inp.answer, inp.fallback)
     if not q.answerable:
         v = float(fb)
         return {"em": Score(v), "f1": Score(v)}
@@ -181,7 +182,7 @@ def squad_gold_answers(answers: list[str]) -> list[str]:
 def score_abstention(inp: ScoringInput) -> dict[str, Score]:
     if (f := _failed(inp, ["abstention_accuracy"])) is not None:
         return f
-    fb = is_fallback(inp.answer)
+    fb = is_fallback(inp.answer, inp.fallback)
     out = {"abstention_accuracy": Score(float(fb != inp.question.answerable))}
     if inp.question.answerable:
         out["false_abstention"] = Score(float(fb))
@@ -215,7 +216,7 @@ def score_citation(inp: ScoringInput) -> dict[str, Score]:
     names = ["citation_validity", "citation_precision", "citation_recall", "statement_coverage"]
     if (f := _failed(inp, names)) is not None:
         return f
-    if is_fallback(inp.answer):
+    if is_fallback(inp.answer, inp.fallback):
         return {}  # nothing claimed, nothing to cite
     cites = parse_citations(inp.answer)
     k = len(inp.blocks)
@@ -293,7 +294,7 @@ def support_score(statement: str, passages: list[str], lang: str = "en", embed=N
 def score_faithfulness(inp: ScoringInput) -> dict[str, Score]:
     if (f := _failed(inp, ["faithfulness", "citation_support"])) is not None:
         return f
-    if is_fallback(inp.answer):
+    if is_fallback(inp.answer, inp.fallback):
         return {}
     sents = split_sentences(inp.answer)
     if not sents:

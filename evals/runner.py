@@ -52,6 +52,7 @@ class RunConfig:
     #                            point's own overflow policy (default: the item is status context_overflow)
     plugins: dict = field(default_factory=dict)  # strategy plugin file or module -> sha256 of its source
     systems: tuple = ()  # deployed RAG services measured beside the strategies (rag/systems.py SystemConfig)
+    prompt: dict | None = None  # a user's prompt template for the LLM answerer (rag/prompts.py), stored whole
 
     def __post_init__(self):
         if not isinstance(self.repeats, int) or self.repeats < 1:
@@ -191,6 +192,9 @@ def check_config(cfg: RunConfig) -> None:
         if cfg.judge is None:
             raise ValueError(f"--judges {' '.join(cfg.judges)} needs a judge endpoint (--judge-base-url and "
                              "--judge-model); without one no judge would run")
+    if cfg.prompt and cfg.answerer != "openai":
+        raise ValueError(f"--prompt {cfg.prompt.get('file') or ''} is a prompt for an LLM answerer (--llm-base-url); the "
+                         "offline extractive answerer writes no prompt, so it would be ignored")
     if cfg.fit_context and cfg.llm is None:
         raise ValueError("--fit-context needs an LLM answerer (--llm-base-url): the offline answerer has no window")
     if cfg.questions_file and cfg.dataset in BUNDLED:

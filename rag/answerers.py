@@ -16,7 +16,7 @@ import time
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
-from .prompts import FALLBACK, build_messages, count_prompt_tokens
+from .prompts import FALLBACK, build_messages, count_prompt_tokens, prompt_tokens, template_messages
 from .textproc import analyze, bounded_put, prefix_parent, term_set
 from .tokens import count_tokens, count_tokens_memo
 
@@ -321,11 +321,24 @@ class OpenAIAnswerer:
     name = "openai"
     by_construction: dict = {}
 
-    def __init__(self, client, encoding: str = "o200k_base", **_):
-        self.client, self.enc = client, encoding
+    def __init__(self, client, encoding: str = "o200k_base", template=None, **_):
+        self.client, self.enc, self.template = client, encoding, template  # template: a user's PromptTemplate
 
     def config(self) -> dict:
-        return {"answerer": self.name, **self.client.cfg.public()}
+        return {"answerer": self.name, **self.client.cfg.public(),
+                **({"prompt_sha256": self.template.hash} if self.template else {})}
+
+    def messages(self, question: str, blocks, history: list[dict] | None = None) -> list[dict]:
+        if self.template is not None:
+            return template_messages(self.template, question, blocks, history)
+        return build_messages(question, blocks, history=history)
+
+    def count(self, question: str, blocks, history: list[dict] | None = None) -> int:
+        """Exact prompt tokens: the memoised piecewise count for the built-in prompt, the whole prompt
+        encoded for a user's template."""
+        if self.template is not None:
+            return prompt_tokens(self.messages(question, blocks, history), self.enc)
+        return count_prompt_tokens(question, blocks, history, self.enc)
 
     def overflow_tokens(self, question: str, blocks, history: list[dict] | None = None) -> int:
         """How many prompt tokens too many for the model's window (0: it fits, or the window is unknown).
@@ -333,11 +346,11 @@ class OpenAIAnswerer:
         window = self.client.context_window()
         if not window:
             return 0
-        return max(0, count_prompt_tokens(question, blocks, history, self.enc) + self.client.cfg.max_tokens - window)
+        return max(0, self.count(question, blocks, history) + self.client.cfg.max_tokens - window)
 
     def answer(self, question: str, blocks, repeat: int = 0, history: list[dict] | None = None, **_) -> Answer:
         t0 = time.perf_counter()
-        exact = count_prompt_tokens(question, blocks, history, self.enc)
+        exact = self.count(question, blocks, history)
         window = self.client.context_window()
         if window and exact + self.client.cfg.max_tokens > window:
             # refused before any call: no paid call is wasted on a prompt that cannot fit
@@ -345,8 +358,7 @@ class OpenAIAnswerer:
                           error=f"prompt of {exact:,} tokens + max_tokens {self.client.cfg.max_tokens:,} exceeds "
                                 f"the model's {window:,}-token context window (--fit-context fits it by the "
                                 "point's overflow policy)", seconds=time.perf_counter() - t0)
-        messages = build_messages(question, blocks, history=history)
-        res = self.client.chat(messages, purpose="answer", repeat=repeat)
+        res = self.client.chat(self.messages(question, blocks, history), purpose="answer", repeat=repeat)
         if res.status != "ok":
             return Answer("", res.status, exact, 0, error=res.error, seconds=time.perf_counter() - t0)
         text = res.text.strip()

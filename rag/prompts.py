@@ -2,7 +2,9 @@
 from __future__ import annotations
 
 import functools
+import json
 import re
+from dataclasses import dataclass
 
 from .tokens import count_tokens, count_tokens_memo as _piece_tokens
 
@@ -113,5 +115,99 @@ def strip_citations(answer: str) -> str:
 
 
 @functools.lru_cache(maxsize=65536)
-def is_fallback(answer: str) -> bool:
-    return strip_citations(answer).strip().rstrip() == FALLBACK
+def is_fallback(answer: str, fallback: str = FALLBACK) -> bool:
+    """Is the answer the abstention sentence (the run's own, when its prompt template sets one)?"""
+    return strip_citations(answer).strip().rstrip() == fallback
+
+
+# --------------------------------------------------------------------------- prompt templates (--prompt FILE)
+
+PROMPT_KEYS = {"system": ("fallback",), "user": ("question", "context", "history"), "fallback": ()}
+
+
+@dataclass(frozen=True)
+class PromptTemplate:
+    """A user's prompt for the LLM answerer: ``user`` with {question}, {context} (the numbered blocks)
+    and optionally {history} (the conversation so far, as text; without it the history goes in as chat
+    messages), ``system`` with {fallback}, and ``fallback``: the sentence that means "I abstain"."""
+    user: str
+    system: str = SYSTEM_PROMPT.replace(FALLBACK, "{fallback}")
+    fallback: str = FALLBACK
+    file: str = ""
+
+    @property
+    def hash(self) -> str:
+        import hashlib
+
+        return hashlib.sha256(json.dumps([self.system, self.user, self.fallback]).encode()).hexdigest()
+
+    def to_dict(self) -> dict:
+        return {"file": self.file, "sha256": self.hash, "system": self.system, "user": self.user,
+                "fallback": self.fallback}
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "PromptTemplate":
+        return cls(d["user"], d["system"], d["fallback"], d.get("file", ""))
+
+
+def _placeholders(text: str, where: str, path) -> set:
+    import string
+
+    try:
+        return {f for _, f, _, _ in string.Formatter().parse(text) if f is not None}
+    except ValueError as e:
+        raise ValueError(f"{path}: {where} is not a valid template ({e}; write {{{{ and }}}} for braces)") from None
+
+
+def load_prompt(path) -> PromptTemplate:
+    """A prompt file: TOML with ``user`` (required), ``system`` and ``fallback``; or plain text, which is
+    the user template. An unknown placeholder, a missing {question} or {context}, or an unknown key is
+    an error naming the file and what is wrong."""
+    import tomllib
+    from pathlib import Path
+
+    p = Path(path)
+    try:
+        raw = p.read_text(encoding="utf-8")
+    except OSError as e:
+        raise ValueError(f"{p}: cannot read the prompt file ({e.strerror})") from None
+    except UnicodeDecodeError as e:
+        raise ValueError(f"{p}: not UTF-8 text ({e.reason})") from None
+    if p.suffix == ".toml":
+        try:
+            d = tomllib.loads(raw)
+        except tomllib.TOMLDecodeError as e:
+            raise ValueError(f"{p}: not valid TOML ({e})") from None
+        bad = set(d) - set(PROMPT_KEYS)
+        if bad:
+            raise ValueError(f"{p}: unknown key(s) {sorted(bad)}; valid: {', '.join(PROMPT_KEYS)}")
+        if not isinstance(d.get("user"), str):
+            raise ValueError(f"{p}: needs a 'user' template with {{question}} and {{context}}")
+        t = PromptTemplate(d["user"], d.get("system", PromptTemplate.system), d.get("fallback", FALLBACK), str(p))
+    else:
+        t = PromptTemplate(raw, file=str(p))
+    for where, text in (("system", t.system), ("user", t.user)):
+        names = _placeholders(text, where, p)
+        unknown = names - set(PROMPT_KEYS[where])
+        if unknown:
+            raise ValueError(f"{p}: unknown placeholder(s) {', '.join('{' + n + '}' for n in sorted(unknown))} in "
+                             f"{where}; valid: {', '.join('{' + n + '}' for n in PROMPT_KEYS[where])}")
+    missing = {"question", "context"} - _placeholders(t.user, "user", p)
+    if missing:
+        raise ValueError(f"{p}: the user template needs {', '.join('{' + n + '}' for n in sorted(missing))}")
+    if not t.fallback.strip():
+        raise ValueError(f"{p}: fallback (the abstention sentence) must not be empty")
+    return t
+
+
+def render_history(history: list[dict] | None) -> str:
+    return "\n".join(f"{m['role']}: {m['content']}" for m in history or []) or "(none)"
+
+
+def template_messages(t: PromptTemplate, question: str, blocks, history: list[dict] | None = None) -> list[dict]:
+    """The messages of a user's template (their exact tokens: ``prompt_tokens`` of these)."""
+    user = t.user.format(question=question, context=render_context(blocks) or "(none)",
+                         history=render_history(history))
+    inline = "{history}" in t.user
+    return [{"role": "system", "content": t.system.format(fallback=t.fallback)},
+            *([] if inline else (history or [])), {"role": "user", "content": user}]

@@ -11,7 +11,8 @@ are picked per request by the model name: ``fault-429`` (429 with Retry-After),
 (200 with a malformed body), ``fault-flaky`` (429 once per distinct request, then ok),
 ``slow-extractive`` (answers after 0.1 s, so concurrent calls overlap), ``fault-usage-huge`` /
 ``fault-usage-negative`` (absurd usage counts), ``fault-content-list`` (content as a list),
-``fault-echo-400`` (a 400 that echoes the request's headers and query string, as some servers do);
+``fault-echo-400`` (a 400 that echoes the request's headers and query string, as some servers do),
+``abstain`` (always the sentence after "reply with exactly:" in the system prompt);
 embeddings: ``fault-nan`` (NaN vectors), ``fault-short`` (one vector fewer than asked), ``fault-500``.
 ``Handler.peak`` is the most chat requests it has served at once (concurrency limits are checked
 against it); ``Handler.requests`` records (path with query, Authorization header) of each POST;
@@ -56,6 +57,7 @@ class Handler(BaseHTTPRequestHandler):
     seen: set = set()
     lock = threading.Lock()
     requests: list = []
+    bodies: list = []
     context_window = 0
 
     def log_message(self, *a):  # quiet
@@ -86,6 +88,7 @@ class Handler(BaseHTTPRequestHandler):
         with Handler.lock:
             Handler.calls += 1
             Handler.requests.append((self.path, self.headers.get("Authorization", "")))
+            Handler.bodies.append(raw)
         try:
             req = json.loads(raw)
         except ValueError:
@@ -139,6 +142,10 @@ class Handler(BaseHTTPRequestHandler):
     def _chat(self, req: dict, model: str):
         msgs = req.get("messages", [])
         text = answer_messages(msgs)
+        if model == "abstain":  # always the abstention sentence the system prompt asks for
+            sysmsg = next((m["content"] for m in msgs if m.get("role") == "system"), "")
+            m = re.search(r"reply with exactly: (.*)$", sysmsg)
+            text = m.group(1).strip() if m else "?"
         pt = sum(count_tokens(m.get("content") or "") + 3 for m in msgs) + 3
         ct = count_tokens(text)
         if model == "fault-usage-huge":

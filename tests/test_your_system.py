@@ -320,3 +320,66 @@ def test_a_bad_logged_file_is_one_line_and_stores_nothing(tmp_path, capsys, cont
     rc = main(["score", str(f), "--workspace", str(ws), "--no-progress", "--no-report"])
     assert rc == 2 and needle in capsys.readouterr().err
     assert not (ws / "results.duckdb").exists()
+
+
+# ------------------------------------------------------------------ prompt templates
+
+@pytest.fixture(scope="module")
+def llm():
+    from openai_server import start
+
+    srv, url = start()
+    yield url
+    srv.shutdown()
+
+
+def test_a_prompt_template_is_sent_stored_by_hash_and_its_fallback_scores_abstention(llm, tmp_path, capsys):
+    from openai_server import Handler
+
+    tpl = tmp_path / "prompt.toml"
+    tpl.write_text('fallback = "NO ANSWER IN THE PASSAGES."\n'
+                   'system = "Use the passages only. If they do not answer, reply with exactly: {fallback}"\n'
+                   'user = "Passages:\\n\\n{context}\\n\\nQuestion: {question}\\nAnswer:"\n')
+    ws = tmp_path / "ws"
+    n = len(Handler.bodies)
+    assert main(["run", "--dataset", "squad2", "--limit", "6", "--workspace", str(ws), *FAST, "--strategies", "chunks",
+                 "--llm-base-url", llm, "--llm-model", "abstain", "--prompt", str(tpl), "--run-id", "T"]) == 0
+    sent = [json.loads(b) for b in Handler.bodies[n:]]
+    assert len(sent) == 6 and all(b["messages"][1]["content"].startswith("Passages:\n\n[1] (source: ")
+                                  for b in sent)
+    con = _db(ws)
+    cfg = json.loads(con.execute("SELECT config FROM runs").fetchone()[0])
+    ab = con.execute("SELECT r.question_id, s.value FROM scores s JOIN results r USING (run_id, strategy, point_id, "
+                     "question_id, repeat) WHERE s.metric='abstention_accuracy' AND s.status='ok'").fetchall()
+    ans = {a for (a,) in con.execute("SELECT DISTINCT answer FROM results").fetchall()}
+    tokens = con.execute("SELECT min(prompt_tokens) FROM results").fetchone()[0]
+    con.close()
+    import hashlib
+    assert cfg["prompt"]["sha256"] == hashlib.sha256(json.dumps(
+        [cfg["prompt"]["system"], cfg["prompt"]["user"], cfg["prompt"]["fallback"]]).encode()).hexdigest()
+    assert ans == {"NO ANSWER IN THE PASSAGES."} and tokens > 0
+    from rag.corpora import load_bundled
+    answerable = {q.qid: q.answerable for q in load_bundled("squad2").questions}
+    # the run's own abstention sentence counts as abstaining: right on unanswerable, wrong on answerable
+    assert ab and all(v == (0.0 if answerable[qid] else 1.0) for qid, v in ab)
+
+
+@pytest.mark.parametrize("body,suffix,needle", [
+    ("Context: {context}\nQ: {question} {lang}", ".txt", "unknown placeholder(s) {lang} in user"),
+    ("Q: {question}", ".txt", "the user template needs {context}"),
+    ('user = "{question} {context}"\nsytem = "x"\n', ".toml", "unknown key(s) ['sytem']"),
+])
+def test_a_bad_prompt_template_is_one_line(tmp_path, capsys, body, suffix, needle):
+    tpl = tmp_path / f"p{suffix}"
+    tpl.write_text(body)
+    rc = main(["run", "--dataset", "squad2", "--limit", "1", "--workspace", str(tmp_path / "ws"), *FAST,
+               "--llm-base-url", "http://127.0.0.1:9/v1", "--llm-model", "m", "--prompt", str(tpl)])
+    assert rc == 2 and needle in capsys.readouterr().err
+
+
+def test_a_prompt_with_the_offline_answerer_is_refused_not_ignored(tmp_path, capsys):
+    tpl = tmp_path / "p.txt"
+    tpl.write_text("{context}\n{question}")
+    rc = main(["run", "--dataset", "squad2", "--limit", "1", "--workspace", str(tmp_path / "ws"), *FAST,
+               "--prompt", str(tpl)])
+    assert rc == 2 and "the offline extractive answerer writes no prompt" in capsys.readouterr().err
