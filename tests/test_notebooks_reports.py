@@ -131,9 +131,19 @@ def test_workbench_in_chromium_apply_matrix_drilldown_pairs_offline(browser, tmp
     for rid in ("R1", "R2"):
         assert main(common + ["--run-id", rid]) == 0
     assert main(common + ["--run-id", "SWEEP", "--set", "chunks.top_k=2,4,8"]) == 0
+    # a user's strategy plugin joins the workbench's strategy list (issue 26)
+    plugin = tmp_path / "browser_plugin.py"
+    plugin.write_text("from dataclasses import dataclass\n"
+                      "from rag.extend import BaseParams, Strategy, register_strategy, get_strategy\n\n"
+                      "@dataclass(frozen=True)\nclass P(BaseParams):\n    top_k: int = 2\n\n"
+                      "@register_strategy\nclass BrowserLines(Strategy):\n    name = 'plugin_lines'\n"
+                      "    description = 'two chunks (a plugin)'\n    Params = P\n\n"
+                      "    def pack(self, r, pool, p):\n"
+                      "        return get_strategy('chunks').pack(r, pool, get_strategy('chunks').Params(top_k=p.top_k))\n")
     proc = subprocess.Popen([sys.executable, "-m", "marimo", "run", "--headless", "--no-token", "--port", str(port),
                              str(ROOT / "notebooks" / "workbench.py"), "--", "--dataset", "xquad-en", "--embedder",
-                             "hash", "--limit", "20", "--workspace", str(ws), "--db", str(db)],
+                             "hash", "--limit", "20", "--workspace", str(ws), "--db", str(db), "--plugins",
+                             str(plugin)],
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     shots = tmp_path / "screenshots"
     shots.mkdir()
@@ -160,6 +170,7 @@ def test_workbench_in_chromium_apply_matrix_drilldown_pairs_offline(browser, tmp
         print(f"first chart after {first_chart_s:.1f} s")
         assert first_chart_s < 90  # with two stored runs of the dataset: nothing compares them on load
         assert page.locator("text=Compare the two runs").count() >= 1  # the comparison waits for its button
+        page.wait_for_selector("text=plugin_lines", timeout=30000)  # the plugin's point is on the page
         page.wait_for_selector("text=showing: chunks · defaults", timeout=60000)
 
         def embedded():
@@ -180,7 +191,7 @@ def test_workbench_in_chromium_apply_matrix_drilldown_pairs_offline(browser, tmp
         page.screenshot(path=str(shots / "1-applied.png"), full_page=True)
         # 2. the matrix filter: searching question text narrows the rows
         page.wait_for_selector("text=20 of 20 questions", timeout=30000)
-        page.get_by_placeholder("question text or id").fill("Super Bowl")
+        page.get_by_placeholder("question text or id").fill("Broncos")
         page.keyboard.press("Enter")
         # (marimo renders UI labels in shadow roots: Playwright's text selectors pierce them)
         page.wait_for_selector("text=/^([0-9]|1[0-9]) of 20 questions$/", timeout=30000)
@@ -223,7 +234,7 @@ def test_workbench_in_chromium_apply_matrix_drilldown_pairs_offline(browser, tmp
         assert "per 1,000 context tokens" in body and ("tie" in body or "better" in body or "worse" in body)
         page.screenshot(path=str(shots / "4-paired.png"), full_page=True)
         # 5. two stored runs of the dataset are compared only when asked, and quickly
-        page.get_by_text("Compare the two runs", exact=True).click()
+        page.get_by_role("button", name="Compare the two runs").click()
         page.wait_for_selector("text=/compared \\d+ of \\d+/", timeout=60000)
         assert outside == [], outside  # MathJax and every other CDN request is gone
         assert errors == [], errors

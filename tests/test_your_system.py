@@ -14,8 +14,7 @@ FAST = ["--embedder", "hash", "--no-progress", "--no-report"]
 PLUGIN = '''
 from dataclasses import dataclass
 
-from rag.strategies import BaseParams, Context, Strategy, params_dict, register_strategy
-from rag.strategies.packing import chunk_raw, counters, pack_blocks
+from rag.extend import BaseParams, Context, Strategy, chunk_raw, counters, pack_blocks, params_dict, register_strategy
 
 
 @dataclass(frozen=True)
@@ -383,3 +382,32 @@ def test_a_prompt_with_the_offline_answerer_is_refused_not_ignored(tmp_path, cap
     rc = main(["run", "--dataset", "squad2", "--limit", "1", "--workspace", str(tmp_path / "ws"), *FAST,
                "--prompt", str(tpl)])
     assert rc == 2 and "the offline extractive answerer writes no prompt" in capsys.readouterr().err
+
+
+def test_a_service_gets_the_conversation_so_far_on_a_multi_turn_set(service, tmp_path):
+    from rag_service import Service
+
+    ws = tmp_path / "ws"
+    n = len(Service.requests)
+    assert main(["run", "--dataset", "mtrag-govt", "--limit", "4", "--workspace", str(ws), *FAST,
+                 "--strategies", "none", "--system", f"svc={service}/v1", "--run-id", "C"]) == 0
+    sent = sorted((body for _, body in Service.requests[n:]), key=lambda b: len(b["history"]))  # sent concurrently
+    assert len(sent) == 4 and sent[0]["history"] == []
+    assert [len(b["history"]) for b in sent] == [0, 2, 4, 6]  # each earlier turn: the user's and the gold answer
+    assert sent[1]["history"][0] == {"role": "user", "content": sent[0]["question"]}
+    con = _db(ws)
+    turns = con.execute("SELECT turn FROM results ORDER BY turn").fetchall()
+    con.close()
+    assert turns == [(1,), (2,), (3,), (4,)]
+
+
+def test_a_mapping_path_the_response_lacks_is_a_parse_error_naming_it(service, tmp_path):
+    mp = tmp_path / "m.toml"
+    mp.write_text('[response]\nanswer = "data.reply"\n')
+    ws = tmp_path / "ws"
+    assert main(["run", "--dataset", "squad2", "--limit", "2", "--workspace", str(ws), *FAST, "--strategies", "none",
+                 "--system", f"s={service}/v1", "--system-map", f"s={mp}", "--retries", "0"]) == 0
+    con = _db(ws)
+    rows = con.execute("SELECT answer_status, answer_error FROM results").fetchall()
+    con.close()
+    assert rows and all(s == "parse_error" and "response has no 'data.reply'" in e for s, e in rows)
