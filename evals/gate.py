@@ -13,10 +13,11 @@ import json
 import tomllib
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
 from .metrics import METRICS, NOT_FAILURES
-from .stats import DEFAULT_SEED, paired_bootstrap
+from .stats import DEFAULT_SEED, paired_bootstrap, paired_bootstrap_columns
 from .store import ResultStore
 
 DEFAULT_TOLERANCES = {"default": 0.02, "context_tokens": "rel:0.05", "prompt_tokens": "rel:0.05",
@@ -151,8 +152,19 @@ def gate(base: tuple[str, pd.DataFrame], cand: tuple[str, pd.DataFrame], metrics
         for key, g in aa.groupby(["strategy", "point_label", "metric"]):
             pb = paired_bootstrap(g.a0, g.a1, resamples, seed=seed)
             noise[key] = max(abs(pb["low"]), abs(pb["high"]))
-    for (strategy, point, metric), g in joined.groupby(["strategy", "point_label", "metric"], sort=True):
-        pb = paired_bootstrap(g.b.to_numpy(), g.c.to_numpy(), resamples, seed=seed)
+    # metrics of one point scored on the same questions share one bootstrap draw (the same numbers as
+    # one bootstrap per metric: evals/stats.py paired_bootstrap_columns)
+    boot = {}
+    for (strategy, point), gp in joined.groupby(["strategy", "point_label"], sort=False):
+        by_q: dict = {}
+        for metric, g in gp.groupby("metric", sort=False):
+            by_q.setdefault(tuple(g.question_id), []).append((metric, g.b.to_numpy(), g.c.to_numpy()))
+        for cols in by_q.values():
+            res = paired_bootstrap_columns(np.column_stack([b for _, b, _ in cols]),
+                                           np.column_stack([c for _, _, c in cols]), resamples, seed=seed)
+            boot.update({(strategy, point, m): r for (m, _, _), r in zip(cols, res)})
+    for (strategy, point, metric) in sorted(boot):
+        pb = boot[(strategy, point, metric)]
         hib = METRICS[metric].higher_is_better if metric in METRICS else True
         tol = max(_tol(tols, metric, pb["baseline"]), noise.get((strategy, point, metric), 0.0))
         worse = (pb["high"] < -tol) if hib else (pb["low"] > tol)

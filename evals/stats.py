@@ -64,3 +64,53 @@ def paired_bootstrap(baseline, candidate, n_resamples: int = DEFAULT_RESAMPLES, 
     mean, lo, hi = bootstrap_ci(d, n_resamples, level, seed)
     return {"n": int(d.size), "baseline": float(b.mean()) if b.size else float("nan"),
             "candidate": float(c.mean()) if c.size else float("nan"), "delta": mean, "low": lo, "high": hi}
+
+
+def bootstrap_ci_columns(X: np.ndarray, n_resamples: int = DEFAULT_RESAMPLES, level: float = 0.95,
+                         seed: int = DEFAULT_SEED) -> list[tuple[float, float, float]]:
+    """``bootstrap_ci`` of each column of ``X`` (questions x metrics), exactly as column by column (the
+    same seeded draws, the same gathers), drawing the resample indices once for all columns: a gate
+    over 10,000 questions x 12 metrics draws 20M indices once, not 12 times."""
+    X = np.asarray(X, dtype=np.float64)
+    size, m = X.shape
+    out: list = [None] * m
+    todo = []
+    for j in range(m):
+        x = X[:, j]
+        if size == 0:
+            out[j] = (float("nan"),) * 3
+        elif size == 1 or np.all(x == x[0]):
+            out[j] = (float(x.mean()),) * 3
+        else:
+            todo.append(j)
+    if not todo:
+        return out
+    if size * n_resamples <= 2_000_000:  # one chunk: the counts path of bootstrap_means (column by column:
+        counts = _one_chunk_counts(size, n_resamples, seed)  # a matrix product rounds differently)
+        means = np.column_stack([(counts @ np.ascontiguousarray(X[:, j])) / size for j in todo])
+    else:
+        rng = np.random.default_rng(seed)
+        Xt = np.ascontiguousarray(X[:, todo].T)
+        means = np.empty((n_resamples, len(todo)))
+        step = max(1, 2_000_000 // size)
+        for s in range(0, n_resamples, step):
+            k = min(step, n_resamples - s)
+            idx = rng.integers(0, size, size=(k, size))
+            for c in range(len(todo)):
+                means[s:s + k, c] = Xt[c][idx].mean(axis=1)
+    a = (1 - level) / 2
+    for c, j in enumerate(todo):
+        out[j] = (float(X[:, j].mean()), float(np.quantile(means[:, c], a)), float(np.quantile(means[:, c], 1 - a)))
+    return out
+
+
+def paired_bootstrap_columns(B: np.ndarray, C: np.ndarray, n_resamples: int = DEFAULT_RESAMPLES,
+                             level: float = 0.95, seed: int = DEFAULT_SEED) -> list[dict]:
+    """``paired_bootstrap`` of each column pair of B and C (same questions, same order), with one draw."""
+    B, C = np.asarray(B, dtype=np.float64), np.asarray(C, dtype=np.float64)
+    if B.shape != C.shape:
+        raise ValueError("paired bootstrap needs the same questions in both runs")
+    cis = bootstrap_ci_columns(C - B, n_resamples, level, seed)
+    return [{"n": int(B.shape[0]), "baseline": float(B[:, j].mean()) if B.shape[0] else float("nan"),
+             "candidate": float(C[:, j].mean()) if C.shape[0] else float("nan"),
+             "delta": cis[j][0], "low": cis[j][1], "high": cis[j][2]} for j in range(B.shape[1])]

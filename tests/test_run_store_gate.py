@@ -113,3 +113,19 @@ def test_gate_identical_pass_regression_errors_and_question_sets(tmp_path, capsy
     bf = tmp_path / "baseline.json.gz"
     assert main(["gate", "--candidate", "B", "--write-baseline", str(bf), "--workspace", str(ws)]) == 0
     assert main(["gate", "--baseline", str(bf), "--candidate", "C", "--workspace", str(ws), "--json", ""]) == 0
+
+
+def test_the_gate_bootstrap_shared_across_metrics_equals_one_bootstrap_per_metric():
+    import numpy as np
+
+    from evals.stats import paired_bootstrap, paired_bootstrap_columns
+
+    rng = np.random.default_rng(3)
+    for n in (1, 40, 1500):  # the counts path, and the chunked gather path (n x 2000 > 2M)
+        B = rng.random((n, 3))
+        C = B + rng.normal(0, 0.1, (n, 3))
+        C[:, 1] = B[:, 1]  # a column with no change at all
+        shared = paired_bootstrap_columns(B, C, 2000, seed=11)
+        alone = [paired_bootstrap(B[:, j], C[:, j], 2000, seed=11) for j in range(3)]
+        for s, a in zip(shared, alone):
+            assert s == a or all(s[k] == a[k] or (s[k] != s[k] and a[k] != a[k]) for k in s)
