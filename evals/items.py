@@ -322,13 +322,16 @@ def evaluate_shard(parts: RunParts, job: RunJob, shard: list, done: set | None =
 
 
 def pool_map(fn, items: list, workers: int):
+    """``fn`` over ``items``, results yielded in order as each is done (never the whole list at the end):
+    the runner commits a killed LLM run's finished items within a second (its flush_seconds)."""
     if workers <= 1 or len(items) <= 1:
-        return [fn(t) for t in items]
+        for t in items:
+            yield fn(t)
+        return
     from concurrent.futures import ThreadPoolExecutor
 
     with ThreadPoolExecutor(max_workers=workers) as ex:
-        return list(ex.map(fn, items))
-
+        yield from ex.map(fn, items)
 
 
 def load_run_plugins(cfg: RunConfig) -> None:
