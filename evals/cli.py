@@ -377,6 +377,10 @@ def cmd_run(a) -> int:
         print(summ.render())
         if summ.incomplete:  # stored items differ from the plan: said, and the exit status says it too
             status = 5
+        failed = failed_answers(a, summ.run_id)
+        if failed:  # every answer failed, or more than the cap: the exit status says so (CI must not pass)
+            print(f"ragwb run: error: {failed}", file=sys.stderr)
+            status = status or 6
         run_ids.append(summ.run_id)
         done_runs.append((summ.run_id, summ.items))
     if not a.no_report:
@@ -403,6 +407,25 @@ def cmd_run(a) -> int:
     print(f"finished {len(run_ids)} run(s), {n_items} items, in {time.perf_counter() - t_start:.1f}s wall time"
           + (f"; reports in {Path(a.workspace) / 'reports'}" if not a.no_report else ""))
     return status
+
+
+def failed_answers(a, run_id: str) -> str:
+    """'' when the run's answers are healthy, else a summary of their statuses: every answer failed, or
+    more than --max-failure-rate of them (docs/llm.md)."""
+    from .store import ResultStore
+
+    with ResultStore(a.db or Path(a.workspace) / "results.duckdb", read_only=True) as st:
+        rows = st.con.execute("SELECT answer_status, count(*) FROM results WHERE run_id = ? GROUP BY 1 ORDER BY 2 DESC",
+                              [run_id]).fetchall()
+    total = sum(n for _, n in rows)
+    bad = {s: n for s, n in rows if s != "ok"}
+    nbad = sum(bad.values())
+    if not total or not nbad or (nbad < total and nbad / total <= a.max_failure_rate):
+        return ""
+    what = "every answer failed" if nbad == total else f"{nbad / total:.0%} of answers failed (cap {a.max_failure_rate:.0%})"
+    return (f"run {run_id}: {what}: {nbad} of {total} items ("
+            + ", ".join(f"{s}={n}" for s, n in bad.items()) + "); the items and their errors are stored "
+            f"(ragwb show {run_id}; ragwb export {run_id})")
 
 
 NOTEBOOKS = Path(__file__).resolve().parents[1] / "notebooks"
@@ -689,6 +712,9 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--price", action="append", metavar="MODEL=IN,OUT",
                    help="price of a model in dollars per million input and output tokens (repeatable; a [prices] "
                         "table in --config works too); built-in table: rag/llm.py PRICES")
+    s.add_argument("--max-failure-rate", type=number_above(0, strict=False), default=0.5, metavar="SHARE",
+                   help="exit 6 when more than this share of a run's answers failed (timeouts, errors, context "
+                        "overflow; default 0.5), or when every answer failed")
     s.add_argument("--resume", default=None, metavar="RUN", help="continue a run that stopped")
     s.add_argument("--allow-changed-corpus", action="store_true",
                    help="--resume even though documents changed since the run started (default: refuse, naming them)")

@@ -95,6 +95,7 @@ class LLMResult:
     latency_s: float = 0.0
     calls: int = 0
     usage_error: str = ""  # the endpoint's usage was not a plausible count (tokens then counted here)
+    http_status: int = 0  # the HTTP status of a refused call (400 context length, 422 ...)
 
 
 @dataclass
@@ -152,6 +153,9 @@ class Limiter:
             self._until = max(self._until, time.monotonic() + seconds)
 
 
+# answers to the request itself (too long, malformed): the same request gets the same answer, so it is
+# stored like a result; 401/403/404/429 may change with the account or the server, so they are retried
+DETERMINISTIC_REFUSALS = (400, 413, 422)
 MAX_USAGE_TOKENS = 100_000_000  # no real prompt or completion is larger; a bigger "count" is a broken server
 
 
@@ -220,6 +224,12 @@ class LLMClient:
         key = self.cache_key(messages, params, repeat)
         if self.cache is not None:
             hit = self.cache.get(key)
+            if hit is not None and hit.get("refused"):  # a deterministic refusal is a result, not a call to repeat
+                with self._lock:
+                    self.stats.hits += 1
+                return LLMResult(None, "error", cached=True, http_status=hit["refused"],
+                                 error=f"{hit['error']} (stored refusal: the same request is not sent again; "
+                                       "--no-cache to retry)")
             if hit is not None:
                 with self._lock:
                     self.stats.hits += 1
@@ -235,6 +245,8 @@ class LLMClient:
             self.stats.misses += 1
         res = self._call(messages, params)
         res.error = scrub(res.error, self.secrets)
+        if res.status == "error" and res.http_status in DETERMINISTIC_REFUSALS and self.cache is not None:
+            self.cache.put(key, {"refused": res.http_status, "error": res.error, "purpose": purpose})
         if res.status == "ok" and self.cache is not None:
             self.cache.put(key, {"text": res.text, "prompt_tokens": res.prompt_tokens,
                                  "completion_tokens": res.completion_tokens, "purpose": purpose,
@@ -277,7 +289,8 @@ class LLMClient:
             except openai.APIStatusError as e:
                 last_status, last_err, err = "error", f"HTTP {e.status_code}: {_short(e)}", e
                 if e.status_code < 500:
-                    break  # a client error will not fix itself
+                    return LLMResult(None, "error", error=last_err, latency_s=time.perf_counter() - t0, calls=calls,
+                                     http_status=e.status_code)  # a client error will not fix itself
             except openai.APIConnectionError as e:
                 last_status, last_err = "error", _short(e)
             except (ValueError, KeyError, TypeError, AttributeError) as e:  # malformed JSON body

@@ -216,7 +216,7 @@ def test_secrets_never_reach_stored_error_text_and_query_strings_stay_queries(se
     url = server + "?api_key=QUERYKEY987"
     before = len(Handler.requests)
     assert _run(ws, "--dataset", "squad2", "--limit", "2", "--strategies", "chunks", "--run-id", "E",
-                "--llm-base-url", url, "--llm-model", "fault-echo-400", "--llm-key-env", "RAGWB_T_KEY") == 0
+                "--llm-base-url", url, "--llm-model", "fault-echo-400", "--llm-key-env", "RAGWB_T_KEY") == 6
     assert Handler.requests[before][0] == "/v1/chat/completions?api_key=QUERYKEY987"  # sent as a query
     assert main(["export", "E", "--format", "csv", "--out", str(tmp_path / "x"), "--workspace", str(ws)]) == 0
     con = _con(ws)
@@ -231,7 +231,7 @@ def test_secrets_never_reach_stored_error_text_and_query_strings_stay_queries(se
 def test_content_as_a_list_is_a_parse_error_not_a_crash(server, tmp_path):
     ws = tmp_path / "ws"
     assert _run(ws, "--dataset", "squad2", "--limit", "2", "--strategies", "chunks", "--run-id", "C",
-                "--llm-base-url", server, "--llm-model", "fault-content-list") == 0
+                "--llm-base-url", server, "--llm-model", "fault-content-list") == 6  # every answer failed
     con = _con(ws)
     rows = con.execute("SELECT answer_status, answer_error FROM results").fetchall()
     con.close()

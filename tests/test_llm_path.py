@@ -44,8 +44,10 @@ def test_llm_answers_through_server_then_rerun_makes_zero_calls(server, tmp_path
 
 @pytest.mark.parametrize("model,status", [("fault-429", "rate_limited"), ("fault-500", "error"),
                                           ("fault-slow", "timeout"), ("fault-badjson", "parse_error")])
-def test_failing_endpoint_gives_every_question_a_status(server, tmp_path, model, status):
-    assert _run(tmp_path, server, model, "F", ["--retries", "1", "--timeout", "0.3"]) == 0
+def test_failing_endpoint_gives_every_question_a_status(server, tmp_path, model, status, capsys):
+    # every item stored with its status, and the run's exit status says that every answer failed
+    assert _run(tmp_path, server, model, "F", ["--retries", "1", "--timeout", "0.3"]) == 6
+    assert f"every answer failed: 12 of 12 items ({status}=12)" in capsys.readouterr().err
     con = duckdb.connect(str(tmp_path / "results.duckdb"), read_only=True)
     res = con.execute("SELECT answer_status, count(*) FROM results WHERE run_id='F' GROUP BY 1").fetchall()
     assert res == [(status, 12)]

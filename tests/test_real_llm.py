@@ -62,3 +62,35 @@ def test_a_killed_llm_run_keeps_the_items_it_finished(server, tmp_path):
     assert main(["show", "K", "--workspace", str(ws)]) == 0
     assert main(["run", "--resume", "K", *FAST, "--workspace", str(ws)]) == 0
     assert _count(db) == 60
+
+
+def test_a_run_over_its_failure_cap_exits_non_zero_with_the_statuses(server, tmp_path, capsys):
+    ws = tmp_path / "ws"
+    # chunks answers; the service at a dead port fails: half the items, at the default cap of 0.5: exit 0
+    base = ["run", "--dataset", "squad2", "--limit", "3", *FAST, "--workspace", str(ws), "--strategies", "chunks",
+            "--system", "dead=http://127.0.0.1:9/ask", "--retries", "0", "--timeout", "2"]
+    assert main(base + ["--run-id", "HALF"]) == 0
+    capsys.readouterr()
+    assert main(base + ["--run-id", "CAP", "--max-failure-rate", "0.2"]) == 6
+    err = capsys.readouterr().err
+    assert "run CAP: 50% of answers failed (cap 20%): 3 of 6 items (error=3)" in err
+
+
+def test_a_deterministic_refusal_is_stored_not_sent_again(server, tmp_path):
+    ws = tmp_path / "ws"
+    args = ["run", "--dataset", "squad2", "--limit", "3", *FAST, "--workspace", str(ws), "--strategies", "chunks",
+            "--llm-base-url", server, "--llm-model", "fault-echo-400"]
+    before = Handler.calls
+    assert main(args + ["--run-id", "A"]) == 6
+    first = Handler.calls - before
+    assert first == 3  # one call per item, no retry of a 400
+    before = Handler.calls
+    assert main(args + ["--run-id", "B"]) == 6
+    assert Handler.calls == before  # the same requests were refused before: not sent again
+    con = duckdb.connect(str(ws / "results.duckdb"), read_only=True)
+    rows = con.execute("SELECT answer_status, answer_error, cached FROM results WHERE run_id='B'").fetchall()
+    con.close()
+    assert rows and all(s == "error" and "HTTP 400" in e and "stored refusal" in e for s, e, _ in rows)
+    before = Handler.calls
+    assert main(args + ["--run-id", "C", "--no-cache"]) == 6
+    assert Handler.calls == before + 3  # --no-cache asks again
