@@ -2,7 +2,8 @@
 
 Fails (exit 1) when
   * a metric's whole 95% interval lies beyond its tolerance in the worse direction,
-  * either run's share of non-ok statuses exceeds ``max_error_rate`` (default 2%),
+  * a point of either run lost more than ``max_error_rate`` of its items (default 2%; an item is lost
+    when any of its scores failed),
   * the datasets or the question sets differ (the message lists the questions).
 Tolerances: docs/gate.md; defaults below, overridable with a TOML file ([tolerances]).
 """
@@ -33,7 +34,8 @@ def add_gate_args(p) -> None:
     p.add_argument("--candidate", required=True, help="candidate run id, prefix or 'latest'")
     p.add_argument("--tolerances", default=None, help="TOML file with a [tolerances] table (metric = value or 'rel:x')")
     p.add_argument("--metrics", nargs="*", default=None, help="metrics to gate (default: the headline set)")
-    p.add_argument("--max-error-rate", type=float, default=0.02, help="cap on the share of non-ok statuses (0.02)")
+    p.add_argument("--max-error-rate", type=float, default=0.02,
+                   help="cap on the share of a point's items that failed, per point (0.02)")
     p.add_argument("--aa-noise", action="store_true",
                    help="widen each tolerance by the A/A noise floor measured between repeats 0 and 1 of the baseline")
     p.add_argument("--resamples", type=int, default=2000, help="bootstrap resamples (2000)")
@@ -96,8 +98,22 @@ def _tol(tols: dict, metric: str, base_mean: float) -> float:
 
 
 def error_rate(df: pd.DataFrame) -> float:
-    """Share of failed scores; not_applicable is a decision, not a failure."""
-    return float((~df.status.isin(NOT_FAILURES)).mean()) if len(df) else 0.0
+    """The worst point's share of failed items (``point_error_rates``): one point that lost half its items
+    fails the cap however many scores the other points have."""
+    rates = point_error_rates(df)
+    return max(rates.values()) if rates else 0.0
+
+
+def point_error_rates(df: pd.DataFrame) -> dict[str, float]:
+    """Per point (its key), the share of its items (question x repeat) with any failed score (any status
+    but ok and not_applicable: a failed answer fails all its answer metrics, a failed judge its own)."""
+    if not len(df):
+        return {}
+    bad = ~df.status.isin(NOT_FAILURES)
+    key = "point_key" if "point_key" in df.columns else "point_label"
+    rep = df["repeat"] if "repeat" in df.columns else 0
+    items = df.assign(_bad=bad, _rep=rep).groupby([key, "question_id", "_rep"], sort=False)["_bad"].any()
+    return {k: float(v) for k, v in items.groupby(level=0, sort=False).mean().items()}
 
 
 def gate(base: tuple[str, pd.DataFrame], cand: tuple[str, pd.DataFrame], metrics: list[str] | None = None,
@@ -131,10 +147,11 @@ def gate(base: tuple[str, pd.DataFrame], cand: tuple[str, pd.DataFrame], metrics
                         + "; ".join(labels[k] for k in cand_only[:10]) + (" ..." if len(cand_only) > 10 else "")
                         + " (pass --allow-missing-points to gate only the shared ones)")
     for name, df in (("baseline", b), ("candidate", c)):
-        r = error_rate(df)
-        if r > max_error_rate:
-            bad = df[~df.status.isin(NOT_FAILURES)].status.value_counts().to_dict()
-            failures.append(f"{name} has {r:.1%} non-ok statuses (cap {max_error_rate:.1%}): {bad}")
+        for k, r in sorted(point_error_rates(df).items(), key=lambda kv: -kv[1]):
+            if r > max_error_rate:
+                sub = df[(df.point_key == k) & ~df.status.isin(NOT_FAILURES)]
+                failures.append(f"{name} point {labels.get(k, k)} lost {r:.1%} of its items (cap "
+                                f"{max_error_rate:.1%}): {sub.status.value_counts().to_dict()}")
     metrics = metrics or GATED_DEFAULT
     shared = bq & cq
 

@@ -102,7 +102,17 @@ def test_gate_identical_pass_regression_errors_and_question_sets(tmp_path, capsy
     c = cand[1].copy()
     c.loc[c.index[: len(c) // 10], "status"] = "timeout"
     res = gate(base, (cand[0], c))
-    assert not res["passed"] and any("non-ok" in f for f in res["failures"])
+    assert not res["passed"] and any("of its items (cap 2.0%)" in f for f in res["failures"])
+    # the cap counts a point's items: one point losing half its items fails, however few scores that is
+    c = cand[1].copy()
+    pt = c.point_label.iloc[0]
+    qs = sorted(set(c[c.point_label == pt].question_id))[::2]
+    hit = (c.point_label == pt) & c.question_id.isin(qs) & (c.metric == "f1")
+    c.loc[hit, "status"] = "context_overflow"
+    assert hit.sum() / len(c) < 0.2  # as a share of all scores it would pass a 20% cap
+    res = gate(base, (cand[0], c), max_error_rate=0.2)
+    assert not res["passed"] and any(f"point {pt} lost 50.0% of its items (cap 20.0%)" in f and "context_overflow" in f
+                                     for f in res["failures"])
     # different question sets name the questions
     c = cand[1][cand[1].question_id != cand[1].question_id.iloc[0]]
     res = gate(base, (cand[0], c))
