@@ -499,6 +499,18 @@ def cmd_show(a) -> int:
     with _store(a) as st:
         rid = st.resolve_run(a.run)
         run = st.run(rid)
+        if a.per_1k:  # which point gives the most quality per 1,000 tokens, with intervals
+            from .explore import quality_per_1k_tokens
+
+            sc = st.scores(rid)
+            t = quality_per_1k_tokens(sc, a.per_1k, cost=a.cost)
+            if a.per_1k not in set(sc.metric):
+                raise ValueError(f"run {rid} has no metric {a.per_1k!r}; it has: {', '.join(sorted(set(sc.metric)))}")
+            print(f"run {rid}: {a.per_1k} per 1,000 {a.cost.replace('_', ' ')} (1000 x mean {a.per_1k} / mean "
+                  f"{a.cost}, 95% bootstrap interval of the ratio; n = questions with both scored)")
+            with pd.option_context("display.width", 250, "display.max_columns", 30):
+                print(t.sort_values("per_1k_tokens", ascending=False).to_string(index=False))
+            return 0
         if a.turns:
             from .summary import conversation_table
             with pd.option_context("display.width", 250, "display.max_columns", 30):
@@ -532,6 +544,34 @@ def cmd_show(a) -> int:
                   "point answered:")
             t = headline_table(ssum, metrics)
             print(t.to_string(index=False) if len(t) else "no question was answered by every point")
+    return 0
+
+
+def cmd_compare(a) -> int:
+    """Two points of one run, paired on the questions both scored: deltas with intervals and verdicts."""
+    import pandas as pd
+
+    from .explore import paired_points, points_of
+
+    with _store(a) as st:
+        rid = st.resolve_run(a.run)
+        sc = st.scores(rid)
+    pts = points_of(sc)
+
+    def pick(x: str) -> str:
+        if x in pts:
+            return x
+        hits = [p for p in pts if p.startswith(x + " · ") or p.split(" · ")[0] == x]
+        if len(hits) == 1:
+            return hits[0]
+        raise ValueError(f"point {x!r} is {'ambiguous' if hits else 'not in run ' + rid}; points: {'; '.join(pts)}")
+
+    a_, b_ = pick(a.points[0]), pick(a.points[1])
+    t = paired_points(sc, a_, b_, a.metrics or None, first=a.first)
+    print(f"run {rid}: {b_} (B) against {a_} (A), paired over the questions both scored; delta = B - A with a 95% "
+          "paired bootstrap interval; better / worse when the interval excludes 0 in the metric's direction")
+    with pd.option_context("display.width", 250, "display.max_columns", 30):
+        print(t.to_string(index=False))
     return 0
 
 
@@ -751,10 +791,24 @@ def build_parser() -> argparse.ArgumentParser:
                    "metrics when the dataset has page evidence)")
     s.add_argument("--by", default=None, metavar="FIELD", help="break every metric down by a question field: "
                    "language, qtype, answerable, document, or any metadata field of the gold set (company, ...)")
+    s.add_argument("--per-1k", default=None, metavar="METRIC",
+                   help="quality per 1,000 tokens of each point for METRIC (f1, faithfulness, ...), with 95%% "
+                        "intervals, best first")
+    s.add_argument("--cost", default="prompt_tokens", choices=["prompt_tokens", "context_tokens"],
+                   help="the tokens --per-1k divides by (default prompt_tokens: what an LLM call is billed for)")
     s.add_argument("--turns", action="store_true", help="conversational runs: recall@5, prompt tokens at turn 1 and "
                    "turns 6+, history tokens, bypass accuracy and time per turn, per memory policy and query mode")
     _add_store_args(s)
     s.set_defaults(fn=cmd_show)
+
+    s = sub.add_parser("compare", help="two points of one run, paired: deltas with 95%% intervals and verdicts")
+    s.add_argument("run", help="run id, unique prefix, or 'latest'")
+    s.add_argument("--points", nargs=2, required=True, metavar=("A", "B"),
+                   help="the two points: 'strategy · label' as `ragwb show` lists them, or a strategy with one point")
+    s.add_argument("--metrics", nargs="*", default=None, help="metrics to compare (default: all)")
+    s.add_argument("--first", default="f1", help="the metric listed first (default f1)")
+    _add_store_args(s)
+    s.set_defaults(fn=cmd_compare)
 
     s = sub.add_parser("export", help="write a run's results and scores as parquet or CSV")
     s.add_argument("run", help="run id, unique prefix, or 'latest'")

@@ -241,19 +241,20 @@ def paired_points(scores: pd.DataFrame, a: str, b: str, metrics: list[str] | Non
 
 
 def quality_per_1k_tokens(scores: pd.DataFrame, metric: str = "f1", seed: int = DEFAULT_SEED,
-                          n_resamples: int = 1000) -> pd.DataFrame:
+                          n_resamples: int = 1000, cost: str = "context_tokens") -> pd.DataFrame:
     """Per point: mean ``metric``, mean context tokens, and quality per 1,000 context tokens
     (1000 x mean quality / mean tokens) with a 95% bootstrap interval over questions (both means
-    resampled together, so the interval is of the ratio)."""
-    wides = _wides(scores, [metric, "context_tokens"])
-    q, t = wides[metric], wides["context_tokens"]
+    resampled together, so the interval is of the ratio). ``cost``: context_tokens (default) or
+    prompt_tokens (what an LLM call is billed for)."""
+    wides = _wides(scores, [metric, cost])
+    q, t = wides[metric], wides[cost]
     rows = []
     for p in points_of(scores):
         if q.empty or t.empty or p not in q.columns or p not in t.columns:
             continue
         pair = pd.concat([q[p], t[p]], axis=1, keys=["q", "t"]).dropna()
         if pair.empty or pair.t.mean() <= 0:
-            rows.append({"point": p, "n": len(pair), metric: np.nan, "context_tokens": np.nan,
+            rows.append({"point": p, "n": len(pair), metric: np.nan, cost: np.nan,
                          "per_1k_tokens": np.nan, "low": np.nan, "high": np.nan})
             continue
         qa, ta = pair.q.to_numpy(float), pair.t.to_numpy(float)
@@ -263,10 +264,10 @@ def quality_per_1k_tokens(scores: pd.DataFrame, metric: str = "f1", seed: int = 
         ratios = ratios[np.isfinite(ratios)]
         est = 1000 * qa.mean() / ta.mean()
         rows.append({"point": p, "n": len(pair), metric: round(float(qa.mean()), 3),
-                     "context_tokens": round(float(ta.mean()), 1), "per_1k_tokens": round(float(est), 4),
+                     cost: round(float(ta.mean()), 1), "per_1k_tokens": round(float(est), 4),
                      "low": round(float(np.quantile(ratios, 0.025)), 4) if len(ratios) else np.nan,
                      "high": round(float(np.quantile(ratios, 0.975)), 4) if len(ratios) else np.nan})
-    return pd.DataFrame(rows, columns=["point", "n", metric, "context_tokens", "per_1k_tokens", "low", "high"])
+    return pd.DataFrame(rows, columns=["point", "n", metric, cost, "per_1k_tokens", "low", "high"])
 
 
 def cell_colour(v: float) -> str:

@@ -121,7 +121,17 @@ def report_sections(store: ResultStore, run_id: str, compare: str | None = None)
                           metadata=json.loads(r.metadata) if isinstance(r.metadata, str) and r.metadata else {})
           for r in qdf.itertuples()]
     matrix = question_matrix(scores, qs, "f1") if len(scores) else pd.DataFrame()
-    per_1k = quality_per_1k_tokens(scores, "f1") if len(scores) else pd.DataFrame()
+    per_1k = quality_per_1k_tokens(scores, "f1", cost="prompt_tokens") if len(scores) else pd.DataFrame()
+    from .explore import paired_points, points_of
+
+    pts = points_of(scores) if len(scores) else []
+    paired = pd.DataFrame()
+    if len(pts) > 1:  # every point against the first, paired on the questions both scored
+        parts = []
+        for p in pts[1:]:
+            t = paired_points(scores, pts[0], p, ["f1", "prompt_tokens"], n_resamples=1000)
+            parts.append(t.assign(point=p)[["point", "metric", "n", "a", "b", "delta", "low", "high", "verdict"]])
+        paired = pd.concat(parts, ignore_index=True).rename(columns={"a": pts[0][:40], "b": "point's"})
     header = (f"dataset <b>{html.escape(str(run['dataset']))}</b>, commit {html.escape(str(run['git_commit']))}, "
               f"created {html.escape(str(run['created_at']))}, status {html.escape(str(run['status']))}")
     from .summary import item_losses, shared_questions, with_losses
@@ -138,6 +148,7 @@ def report_sections(store: ResultStore, run_id: str, compare: str | None = None)
             "figures": figs, "conversation_figures": conv_figs, "breakdown": breakdown, "breakdowns": breakdowns,
             "statuses": statuses,
             "comparison": comparison, "matrix": matrix, "matrix_html": matrix_html(matrix), "per_1k": per_1k,
+            "paired": paired, "paired_against": pts[0] if pts else "",
             "worst_html": "".join(worst) or "<p>no scored questions</p>"}
 
 
@@ -175,7 +186,12 @@ def build_report_html(store: ResultStore, run_id: str, compare: str | None = Non
                    if cov.get("candidate_only") or cov.get("baseline_only") else "") + "</p>")
         parts += [f"<h2>Compared with run {html.escape(compare)} (paired deltas)</h2>", note,
                   _table(sec["comparison"])]
-    parts += ["<h2>F1 per 1,000 context tokens (95% bootstrap interval of the ratio)</h2>", _table(sec["per_1k"]),
+    parts += ["<h2>F1 per 1,000 prompt tokens (95% bootstrap interval of the ratio; n = questions)</h2>",
+              _table(sec["per_1k"])]
+    if len(sec["paired"]):
+        parts += [f"<h2>Each point against {html.escape(sec['paired_against'])} (paired on the questions both "
+                  "scored; better / worse when the 95% interval of the delta excludes 0)</h2>", _table(sec["paired"])]
+    parts += [
               "<h2>Question x point matrix (click a header to sort)</h2>",
               "<div class='scroll'>" + sec["matrix_html"] + "</div>",
               "<h2>Worst questions (lowest F1) with their contexts</h2>", sec["worst_html"]]

@@ -94,3 +94,25 @@ def test_a_deterministic_refusal_is_stored_not_sent_again(server, tmp_path):
     before = Handler.calls
     assert main(args + ["--run-id", "C", "--no-cache"]) == 6
     assert Handler.calls == before + 3  # --no-cache asks again
+
+
+def test_show_per_1k_and_compare_points_answer_which_shape_gives_most(tmp_path, capsys):
+    ws = tmp_path / "ws"
+    assert main(["run", "--dataset", "squad2", "--limit", "30", *FAST, "--workspace", str(ws), "--run-id", "Q",
+                 "--strategies", "chunks,full_documents"]) == 0
+    capsys.readouterr()
+    assert main(["show", "Q", "--per-1k", "f1", "--workspace", str(ws)]) == 0
+    out = capsys.readouterr().out
+    lines = [ln for ln in out.splitlines() if " · defaults" in ln]
+    assert "f1 per 1,000 prompt tokens" in out and lines[0].split()[0] == "chunks"  # best first
+    assert all(len(ln.split()) == 9 for ln in lines)  # point (3 words), n, f1, prompt tokens, ratio, low, high
+    assert main(["compare", "Q", "--points", "chunks", "full_documents", "--metrics", "f1", "context_tokens",
+                 "--workspace", str(ws)]) == 0
+    out = capsys.readouterr().out
+    ctx = next(ln for ln in out.splitlines() if ln.strip().startswith("context_tokens"))
+    assert ctx.split()[1] == "30" and ctx.split()[-1] == "worse"  # whole documents cost more, and surely so
+    assert main(["compare", "Q", "--points", "chunks", "nope", "--workspace", str(ws)]) == 2
+    assert "point 'nope' is not in run Q" in capsys.readouterr().err
+    from evals.reports import write_report
+    html = write_report("Q", db=ws / "results.duckdb", out_dir=tmp_path / "rep").read_text()
+    assert "F1 per 1,000 prompt tokens" in html and "Each point against chunks · defaults" in html
