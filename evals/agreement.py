@@ -55,6 +55,8 @@ def bootstrap(y, s, fn, n: int = 1000, seed: int = DEFAULT_SEED) -> tuple[float,
         i = rng.integers(0, len(y), len(y))
         if len(set(y[i])) == 2:
             vals.append(fn(y[i], s[i]))
+    if not vals:  # no ok score, or one class only: no interval (never an IndexError after the judge's calls)
+        return float("nan"), float("nan")
     return float(np.percentile(vals, 2.5)), float(np.percentile(vals, 97.5))
 
 
@@ -67,17 +69,29 @@ def judge_offline(rows: list[dict], embed=None):
 def judge_llm(name: str, client, rows: list[dict]):
     from .judges import get_judge
 
+    import sys
+
+    from tqdm import tqdm
+
     j = get_judge(name, client)
     before = client.stats.dollars_spent + client.stats.dollars_saved
-    scores = []
-    for r in rows:
+    scores, statuses = [], {}
+    bar = tqdm(rows, desc=f"judge {name}", unit="claim", file=sys.stderr, dynamic_ncols=True)
+    for r in bar:
         sc = j.score("", r["claim"], r["evidence"], 0, None)
         scores.append(sc.value if sc.status == "ok" and sc.value is not None else np.nan)
+        statuses[sc.status] = statuses.get(sc.status, 0) + 1
+        if sc.status != "ok":
+            judge_llm.last_error = sc.detail
+        bar.set_postfix(statuses)
+    judge_llm.statuses = statuses
     # what judging costs at list price, whether this run paid it or the response cache did
     return scores, client.stats.dollars_spent + client.stats.dollars_saved - before
 
 
-def run_agreement(limit: int | None = None, llm_client=None, llm_judges=(), resamples: int = 1000) -> list[dict]:
+def run_agreement(limit: int | None = None, llm_client=None, llm_judges=(), resamples: int = 1000,
+                  on_row=None) -> list[dict]:
+    """Every judge's agreement with the human labels; ``on_row(row)`` as each judge finishes."""
     from .support import support_embedder, threshold
 
     rows = agreement_set()[:limit] if limit else agreement_set()
@@ -96,7 +110,7 @@ def run_agreement(limit: int | None = None, llm_client=None, llm_judges=(), resa
         ok = ~np.isnan(s)
         ys, ss = y[ok], s[ok]
         a = auroc(ys, ss)
-        f = f1_unsupported(ys, ss, thr)
+        f = f1_unsupported(ys, ss, thr) if ok.any() else float("nan")
         out.append({"judge": name, "n": int(ok.sum()), "failed": int((~ok).sum()), "auroc": round(a, 3),
                     "auroc_95ci": [round(v, 3) for v in bootstrap(ys, ss, auroc, resamples)],
                     "threshold": thr, "f1_unsupported": round(f, 3),
@@ -104,6 +118,12 @@ def run_agreement(limit: int | None = None, llm_client=None, llm_judges=(), resa
                                                                resamples)],
                     "statements_per_s": round(len(rows) / secs, 1) if secs else None,
                     "usd_per_1000": round(1000 * dollars / len(rows), 4)})
+        if not ok.any():  # say why, with what to change (a judge that never answered usably)
+            out[-1]["note"] = (f"no usable verdict from {name}: {getattr(judge_llm, 'statuses', {})}; last error: "
+                               f"{str(getattr(judge_llm, 'last_error', ''))[:200]} (raise --judge-max-tokens, "
+                               "--timeout, or check the endpoint)")
+        if on_row is not None:
+            on_row(out[-1])
     return out
 
 
@@ -120,18 +140,24 @@ def _overlap(rows: list[dict]) -> list[float]:
     return out
 
 
+def render_header(n_pos: int, n_neg: int) -> str:
+    return "\n".join([f"Agreement with human support labels: ExpertQA held-out claims ({n_pos} fully supported, "
+                      f"{n_neg} partially/incompletely supported). AUROC: does the judge rank supported claims above "
+                      "the others; F1: detecting not-fully-supported claims at the judge's threshold. 95% bootstrap "
+                      "intervals.", "",
+                      f"{'judge':34s} {'n':>5s} {'AUROC':>6s} {'95% CI':>15s} {'F1':>6s} {'95% CI':>15s} {'thr':>5s} "
+                      f"{'stmt/s':>8s} {'$/1k':>7s}"])
+
+
+def render_row(r: dict) -> str:
+    return (f"{r['judge']:34s} {r['n']:5d} {r['auroc']:6.3f} {str(r['auroc_95ci']):>15s} "
+            f"{r['f1_unsupported']:6.3f} {str(r['f1_95ci']):>15s} {r['threshold']:5.2f} "
+            f"{r['statements_per_s'] or 0:8.1f} {r['usd_per_1000']:7.4f}"
+            + (f"  ({r['failed']} failed)" if r["failed"] else "") + (f"\n    {r['note']}" if r.get("note") else ""))
+
+
 def render(rows: list[dict], n_pos: int, n_neg: int) -> str:
-    lines = [f"Agreement with human support labels: ExpertQA held-out claims ({n_pos} fully supported, {n_neg} "
-             "partially/incompletely supported). AUROC: does the judge rank supported claims above the others; "
-             "F1: detecting not-fully-supported claims at the judge's threshold. 95% bootstrap intervals.", "",
-             f"{'judge':34s} {'n':>5s} {'AUROC':>6s} {'95% CI':>15s} {'F1':>6s} {'95% CI':>15s} {'thr':>5s} "
-             f"{'stmt/s':>8s} {'$/1k':>7s}"]
-    for r in rows:
-        lines.append(f"{r['judge']:34s} {r['n']:5d} {r['auroc']:6.3f} {str(r['auroc_95ci']):>15s} "
-                     f"{r['f1_unsupported']:6.3f} {str(r['f1_95ci']):>15s} {r['threshold']:5.2f} "
-                     f"{r['statements_per_s'] or 0:8.1f} {r['usd_per_1000']:7.4f}" +
-                     (f"  ({r['failed']} failed)" if r["failed"] else ""))
-    return "\n".join(lines)
+    return "\n".join([render_header(n_pos, n_neg)] + [render_row(r) for r in rows])
 
 
 def main_agreement(a) -> int:
@@ -139,14 +165,16 @@ def main_agreement(a) -> int:
     if a.judge_base_url:
         from rag.llm import LLMClient, LLMConfig
 
-        client = LLMClient(LLMConfig(a.judge_base_url, a.judge_model or "", a.judge_key_env, 0.0, 1024),
+        client = LLMClient(LLMConfig(a.judge_base_url, a.judge_model or "", a.judge_key_env, 0.0,
+                                     a.judge_max_tokens, a.timeout),
                            Path(a.workspace) / "cache" / "llm.sqlite")
         judges = judges or ("llm_faithfulness",)
     elif judges:
         raise ValueError("--judges needs --judge-base-url and --judge-model")
-    rows = run_agreement(a.limit, client, judges, a.resamples)
     data = agreement_set()[:a.limit] if a.limit else agreement_set()
-    print(render(rows, sum(r["label"] for r in data), sum(1 - r["label"] for r in data)))
+    print(render_header(sum(r["label"] for r in data), sum(1 - r["label"] for r in data)), flush=True)
+    # each judge's row as soon as it is measured: a slow LLM judge never hides the offline rows
+    rows = run_agreement(a.limit, client, judges, a.resamples, on_row=lambda r: print(render_row(r), flush=True))
     if a.json_out:
         Path(a.json_out).parent.mkdir(parents=True, exist_ok=True)
         Path(a.json_out).write_text(json.dumps(rows, indent=1))

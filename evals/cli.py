@@ -841,7 +841,7 @@ def build_parser() -> argparse.ArgumentParser:
     s.set_defaults(fn=cmd_score_claims)
 
     s = sub.add_parser("agreement", help="how well each faithfulness judge agrees with human support labels",
-                       description="AUROC and F1 (with 95%% bootstrap intervals), statements per second and dollars "
+                       description="AUROC and F1 (with 95% bootstrap intervals), statements per second and dollars "
                        "per 1,000 statements of each judge on held-out human-labelled ExpertQA claims: the offline "
                        "support model, baselines, and LLM judges when --judge-base-url is set.")
     s.add_argument("--limit", type=at_least(1), default=None, help="only the first N claims")
@@ -851,6 +851,9 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--judge-key-env", default="OPENAI_API_KEY", help="environment variable holding the judge's key")
     s.add_argument("--judges", nargs="*", default=None, help="LLM judges (default llm_faithfulness; "
                    "ragas_faithfulness needs the ragas extra)")
+    s.add_argument("--judge-max-tokens", type=at_least(1), default=1024,
+                   help="max tokens per judge reply (1024; a truncated JSON verdict is a parse_error)")
+    s.add_argument("--timeout", type=positive_float, default=60.0, help="per-call timeout in seconds (60)")
     s.add_argument("--json", dest="json_out", default=None, help="also write the table as JSON")
     s.add_argument("--workspace", default="results", help="workspace (LLM cache)")
     s.set_defaults(fn=cmd_agreement)

@@ -116,3 +116,16 @@ def test_show_per_1k_and_compare_points_answer_which_shape_gives_most(tmp_path, 
     from evals.reports import write_report
     html = write_report("Q", db=ws / "results.duckdb", out_dir=tmp_path / "rep").read_text()
     assert "F1 per 1,000 prompt tokens" in html and "Each point against chunks · defaults" in html
+
+
+def test_agreement_with_a_judge_that_never_succeeds_still_prints_every_row(server, tmp_path, capsys):
+    rc = main(["agreement", "--limit", "12", "--resamples", "100", "--judge-base-url", server, "--judge-model",
+               "fault-badjson", "--workspace", str(tmp_path), "--json", str(tmp_path / "a.json")])
+    out = capsys.readouterr().out
+    assert rc == 0 and "offline support model" in out and "word overlap" in out
+    judge = [ln for ln in out.splitlines() if ln.startswith("llm_faithfulness")]
+    assert judge and " 0 " in judge[0] and "(12 failed)" in judge[0]
+    assert "no usable verdict from llm_faithfulness: {'parse_error': 12}" in out and "--judge-max-tokens" in out
+    import json
+    rows = json.loads((tmp_path / "a.json").read_text())
+    assert rows[-1]["n"] == 0 and rows[-1]["failed"] == 12
