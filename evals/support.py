@@ -111,7 +111,7 @@ def features(statement: str, passages: list[str], lang: str = "en", embed=None, 
     # the weakest clause: a partly supported statement has a clause the passages do not cover
     min_clause = 1.0
     for clause in _CLAUSE.split(st):
-        ct = set(analyze(clause, lang, stopwords=True))
+        ct = list(dict.fromkeys(analyze(clause, lang, stopwords=True)))  # ordered: sums in a fixed order
         if len(ct) >= 2:
             cw = sum(_idf(model, t) for t in ct)
             min_clause = min(min_clause, sum(_idf(model, t) for t in ct if t in ctx_terms) / cw)

@@ -40,7 +40,9 @@ class BM25:
 
     def scores(self, query_tokens: list[str]) -> np.ndarray:
         s = np.zeros(self.n, dtype=np.float32)
-        for t in set(query_tokens):
+        # terms in first-seen order, never a set's: float32 sums in another order round differently, and a
+        # set's order changes with each process's hash seed (a resumed run must score exactly as it did)
+        for t in dict.fromkeys(query_tokens):
             p = self.post.get(t)
             if p is None:
                 continue

@@ -199,3 +199,19 @@ def test_truncated_block_reuses_its_parents_sentences_and_hits_exactly():
     # a noted prefix that no longer is one (the registry is only a hint) is computed from scratch
     note_prefix("Dr. Who", messy)
     assert A._sentence_hits("Dr. Who", "en", ("who",)).n_sents == 1
+
+
+def test_bm25_scores_do_not_depend_on_the_process_hash_seed(tmp_path):
+    """BM25 sums its terms' float32 contributions in the query's order, never a set's (a set's order
+    changes with PYTHONHASHSEED, and a resumed run must score exactly as the run it resumes)."""
+    import subprocess
+    import sys
+
+    code = ("import numpy as np, hashlib\nfrom rag.retrieval import BM25\n"
+            "docs = [['alpha', 'beta', 'gamma', 'delta'] * 3, ['beta', 'omega', 'kappa'], ['gamma', 'zeta', 'eta', 'alpha']]\n"
+            "b = BM25(docs)\nq = ['zeta', 'alpha', 'kappa', 'gamma', 'beta', 'eta', 'omega', 'delta']\n"
+            "print(hashlib.md5(b.scores(q).tobytes()).hexdigest())\n")
+    outs = {subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                           env={**__import__("os").environ, "PYTHONHASHSEED": str(seed)}).stdout.strip()
+            for seed in range(6)}
+    assert len(outs) == 1 and len(next(iter(outs))) == 32
