@@ -180,7 +180,8 @@ def squad_gold_answers(answers: list[str]) -> list[str]:
     "false_abstention": (False, "answerable questions answered with the fallback"),
     "missed_abstention": (False, "unanswerable questions not answered with the fallback")})
 def score_abstention(inp: ScoringInput) -> dict[str, Score]:
-    if (f := _failed(inp, ["abstention_accuracy"])) is not None:
+    side = "false_abstention" if inp.question.answerable else "missed_abstention"
+    if (f := _failed(inp, ["abstention_accuracy", side])) is not None:  # a failed item: every row, with its status
         return f
     fb = is_fallback(inp.answer, inp.fallback)
     out = {"abstention_accuracy": Score(float(fb != inp.question.answerable))}

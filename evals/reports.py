@@ -20,6 +20,9 @@ QUALITY = ["f1", "faithfulness", "citation_precision", "evidence_recall", "abste
 
 
 
+JUDGE_METRICS = ["ragas_faithfulness", "llm_faithfulness", "ragas_context_recall", "ragas_answer_accuracy"]
+
+
 def _table(df: pd.DataFrame) -> str:
     # a wide table scrolls inside the page (never a page wider than the window); cells do not wrap
     return "<div class='scroll'>" + df.to_html(index=False, escape=True, border=0, classes="tbl", na_rep="") + "</div>"
@@ -74,8 +77,13 @@ def report_sections(store: ResultStore, run_id: str, compare: str | None = None)
     run = store.run(run_id)
     scores = store.scores(run_id)  # read once: the summary, the conversation charts and the matrix use it
     summ = summarize_scores(scores)
+    present = set(scores.metric) if len(scores) else set()
+    judged = [m for m in JUDGE_METRICS if m in present]  # LLM judges, when the run had one
+    # conversations: the cost that differs between memory policies is the prompt (history included)
+    cost = "prompt_tokens" if store.con.execute("SELECT count(*) FROM results WHERE run_id = ? AND turn IS NOT NULL",
+                                                [run_id]).fetchone()[0] else "context_tokens"
     # a metric with no ok score (e.g. not_applicable for this answerer) gets no chart
-    figs = [quality_cost_figure(summ, q, "context_tokens") for q in QUALITY
+    figs = [quality_cost_figure(summ, q, cost) for q in QUALITY + judged
             if not summ.empty and q in set(summ[summ.n_ok > 0].metric)]
     breakdown = store.con.execute(
         "SELECT r.strategy, r.point_label AS point, q.qtype AS question_type, q.language, avg(s.value) AS f1, "
@@ -142,8 +150,9 @@ def report_sections(store: ResultStore, run_id: str, compare: str | None = None)
         keep = shared_questions(store, run_id)
         shared_summary = (len(keep), len(set(scores.question_id)),
                           headline_table(summarize_scores(scores[scores.question_id.isin(keep)]), HEADLINE))
-    return {"run_id": run_id, "compare": compare, "header_md": header,
-            "summary": with_losses(headline_table(summ, HEADLINE), losses), "shared_summary": shared_summary,
+    return {"run_id": run_id, "compare": compare, "header_md": header, "judged": judged,
+            "summary": with_losses(headline_table(summ, HEADLINE + judged), losses),
+            "shared_summary": shared_summary,
             "summary_numeric": headline_table(summ, HEADLINE, numeric=True),
             "figures": figs, "conversation_figures": conv_figs, "breakdown": breakdown, "breakdowns": breakdowns,
             "statuses": statuses,

@@ -20,6 +20,7 @@ from importlib import metadata
 from pathlib import Path
 
 from rag.index import IndexConfig, Workspace
+from rag.urls import redact_url
 from rag.llm import LLMConfig
 from rag.strategies import (STRATEGIES, get_strategy, make_params)
 
@@ -332,7 +333,27 @@ def run_evaluation(cfg: RunConfig, workspace: str | Path = "results", db: str | 
 
         last_flush = [time.monotonic()]
 
+        warned = [False]
+
+        def warn_early_failures():
+            """After the first commit: when every answer so far failed the same way, say what to change
+            now, not after an hour of timeouts (docs/llm.md has settings for llama.cpp, vLLM, Ollama)."""
+            if warned[0] or not cfg.llm or not pending_r:
+                return
+            warned[0] = True
+            st = {r["answer_status"] for r in pending_r}
+            if st == {"timeout"}:
+                print(f"warning: the first {len(pending_r)} answers from {redact_url(cfg.llm.base_url)} all timed out "
+                      f"after {cfg.llm.timeout:g} s with --concurrency {cfg.llm.max_concurrency}: a server that answers "
+                      "one request at a time (llama.cpp, Ollama) needs --concurrency 1, and a slow model a longer "
+                      "--timeout (docs/llm.md)", file=sys.stderr)
+            elif st <= {"error", "rate_limited", "parse_error"} and "ok" not in st:
+                err = next((r["answer_error"] for r in pending_r if r["answer_error"]), "")
+                print(f"warning: the first {len(pending_r)} answers from {redact_url(cfg.llm.base_url)} all failed "
+                      f"({', '.join(sorted(st))}): {err[:200]}", file=sys.stderr)
+
         def flush():
+            warn_early_failures()
             last_flush[0] = time.monotonic()
             store.write_items(pending_r, pending_s)
             bar.update(len(pending_r))

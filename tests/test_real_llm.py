@@ -129,3 +129,11 @@ def test_agreement_with_a_judge_that_never_succeeds_still_prints_every_row(serve
     import json
     rows = json.loads((tmp_path / "a.json").read_text())
     assert rows[-1]["n"] == 0 and rows[-1]["failed"] == 12
+
+
+def test_a_first_batch_of_timeouts_says_what_to_change(server, tmp_path, capsys):
+    rc = main(["run", "--dataset", "squad2", "--limit", "2", *FAST, "--workspace", str(tmp_path / "ws"),
+               "--strategies", "chunks", "--llm-base-url", server, "--llm-model", "fault-slow", "--timeout", "0.3",
+               "--retries", "0"])
+    err = capsys.readouterr().err
+    assert rc == 6 and "all timed out after 0.3 s with --concurrency 4" in err and "--concurrency 1" in err
