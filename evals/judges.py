@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 from rag.answerers import split_sentences
 from rag.llm import LLMClient, LLMConfig
-from rag.prompts import is_fallback, strip_citations
+from rag.prompts import is_fallback, parse_citations, strip_citations
 
 from .metrics import Score
 
@@ -19,6 +19,9 @@ JUDGES: dict[str, type] = {}
 def register_judge(cls):
     JUDGES[cls.name] = cls
     return cls
+
+
+MAX_JUDGE_CONTEXT_CHARS = 60_000  # a whole bundled document (~25,000 characters) and more fits
 
 
 def judge_config_from_env() -> LLMConfig | None:
@@ -50,7 +53,12 @@ class LLMFaithfulness:
         if not stmts:
             return Score(None, "undetermined", "empty answer")
         listing = "\n".join(f"{i + 1}. {s}" for i, s in enumerate(stmts))
-        ctx = "\n\n".join(contexts)[:12000]
+        # the blocks the answer cites (as the offline faithfulness judges them), else every block; a whole
+        # document fits (MAX_JUDGE_CONTEXT_CHARS), and a cut is said in the score's detail
+        cited = sorted({n for n in parse_citations(answer) if 0 < n <= len(contexts)})
+        ctx = "\n\n".join(contexts[n - 1] for n in cited) if cited else "\n\n".join(contexts)
+        cut = len(ctx) > MAX_JUDGE_CONTEXT_CHARS
+        ctx = ctx[:MAX_JUDGE_CONTEXT_CHARS]
         res = self.client.chat([
             {"role": "system", "content": "You check whether statements are supported by a context. Reply with JSON "
              "only: {\"verdicts\": [1 or 0 for each statement, in order]}."},
@@ -64,8 +72,12 @@ class LLMFaithfulness:
         except (ValueError, KeyError, TypeError):
             verdicts = None
         if not verdicts or len(verdicts) != len(stmts):
-            return Score(None, "parse_error", f"judge reply not usable: {(res.text or '')[:200]}")
-        return Score(sum(verdicts) / len(verdicts))
+            hint = " (cut short? raise --judge-max-tokens)" if res.text and "}" not in res.text else ""
+            return Score(None, "parse_error", f"judge reply not usable{hint}: {(res.text or '')[:200]}")
+        note = [f"judged against cited blocks {cited}" if cited else "judged against every block"]
+        if cut:
+            note.append(f"context cut to {MAX_JUDGE_CONTEXT_CHARS:,} characters")
+        return Score(sum(verdicts) / len(verdicts), "ok", "; ".join(note))
 
 
 def _chain(exc: BaseException, depth: int = 12):
@@ -170,7 +182,10 @@ class _RagasJudge:
         except BaseException as e:  # noqa: BLE001 - every failure becomes a status
             from rag.urls import scrub
 
-            return Score(None, _status_of(e), scrub(f"{type(e).__name__}: {str(e)[:250]}", self.client.secrets))
+            detail = f"{type(e).__name__}: {str(e)[:250]}"
+            if not str(e).strip() or any(w in str(e).lower() for w in ("max_tokens", "length", "incomplete")):
+                detail += " (the judge's reply may have been cut short: raise --judge-max-tokens)"
+            return Score(None, _status_of(e), scrub(detail, self.client.secrets))
         v = getattr(res, "value", res)
         if v is None or (isinstance(v, float) and math.isnan(v)):
             return Score(None, "undetermined", "ragas returned no score")

@@ -220,21 +220,25 @@ class SystemClient:
         """The response as answer, contexts and usage through the mapping; what is missing or of the
         wrong type is status parse_error naming the field path."""
         m = self.cfg.mapping["response"]
-        try:
-            answer = get_path(raw, m["answer"])
-        except KeyError:
-            return SystemResult("parse_error", error=f"response has no {m['answer']!r} (the answer; mapping "
-                                                     "[response] answer)")
-        if not isinstance(answer, str):
-            return SystemResult("parse_error", error=f"response {m['answer']!r} is {type(answer).__name__}, not text")
-        try:
-            items = get_path(raw, m["contexts"])
-        except KeyError:
-            return SystemResult("parse_error", error=f"response has no {m['contexts']!r} (the contexts used; mapping "
-                                                     "[response] contexts)")
-        if not isinstance(items, list):
-            return SystemResult("parse_error", error=f"response {m['contexts']!r} is {type(items).__name__}, "
-                                                     "not a list")
+
+        def field(key: str, what: str, typ: type, typ_name: str):
+            """(value, None) or (None, the parse_error naming the field path and the mapping key)."""
+            try:
+                v = get_path(raw, m[key])
+            except KeyError:
+                return None, SystemResult("parse_error", error=f"response has no {m[key]!r} ({what}; mapping "
+                                                                f"[response] {key})")
+            if not isinstance(v, typ):
+                return None, SystemResult("parse_error", error=f"response {m[key]!r} is {type(v).__name__}, "
+                                                                f"not {typ_name}")
+            return v, None
+
+        answer, bad = field("answer", "the answer", str, "text")
+        if bad:
+            return bad
+        items, bad = field("contexts", "the contexts used", list, "a list")
+        if bad:
+            return bad
         contexts = []
         for i, it in enumerate(items):
             if isinstance(it, str):

@@ -406,7 +406,7 @@ def test_a_mapping_path_the_response_lacks_is_a_parse_error_naming_it(service, t
     mp.write_text('[response]\nanswer = "data.reply"\n')
     ws = tmp_path / "ws"
     assert main(["run", "--dataset", "squad2", "--limit", "2", "--workspace", str(ws), *FAST, "--strategies", "none",
-                 "--system", f"s={service}/v1", "--system-map", f"s={mp}", "--retries", "0"]) == 0
+                 "--system", f"s={service}/v1", "--system-map", f"s={mp}", "--retries", "0"]) == 6  # all failed
     con = _db(ws)
     rows = con.execute("SELECT answer_status, answer_error FROM results").fetchall()
     con.close()
