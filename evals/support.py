@@ -83,6 +83,9 @@ def _windows(passages: list[str]) -> list[str]:
     return out
 
 
+REGION_WINDOWS = 4  # windows (two sentences each) a statement is checked against: its best-aligned region
+
+
 def _idf(model: dict, term: str) -> float:
     return model["idf"].get(term, model["idf_unknown"])
 
@@ -94,8 +97,17 @@ def features(statement: str, passages: list[str], lang: str = "en", embed=None, 
     st = strip_citations(statement)
     passages = sorted(p for p in passages if p and p.strip())  # order-invariant
     terms = list(dict.fromkeys(analyze(st, lang, stopwords=True)))
+    # every context feature is taken on the best-aligned region (the REGION_WINDOWS windows that cover the
+    # statement best), never on the whole block: a long document holds more words by chance, and its
+    # score must not grow with its length (a short passage is its own region: nothing changes for it)
+    wins = _windows(passages)
+    tw = sum(_idf(model, t) for t in terms) or 1.0
+    win_terms = [term_set(w, lang) for w in wins]
+    win_cov = [sum(_idf(model, t) for t in terms if t in ws) / tw for ws in win_terms]
+    region = sorted(sorted(range(len(wins)), key=lambda i: (-win_cov[i], i))[:REGION_WINDOWS])
+    region_text = [wins[i] for i in region] if len(wins) > REGION_WINDOWS else passages
     ctx_terms = set()
-    for p in passages:
+    for p in region_text:
         ctx_terms |= term_set(p, lang)
     if terms:
         w = [_idf(model, t) for t in terms]
@@ -115,21 +127,17 @@ def features(statement: str, passages: list[str], lang: str = "en", embed=None, 
         if len(ct) >= 2:
             cw = sum(_idf(model, t) for t in ct)
             min_clause = min(min_clause, sum(_idf(model, t) for t in ct if t in ctx_terms) / cw)
-    wins = _windows(passages)
     best_win, best_idx = 0.0, -1
     best_plain = 0.0
-    win_cov = []
-    for i, wtxt in enumerate(wins):
-        ws = term_set(wtxt, lang)
-        c = sum(_idf(model, t) for t in terms if t in ws) / (sum(_idf(model, t) for t in terms) or 1.0)
-        win_cov.append(c)
+    for i, ws in enumerate(win_terms):
+        c = win_cov[i]
         if c > best_win:
             best_win, best_idx = c, i
         if terms:
             best_plain = max(best_plain, sum(1 for t in terms if t in ws) / len(terms))
     sw = analyze(st, lang)
     big = {(a, b) for a, b in zip(sw, sw[1:])}
-    ctx_big = set().union(*(_bigrams(p, lang) for p in passages)) if passages else set()
+    ctx_big = set().union(*(_bigrams(p, lang) for p in region_text)) if region_text else set()
     bigram_cov = len(big & ctx_big) / len(big) if big else 1.0
     run = longest = 0
     for a, b in zip(sw, sw[1:]):  # the longest stretch of the statement found word for word
@@ -137,12 +145,12 @@ def features(statement: str, passages: list[str], lang: str = "en", embed=None, 
         longest = max(longest, run)
     longest_run = (longest + 1) / len(sw) if sw and longest else 0.0
     nums = _numbers(st)
-    ctx_nums = set().union(*(_numbers(p) for p in passages)) if passages else set()
+    ctx_nums = set().union(*(_numbers(p) for p in region_text)) if region_text else set()
     miss = len(nums - ctx_nums)
     num_missing = miss / len(nums) if nums else 0.0
     ents = _entities(st)
     ctx_words = set()
-    for p in passages:
+    for p in region_text:
         ctx_words |= set(words(p))
     ent_cov = sum(1 for e in ents if all(x in ctx_words for x in words(e))) / len(ents) if ents else 1.0
     best_text = wins[best_idx] if best_idx >= 0 else ""

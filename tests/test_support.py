@@ -89,3 +89,19 @@ def test_trainer_is_seeded_and_reproducible_on_a_slice(tmp_path):
     assert outs[0] == outs[1]
     m = json.loads(outs[0])
     assert m["features"] == load_model()["features"] and m["seed"] == load_model()["seed"]
+
+
+def test_a_long_passage_does_not_raise_the_support_of_an_unsupported_claim(e5):
+    """Context features are taken on the statement's best-aligned region, never the whole block: the
+    Normans document (~25,000 characters) supports 'The Normans were from Mars.' no more than one of its
+    paragraphs does, and not above the threshold (issue 29: it scored 0.506 against the document)."""
+    from rag.corpora import load_bundled
+    from evals.support import support_score, threshold
+
+    doc = next(d for d in load_bundled("squad2").documents if "Norman" in d.doc_id)
+    claim = "The Normans were from Mars."
+    whole = support_score(claim, [doc.text], "en", e5)
+    para = support_score(claim, [doc.pages[0].text], "en", e5)
+    assert whole <= para + 1e-9 and whole < threshold()
+    supported = "The Normans gave their name to Normandy, a region in France."
+    assert support_score(supported, [doc.text], "en", e5) > threshold()
