@@ -37,7 +37,8 @@ _NEG = {"not", "no", "never", "none", "nor", "cannot", "without", "neither", "no
 def load_model(path: str | None = None) -> dict:
     p = Path(path) if path else MODEL_PATH
     m = json.loads(p.read_text())
-    m["id"] = "support-lr-" + hashlib.sha256(p.read_bytes()).hexdigest()[:12]  # keys every cache
+    # keys every cache: the weights and the feature code's version (features on the best-aligned region: 2)
+    m["id"] = "support-lr-" + hashlib.sha256(p.read_bytes()).hexdigest()[:12] + f"-f{FEATURES_VERSION}"
     return m
 
 
@@ -83,6 +84,7 @@ def _windows(passages: list[str]) -> list[str]:
     return out
 
 
+FEATURES_VERSION = 2  # bump when features() computes anything differently
 REGION_WINDOWS = 4  # windows (two sentences each) a statement is checked against: its best-aligned region
 
 
