@@ -348,7 +348,7 @@ def cmd_run(a) -> int:
         if not a.judge_model and not a.resume:
             raise ValueError("--judge-base-url needs --judge-model")
         judge = LLMConfig(a.judge_base_url, a.judge_model or "", a.judge_key_env, 0.0, a.judge_max_tokens, a.timeout,
-                          a.retries, max_concurrency=a.concurrency)
+                          a.retries, max_concurrency=a.concurrency, response_format=a.judge_format)
     answerer = a.answerer or run_sec.get("answerer") or ("openai" if llm else "extractive")
     limit = a.limit if a.limit is not None else int(run_sec.get("limit", 0))
     if main_job and a.limit is None and "limit" not in run_sec:
@@ -521,6 +521,10 @@ def cmd_show(a) -> int:
         statuses = st.con.execute("SELECT status, count(*) FROM scores WHERE run_id=? GROUP BY 1 ORDER BY 1",
                                   [rid]).fetchall()
         losses = item_losses(st, rid)
+        timing = st.con.execute(
+            "SELECT count(*) FILTER (WHERE NOT coalesce(cached, false)), "
+            "median(answer_ms) FILTER (WHERE NOT coalesce(cached, false)), count(*) FILTER (WHERE cached) "
+            "FROM results WHERE run_id = ? AND usage_source = 'endpoint'", [rid]).fetchone()
         shared = None
         if not a.by and len(losses) > 1 and losses["lost"].any():  # compare points on the items they share
             keep = shared_questions(st, rid)
@@ -529,6 +533,9 @@ def cmd_show(a) -> int:
                       summarize_scores(sc[sc.question_id.isin(keep)], metrics))
     print(f"run {rid}  dataset {run['dataset']}  status {run['status']}  commit {run['git_commit']}")
     print("score statuses: " + ", ".join(f"{s}={n}" for s, n in statuses))
+    if timing and timing[2]:  # a resumed or repeated LLM run: cached answers take ~0 ms; never averaged in
+        print(f"answers: {timing[0]} called the endpoint (median {timing[1] or 0:.0f} ms), {timing[2]} came from the "
+              "response cache (not timed)")
     with pd.option_context("display.width", 250, "display.max_columns", 30, "display.max_colwidth", 40):
         table = headline_table(summ, metrics, a.by)
         if not a.by:
@@ -746,6 +753,9 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--judge-model", default=None, help="judge model name")
     s.add_argument("--judge-key-env", default="OPENAI_API_KEY", help="environment variable holding the judge's key")
     s.add_argument("--judge-max-tokens", type=at_least(1), default=1024, help="max tokens per judge call")
+    s.add_argument("--judge-format", default="", choices=["", "json_object", "json_schema"],
+                   help="constrain the judge's reply: json_schema sends llm_faithfulness's verdict schema (llama.cpp's "
+                        "server, vLLM and OpenAI enforce it), json_object asks for any JSON (default: neither)")
     s.add_argument("--judges", nargs="*", default=None,
                    help="judges to run: ragas_faithfulness (default), ragas_context_recall, "
                         "ragas_answer_accuracy, llm_faithfulness")

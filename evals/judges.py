@@ -59,10 +59,17 @@ class LLMFaithfulness:
         ctx = "\n\n".join(contexts[n - 1] for n in cited) if cited else "\n\n".join(contexts)
         cut = len(ctx) > MAX_JUDGE_CONTEXT_CHARS
         ctx = ctx[:MAX_JUDGE_CONTEXT_CHARS]
+        extra = {}
+        if self.client.cfg.response_format == "json_schema":  # the server enforces one verdict per statement
+            extra["response_format"] = {"type": "json_schema", "json_schema": {"name": "verdicts", "strict": True, "schema": {
+                "type": "object", "additionalProperties": False, "required": ["verdicts"],
+                "properties": {"verdicts": {"type": "array", "items": {"type": "integer", "enum": [0, 1]},
+                                            "minItems": len(stmts), "maxItems": len(stmts)}}}}}
         res = self.client.chat([
             {"role": "system", "content": "You check whether statements are supported by a context. Reply with JSON "
              "only: {\"verdicts\": [1 or 0 for each statement, in order]}."},
-            {"role": "user", "content": f"Context:\n{ctx}\n\nStatements:\n{listing}"}], purpose="judge", repeat=repeat)
+            {"role": "user", "content": f"Context:\n{ctx}\n\nStatements:\n{listing}"}], purpose="judge", repeat=repeat,
+            **extra)
         if res.status != "ok":
             return Score(None, res.status, res.error)
         m = re.search(r"\{.*\}", res.text or "", re.S)

@@ -198,7 +198,12 @@ def conversation_table(store: ResultStore, run_id: str) -> pd.DataFrame:
     sc = store.scores(run_id)
     df = conversation_frame(res, sc)
     res = res[res.turn.notna()]
-    df["ms"] = (res.retrieve_ms + res.pack_ms + res.answer_ms + res.score_ms).to_numpy()
+    # one rule with plain `show`: a prompt counts only when its answer came back (a refused or failed
+    # prompt was never answered), and a cached answer's ~0 ms is no latency (left out of ms per turn)
+    ok = (res.answer_status == "ok").to_numpy()
+    df["prompt_tokens"] = df["prompt_tokens"].where(ok)
+    answer_ms = res.answer_ms.where(~res.cached.fillna(False).astype(bool))
+    df["ms"] = (res.retrieve_ms + res.pack_ms + answer_ms + res.score_ms).to_numpy()
     hist = sc[sc.metric == "history_tokens"].groupby(["strategy", "point_id"]).value.mean()
     byp = sc[(sc.metric == "bypass_correct") & (sc.status == "ok")].groupby(["strategy", "point_id"]).value.mean()
     pids = res.set_index("point_label").point_id.to_dict()
@@ -209,7 +214,7 @@ def conversation_table(store: ResultStore, run_id: str) -> pd.DataFrame:
                      "recall@5": round(float(g["passage_recall@5"].mean()), 3),
                      "prompt_tokens_turn1": round(float(g[g.turn == 1].prompt_tokens.mean()), 0),
                      "prompt_tokens_turn6+": round(float(g[g.turn >= 6].prompt_tokens.mean()), 0),
-                     "prompt_tokens_max": int(g.prompt_tokens.max()),
+                     "prompt_tokens_max": int(g.prompt_tokens.max()) if g.prompt_tokens.notna().any() else 0,
                      "history_tokens": round(float(hist.get(key, 0.0)), 0),
                      "bypass_accuracy": round(float(byp.get(key, float("nan"))), 3),
                      "ms_per_turn": round(float(g.ms.mean()), 1), "turns": len(g)})

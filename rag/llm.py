@@ -65,7 +65,7 @@ class LLMConfig:
     backoff: float = 0.5
     max_backoff: float = 30.0
     max_concurrency: int = 4
-    response_format: str = ""  # "" or "json_object"
+    response_format: str = ""  # "" | "json_object" | "json_schema" (a judge sends its own schema)
     context_window: int = 0  # the model's window in tokens (0 = unknown: asked of the endpoint's /models)
 
     def __post_init__(self):
@@ -218,8 +218,9 @@ class LLMClient:
 
     def chat(self, messages: list[dict], purpose: str = "answer", repeat: int = 0, **overrides) -> LLMResult:
         params = {"temperature": self.cfg.temperature, "max_tokens": self.cfg.max_tokens}
-        if self.cfg.response_format:
-            params["response_format"] = {"type": self.cfg.response_format}
+        if self.cfg.response_format == "json_object":
+            params["response_format"] = {"type": "json_object"}
+        # json_schema: the caller names its schema (overrides["response_format"]); never sent without one
         params.update(overrides)
         key = self.cache_key(messages, params, repeat)
         if self.cache is not None:

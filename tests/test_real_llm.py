@@ -137,3 +137,30 @@ def test_a_first_batch_of_timeouts_says_what_to_change(server, tmp_path, capsys)
                "--retries", "0"])
     err = capsys.readouterr().err
     assert rc == 6 and "all timed out after 0.3 s with --concurrency 4" in err and "--concurrency 1" in err
+
+
+def test_show_keeps_cached_answer_times_apart(server, tmp_path, capsys):
+    ws = tmp_path / "ws"
+    args = ["run", "--dataset", "squad2", "--limit", "3", *FAST, "--workspace", str(ws), "--strategies", "chunks",
+            "--llm-base-url", server, "--llm-model", "local-extractive"]
+    assert main(args + ["--run-id", "T1"]) == 0
+    assert main(args + ["--run-id", "T2"]) == 0
+    capsys.readouterr()
+    assert main(["show", "T2", "--workspace", str(ws)]) == 0
+    assert "answers: 0 called the endpoint (median 0 ms), 3 came from the response cache (not timed)" in \
+        capsys.readouterr().out
+
+
+def test_llm_faithfulness_sends_its_verdict_schema_when_asked(server, tmp_path):
+    import json as _json
+
+    n = len(Handler.bodies)
+    assert main(["run", "--dataset", "squad2", "--limit", "2", *FAST, "--workspace", str(tmp_path / "ws"),
+                 "--strategies", "chunks", "--judge-base-url", server, "--judge-model", "local-extractive",
+                 "--judges", "llm_faithfulness", "--judge-format", "json_schema", "--retries", "0"]) == 0
+    sent = [_json.loads(b) for b in Handler.bodies[n:]]
+    judged = [b for b in sent if "Statements:" in b["messages"][-1]["content"]]
+    assert judged, sent
+    fmt = judged[0]["response_format"]
+    assert fmt["type"] == "json_schema" and fmt["json_schema"]["schema"]["properties"]["verdicts"]["items"] == \
+        {"type": "integer", "enum": [0, 1]}
