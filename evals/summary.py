@@ -151,7 +151,7 @@ def item_losses(store: ResultStore, run_id: str) -> pd.DataFrame:
         df = con.execute(
             "SELECT strategy, point_label AS point, count(*) AS items, "
             "count(*) FILTER (WHERE answer_status <> 'ok') AS lost, "
-            "string_agg(DISTINCT answer_status, ',') FILTER (WHERE answer_status <> 'ok') AS lost_as "
+            "string_agg(DISTINCT answer_status, ',' ORDER BY answer_status) FILTER (WHERE answer_status <> 'ok') AS lost_as "
             "FROM results WHERE run_id = ? GROUP BY ALL", [run_id]).df()
     df["lost_as"] = df["lost_as"].fillna("")
     return df

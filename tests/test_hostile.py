@@ -419,7 +419,7 @@ def test_prompts_over_the_window_are_context_overflow_before_any_call(server, tm
     assert _run(ws, *common, "--context-window", "1500", "--run-id", "W") == 0
     calls = len(Handler.requests) - before
     con = _con(ws)
-    by = dict(con.execute("SELECT strategy, string_agg(DISTINCT answer_status) FROM results WHERE run_id='W' "
+    by = dict(con.execute("SELECT strategy, string_agg(DISTINCT answer_status ORDER BY answer_status) FROM results WHERE run_id='W' "
                           "GROUP BY 1").fetchall())
     over = con.execute("SELECT max(prompt_tokens) FROM results WHERE run_id='W' AND "
                        "answer_status='context_overflow'").fetchone()[0]

@@ -268,7 +268,7 @@ def test_logged_outputs_scored_with_and_without_a_gold_set(tmp_path, capsys):
     con = _db(ws)
 
     def st(run, metric):
-        return dict(con.execute("SELECT question_id LIKE 'row-%', string_agg(DISTINCT status) FROM scores WHERE "
+        return dict(con.execute("SELECT question_id LIKE 'row-%', string_agg(DISTINCT status ORDER BY status) FROM scores WHERE "
                                 "run_id=? AND metric=? GROUP BY 1", [run, metric]).fetchall())
     assert st("LOG", "evidence_recall") == {False: "ok", True: "not_applicable"}
     assert "ok" in st("LOG", "faithfulness")[False]  # reference-free: scored for every record
