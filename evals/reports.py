@@ -129,7 +129,14 @@ def report_sections(store: ResultStore, run_id: str, compare: str | None = None)
                           metadata=json.loads(r.metadata) if isinstance(r.metadata, str) and r.metadata else {})
           for r in qdf.itertuples()]
     matrix = question_matrix(scores, qs, "f1") if len(scores) else pd.DataFrame()
-    per_1k = quality_per_1k_tokens(scores, "f1", cost="prompt_tokens") if len(scores) else pd.DataFrame()
+    per_1k = pd.DataFrame()
+    if len(scores):  # every quality metric the run scored (not only F1), per 1,000 prompt tokens
+        ok_metrics = set(scores[scores.status == "ok"].metric)
+        parts = [quality_per_1k_tokens(scores, m, cost="prompt_tokens").rename(columns={m: "mean"}).assign(metric=m)
+                 for m in QUALITY + judged if m in ok_metrics]
+        if parts:
+            per_1k = pd.concat(parts, ignore_index=True)[["metric", "point", "n", "mean", "prompt_tokens",
+                                                          "per_1k_tokens", "low", "high"]]
     from .explore import paired_points, points_of
 
     pts = points_of(scores) if len(scores) else []
@@ -195,7 +202,8 @@ def build_report_html(store: ResultStore, run_id: str, compare: str | None = Non
                    if cov.get("candidate_only") or cov.get("baseline_only") else "") + "</p>")
         parts += [f"<h2>Compared with run {html.escape(compare)} (paired deltas)</h2>", note,
                   _table(sec["comparison"])]
-    parts += ["<h2>F1 per 1,000 prompt tokens (95% bootstrap interval of the ratio; n = questions)</h2>",
+    parts += ["<h2>Quality per 1,000 prompt tokens (each quality metric; 95% bootstrap interval of the ratio; "
+              "n = questions)</h2>",
               _table(sec["per_1k"])]
     if len(sec["paired"]):
         parts += [f"<h2>Each point against {html.escape(sec['paired_against'])} (paired on the questions both "

@@ -75,7 +75,7 @@ def _(mo, sections):
 def _(mo, sections):
     _m = sections["matrix"]
     _pts = _m.attrs.get("points", []) if len(_m) else []
-    mo.vstack([mo.md("## F1 per 1,000 prompt tokens (95% bootstrap interval of the ratio)"),
+    mo.vstack([mo.md("## Quality per 1,000 prompt tokens (each quality metric; 95% bootstrap interval of the ratio)"),
                mo.ui.table(sections["per_1k"], selection=None),
                mo.md(f"## Each point against {sections['paired_against']} (paired on the questions both scored)"),
                mo.ui.table(sections["paired"], selection=None) if len(sections["paired"]) else mo.md(""),
