@@ -511,6 +511,20 @@ def cmd_show(a) -> int:
             with pd.option_context("display.width", 250, "display.max_columns", 30):
                 print(t.sort_values("per_1k_tokens", ascending=False).to_string(index=False))
             return 0
+        if a.oracle:  # how much could routing save at most on this run?
+            from .metrics import METRICS
+            from .routing import oracle_bound
+
+            t, info = oracle_bound(st.scores(rid), a.oracle, a.cost, a.tolerance,
+                                   getattr(METRICS.get(a.oracle), "higher_is_better", True))
+            print(f"run {rid}: the oracle router picks, per question, the cheapest point whose {a.oracle} is within "
+                  f"{a.tolerance:g} of the best any point reached ({info['questions']} questions; {info['left_out']} "
+                  f"with no ok score left out). No router can beat it on this run.")
+            with pd.option_context("display.width", 250, "display.max_columns", 30):
+                print(t.to_string(index=False))
+            if info["summary"]:
+                print(info["summary"])
+            return 0
         if a.turns:
             from .summary import conversation_table
             with pd.option_context("display.width", 250, "display.max_columns", 30):
@@ -804,6 +818,10 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--per-1k", default=None, metavar="METRIC",
                    help="quality per 1,000 tokens of each point for METRIC (f1, faithfulness, ...), with 95%% "
                         "intervals, best first")
+    s.add_argument("--oracle", default=None, metavar="METRIC",
+                   help="the routing oracle for METRIC: per question the cheapest point within --tolerance of the "
+                        "best, beside every fixed point (how much routing could save at most)")
+    s.add_argument("--tolerance", type=non_negative_float, default=0.0, help="--oracle: quality tolerance (0)")
     s.add_argument("--cost", default="prompt_tokens", choices=["prompt_tokens", "context_tokens"],
                    help="the tokens --per-1k divides by (default prompt_tokens: what an LLM call is billed for)")
     s.add_argument("--turns", action="store_true", help="conversational runs: recall@5, prompt tokens at turn 1 and "

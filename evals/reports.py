@@ -157,7 +157,12 @@ def report_sections(store: ResultStore, run_id: str, compare: str | None = None)
         keep = shared_questions(store, run_id)
         shared_summary = (len(keep), len(set(scores.question_id)),
                           headline_table(summarize_scores(scores[scores.question_id.isin(keep)]), HEADLINE))
-    return {"run_id": run_id, "compare": compare, "header_md": header, "judged": judged,
+    oracle = None
+    if len(pts) > 1 and "f1" in ok_metrics and "prompt_tokens" in ok_metrics:
+        from .routing import oracle_bound
+
+        oracle = oracle_bound(scores, "f1", "prompt_tokens", 0.0)
+    return {"run_id": run_id, "compare": compare, "header_md": header, "judged": judged, "oracle": oracle,
             "summary": with_losses(headline_table(summ, HEADLINE + judged), losses),
             "shared_summary": shared_summary,
             "summary_numeric": headline_table(summ, HEADLINE, numeric=True),
@@ -205,6 +210,12 @@ def build_report_html(store: ResultStore, run_id: str, compare: str | None = Non
     parts += ["<h2>Quality per 1,000 prompt tokens (each quality metric; 95% bootstrap interval of the ratio; "
               "n = questions)</h2>",
               _table(sec["per_1k"])]
+    if sec.get("oracle") is not None:
+        t, info = sec["oracle"]
+        parts += ["<h2>How much could routing save at most? (the oracle bound, F1)</h2>",
+                  f"<p>Per question, the cheapest point whose F1 equals the best any point reached "
+                  f"({info['questions']} questions; {info['left_out']} with no ok score left out): "
+                  f"{html.escape(info['summary'])}. No router can beat it on this run.</p>", _table(t.round(3))]
     if len(sec["paired"]):
         parts += [f"<h2>Each point against {html.escape(sec['paired_against'])} (paired on the questions both "
                   "scored; better / worse when the 95% interval of the delta excludes 0)</h2>", _table(sec["paired"])]
