@@ -377,12 +377,12 @@ def save_as_run(sess: Session, db: str, points: list[tuple[str, dict]], limit: i
                     grid={name: {k: [v] for k, v in kw.items()} for name, kw in points}, limit=limit)
     with ResultStore(db) as st:
         st.upsert_questions(sess.dataset.name, qs)
-        st.create_run(run_id, {"dataset": sess.dataset.name, "index_name": sess.retriever.reader.index,
-                               "config": cfg.to_dict(), "config_hash": cfg.hash, "versions": package_versions(),
-                               "git_commit": git_commit(), "planned": len(rows),
-                               "corpus": {d.doc_id: d.content_hash for d in sess.dataset.documents}}, questions=qs)
-        st.write_items(rows, scores)
-        st.finish_run(run_id, {"items": len(rows), "source": "workbench: Save as run", "seconds": 0.0})
+        st.store_finished_run(run_id, {"dataset": sess.dataset.name, "index_name": sess.retriever.reader.index,
+                                       "config": cfg.to_dict(), "config_hash": cfg.hash,
+                                       "versions": package_versions(), "git_commit": git_commit(),
+                                       "planned": len(rows),
+                                       "corpus": {d.doc_id: d.content_hash for d in sess.dataset.documents}},
+                              qs, rows, scores, {"items": len(rows), "source": "workbench: Save as run", "seconds": 0.0})
     return run_id
 
 

@@ -112,13 +112,12 @@ def score_logged(path: str | Path, workspace: str | Path = "results", db: str | 
     with ResultStore(db or Path(workspace) / "results.duckdb") as st:
         if ds:
             st.upsert_questions(ds.name, ds.questions)
-        st.create_run(run_id, {"dataset": cfg.dataset, "index_name": retriever.index if retriever else None,
-                               "config": config, "config_hash": cfg.hash, "versions": package_versions(),
-                               "git_commit": git_commit(), "planned": len(rows),
-                               "corpus": {d.doc_id: d.content_hash for d in ds.documents} if ds else {}},
-                      questions=qs)
-        st.write_items(rows, scores)  # one transaction: the whole file or nothing
-        st.finish_run(run_id, {"items": len(rows), "source": f"ragwb score {Path(path).name}",
+        st.store_finished_run(  # one transaction: the whole file or nothing
+            run_id, {"dataset": cfg.dataset, "index_name": retriever.index if retriever else None,
+                     "config": config, "config_hash": cfg.hash, "versions": package_versions(),
+                     "git_commit": git_commit(), "planned": len(rows),
+                     "corpus": {d.doc_id: d.content_hash for d in ds.documents} if ds else {}},
+            qs, rows, scores, {"items": len(rows), "source": f"ragwb score {Path(path).name}",
                                "unmatched": [r.row for r in unmatched]})
     return {"run_id": run_id, "items": len(rows), "matched": len(rows) - len(unmatched),
             "unmatched": [r.row for r in unmatched], "vocabulary": vocab, "name": name}

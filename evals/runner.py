@@ -193,6 +193,9 @@ def check_config(cfg: RunConfig) -> None:
         if cfg.judge is None:
             raise ValueError(f"--judges {' '.join(cfg.judges)} needs a judge endpoint (--judge-base-url and "
                              "--judge-model); without one no judge would run")
+    if cfg.judge is not None and cfg.judge.response_format and "llm_faithfulness" not in cfg.judges:
+        raise ValueError("--judge-format applies to the llm_faithfulness judge (ragas's judges constrain their own "
+                         "output); add --judges llm_faithfulness or drop --judge-format")
     if cfg.prompt and cfg.answerer != "openai":
         raise ValueError(f"--prompt {cfg.prompt.get('file') or ''} is a prompt for an LLM answerer (--llm-base-url); the "
                          "offline extractive answerer writes no prompt, so it would be ignored")
@@ -306,6 +309,9 @@ def run_evaluation(cfg: RunConfig, workspace: str | Path = "results", db: str | 
 
             cpoints = expand_conversation_grid([(n, kw, make_params(n, **kw)) for n, kw in points], cfg.memory,
                                                cfg.query_modes)
+            if cfg.fit_context:  # a turn's context is packed with its memory policy's history: not re-packed
+                raise ValueError("--fit-context is not available on conversational sets yet; an overflowing turn "
+                                 "is stored as context_overflow (drop --fit-context)")
         elif cfg.memory or cfg.query_modes:
             raise ValueError(f"--memory / --query-mode need a conversational dataset; {ds.name!r} has none "
                              "(try mtrag-govt)")

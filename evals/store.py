@@ -316,22 +316,35 @@ class ResultStore:
     # ------------------------------------------------------------------ runs
     def create_run(self, run_id: str, row: dict, questions=None) -> None:
         """The run row and its gold questions as they are now, in one transaction."""
-        qdf = _questions_frame(questions or [])
         with self.transaction() as con:
-            if con.execute("SELECT 1 FROM runs WHERE run_id = ?", [run_id]).fetchone():
-                raise ValueError(f"run id {run_id!r} already exists in {self.path}; pick another --run-id "
-                                 f"or continue it with --resume {run_id}")
-            con.execute(
-                "INSERT INTO runs (run_id, created_at, status, git_commit, dataset, index_name, config, config_hash, "
-                "versions, planned, corpus) VALUES (?, now(), 'running', ?, ?, ?, ?, ?, ?, ?, ?)",
-                [run_id, row.get("git_commit"), row["dataset"], row.get("index_name"), json.dumps(row["config"]),
-                 row["config_hash"], json.dumps(row.get("versions", {})), row.get("planned", 0),
-                 json.dumps(row.get("corpus", {}))])
-            if len(qdf):
-                con.register("_rq", qdf)
-                con.execute(f"INSERT INTO run_questions (run_id, {', '.join(qdf.columns)}) "
-                            f"SELECT ?, {', '.join(qdf.columns)} FROM _rq", [run_id])
-                con.unregister("_rq")
+            self._insert_run(con, run_id, row, questions)
+
+    def _insert_run(self, con, run_id: str, row: dict, questions) -> None:
+        if con.execute("SELECT 1 FROM runs WHERE run_id = ?", [run_id]).fetchone():
+            raise ValueError(f"run id {run_id!r} already exists in {self.path}; pick another --run-id "
+                             f"or continue it with --resume {run_id}")
+        con.execute(
+            "INSERT INTO runs (run_id, created_at, status, git_commit, dataset, index_name, config, config_hash, "
+            "versions, planned, corpus) VALUES (?, now(), 'running', ?, ?, ?, ?, ?, ?, ?, ?)",
+            [run_id, row.get("git_commit"), row["dataset"], row.get("index_name"), json.dumps(row["config"]),
+             row["config_hash"], json.dumps(row.get("versions", {})), row.get("planned", 0),
+             json.dumps(row.get("corpus", {}))])
+        qdf = _questions_frame(questions or [])
+        if len(qdf):
+            con.register("_rq", qdf)
+            con.execute(f"INSERT INTO run_questions (run_id, {', '.join(qdf.columns)}) "
+                        f"SELECT ?, {', '.join(qdf.columns)} FROM _rq", [run_id])
+            con.unregister("_rq")
+
+    def store_finished_run(self, run_id: str, row: dict, questions, results: list[dict], scores: list[dict],
+                           summary: dict) -> None:
+        """A run whose items already exist (Save as run, ``ragwb score``): run row, gold, items and the
+        finished status in one transaction, so a failure leaves nothing stored half."""
+        with self.transaction() as con:
+            self._insert_run(con, run_id, row, questions)
+            self._insert_items(con, results, scores)
+            con.execute("UPDATE runs SET status='finished', finished_at=now(), summary=? WHERE run_id=?",
+                        [json.dumps(summary), run_id])
 
     def finish_run(self, run_id: str, summary: dict) -> None:
         with self.session() as con:
@@ -411,17 +424,23 @@ class ResultStore:
         """One transaction: results and their scores land together or not at all."""
         if not results:
             return
+        with self.transaction() as con:
+            self._insert_items(con, results, scores)
+
+    @staticmethod
+    def _insert_items(con, results: list[dict], scores: list[dict]) -> None:
+        if not results:
+            return
         rdf = pd.DataFrame(results, columns=RESULT_COLUMNS)
         sdf = pd.DataFrame(scores, columns=SCORE_COLUMNS)
         sdf["value"] = sdf["value"].astype("float64")
-        with self.transaction() as con:
-            con.register("_r", rdf)
-            con.execute(f"INSERT INTO results ({', '.join(RESULT_COLUMNS)}) SELECT * FROM _r")
-            con.unregister("_r")
-            if len(sdf):
-                con.register("_s", sdf)
-                con.execute(f"INSERT INTO scores ({', '.join(SCORE_COLUMNS)}) SELECT * FROM _s")
-                con.unregister("_s")
+        con.register("_r", rdf)
+        con.execute(f"INSERT INTO results ({', '.join(RESULT_COLUMNS)}) SELECT * FROM _r")
+        con.unregister("_r")
+        if len(sdf):
+            con.register("_s", sdf)
+            con.execute(f"INSERT INTO scores ({', '.join(SCORE_COLUMNS)}) SELECT * FROM _s")
+            con.unregister("_s")
 
     def scores(self, run_id: str) -> pd.DataFrame:
         with self.session() as con:

@@ -164,20 +164,12 @@ class Workspace:
     def remember_questions(self, folder: str | Path, questions: str | Path) -> None:
         """A folder dataset remembers its questions file, so a later run without --questions
         scores the same questions instead of none."""
-        reg = self._registry()
+        reg = self._read_json(self._registry_path())
         reg[str(Path(folder).resolve())] = str(Path(questions).resolve())
-        tmp = self._registry_path().with_suffix(".tmp")
-        tmp.write_text(json.dumps(reg, indent=1, sort_keys=True))
-        tmp.replace(self._registry_path())  # atomic: a reader never sees half a file
+        self._write_json(self._registry_path(), reg)
 
     def remembered_questions(self, folder: str | Path) -> str | None:
-        return self._registry().get(str(Path(folder).resolve()))
-
-    def _registry(self) -> dict:
-        try:
-            return json.loads(self._registry_path().read_text())
-        except (OSError, ValueError):
-            return {}
+        return self._read_json(self._registry_path()).get(str(Path(folder).resolve()))
 
     # ------------------------------------------------------------------ dataset identity
     def _names_path(self) -> Path:

@@ -17,6 +17,8 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from .llm import MAX_USAGE_TOKENS
+
 RAGAS = {"question": "user_input", "contexts": "retrieved_contexts", "answer": "response"}
 OWN = {"question": "question", "contexts": "contexts", "answer": "answer"}
 
@@ -95,7 +97,7 @@ def _int(v, path: Path, row: int, col: str) -> int | None:
         f = float(v)
     except (TypeError, ValueError):
         f = float("nan")
-    if not (f == f and f.is_integer() and 0 <= f <= 100_000_000):
+    if not (f == f and f.is_integer() and 0 <= f <= MAX_USAGE_TOKENS):
         raise ValueError(f"{path}: row {row}: column {col!r} must be a token count, got {v!r}")
     return int(f)
 

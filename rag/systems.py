@@ -28,6 +28,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from .errors import EndpointError
+from .llm import MAX_USAGE_TOKENS
 from .urls import redact_url, scrub, url_secrets
 
 REQUEST_KEYS = {"question", "question_id", "history", "extra", "headers"}
@@ -263,7 +264,7 @@ class SystemClient:
                 v = get_path(raw, m[k])
             except KeyError:
                 continue
-            if isinstance(v, bool) or not isinstance(v, int) or not 0 <= v <= 100_000_000:
+            if isinstance(v, bool) or not isinstance(v, int) or not 0 <= v <= MAX_USAGE_TOKENS:
                 return SystemResult("parse_error", error=f"response {m[k]!r} = {str(v)[:30]} is not a token count")
             usage[k] = v
         return SystemResult("ok", answer, contexts, usage.get("prompt_tokens"), usage.get("completion_tokens"))

@@ -510,3 +510,14 @@ def test_a_busy_store_names_the_process_that_holds_it(tmp_path):
     finally:
         holder.kill()
         holder.wait()
+
+
+@pytest.mark.parametrize("argv,needle", [
+    (["--dataset", "mtrag-govt", "--limit", "2", "--fit-context"], "--fit-context is not available on conversational"),
+    (["--dataset", "squad2", "--limit", "1", "--judge-base-url", "http://127.0.0.1:9/v1", "--judge-model", "j",
+      "--judge-format", "json_schema"], "--judge-format applies to the llm_faithfulness judge"),
+])
+def test_options_that_would_do_nothing_are_refused(server, tmp_path, capsys, argv, needle):
+    rc, err = _rc_err(capsys, ["run", *argv, *FAST, "--no-report", "--workspace", str(tmp_path / "ws"),
+                               "--llm-base-url", server, "--llm-model", "local-extractive"])
+    assert rc == 2 and needle in err, err

@@ -9,6 +9,18 @@ import pytest
 from evals.cli import main
 
 REPO = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(autouse=True)
+def _builtin_strategies_only_after():
+    """A plugin registers into this process's registry: later tests (which run every strategy by default)
+    must see the five shapes only, as a fresh `ragwb` process does."""
+    from rag.strategies import STRATEGIES
+
+    before = dict(STRATEGIES)
+    yield
+    STRATEGIES.clear()
+    STRATEGIES.update(before)
 FAST = ["--embedder", "hash", "--no-progress", "--no-report"]
 
 PLUGIN = '''

@@ -189,8 +189,7 @@ class Strategy:
 
 # --------------------------------------------------------------------------- the shapes (registered on import)
 
-from .packing import (counters, cut_provenance, pack_blocks, truncate_to_tokens,  # noqa: E402,F401
-                      chunk_raw, _prefetch, _text_prefix)
+from .packing import chunk_raw, counters, cut_provenance, pack_blocks, truncate_to_tokens  # noqa: E402,F401
 from .llm_helpers import llm_hyde, llm_paraphrases, llm_rerank  # noqa: E402,F401
 from .chunks import ChunksParams, ChunksStrategy  # noqa: E402,F401
 from .full_documents import FullDocumentsParams, FullDocumentsStrategy  # noqa: E402,F401
