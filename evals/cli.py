@@ -82,13 +82,14 @@ def _add_index_args(p: argparse.ArgumentParser) -> None:
     g.add_argument("--embed-base-url", default=None, help="base URL of the embeddings endpoint (openai)")
     g.add_argument("--embed-key-env", default="OPENAI_API_KEY",
                    help="name of the environment variable holding the embeddings API key")
-    g.add_argument("--chunker", default="auto", choices=["auto", "tokens", "hierarchy"],
-                   help="tokens: fixed token windows; hierarchy: Markdown header leaves + parents; "
-                        "auto: hierarchy for Markdown/DOCX/HTML, tokens otherwise (default)")
+    g.add_argument("--chunker", default="auto", choices=["auto", "tokens", "hierarchy", "code"],
+                   help="tokens: fixed token windows; hierarchy: Markdown header leaves + parents; code: "
+                        "function-level chunks of source files (up to --leaf-max tokens); auto: hierarchy for "
+                        "Markdown/DOCX/HTML, code for source files, tokens otherwise (default)")
     g.add_argument("--chunk-tokens", type=at_least(1), default=128, help="token window size (default 128)")
     g.add_argument("--overlap", type=at_least(0), default=16, help="token window overlap (default 16)")
     g.add_argument("--leaf-min", type=at_least(1), default=100, help="hierarchy: smallest leaf in tokens (default 100)")
-    g.add_argument("--leaf-max", type=at_least(1), default=500, help="hierarchy: largest leaf in tokens (default 500)")
+    g.add_argument("--leaf-max", type=at_least(1), default=500, help="hierarchy: largest leaf; code: largest chunk, in tokens (default 500)")
     g.add_argument("--parent-max", type=at_least(1), default=2000,
                    help="largest parent section in tokens (default 2000)")
     g.add_argument("--encoding", default="o200k_base", choices=["o200k_base", "cl100k_base"],
@@ -814,7 +815,8 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--metrics", nargs="*", default=None, help="metrics to show (default: headline set, plus page "
                    "metrics when the dataset has page evidence)")
     s.add_argument("--by", default=None, metavar="FIELD", help="break every metric down by a question field: "
-                   "language, qtype, answerable, document, or any metadata field of the gold set (company, ...)")
+                   "language, qtype, answerable, document, or any metadata field of the gold set (company; on code sets "
+                   "code_language, kind, file)")
     s.add_argument("--per-1k", default=None, metavar="METRIC",
                    help="quality per 1,000 tokens of each point for METRIC (f1, faithfulness, ...), with 95%% "
                         "intervals, best first")

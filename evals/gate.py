@@ -59,12 +59,32 @@ def per_question(store: ResultStore, run_id: str) -> tuple[str, pd.DataFrame]:
     return run["dataset"], with_point_keys(df)
 
 
+def canonical_params(strategy: str, params: str | None) -> str:
+    """A point's parameters as sorted JSON with today's defaults under what was stored: a budget added
+    later (code_block_chars) takes its default, so a baseline stored before it still matches."""
+    if params is None or params != params:  # None or NaN
+        return "null"
+    d = json.loads(params)
+    from rag.strategies import STRATEGIES
+
+    s = STRATEGIES.get(strategy)
+    if s is not None and isinstance(d, dict):
+        import dataclasses
+
+        d = {f.name: f.default for f in dataclasses.fields(s.Params)
+             if f.default is not dataclasses.MISSING} | d
+    return json.dumps(d, sort_keys=True)
+
+
 def with_point_keys(df: pd.DataFrame) -> pd.DataFrame:
     """Points are matched by their full parameters (defaults filled in), not by label: `chunks top_k=8`
     and `chunks defaults` are the same point. The label shown is the candidate's."""
     if "params" in df.columns:
-        canon = {p: json.dumps(json.loads(p), sort_keys=True) for p in df["params"].dropna().unique()}
-        df = df.assign(point_key=df["strategy"] + " " + df["params"].map(canon)).drop(columns=["params"])
+        pairs = df[["strategy", "params"]].drop_duplicates()
+        canon = {(st, p): canonical_params(st, p) for st, p in zip(pairs.strategy, pairs.params)}
+        keys = [canon[k] for k in zip(df["strategy"], df["params"])]
+        df = df.assign(point_key=df["strategy"] + " " + pd.Series(keys, index=df.index, dtype=object)
+                       ).drop(columns=["params"])
     elif "point_key" not in df.columns:  # an older baseline file: labels are all it has
         df = df.assign(point_key=df["strategy"] + " " + df["point_label"])
     return df

@@ -259,7 +259,9 @@ RANK_K = 10
     "doc_ndcg@10": (True, "nDCG@10 over distinct documents in block order"),
     "page_recall@10": (True, "BEIR recall@10 over distinct pages in block order"),
     "page_mrr@10": (True, "MRR@10 over distinct pages in block order"),
-    "page_ndcg@10": (True, "nDCG@10 over distinct pages in block order")})
+    "page_ndcg@10": (True, "nDCG@10 over distinct pages in block order"),
+    "evidence_mrr@10": (True, "span evidence: 1/rank of the first block (of 10) that shows a gold span"),
+    "evidence_ndcg@10": (True, "span evidence: nDCG@10 over blocks, each gold span counted at its first block")})
 def score_retrieval(inp: ScoringInput) -> dict[str, Score]:
     evs = _evidence(inp.question)
     if not evs:
@@ -276,7 +278,26 @@ def score_retrieval(inp: ScoringInput) -> dict[str, Score]:
         pages = list(dict.fromkeys(p for b in blocks for p in b.page_ids))
         for name, v in ranking_metrics(pages, rel_pages, RANK_K).items():
             out[f"page_{name}@{RANK_K}"] = Score(v)
+    spans = [i for i, e in enumerate(evs) if e.start is not None]
+    if spans:  # function-level ranking on code sets, answer spans on SQuAD: docs/metrics.md
+        ranked = evidence_ranking(blocks, [evs[i] for i in spans])
+        m = ranking_metrics(ranked, set(range(len(spans))), RANK_K)
+        out[f"evidence_mrr@{RANK_K}"], out[f"evidence_ndcg@{RANK_K}"] = Score(m["mrr"]), Score(m["ndcg"])
     return out
+
+
+def evidence_ranking(blocks, evs: list[Evidence]) -> list:
+    """Blocks in order as a ranked list over gold items: each block stands for the first gold item it
+    shows that no earlier block showed (its index), else for nothing relevant (a unique marker)."""
+    seen, ranked = set(), []
+    for i, b in enumerate(blocks):
+        new = next((j for j, e in enumerate(evs) if j not in seen and block_holds(b, e)), None)
+        if new is None:
+            ranked.append(("block", i))
+        else:
+            seen.add(new)
+            ranked.append(new)
+    return ranked
 
 
 # --------------------------------------------------------------------------- faithfulness (offline)

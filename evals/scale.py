@@ -147,7 +147,8 @@ def build_index(n: int, root: Path, mode: str, seed: int = 7) -> tuple[str, obje
             chunks.append({"chunk_id": f"c{i:08d}", "doc_id": doc_id, "page_id": page_id,
                            "chunk_index": i % per_doc, "start": 0, "end": len(texts[k]), "text": texts[k],
                            "n_tokens": ntok[k], "parent_id": page_id, "header_path": [], "breadcrumb": "",
-                           "language": "en", "bm25_text": toks[k], "vector": vecs[j]})
+                           "language": "en", "bm25_text": toks[k], "code_language": "", "symbol": "",
+                           "kind": "", "line_start": 0, "line_end": 0, "vector": vecs[j]})
             if i % CHUNKS_PER_PAGE == CHUNKS_PER_PAGE - 1 or i == n - 1:
                 body = " ".join(c["text"] for c in chunks[-CHUNKS_PER_PAGE:] if c["page_id"] == page_id)
                 pages.append({"page_id": page_id, "doc_id": doc_id, "page_no": pg, "start": 0, "end": len(body),

@@ -16,8 +16,16 @@ PAGE_METRICS = ["page_recall@10", "page_ndcg@10"]
 BUILTIN_GROUPS = ("language", "qtype", "answerable", "document")
 
 
+CODE_METRICS = ["evidence_mrr@10", "evidence_ndcg@10"]  # function-level ranking (code-search sets)
+
+
 def headline_metrics(store: ResultStore, run_id: str) -> list[str]:
-    """The headline set, plus the page metrics whenever the run has page-level evidence."""
+    """The headline set, plus the page metrics whenever the run has page-level evidence, plus the
+    function-level ranking metrics on a code set (a file is a page there: page metrics would repeat doc ones)."""
+    code = store.con.execute("SELECT count(*) FROM run_gold WHERE run_id = ? AND metadata LIKE '%\"code_language\"%'",
+                             [run_id]).fetchone()[0]
+    if code:
+        return HEADLINE[:7] + CODE_METRICS + HEADLINE[7:]
     has_page = store.con.execute("SELECT count(*) FROM scores WHERE run_id = ? AND metric = 'page_recall@10'",
                                  [run_id]).fetchone()[0]
     return HEADLINE[:8] + (PAGE_METRICS if has_page else []) + HEADLINE[8:]

@@ -34,6 +34,12 @@ class Chunk:
     parent_id: str
     header_path: list[str] = field(default_factory=list)
     breadcrumb: str = ""
+    # source code (rag/code): the language, the definition (Class.method), its kind, 1-based lines
+    code_language: str = ""
+    symbol: str = ""
+    kind: str = ""
+    line_start: int = 0
+    line_end: int = 0
 
     @property
     def embed_text(self) -> str:
@@ -53,9 +59,12 @@ class Parent:
     header_path: list[str] = field(default_factory=list)
 
 
+CHUNKERS = ("auto", "tokens", "hierarchy", "code")
+
+
 @dataclass(frozen=True)
 class ChunkConfig:
-    chunker: str = "auto"  # auto: hierarchy for Markdown documents, tokens otherwise
+    chunker: str = "auto"  # auto: hierarchy for Markdown, code (function-level) for source files, tokens otherwise
     chunk_tokens: int = 128
     overlap: int = 16
     leaf_min: int = 100
@@ -64,8 +73,8 @@ class ChunkConfig:
     encoding: str = "o200k_base"
 
     def __post_init__(self):
-        if self.chunker not in ("auto", "tokens", "hierarchy"):
-            raise ValueError(f"unknown chunker {self.chunker!r}; valid: auto, tokens, hierarchy")
+        if self.chunker not in CHUNKERS:
+            raise ValueError(f"unknown chunker {self.chunker!r}; valid: {', '.join(CHUNKERS)}")
         if not 0 <= self.overlap < self.chunk_tokens:
             raise ValueError("overlap must be >= 0 and < chunk_tokens")
         if not 0 < self.leaf_min <= self.leaf_max <= self.parent_max:
@@ -170,7 +179,12 @@ def _header_paths(doc: Document) -> dict[str, list[str]]:
 
 
 def chunk_document(doc: Document, cfg: ChunkConfig = ChunkConfig()) -> tuple[list[Chunk], list[Parent]]:
-    mode = cfg.chunker if cfg.chunker != "auto" else ("hierarchy" if doc.is_markdown else "tokens")
+    mode = cfg.chunker if cfg.chunker != "auto" else (
+        "code" if doc.code_language else "hierarchy" if doc.is_markdown else "tokens")
+    if mode == "code" and doc.code_language:
+        return code_chunks(doc, cfg)
+    if mode == "code":  # prose in a code-chunked corpus: token windows
+        mode = "tokens"
     paths = _header_paths(doc)
     source = doc.source_path.split("/")[-1] or doc.doc_id
     chunks: list[Chunk] = []
@@ -200,7 +214,55 @@ def chunk_document(doc: Document, cfg: ChunkConfig = ChunkConfig()) -> tuple[lis
             par = next(p for p in page_parents if p.start <= s < p.end)
             t = doc.text[s:e]
             chunks.append(Chunk(f"{page.page_id}/c{ci}", doc.doc_id, page.page_id, ci, s, e, t,
-                                count_tokens(t, cfg.encoding), par.parent_id, hp, crumb))
+                                count_tokens(t, cfg.encoding), par.parent_id, hp, crumb, doc.code_language,
+                                **_code_lines(doc, s, e)))
+    return chunks, parents
+
+
+def _code_lines(doc: Document, s: int, e: int) -> dict:
+    """Line range of a token window of a source file (windows of code keep their lines too)."""
+    if not doc.code_language:
+        return {}
+    return {"kind": "lines", "line_start": doc.text.count("\n", 0, s) + 1,
+            "line_end": doc.text.count("\n", 0, max(s, e - 1)) + 1}
+
+
+def code_parse(doc: Document):
+    """The definitions of a source document (parsed once, kept on the document)."""
+    if doc.code_parse is None:
+        from .code import parse_code
+
+        doc.code_parse = parse_code(doc.text, doc.code_language, doc.source_path)
+    return doc.code_parse
+
+
+def code_chunks(doc: Document, cfg: ChunkConfig) -> tuple[list[Chunk], list[Parent]]:
+    """Function-level chunks of a source file (rag/code/chunks.py); the page is the whole file."""
+    from .code.chunks import code_segments, parent_ranges
+
+    parsed = code_parse(doc)
+    segs, lines, line_tokens = code_segments(doc.text, parsed, cfg.leaf_max, cfg.encoding)
+    page = doc.pages[0]
+    starts = [0]
+    for ln in lines:
+        starts.append(starts[-1] + len(ln))
+    parents: list[Parent] = []
+    owner: list[tuple[int, int, str, str]] = []  # (first, last, class, parent_id)
+    for k, (a, b, cname) in enumerate(parent_ranges(segs, parsed.defs, line_tokens, cfg.parent_max)):
+        s, e = starts[a], starts[b + 1]
+        pid = f"{page.page_id}/s{k}"
+        parents.append(Parent(pid, doc.doc_id, page.page_id, s, e, doc.text[s:e],
+                              count_tokens(doc.text[s:e], cfg.encoding), [cname] if cname else []))
+        owner.append((a, b, cname, pid))
+    chunks = []
+    for ci, sg in enumerate(segs):
+        s, e = starts[sg.first], starts[sg.last + 1]
+        pid = next(p for a, b, cname, p in owner if cname == sg.container and a <= sg.first <= b)
+        t = doc.text[s:e]
+        last = sg.first + t.rstrip().count("\n")  # the lines shown: trailing blank lines not counted
+        chunks.append(Chunk(f"{page.page_id}/c{ci}", doc.doc_id, page.page_id, ci, s, e, t,
+                            count_tokens(t, cfg.encoding), pid, sg.symbol.split(".") if sg.symbol else [], "",
+                            doc.code_language, sg.symbol, sg.kind, sg.first + 1, last + 1))
     return chunks, parents
 
 

@@ -19,11 +19,13 @@ import time
 import unicodedata
 from pathlib import Path
 
+from .code import CODE_SUFFIXES, code_language, minified_reason, parse_code
 from .models import Dataset, Document, Evidence, Page, Question, Skipped, pages_from_paragraphs
 from .textmatch import locate
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
-SUPPORTED_SUFFIXES = (".md", ".markdown", ".txt", ".pdf", ".docx", ".html", ".htm")
+DOCUMENT_SUFFIXES = (".md", ".markdown", ".txt", ".pdf", ".docx", ".html", ".htm")
+SUPPORTED_SUFFIXES = DOCUMENT_SUFFIXES + CODE_SUFFIXES  # source code: rag/code
 
 
 class ImportError_(ValueError):
@@ -299,6 +301,8 @@ def load_file(path: Path, doc_id: str, language: str | None = None, cache: Parse
     suffix = path.suffix.lower()
     if suffix not in SUPPORTED_SUFFIXES:
         raise ImportError_(f"{path}: unsupported file type {suffix!r} (supported: {', '.join(SUPPORTED_SUFFIXES)})")
+    if suffix in CODE_SUFFIXES:
+        return load_code_file(path, doc_id, language)
     if suffix == ".pdf":
         if path.stat().st_size == 0:
             raise ImportError_(f"{path}: empty file")
@@ -323,6 +327,47 @@ def load_file(path: Path, doc_id: str, language: str | None = None, cache: Parse
         if m:
             title = m.group(2)
     return Document(doc_id, title, language or detect_language(text), str(path), text, [p for p in pages], is_md)
+
+
+def load_code_file(path: Path, doc_id: str, language: str | None = None, text: str | None = None) -> Document:
+    """A source file: one page (the file), parsed for its definitions (rag/code). A binary or
+    minified file raises ImportError_ (skipped and counted); one that does not parse keeps a
+    warning (``doc.code_parse.warning``) and is chunked by line windows."""
+    if text is None:
+        text = _read_plain_text(path)
+    reason = minified_reason(path, text)
+    if reason:
+        raise ImportError_(f"{path}: {reason}")
+    lang = code_language(path)
+    doc = Document(doc_id, path.name, language or "en", str(path), text,
+                   [Page(f"{doc_id}#p0", doc_id, 0, 0, len(text), text)], False, lang)
+    doc.code_parse = parse_code(text, lang, str(path))
+    return doc
+
+
+def code_warnings(docs: list[Document]) -> list[Skipped]:
+    """One warning per source file that fell back to line windows (it names the file and why)."""
+    out = []
+    for d in docs:
+        w = getattr(d.code_parse, "warning", "") if d.code_language else ""
+        if w:
+            out.append(Skipped(d.source_path, w.split(": ", 1)[-1] if w.startswith(d.source_path) else w,
+                               kind="warning"))
+    return out
+
+
+def load_code_set(path: str | Path, name: str | None = None) -> Dataset:
+    """A code-retrieval gold set built by scripts/build_code_set.py: source files (as text) and
+    questions with function-span evidence."""
+    obj = json.loads(_open_text(Path(path)))
+    docs, skipped = [], []
+    for d in obj["documents"]:
+        try:
+            docs.append(load_code_file(Path(d["doc_id"]), d["doc_id"], "en", d["text"]))
+        except ImportError_ as e:
+            skipped.append(Skipped(d["doc_id"], str(e).split(": ", 1)[-1]))
+    skipped.extend(code_warnings(docs))
+    return Dataset(name or obj["name"], docs, [Question.from_dict(q) for q in obj["questions"]], skipped)
 
 
 # --------------------------------------------------------------------------- Docugami
@@ -476,6 +521,7 @@ def load_folder(folder: str | Path, questions_path: str | Path | None = None, na
     if previous is not None and bad:
         docs, bad = _keep_last_good(todo, docs, bad, previous)
     skipped.extend(bad)
+    skipped.extend(code_warnings(docs))
     questions = []
     if questions_path is not None:
         from .conversations import is_conversation_file, load_conversations_jsonl
@@ -486,6 +532,9 @@ def load_folder(folder: str | Path, questions_path: str | Path | None = None, na
         else:
             questions, bad = load_questions_jsonl(questions_path, docs)
         skipped.extend(bad)
+        from .code import annotate_questions
+
+        annotate_questions(questions, docs)
     return Dataset(name or folder.name, docs, questions, skipped, parse_seconds=seconds)
 
 
@@ -646,8 +695,11 @@ BUNDLED = {
     "docugami": "Docugami SEC 10-Q: 3 PDFs and their questions",
     "mtrag-govt": "MTRAG govt: 28 human multi-turn conversations (214 turns), 833 passages (conversations)",
     "mtrag-clapnq": "MTRAG ClapNQ: 29 human multi-turn conversations (224 turns), 2,000 Wikipedia passages",
+    "code-boltons": "code search: 30 Python files of boltons 26.2.0 (docstrings removed), 332 docstring-summary "
+                    "queries (38 unanswerable: function removed)",
 }
-MAIN_JOB_SETS = ("squad2", "xquad-en", "xquad-el", "xquad-ru", "docugami")  # what a bare `ragwb run` evaluates
+# what a bare `ragwb run` evaluates
+MAIN_JOB_SETS = ("squad2", "xquad-en", "xquad-el", "xquad-ru", "docugami", "code-boltons")
 
 
 def load_bundled(name: str, parse_cache: ParseCache | None = None, progress: bool = False, engine=None) -> Dataset:
@@ -664,6 +716,8 @@ def load_bundled(name: str, parse_cache: ParseCache | None = None, progress: boo
         from .conversations import load_mtrag
 
         return load_mtrag(root / "mtrag" / name.split("-", 1)[1], name)
+    if name == "code-boltons":
+        return load_code_set(root / "code" / "code-boltons.json.gz", name)
     raise KeyError(f"unknown bundled dataset {name!r}; valid: {', '.join(BUNDLED)}")
 
 

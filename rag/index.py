@@ -250,9 +250,12 @@ class Workspace:
                 return None
         except Exception:
             return None
+        from .code import code_language
+
         return Document(doc_id, r["title"], r["language"], r["source_path"], r["text"],
                         [Page(p["page_id"], doc_id, p["page_no"], p["start"], p["end"], p["text"]) for p in pages],
-                        r["source_path"].lower().endswith((".md", ".markdown", ".docx", ".html", ".htm")))
+                        r["source_path"].lower().endswith((".md", ".markdown", ".docx", ".html", ".htm")),
+                        code_language(r["source_path"]))
 
     @staticmethod
     def _read_json(path: Path) -> dict:
@@ -426,6 +429,12 @@ class Workspace:
                 t.count_rows()
                 if kind == "documents" and "n_chunks" not in t.schema.names:
                     raise ValueError("written by an older version")
+                if kind == "chunks" and "symbol" not in t.schema.names:
+                    # before code chunks: its documents verify as incomplete and are chunked again
+                    # (their vectors come from the embedding cache)
+                    self._drop(name)
+                    notices.append(f"rebuilt table {name}: written by an older version (no code columns)")
+                    continue
                 missing = missing_data_files(t)
                 if missing:
                     # a data file gone from disk: no row of this index can be trusted; rebuild all of it

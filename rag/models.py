@@ -31,6 +31,8 @@ class Document:
     text: str
     pages: list[Page] = field(default_factory=list)
     is_markdown: bool = False
+    code_language: str = ""  # source code: python, go, ... (rag/code); '' for prose
+    code_parse: object = field(default=None, repr=False, compare=False)  # rag.code.CodeParse, parsed once
 
     @property
     def content_hash(self) -> str:

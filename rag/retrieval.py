@@ -186,6 +186,7 @@ class IndexReader:
     _row_of: dict[str, int] | None = None
     doc_pages_cache: dict | None = None  # doc_id -> [(page_id, page row)] in page order
     rebuilt_cache: dict = field(default_factory=dict)  # page_id -> page text rebuilt from its chunks
+    block_cache: dict = field(default_factory=dict)  # (kind, row, budget) -> a code block's text, spans, tokens
     table: object = None  # the LanceDB chunks table (ANN search, vectors fetched on demand)
     page_vector_table: object = None  # an ANN index's stored page vectors (a Lance dataset) ...
     page_vector_rows: dict | None = None  # ... and page_id -> its offset there
@@ -194,6 +195,27 @@ class IndexReader:
     _dataset: object = None  # the chunks table's Lance dataset, opened on first use
 
     _language: str | None = None
+    # source code (rag/code), per chunk row: language ('' = prose), symbol, kind, 1-based lines
+    code_languages: list = field(default_factory=list)
+    symbols: list = field(default_factory=list)
+    kinds: list = field(default_factory=list)
+    line_starts: np.ndarray | None = None
+    line_ends: np.ndarray | None = None
+
+    _has_code: bool | None = None
+
+    @property
+    def has_code(self) -> bool:
+        """Any source code in the index: queries then split identifiers as the chunks' terms were."""
+        if self._has_code is None:
+            langs = self.code_languages
+            if isinstance(langs, ArrowColumn):
+                import pyarrow.compute as pc
+
+                self._has_code = bool(pc.any(pc.not_equal(langs.arr, "")).as_py())
+            else:
+                self._has_code = any(langs)
+        return self._has_code
 
     @property
     def language(self) -> str:
@@ -342,6 +364,9 @@ def open_index(ws: Workspace, index: str) -> IndexReader:
                     col("text"), ch.column("n_tokens").to_numpy(), col("parent_id"), col("language"),
                     None if lean else col("bm25_text"), vectors, docs, pages, parents, ver, table=table,
                     vector_index=kind)
+    if "symbol" in ch.column_names:  # code columns (an index written before them has none: prose)
+        r.code_languages, r.symbols, r.kinds = col("code_language"), col("symbol"), col("kind")
+        r.line_starts, r.line_ends = ch.column("line_start").to_numpy(), ch.column("line_end").to_numpy()
     if lean and len(ver) > 4:  # stored page vectors (an index ingested before them falls back to filtered reads)
         pvd = ws.table(index, "page_vectors").to_lance()
         r.page_vector_table = pvd
@@ -454,7 +479,7 @@ class Retriever:
         """Top-k chunk rows and scores from LanceDB's full-text index over the analysed tokens.
         (Run beside the dense search in a thread it was slower: on 2 cores e5 and the ANN search
         already use both.)"""
-        q = " ".join(analyze(question, self.reader.language))
+        q = " ".join(analyze(question, self.reader.language, identifiers=self.reader.has_code))
         if not q:
             return np.zeros(0, np.int64), np.zeros(0, np.float32)
         # through the Lance dataset: LanceDB's results and scores exactly, ~7 ms less at 1M chunks
@@ -470,7 +495,8 @@ class Retriever:
         if memo is None and backend == "lancedb":
             memo = pool.extra[("bm25", k, backend)] = self._fts(pool.question, k)
         elif memo is None:
-            s = self.reader.bm25.scores(analyze(pool.question, self.reader.language))
+            s = self.reader.bm25.scores(analyze(pool.question, self.reader.language,
+                                                identifiers=self.reader.has_code))
             kk = min(k, int((s > 0).sum()))
             if kk:
                 top = np.argpartition(-s, kk - 1)[:kk]

@@ -25,7 +25,8 @@ def chunk_schema(dim: int) -> pa.Schema:
     return pa.schema([("chunk_id", _STR), ("doc_id", _STR), ("page_id", _STR), ("chunk_index", _INT),
                       ("start", _INT), ("end", _INT), ("text", _STR), ("n_tokens", _INT), ("parent_id", _STR),
                       ("header_path", pa.list_(_STR)), ("breadcrumb", _STR), ("language", _STR),
-                      ("bm25_text", _STR), ("vector", pa.list_(pa.float32(), dim))])
+                      ("bm25_text", _STR), ("code_language", _STR), ("symbol", _STR), ("kind", _STR),
+                      ("line_start", _INT), ("line_end", _INT), ("vector", pa.list_(pa.float32(), dim))])
 
 
 def document_row(d, cfg, n_parents: int, n_chunks: int) -> dict:
@@ -50,4 +51,7 @@ def chunk_row(c, language: str) -> dict:
     return {"chunk_id": c.chunk_id, "doc_id": c.doc_id, "page_id": c.page_id, "chunk_index": c.chunk_index,
             "start": c.start, "end": c.end, "text": c.text, "n_tokens": c.n_tokens, "parent_id": c.parent_id,
             "header_path": c.header_path, "breadcrumb": c.breadcrumb, "language": language,
-            "bm25_text": " ".join(analyze(c.embed_text, language))}
+            # source code: identifiers split (parseHeader -> parse header) so words find them
+            "bm25_text": " ".join(analyze(c.embed_text, language, identifiers=bool(c.code_language))),
+            "code_language": c.code_language, "symbol": c.symbol, "kind": c.kind, "line_start": c.line_start,
+            "line_end": c.line_end}

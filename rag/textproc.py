@@ -62,8 +62,30 @@ def words(text: str) -> list[str]:
 _stem_cache: dict[tuple[str, str], str] = {}
 
 
-def analyze(text: str, lang: str = "en", stopwords: bool = False) -> list[str]:
-    toks = words(text)
+_IDENT_PART = re.compile(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+|[A-Z]+|[0-9]+")
+
+
+def split_identifier(word: str) -> list[str]:
+    """``parse_header``, ``parseHeader``, ``HTTPServer2`` -> their parts, casefolded (one part: [])."""
+    parts = [p.casefold() for chunk in word.split("_") for p in _IDENT_PART.findall(chunk)]
+    return parts if len(parts) > 1 else []
+
+
+def code_words(text: str) -> list[str]:
+    """``words`` for source code: each identifier, then its parts (snake_case, camelCase; dotted names
+    are already separate words), so a query for "parse header" finds ``parseHeader``."""
+    out: list[str] = []
+    for w in _WORD.findall(unicodedata.normalize("NFKC", text)):
+        low = strip_accents(w.casefold())
+        out.append(low)
+        if w.isascii() and ("_" in w.strip("_") or (not w.isupper() and not w.islower())):
+            out.extend(split_identifier(w))
+    return out
+
+
+def analyze(text: str, lang: str = "en", stopwords: bool = False, identifiers: bool = False) -> list[str]:
+    """Analysed terms; ``identifiers``: split code identifiers into their words as well (code corpora)."""
+    toks = code_words(text) if identifiers else words(text)
     if stopwords and lang in STOPWORDS:
         toks = [t for t in toks if t not in STOPWORDS[lang]]
     st = _stemmer(lang)

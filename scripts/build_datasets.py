@@ -124,7 +124,8 @@ def build_mtrag(src: Path, out: Path) -> None:
         "Any redistribution of these passages must keep this notice and share alike.\n")
 
 
-SHIPPED_VECTOR_SETS = ("squad2", "xquad-en", "xquad-el", "xquad-ru", "docugami", "mtrag-govt", "mtrag-clapnq")
+SHIPPED_VECTOR_SETS = ("squad2", "xquad-en", "xquad-el", "xquad-ru", "docugami", "mtrag-govt", "mtrag-clapnq",
+                       "code-boltons")
 
 
 def build_shipped(out: Path, only: list[str] | None = None) -> None:

@@ -11,6 +11,7 @@ from .packing import chunk_raw, counters, pack_blocks
 class ChunksParams(BaseParams):
     top_k: int = 8
     max_block_chars: int = 0  # 0 = whole chunk; one source system cut snippets to 1,000
+    code_block_chars: int = 1000  # source code chunks: the code assistant's cut (0 = whole function)
 
 
 @register_strategy
@@ -20,7 +21,7 @@ class ChunksStrategy(Strategy):
     Params = ChunksParams
 
     def pack(self, r, pool, p):
-        raw = [chunk_raw(r, int(i), s, p.max_block_chars)
+        raw = [chunk_raw(r, int(i), s, p.max_block_chars, p.code_block_chars)
                for i, s in zip(pool.dense_idx[:p.top_k], pool.dense_scores[:p.top_k])]
         blocks = pack_blocks(raw, p, r.reader.config.chunking.encoding)
         return Context(self.name, params_dict(p), blocks, counters(len(raw)))

@@ -77,6 +77,7 @@ def cut_provenance(length: int, doc_ids: tuple, page_ids: tuple, chunk_ids: tupl
     """What the first ``length`` characters of a block show: the ids whose text starts before the
     cut (order kept) and the spans clipped to it."""
     keep = lambda ids: tuple(x for x in ids if offsets.get(x, 0) < length)  # noqa: E731
+    length -= offsets.get(None, 0)  # a header before the document text (code blocks) shows no span
     clipped, pos = [], 0
     for sd, ss, se in spans:
         if pos >= length:
@@ -92,8 +93,12 @@ def counters(chunks_found: int, docs_loaded: int = 0, pages_rebuilt: int = 0, fa
             "fallback": fallback}
 
 
-def chunk_raw(r: Retriever, row: int, score: float, max_chars: int = 0) -> tuple:
+def chunk_raw(r: Retriever, row: int, score: float, max_chars: int = 0, code_chars: int = 1000) -> tuple:
+    """A chunk as a raw block; a chunk of source code in the code-assistant shape (``code_block``),
+    its code cut to ``code_chars`` characters (0 = whole)."""
     rd = r.reader
+    if rd.code_languages and rd.code_languages[row]:
+        return code_block(rd, row, score, code_chars)
     text, n = rd.texts[row], int(rd.n_tokens[row])
     s, e = int(rd.starts[row]), int(rd.ends[row])
     if max_chars and len(text) > max_chars:
@@ -102,6 +107,51 @@ def chunk_raw(r: Retriever, row: int, score: float, max_chars: int = 0) -> tuple
         n = count_tokens(text, rd.config.chunking.encoding)
     return (text, "chunks", (rd.doc_ids[row],), (rd.page_ids[row],), (rd.chunk_ids[row],),
             ((rd.doc_ids[row], s, e),), n, float(score))
+
+
+_KIND_LABEL = {"function": "Function", "method": "Method", "class": "Class", "type": "Type", "module": "Module"}
+
+
+def code_header(path: str, language: str, symbol: str = "", kind: str = "", lines: tuple = ()) -> str:
+    """The seed's code block header: file, language and function or class name (missing fields
+    omitted), then the code in a fence. Documented in docs/strategies.md (code corpora)."""
+    head = f"File: {path}" + (f" (lines {lines[0]}-{lines[1]})" if lines and lines[0] else "")
+    head += f"\nLanguage: {language}"
+    if symbol and kind in _KIND_LABEL:
+        head += f"\n{_KIND_LABEL[kind]}: {symbol}"
+    return head + f"\n```{language}\n"
+
+
+def cut_code(code: str, max_chars: int) -> str:
+    """At most ``max_chars`` characters of code, ending at a line end when one is in the second half."""
+    if not max_chars or len(code) <= max_chars:
+        return code
+    cut = code[:max_chars]
+    nl = cut.rfind("\n")
+    return cut[:nl + 1] if nl >= max_chars // 2 else cut
+
+
+def code_block(rd, row: int, score: float, max_chars: int = 1000) -> tuple:
+    """A code chunk as a raw block: header, fenced code (cut to ``max_chars``), exact tokens of all of it."""
+    key = ("code", row, max_chars)
+    hit = rd.block_cache.get(key)
+    if hit is None:
+        code = cut_code(rd.texts[row], max_chars)
+        s = int(rd.starts[row])
+        lines = (int(rd.line_starts[row]), int(rd.line_ends[row])) if rd.line_starts is not None else ()
+        if lines and len(code) < len(rd.texts[row]):  # the lines actually shown
+            lines = (lines[0], lines[0] + code.rstrip("\n").count("\n"))
+        head = code_header(rd.doc_ids[row], rd.code_languages[row], rd.symbols[row] or "", rd.kinds[row] or "",
+                           lines)
+        text = head + code.rstrip("\n") + "\n```"
+        shown = len(code.rstrip("\n"))
+        hit = (text, ((rd.doc_ids[row], s, s + shown),), count_tokens(text, rd.config.chunking.encoding), len(head))
+        if len(rd.block_cache) > 100_000:
+            rd.block_cache.clear()
+        rd.block_cache[key] = hit
+    text, spans, n, lead = hit
+    return (text, "chunks", (rd.doc_ids[row],), (rd.page_ids[row],), (rd.chunk_ids[row],), spans, n, float(score),
+            {rd.doc_ids[row]: lead, rd.page_ids[row]: lead, rd.chunk_ids[row]: lead, None: lead})
 
 
 @functools.lru_cache(maxsize=4096)

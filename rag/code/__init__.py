@@ -1,0 +1,176 @@
+"""Source code as a corpus: which files are code, and their definitions (functions, methods,
+classes) found by a parser from the registry ``PARSERS``.
+
+* ``tree-sitter`` (rag/code/treesitter.py): compiled grammars from ``tree-sitter-language-pack``
+  for Python, JavaScript, TypeScript/TSX, Go, Java, Rust, C, C++, Ruby and shell.
+* ``python-ast`` (rag/code/python_ast.py): Python's own ``ast``, the floor when the grammars are
+  not installed.
+* ``lines``: no parser (a grammar missing, or a file that does not parse): the chunker falls back
+  to line windows and the file gets a warning naming it.
+
+A definition (``Def``) is a whole-line range: chunks are cut at line starts, never mid-line. The
+chunker (rag/code/chunks.py) turns the definitions into function-level chunks; docs/datasets.md
+("Code") documents the model: a page is a file, a parent the enclosing class or the file.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+# extension -> language (the tree-sitter grammar name)
+LANGUAGES = {
+    ".py": "python", ".pyi": "python",
+    ".js": "javascript", ".mjs": "javascript", ".cjs": "javascript", ".jsx": "javascript",
+    ".ts": "typescript", ".mts": "typescript", ".cts": "typescript", ".tsx": "tsx",
+    ".go": "go", ".java": "java", ".rs": "rust",
+    ".c": "c", ".h": "c", ".cc": "cpp", ".cpp": "cpp", ".cxx": "cpp", ".hpp": "cpp", ".hh": "cpp", ".hxx": "cpp",
+    ".rb": "ruby", ".sh": "bash", ".bash": "bash",
+}
+CODE_SUFFIXES = tuple(LANGUAGES)
+KINDS = ("function", "method", "class", "type", "module", "lines")  # what a code chunk can be
+
+# minified or generated: one of these and the file is skipped (counted, named) rather than chunked
+MINIFIED_LINE_CHARS = 1000  # a line this long in a file of few lines ...
+MINIFIED_MEAN_LINE_CHARS = 300  # ... or lines this long on average
+
+
+def code_language(path: str | Path) -> str:
+    """The language of a source file by its extension ('' when it is not code)."""
+    return LANGUAGES.get(Path(str(path)).suffix.lower(), "")
+
+
+def minified_reason(path: str | Path, text: str) -> str | None:
+    """Why a source file looks minified or generated (then it is skipped), else None."""
+    name = Path(str(path)).name.lower()
+    if re.search(r"[.-]min\.(js|mjs|css)$", name):
+        return "minified file (name ends in .min.js)"
+    lines = text.splitlines() or [""]
+    longest = max(len(x) for x in lines)
+    mean = sum(len(x) for x in lines) / len(lines)
+    if longest >= MINIFIED_LINE_CHARS and (len(lines) <= 5 or mean >= MINIFIED_MEAN_LINE_CHARS):
+        return f"minified or generated code (a {longest:,}-character line, {mean:.0f} characters a line on average)"
+    return None
+
+
+@dataclass
+class Def:
+    """A definition: 0-based first and last line (inclusive, decorators and leading comments in),
+    qualified name (``Class.method``), kind, nested definitions (a class's methods) and the lines
+    where its body's statements start (where a long definition may be split)."""
+    name: str
+    kind: str
+    first: int
+    last: int
+    children: list["Def"] = field(default_factory=list)
+    statements: list[int] = field(default_factory=list)
+
+    @property
+    def container(self) -> bool:
+        return bool(self.children) or self.kind == "class"
+
+
+@dataclass
+class CodeParse:
+    defs: list[Def]
+    parser: str  # the PARSERS name that produced them
+    warning: str = ""  # why the file fell back to line windows ('' when it did not)
+
+
+class CodeParseError(ValueError):
+    """A file a parser could not read (syntax error): the message says where."""
+
+
+_COMMENT_LINE = re.compile(r"^\s*(//|/\*|\*|#(\s|$|#)|@|--|;)")
+
+
+def attach_leading_comments(defs: list[Def], lines: list[str], floor: int = 0) -> None:
+    """Extend each definition upward over the comment and decorator lines right above it (no blank
+    line between): a doc comment belongs to its function. Never past the previous definition."""
+    prev_end = floor - 1
+    for d in sorted(defs, key=lambda d: d.first):
+        i = d.first
+        while i - 1 > prev_end and _COMMENT_LINE.match(lines[i - 1]) and lines[i - 1].strip():
+            i -= 1
+        d.first = i
+        attach_leading_comments(d.children, lines, d.first + 1)
+        prev_end = max(prev_end, d.last)
+
+
+def symbol_at(defs: list[Def], line: int) -> tuple[str, str]:
+    """(qualified name, kind) of the innermost definition holding a 0-based line; ('', 'module') if none."""
+    found = ("", "module")
+    for d in defs:
+        if d.first <= line <= d.last:
+            found = (d.name, d.kind)
+            inner = symbol_at(d.children, line)
+            if inner[0]:
+                found = inner
+    return found
+
+
+def annotate_questions(questions: list, docs: list) -> None:
+    """Gold questions whose evidence lies in source code get ``code_language``, ``kind``, ``symbol``
+    and ``file`` metadata (unless the gold set gave them): ``ragwb show --by kind`` then works on any
+    code folder, not only the bundled set."""
+    by_id = {d.doc_id: d for d in docs if getattr(d, "code_language", "")}
+    for q in questions:
+        ev = next((e for e in q.evidence if e.doc_id in by_id), None)
+        if ev is None:
+            continue
+        d = by_id[ev.doc_id]
+        meta = {"code_language": d.code_language, "file": d.doc_id}
+        if ev.start is not None and d.code_parse is not None:
+            meta["symbol"], meta["kind"] = symbol_at(d.code_parse.defs, d.text.count("\n", 0, ev.start))
+        q.metadata = {**meta, **q.metadata}
+
+
+# --------------------------------------------------------------------------- registry
+
+PARSERS: dict[str, object] = {}  # name -> parse(text, language) -> list[Def]; raises CodeParseError
+
+
+def register_parser(name: str):
+    def deco(fn):
+        PARSERS[name] = fn
+        return fn
+    return deco
+
+
+def available_parser(language: str) -> str | None:
+    """The best parser this machine has for a language ('tree-sitter', 'python-ast') or None."""
+    from .treesitter import has_grammar
+
+    if has_grammar(language):
+        return "tree-sitter"
+    if language == "python":
+        return "python-ast"
+    return None
+
+
+def parse_code(text: str, language: str, path: str = "", parser: str | None = None) -> CodeParse:
+    """The definitions of a source file. Never raises: a file no parser reads gets no definitions
+    (the chunker cuts line windows) and a warning naming the file and the reason."""
+    name = parser or available_parser(language)
+    if name is None:
+        return CodeParse([], "lines", f"{path}: no {language} grammar installed (pip install "
+                                      "'tree-sitter-language-pack<1'); chunked by line windows")
+    if name not in PARSERS:
+        raise KeyError(f"unknown code parser {name!r}; valid: {', '.join(PARSERS)}")
+    try:
+        defs = PARSERS[name](text, language)
+    except CodeParseError as e:
+        if name == "tree-sitter" and language == "python":  # the floor may still read it
+            try:
+                defs = PARSERS["python-ast"](text, language)
+            except CodeParseError:
+                pass
+            else:
+                attach_leading_comments(defs, text.split("\n"))
+                return CodeParse(defs, "python-ast")
+        return CodeParse([], "lines", f"{path}: does not parse as {language} ({e}); chunked by line windows")
+    attach_leading_comments(defs, text.split("\n"))
+    return CodeParse(defs, name)
+
+
+from . import python_ast, treesitter  # noqa: E402,F401  (register the parsers)

@@ -1,0 +1,152 @@
+"""Function-level chunks of a source file.
+
+A chunk is a function or method (decorators, leading comments and docstring in), a class header
+(the class's own lines between its methods), or the module-level code between definitions. Chunks
+are whole lines and cover the file back to back (blank lines go with the chunk before), so
+``rebuild_page`` gives the file back exactly. A chunk over ``leaf_max`` tokens is split where its
+body's statements start (else at a line start), never mid-line. The page is the file; a chunk's
+parent is its enclosing class (innermost), or the file for top-level code, cut into pieces of at
+most ``parent_max`` tokens at chunk boundaries. A file with no definitions to use (a grammar
+missing, a syntax error) is cut into line windows of at most ``leaf_max`` tokens.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from ..tokens import count_tokens_batch
+from . import CodeParse, Def
+
+
+@dataclass
+class Segment:
+    first: int  # 0-based lines, inclusive
+    last: int
+    kind: str
+    symbol: str
+    container: str  # the enclosing class's qualified name ('' = the file)
+    statements: tuple = ()
+
+
+def segments(defs: list[Def], lo: int, hi: int, container: Def | None) -> list[Segment]:
+    """Segments covering lines lo..hi (inclusive) back to back."""
+    out: list[Segment] = []
+    gap_kind = "class" if container is not None and container.kind == "class" else "module"
+    gap_symbol = container.name if container is not None else ""
+    cname = container.name if container is not None and container.kind == "class" else ""
+    pos = lo
+    for d in sorted(defs, key=lambda d: d.first):
+        if d.first < pos or d.first > hi:  # two definitions on one line: the first one owns it
+            continue
+        last = min(d.last, hi)
+        if d.first > pos:
+            out.append(Segment(pos, d.first - 1, gap_kind, gap_symbol, cname))
+        if d.container:
+            out.extend(segments(d.children, d.first, last, d))
+        else:
+            out.append(Segment(d.first, last, d.kind, d.name, cname, tuple(d.statements)))
+        pos = last + 1
+    if pos <= hi:
+        out.append(Segment(pos, hi, gap_kind, gap_symbol, cname))
+    return out
+
+
+_TRIVIAL = re.compile(r"^\s*([}\])]+[;,]?|end)?\s*$")  # blank, or only closing brackets (`}`, `end`)
+
+
+def _merge_blank(segs: list[Segment], lines: list[str]) -> list[Segment]:
+    """Segments of blank lines or closing brackets join the segment before (the first joins the next)."""
+    out: list[Segment] = []
+    carry = None
+    for s in segs:
+        blank = all(_TRIVIAL.match(lines[i]) for i in range(s.first, s.last + 1))
+        if blank and out:
+            out[-1].last = s.last
+        elif blank:
+            carry = s.first if carry is None else carry
+        else:
+            if carry is not None:
+                s.first, carry = carry, None
+            out.append(s)
+    if carry is not None and not out:  # nothing but blank lines
+        out.append(Segment(carry, len(lines) - 1, "module", "", ""))
+    return out
+
+
+def _split(seg: Segment, line_tokens: list[int], max_tokens: int) -> list[Segment]:
+    """Cut a segment over ``max_tokens`` at statement starts (else any line start): greedy, whole lines."""
+    total = sum(line_tokens[seg.first:seg.last + 1])
+    if total <= max_tokens or seg.first == seg.last:
+        return [seg]
+    cuts = {ln for ln in seg.statements if seg.first < ln <= seg.last}
+    allowed = lambda ln: not cuts or ln in cuts  # noqa: E731
+    out, start, used = [], seg.first, 0
+    for ln in range(seg.first, seg.last + 1):
+        if used and used + line_tokens[ln] > max_tokens and allowed(ln):
+            out.append(Segment(start, ln - 1, seg.kind, seg.symbol, seg.container))
+            start, used = ln, 0
+        used += line_tokens[ln]
+    out.append(Segment(start, seg.last, seg.kind, seg.symbol, seg.container))
+    if cuts and any(sum(line_tokens[s.first:s.last + 1]) > max_tokens and s.last > s.first for s in out):
+        # one statement alone is over the budget: cut that piece at line starts
+        again = []
+        for s in out:
+            again.extend(_split(Segment(s.first, s.last, s.kind, s.symbol, s.container), line_tokens, max_tokens))
+        out = again
+    return out
+
+
+def line_windows(n_lines: int, line_tokens: list[int], max_tokens: int, kind: str = "lines") -> list[Segment]:
+    return _split(Segment(0, n_lines - 1, kind, "", ""), line_tokens, max_tokens) if n_lines else []
+
+
+def _pieces(segs: list[Segment], line_tokens: list[int], max_tokens: int) -> list[tuple[int, int]]:
+    """Group consecutive segments into line ranges of at most ``max_tokens`` (a parent's pieces)."""
+    out, start, used, last = [], None, 0, None
+    for s in segs:
+        t = sum(line_tokens[s.first:s.last + 1])
+        if start is not None and used + t > max_tokens:
+            out.append((start, last))
+            start, used = None, 0
+        if start is None:
+            start = s.first
+        used += t
+        last = s.last
+    if start is not None:
+        out.append((start, last))
+    return out
+
+
+def code_segments(text: str, parsed: CodeParse, max_tokens: int, encoding: str
+                  ) -> tuple[list[Segment], list[str], list[int]]:
+    """(segments, lines with their newline, tokens per line)."""
+    parts = text.split("\n")  # lines as parsers count them (str.splitlines also splits at \f and \u2028)
+    lines = [x + "\n" for x in parts[:-1]] + ([parts[-1]] if parts[-1] else [])
+    bare = [x.rstrip("\r\n") for x in lines]
+    line_tokens = count_tokens_batch(lines, encoding) if lines else []
+    if not lines:
+        return [], lines, line_tokens
+    if parsed.defs:
+        segs = _merge_blank(segments(parsed.defs, 0, len(lines) - 1, None), bare)
+        out = []
+        for s in segs:
+            out.extend(_split(s, line_tokens, max_tokens))
+    else:  # no definitions: module code if it parsed, line windows if it did not
+        out = line_windows(len(lines), line_tokens, max_tokens, "lines" if parsed.parser == "lines" else "module")
+    return out, lines, line_tokens
+
+
+def parent_ranges(segs: list[Segment], defs: list[Def], line_tokens: list[int], parent_max: int
+                  ) -> list[tuple[int, int, str]]:
+    """Parents as (first line, last line, class name or ''): every class (innermost owns its
+    segments) and the file, each cut into pieces of at most ``parent_max`` tokens."""
+    by_class: dict[str, list[Segment]] = {}
+    for s in segs:
+        by_class.setdefault(s.container, []).append(s)
+    out = []
+    for cname, members in by_class.items():
+        if cname == "":
+            members = segs  # the file parent covers the whole file
+        for a, b in _pieces(members, line_tokens, parent_max):
+            out.append((a, b, cname))
+    return out

@@ -1,0 +1,180 @@
+"""tree-sitter as a code parser: compiled grammars from ``tree-sitter-language-pack``.
+
+Pinned below 1.0 in pyproject.toml: from 1.0 the package downloads its grammars on first use,
+which an offline machine cannot do; the 0.x wheels ship them compiled.
+"""
+from __future__ import annotations
+
+import functools
+
+from . import CodeParseError, Def, register_parser
+
+# node type -> kind, per language. A "class" is a container: functions inside it are its methods.
+_CLASSES = {"class_definition", "class_declaration", "abstract_class_declaration", "class_specifier",
+            "struct_specifier", "impl_item", "trait_item", "class", "module", "interface_declaration",
+            "enum_declaration", "record_declaration", "namespace_definition", "mod_item"}
+DEFS = {
+    "python": {"function_definition": "function", "class_definition": "class"},
+    "javascript": {"function_declaration": "function", "generator_function_declaration": "function",
+                   "class_declaration": "class", "method_definition": "function"},
+    "go": {"function_declaration": "function", "method_declaration": "function", "type_declaration": "type"},
+    "java": {"class_declaration": "class", "interface_declaration": "class", "enum_declaration": "class",
+             "record_declaration": "class", "method_declaration": "function", "constructor_declaration": "function"},
+    "rust": {"function_item": "function", "impl_item": "class", "trait_item": "class", "mod_item": "class",
+             "struct_item": "type", "enum_item": "type", "type_item": "type", "macro_definition": "function"},
+    "c": {"function_definition": "function", "struct_specifier": "type", "enum_specifier": "type"},
+    "cpp": {"function_definition": "function", "class_specifier": "class", "struct_specifier": "class",
+            "namespace_definition": "class", "enum_specifier": "type"},
+    "ruby": {"method": "function", "singleton_method": "function", "class": "class", "module": "class"},
+    "bash": {"function_definition": "function"},
+}
+DEFS["typescript"] = {**DEFS["javascript"], "abstract_class_declaration": "class", "interface_declaration": "type",
+                      "type_alias_declaration": "type", "enum_declaration": "type",
+                      "function_signature": "function", "abstract_method_signature": "function"}
+DEFS["tsx"] = DEFS["typescript"]
+_WRAPPERS = {"decorated_definition", "export_statement", "template_declaration"}  # the wrapper's lines count
+_DECLS = {"lexical_declaration", "variable_declaration"}  # const f = () => ... is a function
+_FUNC_VALUES = {"arrow_function", "function_expression", "function", "generator_function"}
+_NAME_LEAVES = {"identifier", "field_identifier", "qualified_identifier", "type_identifier", "operator_name",
+                "destructor_name", "property_identifier", "constant", "scoped_identifier"}
+
+
+@functools.lru_cache(maxsize=None)
+def _parser(language: str):
+    try:
+        from tree_sitter_language_pack import get_parser
+    except ImportError:
+        return None
+    try:
+        return get_parser(language)
+    except Exception:  # a grammar missing, or a 1.x pack that would download it: no network here
+        return None
+
+
+def has_grammar(language: str) -> bool:
+    return language in DEFS and _parser(language) is not None
+
+
+@register_parser("tree-sitter")
+def parse(text: str, language: str) -> list[Def]:
+    p = _parser(language) if language in DEFS else None
+    if p is None:
+        raise CodeParseError(f"no tree-sitter grammar for {language}")
+    src = text.encode("utf-8")
+    tree = p.parse(src)
+    root = tree.root_node
+    if root.has_error:
+        bad = _first_error(root)
+        where = f"line {bad.start_point[0] + 1}" if bad is not None else "somewhere"
+        raise CodeParseError(f"syntax error at {where}")
+    return _visit(root, src, language, "", False)
+
+
+def _first_error(node):
+    if node.type == "ERROR" or node.is_missing:
+        return node
+    for c in node.children:
+        if c.has_error:
+            found = _first_error(c)
+            if found is not None:
+                return found
+    return None
+
+
+def _text(node, src: bytes) -> str:
+    return src[node.start_byte:node.end_byte].decode("utf-8", "replace")
+
+
+def _name(node, src: bytes, language: str) -> str:
+    n = node.child_by_field_name("name")
+    if n is not None:
+        return _text(n, src)
+    if node.type == "impl_item":
+        t = node.child_by_field_name("type")
+        return _text(t, src) if t is not None else "impl"
+    if node.type == "type_declaration":  # Go: type T struct {...}
+        for c in node.named_children:
+            if c.type in ("type_spec", "type_alias") and c.child_by_field_name("name") is not None:
+                return _text(c.child_by_field_name("name"), src)
+    d = node.child_by_field_name("declarator")  # C/C++: the name is inside the declarator chain
+    while d is not None and d.type not in _NAME_LEAVES:
+        nxt = d.child_by_field_name("declarator")
+        if nxt is None:
+            nxt = next((c for c in d.named_children if c.type in _NAME_LEAVES), None)
+        d = nxt
+    return _text(d, src) if d is not None else "<anonymous>"
+
+
+def _receiver(node, src: bytes) -> str:
+    """Go: the type a method belongs to (``func (s *Server) Run()`` -> ``Server``)."""
+    r = node.child_by_field_name("receiver")
+    stack = [r] if r is not None else []
+    while stack:
+        n = stack.pop(0)
+        if n.type == "type_identifier":
+            return _text(n, src)
+        stack.extend(n.named_children)
+    return ""
+
+
+def _statements(node) -> list[int]:
+    """Lines where the body's statements start (a long definition is split there)."""
+    body = node.child_by_field_name("body")
+    while body is not None and body.named_child_count == 1 and body.named_children[0].type in (
+            "statement_list", "block", "declaration_list", "field_declaration_list", "class_body"):
+        body = body.named_children[0]
+    if body is None:
+        return []
+    return sorted({c.start_point[0] for c in body.named_children})
+
+
+def _visit(node, src: bytes, language: str, prefix: str, in_class: bool) -> list[Def]:
+    table = DEFS[language]
+    out = []
+    for c in node.named_children:
+        inner, kind = c, table.get(c.type)
+        if c.type in _WRAPPERS:  # decorators, `export`, `template <...>`: the definition inside
+            inner = next((x for x in c.named_children if x.type in table or x.type in _DECLS), None)
+            kind = table.get(inner.type) if inner is not None else None
+            if inner is not None and inner.type in _DECLS:
+                kind = "decl"
+        elif c.type in _DECLS:
+            kind = "decl"
+        if kind == "decl":  # const f = () => {...}
+            dec = next((x for x in inner.named_children if x.type == "variable_declarator"), None)
+            val = dec.child_by_field_name("value") if dec is not None else None
+            if val is None or val.type not in _FUNC_VALUES:
+                continue
+            name = prefix + _text(dec.child_by_field_name("name"), src)
+            out.append(Def(name, "method" if in_class else "function", c.start_point[0], _last_line(c),
+                           [], _statements(val)))
+            continue
+        if kind is None:
+            if c.named_child_count and c.type not in ("comment", "string", "block_comment", "line_comment"):
+                # definitions inside `if`, `#ifdef`, `extern "C" {}` ... still count
+                out.extend(_visit(c, src, language, prefix, in_class))
+            continue
+        name = _name(inner, src, language)
+        if inner.type == "method_declaration" and language == "go":
+            recv = _receiver(inner, src)
+            name, kind_here = (f"{recv}.{name}" if recv else name), "method"
+        elif kind == "function":
+            kind_here = "method" if in_class else "function"
+        else:
+            kind_here = kind
+        qual = prefix + name
+        if kind == "class" or inner.type in _CLASSES and kind != "type":
+            body = inner.child_by_field_name("body") or inner
+            children = _visit(body, src, language, qual + ".", inner.type not in ("namespace_definition",
+                                                                                  "mod_item", "module"))
+            out.append(Def(qual, "class" if inner.type not in ("namespace_definition", "mod_item", "module")
+                           else "module", c.start_point[0], _last_line(c), children, _statements(inner)))
+        else:
+            out.append(Def(qual, kind_here, c.start_point[0], _last_line(c), [], _statements(inner)))
+    return out
+
+
+def _last_line(node) -> int:
+    """The last line a node occupies (a node ending at column 0 ended on the line before)."""
+    row, col = node.end_point
+    return row - 1 if col == 0 and row > node.start_point[0] else row

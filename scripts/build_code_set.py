@@ -1,0 +1,220 @@
+"""Build the bundled code-retrieval gold set ``code-boltons`` (datasets/code/) from boltons' source.
+
+The CodeSearchNet construction: a query is the summary of a public function's docstring, its gold
+evidence the function's span (decorators to last line), and every docstring is removed from the
+indexed code, so a query cannot match its own text. Some functions are removed from the corpus
+altogether: their queries are unanswerable. Deterministic: each file is processed on its own and
+a function's fate (kept or removed) depends only on the seed and its name, so any slice of files
+reproduces the shipped rows for those files (tests/test_code.py checks two).
+
+    python scripts/build_code_set.py --fetch      # once: the sdist's boltons/*.py + LICENSE
+    python scripts/build_code_set.py              # datasets/code/code-boltons.json.gz
+    python scripts/build_datasets.py --vectors-only code-boltons   # its shipped e5 vectors
+"""
+from __future__ import annotations
+
+import argparse
+import ast
+import gzip
+import hashlib
+import io
+import json
+import re
+import subprocess
+import sys
+import tarfile
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGE, VERSION, LICENSE = "boltons", "26.2.0", "BSD-3-Clause"
+SOURCE = ROOT / "datasets" / "code" / f"{PACKAGE}-{VERSION}-src.tar.gz"
+OUT = ROOT / "datasets" / "code" / "code-boltons.json.gz"
+SEED = 20261124
+UNANSWERABLE_RATE = 0.12  # share of candidate functions removed from the corpus (their queries: unanswerable)
+MIN_WORDS, MAX_WORDS = 4, 40
+
+
+def fetch(dest: Path = SOURCE) -> None:
+    """Download the sdist from the package registry and keep boltons/*.py and LICENSE (a deterministic tar)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        subprocess.run([sys.executable, "-m", "pip", "download", f"{PACKAGE}=={VERSION}", "--no-deps",
+                        "--no-binary", ":all:", "-d", tmp], check=True)
+        sdist = next(Path(tmp).glob(f"{PACKAGE}-{VERSION}.tar.gz"))
+        files = {}
+        with tarfile.open(sdist) as t:
+            for m in t.getmembers():
+                parts = m.name.split("/")
+                if m.isfile() and (parts[1:] == ["LICENSE"] or (len(parts) == 3 and parts[1] == PACKAGE
+                                                               and parts[2].endswith(".py"))):
+                    files["/".join(parts[1:])] = t.extractfile(m).read()
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w") as t:
+        for name in sorted(files):
+            info = tarfile.TarInfo(name)
+            info.size, info.mtime, info.mode = len(files[name]), 0, 0o644
+            t.addfile(info, io.BytesIO(files[name]))
+    with open(dest, "wb") as f, gzip.GzipFile(fileobj=f, mode="wb", mtime=0) as g:
+        g.write(buf.getvalue())
+    print(f"wrote {dest} ({len(files)} files)")
+
+
+def read_source(path: Path = SOURCE) -> dict[str, str]:
+    with tarfile.open(path) as t:
+        return {m.name: t.extractfile(m).read().decode("utf-8") for m in t.getmembers() if m.isfile()}
+
+
+def summary(doc: str) -> str | None:
+    """The docstring's summary: its first paragraph, first sentence, whitespace collapsed."""
+    para = re.split(r"\n\s*\n", doc.strip(), maxsplit=1)[0]
+    text = " ".join(para.split())
+    m = re.search(r"(?<=[.!?])\s+(?=[A-Z`(*:])", text)
+    if m:
+        text = text[:m.start()]
+    if ">>>" in text or not MIN_WORDS <= len(text.split()) <= MAX_WORDS:
+        return None
+    return text
+
+
+def removed(seed: int, module: str, qualname: str) -> bool:
+    h = hashlib.sha256(f"{seed}:{module}:{qualname}".encode()).digest()
+    return int.from_bytes(h[:8], "big") / 2 ** 64 < UNANSWERABLE_RATE
+
+
+def _functions(tree: ast.Module):
+    """(qualname, node, kind) of every function and method not nested in a function."""
+    def walk(body, prefix, in_class):
+        for n in body:
+            if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                yield prefix + n.name, n, "method" if in_class else "function"
+            elif isinstance(n, ast.ClassDef):
+                yield from walk(n.body, prefix + n.name + ".", True)
+            elif isinstance(n, (ast.If, ast.Try)):
+                yield from walk(n.body + n.orelse + getattr(n, "finalbody", []), prefix, in_class)
+    yield from walk(tree.body, "", False)
+
+
+def _docstring_nodes(tree: ast.Module):
+    for n in ast.walk(tree):
+        if isinstance(n, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)) and n.body:
+            first = n.body[0]
+            if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant) and isinstance(
+                    first.value.value, str):
+                yield n, first
+
+
+def strip_file(text: str, drop: set[str]) -> str:
+    """``text`` without docstrings and without the functions named in ``drop`` (whole lines; a body
+    left empty gets ``pass``)."""
+    tree = ast.parse(text)
+    lines = text.split("\n")
+    cut: list[tuple[int, int, str | None]] = []  # 0-based first..last line, replacement line
+    for owner, expr in _docstring_nodes(tree):
+        a, b = expr.lineno - 1, expr.end_lineno - 1
+        only = len(owner.body) == 1 and not isinstance(owner, ast.Module)
+        if lines[a][:expr.col_offset].strip() or lines[b][expr.end_col_offset:].strip():
+            # the docstring shares a line with code (`def f(): "doc"`): blank the literal on its line
+            if a == b:
+                lines[a] = lines[a][:expr.col_offset] + ("pass" if only else "") + lines[a][expr.end_col_offset:]
+            continue
+        cut.append((a, b, " " * expr.col_offset + "pass" if only else None))
+    for qual, node, _ in _functions(tree):
+        if qual in drop:
+            a = min([node.lineno] + [d.lineno for d in node.decorator_list]) - 1
+            cut.append((a, node.end_lineno - 1, None))
+    keep = [True] * len(lines)
+    repl: dict[int, str] = {}
+    for a, b, r in sorted(cut):
+        for i in range(a, b + 1):
+            keep[i] = False
+        if r is not None:
+            repl[a] = r
+    out = [repl.get(i, line) for i, line in enumerate(lines) if keep[i] or i in repl]
+    result = "\n".join(out)
+    try:
+        ast.parse(result)
+    except SyntaxError as e:  # e.g. a class whose only method was removed
+        raise ValueError(f"stripping left invalid Python at line {e.lineno}") from None
+    return result
+
+
+def build_file(name: str, text: str, seed: int = SEED) -> tuple[dict, list[dict]]:
+    """One source file: its stripped text (a document) and its questions."""
+    tree = ast.parse(text)
+    module = Path(name).stem
+    cands, seen = [], {}
+    for qual, node, kind in _functions(tree):
+        if any(p.startswith("_") for p in qual.split(".")):
+            continue  # private and dunder: their docstrings describe internals
+        doc = ast.get_docstring(node)
+        s = summary(doc) if doc else None
+        if s:
+            cands.append((qual, kind, s))
+            seen[s.casefold()] = seen.get(s.casefold(), 0) + 1
+    cands = [c for c in cands if seen[c[2].casefold()] == 1]  # a summary two functions share is ambiguous
+    drop = {q for q, _, _ in cands if removed(seed, module, q)}
+    try:
+        stripped = strip_file(text, drop)
+    except ValueError:  # removing one of them left an empty body: keep them all answerable
+        drop = set()
+        stripped = strip_file(text, drop)
+    spans = {}
+    lines = stripped.split("\n")
+    starts = [0]
+    for ln in lines:
+        starts.append(starts[-1] + len(ln) + 1)
+    for qual, node, _ in _functions(ast.parse(stripped)):
+        a = min([node.lineno] + [d.lineno for d in node.decorator_list]) - 1
+        spans[qual] = (starts[a], starts[node.end_lineno] - 1)
+    questions = []
+    for qual, kind, s in cands:
+        meta = {"code_language": "python", "kind": kind, "symbol": qual, "file": name}
+        qid = f"{PACKAGE}-{module}-{qual}"
+        if qual in drop:
+            questions.append({"qid": qid, "text": s, "answers": [], "answerable": False, "qtype": "code-search",
+                              "language": "en", "evidence": [], "metadata": {**meta, "removed": True}})
+            continue
+        a, b = spans[qual]
+        questions.append({"qid": qid, "text": s, "answers": [qual.split(".")[-1]], "answerable": True,
+                          "qtype": "code-search", "language": "en",
+                          "evidence": [{"doc_id": name, "page_id": f"{name}#p0", "start": a, "end": b,
+                                        "text": stripped[a:b]}], "metadata": meta})
+    return {"doc_id": name, "text": stripped}, questions
+
+
+def build(source: dict[str, str], seed: int = SEED, files: list[str] | None = None) -> dict:
+    docs, questions = [], []
+    for name in sorted(source):
+        if not name.endswith(".py") or (files is not None and name not in files):
+            continue
+        d, qs = build_file(name, source[name], seed)
+        docs.append(d)
+        questions.extend(qs)
+    return {"name": "code-boltons", "package": PACKAGE, "version": VERSION, "license": LICENSE, "seed": seed,
+            "documents": docs, "questions": questions}
+
+
+def write(obj: dict, path: Path = OUT) -> None:
+    data = json.dumps(obj, ensure_ascii=False, separators=(",", ":")).encode()
+    with open(path, "wb") as f, gzip.GzipFile(fileobj=f, mode="wb", mtime=0) as g:
+        g.write(data)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--fetch", action="store_true", help=f"download {PACKAGE}=={VERSION} and keep its source")
+    ap.add_argument("--seed", type=int, default=SEED)
+    a = ap.parse_args()
+    if a.fetch:
+        fetch()
+        return
+    obj = build(read_source(), a.seed)
+    write(obj)
+    n = len(obj["questions"])
+    u = sum(not q["answerable"] for q in obj["questions"])
+    print(f"wrote {OUT}: {len(obj['documents'])} files, {n} questions ({u} unanswerable)")
+
+
+if __name__ == "__main__":
+    main()
