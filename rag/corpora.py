@@ -656,6 +656,22 @@ def _question_from_record(rec: dict, by_id: dict[str, Document], warnings: list[
                                 "kept as document-level evidence")
             else:
                 page = doc.pages[pno]
+        lines = ev.get("lines")
+        if lines is not None:  # source code: [first, last] 1-based lines, the usual way to point at code
+            if (not isinstance(lines, list) or len(lines) != 2 or any(isinstance(x, bool) or not isinstance(x, int)
+                                                                      for x in lines)):
+                raise TypeError(f"field '{where}.lines' must be [first, last] (1-based line numbers), got "
+                                f"{json.dumps(lines)}")
+            starts = [0] + [i + 1 for i, ch in enumerate(doc.text) if ch == "\n"]
+            if not 1 <= lines[0] <= lines[1] <= len(starts):
+                warnings.append(f"{where}: lines {lines} out of range for {doc_id!r} ({len(starts)} lines); "
+                                "kept as document-level evidence")
+            else:
+                s0 = starts[lines[0] - 1]
+                e0 = starts[lines[1]] - 1 if lines[1] < len(starts) else len(doc.text)
+                evidence.append(Evidence(doc_id, _page_at(doc, s0).page_id if _page_at(doc, s0) else None, s0, e0,
+                                         doc.text[s0:e0]))
+                continue
         span = ev.get("text")
         if span is not None and not isinstance(span, str):
             raise TypeError(f"field '{where}.text' must be a string")

@@ -106,7 +106,17 @@ def _docstring_nodes(tree: ast.Module):
 
 def strip_file(text: str, drop: set[str]) -> str:
     """``text`` without docstrings and without the functions named in ``drop`` (whole lines; a body
-    left empty gets ``pass``)."""
+    left empty gets ``pass``). Repeated while a docstring is left: a bare string right after a
+    docstring becomes the docstring once the first is gone."""
+    out = _strip_once(text, drop)
+    for _ in range(10):
+        if not any(True for _ in _docstring_nodes(ast.parse(out))):
+            break
+        out = _strip_once(out, set())
+    return out
+
+
+def _strip_once(text: str, drop: set[str]) -> str:
     tree = ast.parse(text)
     lines = text.split("\n")
     cut: list[tuple[int, int, str | None]] = []  # 0-based first..last line, replacement line

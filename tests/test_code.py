@@ -1,0 +1,376 @@
+"""Code corpora (issue 27): function-level chunks, the code-assistant block shape, identifier
+splitting for BM25, the bundled code-boltons set and its builder, mixed folders."""
+from __future__ import annotations
+
+import gzip
+import importlib.util
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from rag.chunking import ChunkConfig, chunk_document, rebuild_page
+from rag.code import parse_code
+from rag.corpora import load_bundled, load_file, load_folder
+from rag.embedders import EmbedderConfig
+from rag.index import IndexConfig, Workspace
+from rag.models import Dataset
+from rag.retrieval import BM25, Retriever
+from rag.strategies import make_params, get_strategy
+from rag.textproc import analyze
+from rag.tokens import count_tokens
+from tests.pdfgen import make_pdf
+
+ROOT = Path(__file__).resolve().parents[1]
+
+PY = '''"""Module doc."""
+import os
+
+CONSTANT = 3
+
+
+@decorator(arg=1)
+async def fetch(url):
+    """Fetch a URL."""
+    return await get(url)
+
+
+class Outer:
+    """Outer doc."""
+    size = 1
+
+    # the comment above a method belongs to it
+    def method(self):
+        return 1
+
+    class Inner:
+        @staticmethod
+        def deep():
+            def nested():
+                return 2
+            return nested()
+
+    @property
+    def prop(self):
+        return 3
+
+
+def last():
+    pass
+'''
+
+TS = '''import { x } from "y";
+
+/** Parses a header. */
+export function parseHeader(raw: string): string {
+  return raw.trim();
+}
+
+export class Reader {
+  private n = 0;
+
+  @logged
+  read(buf: Buffer): number {
+    return buf.length;
+  }
+}
+
+export const double = (a: number) => a * 2;
+
+interface Options { verbose: boolean }
+'''
+
+GO = '''package main
+
+import "fmt"
+
+// Server serves.
+type Server struct {
+	addr string
+}
+
+// Run starts the server.
+func (s *Server) Run() error {
+	fmt.Println(s.addr)
+	return nil
+}
+
+func main() {
+	s := &Server{addr: ":80"}
+	s.Run()
+}
+'''
+
+
+def _chunks(tmp_path, name, text, cfg=ChunkConfig()):
+    p = tmp_path / name
+    p.write_text(text)
+    doc = load_file(p, name)
+    return doc, *chunk_document(doc, cfg)
+
+
+def test_python_file_nested_classes_decorators_async(tmp_path):
+    doc, chunks, parents = _chunks(tmp_path, "mod.py", PY)
+    assert doc.code_language == "python" and doc.code_parse.parser == "tree-sitter"
+    got = [(c.kind, c.symbol, c.line_start, c.line_end) for c in chunks]
+    assert got == [("module", "", 1, 4), ("function", "fetch", 7, 10), ("class", "Outer", 13, 15),
+                   ("method", "Outer.method", 17, 19), ("class", "Outer.Inner", 21, 21),
+                   ("method", "Outer.Inner.deep", 22, 26), ("method", "Outer.prop", 28, 30),
+                   ("function", "last", 33, 34)]
+    by = {c.symbol: c for c in chunks}
+    assert by["fetch"].text.startswith("@decorator(arg=1)\nasync def fetch") and '"""Fetch a URL."""' in by["fetch"].text
+    assert by["Outer.method"].text.lstrip().startswith("# the comment above a method belongs to it")
+    assert "def nested" in by["Outer.Inner.deep"].text  # a function inside a function stays in it
+    assert rebuild_page(chunks) == doc.text  # back to back, whole file
+    assert all(c.text.endswith("\n") for c in chunks)  # whole lines, never mid-line
+    par = {p.parent_id: p for p in parents}
+    outer = par[by["Outer.method"].parent_id]
+    assert outer.header_path == ["Outer"] and outer.text.startswith("class Outer:") and outer.text.rstrip().endswith(
+        "return 3")
+    assert par[by["Outer.Inner.deep"].parent_id].header_path == ["Outer.Inner"]
+    file_parent = par[by["last"].parent_id]
+    assert file_parent.header_path == [] and file_parent.text == doc.text  # top-level code: the file
+    # the Python ast floor finds the same definitions
+    ts = parse_code(doc.text, "python")
+    floor = parse_code(doc.text, "python", parser="python-ast")
+
+    def flat(defs):
+        return [(d.name, d.kind, d.first, d.last) for d in defs] + [x for d in defs for x in flat(d.children)]
+    assert floor.parser == "python-ast" and flat(floor.defs) == flat(ts.defs)
+
+
+def test_long_function_split_at_statements_never_mid_line(tmp_path):
+    body = "".join(f"    value_{i} = compute_something(value_{i - 1}, {i})  # step {i}\n" for i in range(1, 120))
+    text = f"def long_one(value_0):\n{body}    return value_119\n"
+    doc, chunks, _ = _chunks(tmp_path, "long.py", text, ChunkConfig(leaf_max=200))
+    assert len(chunks) > 3 and {c.symbol for c in chunks} == {"long_one"}
+    assert all(c.n_tokens <= 200 for c in chunks)
+    assert all(c.start == 0 or doc.text[c.start - 1] == "\n" for c in chunks)  # cut at line starts
+    assert rebuild_page(chunks) == doc.text
+
+
+def test_syntax_error_falls_back_to_line_windows_with_a_warning(tmp_path):
+    (tmp_path / "src").mkdir()
+    (tmp_path / "src" / "bad.py").write_text("def ok():\n    return 1\n\ndef broken(:\n    return 2\n")
+    (tmp_path / "src" / "good.py").write_text(PY)
+    ds = load_folder(tmp_path / "src")
+    assert sorted(d.doc_id for d in ds.documents) == ["bad.py", "good.py"]  # still ingested
+    warn = [s for s in ds.skipped if s.kind == "warning"]
+    assert len(warn) == 1 and warn[0].path.endswith("bad.py") and "line 4" in warn[0].reason \
+        and "line windows" in warn[0].reason
+    bad = next(d for d in ds.documents if d.doc_id == "bad.py")
+    chunks, _ = chunk_document(bad)
+    assert {c.kind for c in chunks} == {"lines"} and rebuild_page(chunks) == bad.text
+
+
+def test_typescript_and_go(tmp_path):
+    _, ts, _ = _chunks(tmp_path, "reader.ts", TS)
+    assert [(c.kind, c.symbol) for c in ts] == [("module", ""), ("function", "parseHeader"), ("class", "Reader"),
+                                               ("method", "Reader.read"), ("function", "double"), ("type", "Options")]
+    assert ts[1].text.startswith("/** Parses a header. */\nexport function parseHeader")
+    assert ts[3].text.lstrip().startswith("@logged")
+    assert "}" in ts[3].text and ts[3].code_language == "typescript"  # the class's closing brace goes with it
+    _, go, _ = _chunks(tmp_path, "main.go", GO)
+    assert [(c.kind, c.symbol) for c in go] == [("module", ""), ("type", "Server"), ("method", "Server.Run"),
+                                               ("function", "main")]
+    assert go[2].text.startswith("// Run starts the server.\nfunc (s *Server) Run()")
+
+
+def test_identifier_splitting_in_bm25():
+    docs = ["def parseHeader(raw): return raw.strip()", "def load_config_file(path): return open(path)",
+            "class HTTPServer: pass"]
+    bm = BM25([analyze(d, "en", identifiers=True) for d in docs])
+    for query, want in (("parse header", 0), ("load config file", 1), ("http server", 2), ("parseHeader", 0)):
+        s = bm.scores(analyze(query, "en", identifiers=True))
+        assert int(np.argmax(s)) == want and s[want] > 0, query
+    plain = BM25([analyze(d, "en") for d in docs])  # without splitting, "parse header" finds nothing
+    assert plain.scores(analyze("parse header", "en")).max() == 0
+
+
+@pytest.fixture
+def code_index(tmp_path):
+    src = tmp_path / "repo"
+    (src / "pkg").mkdir(parents=True)
+    (src / "pkg" / "mod.py").write_text(PY)
+    (src / "pkg" / "reader.ts").write_text(TS)
+    (src / "main.go").write_text(GO)
+    ws = Workspace(tmp_path / "ws")
+    ds = load_folder(src)
+    summ = ws.ingest(ds, IndexConfig(embedder=EmbedderConfig("hash")), progress=False)
+    return ws, ds, summ
+
+
+def test_two_phase_pages_rebuilds_the_whole_file_and_blocks_show_the_header(code_index):
+    ws, ds, summ = code_index
+    r = Retriever(ws, summ.index)
+    assert r.reader.has_code
+    ctx = get_strategy("two_phase_pages").retrieve(r, "parse header of raw string", make_params("two_phase_pages"))
+    pages = [b for b in ctx.blocks if b.group == "pages"]
+    assert pages and all(b.text == ds.doc(b.doc_ids[0]).text for b in pages)  # the page is the file, exactly
+    ctx = get_strategy("hybrid").retrieve(r, "parse header", make_params("hybrid", alpha=0.0))  # BM25 alone
+    top = ctx.blocks[0]
+    assert top.text.startswith("File: pkg/reader.ts (lines 3-6)\nLanguage: typescript\nFunction: parseHeader\n"
+                               "```typescript\n/** Parses a header. */") and top.text.endswith("\n```")
+    assert top.n_tokens == count_tokens(top.text)
+    (d, s, e), = top.spans  # the span is the code shown, not the header
+    assert ds.doc(d).text[s:e] == top.text.split("```typescript\n", 1)[1][:-4]
+
+
+def test_code_block_chars_cuts_the_code_at_a_line_end(tmp_path):
+    text = "def big():\n" + "".join(f"    x_{i} = {i} * {i}  # a line of about forty chars\n" for i in range(60))
+    src = tmp_path / "repo"
+    src.mkdir()
+    (src / "big.py").write_text(text)
+    ws = Workspace(tmp_path / "ws")
+    summ = ws.ingest(load_folder(src), IndexConfig(embedder=EmbedderConfig("hash")), progress=False)
+    r = Retriever(ws, summ.index)
+    chunks = get_strategy("chunks")
+    b = chunks.retrieve(r, "big", make_params("chunks", top_k=1)).blocks[0]
+    code = b.text.split("```python\n", 1)[1][:-4]
+    assert len(code) <= 1000 and text.startswith(code + "\n") and b.n_tokens == count_tokens(b.text)
+    whole = chunks.retrieve(r, "big", make_params("chunks", top_k=1, code_block_chars=0)).blocks[0]
+    assert len(whole.text) > len(b.text) and whole.n_tokens == count_tokens(whole.text)
+    assert b.spans[0][2] - b.spans[0][1] == len(code)
+
+
+def test_folder_mixing_code_markdown_pdf_binary_and_minified(tmp_path):
+    src = tmp_path / "mixed"
+    (src / "docs").mkdir(parents=True)
+    (src / "app.py").write_text(PY)
+    (src / "docs" / "guide.md").write_text("# Guide\n\nInstall it.\n\n## Use\n\nRun it.\n")
+    make_pdf(src / "docs" / "paper.pdf", [["The paper's first page."], ["Its second page."]])
+    (src / "blob.py").write_bytes(b"\x00\x01binary" * 10)
+    (src / "bundle.min.js").write_text("function a(){return 1}" * 10)
+    (src / "packed.js").write_text("var a=" + "1+" * 2000 + "1;\n")
+    (src / "notes.xyz").write_text("unknown type")
+    ds = load_folder(src)
+    kinds = {d.doc_id: (d.code_language, d.is_markdown) for d in ds.documents}
+    assert kinds == {"app.py": ("python", False), "docs/guide.md": ("", True), "docs/paper.pdf": ("", False)}
+    skipped = {Path(s.path).name: s.reason for s in ds.skipped if s.kind == "skipped"}
+    assert set(skipped) == {"blob.py", "bundle.min.js", "packed.js", "notes.xyz"}
+    assert "binary" in skipped["blob.py"] and "minified" in skipped["bundle.min.js"] \
+        and "minified" in skipped["packed.js"]
+    ws = Workspace(tmp_path / "ws")
+    summ = ws.ingest(ds, IndexConfig(embedder=EmbedderConfig("hash")), progress=False)
+    assert summ.documents == 3 and len(summ.skipped) == 4
+    t = ws.table(summ.index, "chunks").to_arrow().to_pandas()
+    assert set(t[t.doc_id == "app.py"].kind) == {"module", "function", "class", "method"}
+    assert set(t[t.doc_id != "app.py"].code_language) == {""}
+
+
+def test_questions_in_a_code_folder_get_symbol_and_kind(tmp_path):
+    src = tmp_path / "repo"
+    src.mkdir()
+    (src / "mod.py").write_text(PY)
+    qs = [{"id": "q1", "question": "which method returns one?", "answers": ["method"],
+           "evidence": [{"doc": "mod.py", "lines": [18, 19]}]},
+          {"id": "q2", "question": "what is nested?", "evidence": [{"doc": "mod.py", "text": "def nested():"}]},
+          {"id": "q3", "question": "constant?", "kind": "given", "evidence": [{"doc": "mod.py", "lines": [4, 4]}]}]
+    (tmp_path / "q.jsonl").write_text("".join(json.dumps(q) + "\n" for q in qs))
+    ds = load_folder(src, tmp_path / "q.jsonl")
+    q1, q2, q3 = ds.questions
+    assert q1.metadata == {"code_language": "python", "file": "mod.py", "symbol": "Outer.method", "kind": "method"}
+    assert q1.evidence[0].text == "    def method(self):\n        return 1"
+    assert q2.metadata["symbol"] == "Outer.Inner.deep" and q2.metadata["kind"] == "method"
+    assert q3.metadata["kind"] == "given" and q3.metadata["symbol"] == ""  # the gold set's own field wins
+
+
+def _builder():
+    spec = importlib.util.spec_from_file_location("build_code_set", ROOT / "scripts" / "build_code_set.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_builder_reproduces_the_shipped_set_on_a_slice():
+    b = _builder()
+    shipped = json.loads(gzip.decompress((ROOT / "datasets" / "code" / "code-boltons.json.gz").read_bytes()))
+    files = ["boltons/strutils.py", "boltons/dictutils.py"]
+    got = b.build(b.read_source(), shipped["seed"], files)
+    assert got["documents"] == [d for d in shipped["documents"] if d["doc_id"] in files]
+    assert got["questions"] == [q for q in shipped["questions"] if q["metadata"]["file"] in files]
+    assert len(got["questions"]) > 40
+    src = b.read_source()
+    for q in got["questions"]:
+        doc = next(d["text"] for d in got["documents"] if d["doc_id"] == q["metadata"]["file"])
+        name = q["metadata"]["symbol"].split(".")[-1]
+        if q["answerable"]:  # the span is the function, with no docstring left in it
+            ev = q["evidence"][0]
+            assert doc[ev["start"]:ev["end"]] == ev["text"] and f"def {name}(" in ev["text"]
+            assert q["text"] not in doc
+        else:  # removed from the corpus, present in the source
+            assert f"def {name}(" in src[q["metadata"]["file"]]
+    assert any(not q["answerable"] for q in got["questions"])
+    import ast
+
+    for d in got["documents"]:  # no docstring left anywhere
+        for n in ast.walk(ast.parse(d["text"])):
+            if isinstance(n, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
+                assert ast.get_docstring(n) is None, (d["doc_id"], getattr(n, "name", "module"))
+
+
+def test_bundled_code_set_loads_with_function_evidence():
+    ds = load_bundled("code-boltons")
+    assert len(ds.documents) == 30 and 300 <= len(ds.questions) <= 400 and not ds.skipped
+    answerable = [q for q in ds.questions if q.answerable]
+    assert {q.metadata["kind"] for q in answerable} == {"function", "method"}
+    # every gold span is exactly one function-level chunk's code (or inside it, for split functions)
+    doc_chunks = {d.doc_id: chunk_document(d)[0] for d in ds.documents}
+    for q in answerable[:60]:
+        ev = q.evidence[0]
+        syms = {c.symbol for c in doc_chunks[ev.doc_id] if c.start < ev.end and ev.start < c.end}
+        assert q.metadata["symbol"] in syms
+
+
+def test_run_on_the_code_set_breaks_down_by_kind(tmp_path):
+    ws = tmp_path / "ws"
+    cmd = [sys.executable, "-m", "evals.cli"]
+    r = subprocess.run(cmd + ["run", "--dataset", "code-boltons", "--limit", "40", "--embedder", "hash",
+                              "--strategies", "chunks,hybrid", "--no-report", "--workspace", str(ws)],
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr[-2000:]
+    r = subprocess.run(cmd + ["show", "latest", "--workspace", str(ws)], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0 and "evidence_mrr@10" in r.stdout and "evidence_ndcg@10" in r.stdout, r.stderr
+    r = subprocess.run(cmd + ["show", "latest", "--by", "kind", "--metrics", "evidence_recall", "evidence_mrr@10",
+                              "--workspace", str(ws)], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert "function" in r.stdout and "method" in r.stdout
+
+
+def test_evidence_ranking_metrics_by_hand():
+    from rag.models import Evidence, Question
+    from rag.strategies import Block
+    from evals.metrics import ScoringInput, score_retrieval
+
+    ev = [Evidence("f.py", "f.py#p0", 100, 200)]
+    q = Question("q", "?", ["x"], True, evidence=ev)
+
+    def blk(n, s, e):
+        return Block(n, "t", "chunks", ("f.py",), ("f.py#p0",), (f"c{n}",), (("f.py", s, e),), 5, 0.0)
+
+    def scores(blocks):
+        out = score_retrieval(ScoringInput(q, blocks, "x"))
+        return out["evidence_mrr@10"].value, round(out["evidence_ndcg@10"].value, 6)
+    assert scores([blk(1, 0, 50), blk(2, 90, 210), blk(3, 100, 200)]) == (0.5, round(1 / np.log2(3), 6))
+    assert scores([blk(1, 100, 200)]) == (1.0, 1.0)
+    assert scores([blk(1, 0, 50), blk(2, 150, 300)]) == (0.0, 0.0)  # a part of the function is not the function
+    assert scores([]) == (0.0, 0.0)
+
+
+def test_gate_matches_a_baseline_stored_before_a_budget_existed():
+    import pandas as pd
+
+    from evals.gate import with_point_keys
+
+    old = json.dumps({"top_k": 8, "max_block_chars": 0, "max_context_tokens": 0, "overflow": "truncate",
+                      "query_template": "{question}", "search_dim": 0})
+    new = json.dumps(json.loads(old) | {"code_block_chars": 1000})
+    df = pd.DataFrame({"strategy": ["chunks", "chunks"], "params": [old, new], "point_label": ["d", "d"]})
+    keys = with_point_keys(df).point_key
+    assert keys.iloc[0] == keys.iloc[1]
+    other = json.dumps(json.loads(old) | {"code_block_chars": 500})
+    df2 = pd.DataFrame({"strategy": ["chunks"], "params": [other], "point_label": ["x"]})
+    assert with_point_keys(df2).point_key.iloc[0] != keys.iloc[0]
