@@ -61,7 +61,9 @@ def main_bench(a) -> int:
     from rag.embedders import EmbedderConfig, get_embedder
     from rag.index import IndexConfig, Workspace
     from rag.retrieval import Retriever
-    from rag.strategies import STRATEGIES, get_strategy, make_params
+    from rag.strategies import default_strategies, get_strategy, make_params
+
+    STRATEGIES = default_strategies()  # routed is opt-in
 
     from .runner import RunConfig, run_evaluation
 
@@ -153,7 +155,9 @@ def main_bench(a) -> int:
 
 def repack_figure(r, questions: list[str], repeats: int) -> dict:
     """1,000 questions x 5 strategies re-packed from cached candidates after a token-budget change."""
-    from rag.strategies import STRATEGIES, get_strategy, make_params
+    from rag.strategies import default_strategies, get_strategy, make_params
+
+    STRATEGIES = default_strategies()  # routed is opt-in
 
     params = {n: make_params(n) for n in STRATEGIES}
     pools = {}
@@ -279,7 +283,9 @@ def growth(ds, cfg, copies: list[int], root) -> dict:
     from rag.index import Workspace
     from rag.models import Dataset, Page
     from rag.retrieval import Retriever
-    from rag.strategies import STRATEGIES, get_strategy, make_params
+    from rag.strategies import default_strategies, get_strategy, make_params
+
+    STRATEGIES = default_strategies()  # routed is opt-in
 
     out = []
     qs = [q.text for q in ds.questions[:100]]
@@ -383,8 +389,9 @@ def apply_figure(dataset: str, workspace: Path, embedder: str, n: int) -> dict:
     from .interactive import (evaluate_points, open_session, points_from_budgets, side_by_side_html,
                               summarize_session)
     from .summary import HEADLINE, headline_table
-    from rag.strategies import STRATEGIES
+    from rag.strategies import default_strategies
 
+    STRATEGIES = default_strategies()
     sess = open_session(dataset, str(workspace), embedder)
     history: list = []
 

@@ -311,7 +311,7 @@ def cmd_run(a) -> int:
             get_query_mode(m)
     for k, v in cli_axes.items():
         grid.setdefault(k, {}).update(v)
-    from rag.strategies import STRATEGIES, get_strategy
+    from rag.strategies import STRATEGIES, default_strategies, get_strategy
 
     chosen = a.strategies or run_sec.get("strategies")
     if isinstance(chosen, str):
@@ -324,7 +324,7 @@ def cmd_run(a) -> int:
             raise ValueError("--strategies none leaves nothing to run: add --system NAME=URL")
         chosen, strategies = [], []
     else:
-        strategies = [get_strategy(x).name for x in chosen] if chosen else list(STRATEGIES)
+        strategies = [get_strategy(x).name for x in chosen] if chosen else default_strategies()
     # the chosen strategies, plus any that a --set axis names
     named = [x for x in cli_axes if x not in strategies]
     # ... and every strategy the sweep file configures: a configured strategy is never silently left out

@@ -91,7 +91,9 @@ class RunConfig:
 
 def expand_grid(grid: dict) -> list[tuple[str, dict]]:
     """[(strategy, params)] for the cartesian product of each strategy's budget lists."""
-    grid = grid or {name: {} for name in STRATEGIES}
+    from rag.strategies import default_strategies
+
+    grid = grid or {name: {} for name in default_strategies()}
     points = []
     for name, axes in grid.items():
         get_strategy(name)

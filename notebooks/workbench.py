@@ -15,7 +15,9 @@ def _():
     from evals.charts import quality_cost_figure
     from evals.summary import HEADLINE, headline_table, summarize_scores
     from rag.corpora import BUNDLED
-    from rag.strategies import STRATEGIES
+    from rag.strategies import default_strategies
+
+    STRATEGIES = default_strategies()  # routed is opt-in (it needs a router file): not a slider shape
 
     parser = argparse.ArgumentParser(description="RAG Workbench: tune context budgets and compare strategies.")
     parser.add_argument("--workspace", default="results", help="workspace folder (LanceDB index, caches)")

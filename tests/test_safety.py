@@ -288,7 +288,7 @@ def test_gate_matches_points_by_parameters_and_fails_on_missing_points(tmp_path,
 def test_ann_index_on_a_small_table_recalls_exact_search(tmp_path):
     from rag.corpora import load_bundled
     from rag.retrieval import Retriever
-    from rag.strategies import STRATEGIES, retrieve
+    from rag.strategies import default_strategies, retrieve
     ds = load_bundled("squad2")
     exact_ws, ann_ws = Workspace(tmp_path / "exact"), Workspace(tmp_path / "ann")
     e = exact_ws.ingest(ds, HASH, progress=False, vector_index="exact")
@@ -303,7 +303,7 @@ def test_ann_index_on_a_small_table_recalls_exact_search(tmp_path):
         an, _ = ra.dense(v, 10)
         recall.append(len({re_.reader.chunk_ids[i] for i in ex} & {ra.reader.chunk_ids[i] for i in an}) / 10)
     assert sum(recall) / len(recall) >= 0.9
-    for name in STRATEGIES:  # every strategy runs on the ANN index (two_phase_pages reads page vectors)
+    for name in default_strategies():  # every strategy runs on the ANN index (two_phase_pages reads page vectors)
         assert retrieve(ra, name, ds.questions[0].text).blocks
     assert main(["ingest", "squad2", "--embedder", "hash", "--workspace", str(tmp_path / "ann"), "--no-progress",
                  "--vector-index", "exact"]) == 0  # the CLI switch drops the ANN index again

@@ -59,7 +59,7 @@ def test_ann_reader_is_arrow_backed_and_every_strategy_matches_exact(tmp_path, m
     monkeypatch.setattr(rag.index, "PAGE_VECTOR_BATCH", 3)
     from rag.corpora import load_bundled
     from rag.retrieval import ArrowColumn, ArrowRows, Retriever
-    from rag.strategies import STRATEGIES, get_strategy, make_params
+    from rag.strategies import default_strategies, get_strategy, make_params
 
     ds = load_bundled("xquad-en")
     blocks = {}
@@ -75,7 +75,7 @@ def test_ann_reader_is_arrow_backed_and_every_strategy_matches_exact(tmp_path, m
                 assert "text" not in rows.cols and not rows._cache
             pid = next(iter(rd.pages))
             assert rd.pages[pid]["text"] and list(rd.pages[pid]) == list(ws.table(summ.index, "pages").schema.names)
-        for name in STRATEGIES:
+        for name in default_strategies():
             for backend in (("memory", "lancedb") if name == "hybrid" else (None,)):
                 p = make_params(name, **({"bm25_backend": backend} if backend else {}))
                 blocks[(mode, name, backend)] = [[(b.chunk_ids, b.page_ids, b.text) for b in

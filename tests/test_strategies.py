@@ -8,7 +8,7 @@ from rag.chunking import ChunkConfig
 from rag.prompts import FALLBACK, build_messages, parse_citations, prompt_tokens
 from rag.retrieval import Retriever
 from rag.strategies import (FullDocumentsStrategy, make_params, pack_blocks, retrieve, rrf_fusion, weighted_fusion,
-                            STRATEGIES)
+                            STRATEGIES, default_strategies)
 from rag.tokens import count_tokens
 
 
@@ -31,7 +31,10 @@ def kw_index(tmp_path):
 
 
 def test_registry_errors_name_valid_options():
-    assert set(STRATEGIES) == {"chunks", "full_documents", "two_phase_pages", "hybrid", "parent_child"}
+    assert set(STRATEGIES) == {"chunks", "full_documents", "two_phase_pages", "hybrid", "parent_child", "routed"}
+    from rag.strategies import default_strategies
+
+    assert default_strategies() == ["chunks", "full_documents", "two_phase_pages", "hybrid", "parent_child"]
     with pytest.raises(KeyError, match="valid: chunks, full_documents"):
         make_params("nope")
     with pytest.raises(ValueError, match="valid: max_context_tokens"):
@@ -106,7 +109,7 @@ def test_packing_never_exceeds_budget_and_policies(kw_index):
     r = kw_index
     for budget in (5, 20, 60, 200):
         for pol in ("truncate", "drop"):
-            for name in STRATEGIES:
+            for name in default_strategies():
                 ctx = retrieve(r, name, "omega alpha", max_context_tokens=budget, overflow=pol)
                 assert ctx.context_tokens <= budget
                 assert all(b.n_tokens == count_tokens(b.text) for b in ctx.blocks)

@@ -196,9 +196,15 @@ from .full_documents import FullDocumentsParams, FullDocumentsStrategy  # noqa: 
 from .two_phase_pages import TwoPhasePagesParams, TwoPhasePagesStrategy  # noqa: E402,F401
 from .hybrid import HybridParams, HybridStrategy, minmax, rrf_fusion, weighted_fusion  # noqa: E402,F401
 from .parent_child import ParentChildParams, ParentChildStrategy  # noqa: E402,F401
+from .routed import RoutedParams, RoutedStrategy  # noqa: E402,F401
 from .plugins import load_plugins, plugin_hashes  # noqa: E402,F401
 
-BUILTIN = tuple(STRATEGIES)  # the five reference shapes; anything registered later is a plugin
+BUILTIN = tuple(STRATEGIES)  # the five reference shapes and routed; anything registered later is a plugin
+
+
+def default_strategies() -> list[str]:
+    """What runs when no strategy is named: every registered shape except opt-in ones (routed needs a router)."""
+    return [n for n, s in STRATEGIES.items() if not getattr(s, "opt_in", False)]
 
 # --------------------------------------------------------------------------- plain Python API
 

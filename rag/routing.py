@@ -1,0 +1,132 @@
+"""Per-question routing between context shapes: the features a router sees, and a trained router.
+
+Features are known before answering (docs/metrics.md, "The learned router"): the question's length and
+type words, its script-detected language, and the shape of the shared candidate pool (top dense score,
+the gaps to the 5th and 10th, dense/BM25 agreement in the top 10, how many distinct documents and
+pages the top 10 chunks come from). Training lives in evals/routing.py (``ragwb route``); this module
+is what the ``routed`` strategy needs at run time, so rag never imports evals.
+"""
+from __future__ import annotations
+
+import functools
+import hashlib
+import json
+import pickle
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+FEATURES_VERSION = 1
+TYPE_WORDS = ("what", "who", "when", "where", "why", "how", "which")
+YES_NO = ("is", "are", "was", "were", "do", "does", "did", "can", "could", "should", "will", "has", "have")
+LANGUAGES = ("en", "el", "ru", "zh", "ja", "ko")
+FEATURE_NAMES = (["chars", "words", "has_digit", "has_quote"] + [f"type_{w}" for w in TYPE_WORDS + ("yes_no",)]
+                 + [f"lang_{x}" for x in LANGUAGES]
+                 + ["top_score", "gap_5", "gap_10", "mean_10", "bm25_agreement_10", "docs_10", "pages_10",
+                    "bm25_top"])
+
+
+def text_features(question: str) -> list[float]:
+    from .corpora import detect_language
+
+    words = question.split()
+    low = [w.strip("¿¡\"'()").casefold() for w in words]
+    first = low[0] if low else ""
+    types = [float(any(w == t for w in low[:3])) for t in TYPE_WORDS] + [float(first in YES_NO)]
+    lang = detect_language(question)
+    return ([float(len(question)), float(len(words)), float(any(c.isdigit() for c in question)),
+             float(any(c in question for c in "\"'«»“”"))] + types + [float(lang == x) for x in LANGUAGES])
+
+
+def pool_features(r, question: str, key=None) -> list[float]:
+    """The candidate pool's shape for a question (the same pool every shape searches)."""
+    from .retrieval import SearchKey
+
+    pool = r.pool(question, key or SearchKey())
+    s = np.asarray(pool.dense_scores, float)
+    top = [int(i) for i in pool.dense_idx[:10]]
+    if not len(s):
+        return [0.0] * 8
+    bm_idx, bm_s = r.bm25_pool(pool, 10)
+    rd = r.reader
+    return [float(s[0]), float(s[0] - s[min(4, len(s) - 1)]), float(s[0] - s[min(9, len(s) - 1)]),
+            float(s[:10].mean()), len(set(top) & {int(i) for i in bm_idx}) / 10.0,
+            float(len({rd.doc_ids[i] for i in top})), float(len({rd.page_ids[i] for i in top})),
+            float(bm_s[0]) if len(bm_s) else 0.0]
+
+
+def question_features(r, question: str) -> np.ndarray:
+    return np.asarray(text_features(question) + pool_features(r, question), np.float64)
+
+
+# --------------------------------------------------------------------------- a trained router
+
+@dataclass
+class Router:
+    """A trained router: a classifier over the run's points (strategy, params, label)."""
+    model: object
+    points: list  # [{"strategy", "params", "label"}]
+    metric: str
+    tolerance: float
+    run_id: str
+    features_version: int
+    sha256: str = ""
+    path: str = ""
+
+    def choose(self, x: np.ndarray) -> tuple[int, float]:
+        """(index into points, the classifier's probability of it)."""
+        proba = self.model.predict_proba(x.reshape(1, -1))[0]
+        classes = list(self.model.classes_)
+        j = int(np.argmax(proba))
+        return int(classes[j]), float(proba[j])
+
+
+def save_router(router: Router, folder: str | Path) -> Path:
+    """Pickle the router; its sha256 names the file and is kept in a JSON sidecar (checked on load)."""
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    blob = pickle.dumps({"model": router.model, "points": router.points, "metric": router.metric,
+                         "tolerance": router.tolerance, "run_id": router.run_id,
+                         "features_version": router.features_version, "features": FEATURE_NAMES}, protocol=4)
+    digest = hashlib.sha256(blob).hexdigest()
+    path = folder / f"router-{router.run_id}-{router.metric.replace('@', '_')}-{digest[:12]}.pkl"
+    tmp = path.with_suffix(".tmp")
+    tmp.write_bytes(blob)
+    tmp.replace(path)
+    path.with_suffix(".json").write_text(json.dumps(
+        {"sha256": digest, "run_id": router.run_id, "metric": router.metric, "tolerance": router.tolerance,
+         "points": router.points, "features": FEATURE_NAMES, "features_version": router.features_version},
+        indent=1) + "\n")
+    router.sha256, router.path = digest, str(path)
+    return path
+
+
+@functools.lru_cache(maxsize=8)
+def _load(path: str, mtime: float, size: int) -> Router:
+    p = Path(path)
+    blob = p.read_bytes()
+    digest = hashlib.sha256(blob).hexdigest()
+    side = p.with_suffix(".json")
+    if side.exists():
+        want = json.loads(side.read_text()).get("sha256")
+        if want and want != digest:
+            raise ValueError(f"router {p}: its sha256 {digest[:12]} differs from the one recorded in {side.name} "
+                             f"({want[:12]}): the file changed since `ragwb route` wrote it")
+    try:
+        d = pickle.loads(blob)  # a file `ragwb route` wrote: load only routers you trust
+    except Exception as e:
+        raise ValueError(f"router {p}: not a router file ({type(e).__name__}: {e})") from None
+    if d.get("features_version") != FEATURES_VERSION:
+        raise ValueError(f"router {p} was trained on features version {d.get('features_version')}, this version "
+                         f"computes {FEATURES_VERSION}: train it again with `ragwb route`")
+    return Router(d["model"], d["points"], d["metric"], d["tolerance"], d["run_id"], d["features_version"],
+                  digest, str(p))
+
+
+def load_router(path: str | Path) -> Router:
+    p = Path(path)
+    if not p.is_file():
+        raise FileNotFoundError(f"router {p}: no such file (train one with `ragwb route RUN --metric M`)")
+    st = p.stat()
+    return _load(str(p.resolve()), st.st_mtime, st.st_size)
