@@ -311,7 +311,7 @@ def cmd_run(a) -> int:
             get_query_mode(m)
     for k, v in cli_axes.items():
         grid.setdefault(k, {}).update(v)
-    from rag.strategies import STRATEGIES, default_strategies, get_strategy
+    from rag.strategies import default_strategies, get_strategy
 
     chosen = a.strategies or run_sec.get("strategies")
     if isinstance(chosen, str):

@@ -22,7 +22,7 @@ from pathlib import Path
 from rag.index import IndexConfig, Workspace
 from rag.urls import redact_url
 from rag.llm import LLMConfig
-from rag.strategies import (STRATEGIES, get_strategy, make_params)
+from rag.strategies import (get_strategy, make_params)
 
 from .items import (MAX_SCORED_ANSWER_CHARS, SHARD_QUESTIONS, ItemEvaluator, RunJob, RunParts,  # noqa: F401
                     build_parts, evaluate_shard, load_run_plugins, make_shards, point_id, point_label, pool_map)

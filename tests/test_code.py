@@ -17,7 +17,6 @@ from rag.code import parse_code
 from rag.corpora import load_bundled, load_file, load_folder
 from rag.embedders import EmbedderConfig
 from rag.index import IndexConfig, Workspace
-from rag.models import Dataset
 from rag.retrieval import BM25, Retriever
 from rag.strategies import make_params, get_strategy
 from rag.textproc import analyze
