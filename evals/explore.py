@@ -309,7 +309,7 @@ def matrix_html(m: pd.DataFrame, max_rows: int = 500, table_id: str = "qmatrix")
             + "".join(body) + "</tbody></table>" + more + SORT_JS)
 
 
-SORT_JS = """<script>
+SORT_JS = r"""<script>
 function rwbSort(id, col) {
   const t = document.getElementById(id), tb = t.tBodies[0], rows = Array.from(tb.rows);
   const asc = t.dataset.col == col ? t.dataset.dir != 'asc' : true;

@@ -62,6 +62,34 @@ def question_features(r, question: str) -> np.ndarray:
 
 # --------------------------------------------------------------------------- a trained router
 
+class SufficiencyModel:
+    """Per point, a classifier of "this point is good enough here" (within the tolerance of the best any
+    point reached); the choice is the cheapest point (by its mean cost in training) whose probability
+    reaches ``confidence``, else the most probable one. A point always or never good enough in training
+    keeps that constant."""
+
+    def __init__(self, models: list, constants: list, cost_order: list[int], confidence: float = 0.5):
+        self.models, self.constants, self.cost_order, self.confidence = models, constants, cost_order, confidence
+
+    def probabilities(self, X: np.ndarray) -> np.ndarray:
+        X = np.atleast_2d(X)
+        cols = []
+        for m, const in zip(self.models, self.constants):
+            if m is None:
+                cols.append(np.full(len(X), float(const)))
+            else:
+                cols.append(m.predict_proba(X)[:, list(m.classes_).index(1)])
+        return np.column_stack(cols)
+
+    def predict(self, X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        P = self.probabilities(X)
+        out = np.empty(len(P), dtype=int)
+        for i, p in enumerate(P):
+            ok = [j for j in self.cost_order if p[j] >= self.confidence]
+            out[i] = ok[0] if ok else int(np.argmax(p))
+        return out, P[np.arange(len(P)), out]
+
+
 @dataclass
 class Router:
     """A trained router: a classifier over the run's points (strategy, params, label)."""
@@ -75,11 +103,9 @@ class Router:
     path: str = ""
 
     def choose(self, x: np.ndarray) -> tuple[int, float]:
-        """(index into points, the classifier's probability of it)."""
-        proba = self.model.predict_proba(x.reshape(1, -1))[0]
-        classes = list(self.model.classes_)
-        j = int(np.argmax(proba))
-        return int(classes[j]), float(proba[j])
+        """(index into points, the probability that it is good enough)."""
+        j, p = self.model.predict(x.reshape(1, -1))
+        return int(j[0]), float(p[0])
 
 
 def save_router(router: Router, folder: str | Path) -> Path:

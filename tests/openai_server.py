@@ -12,7 +12,9 @@ are picked per request by the model name: ``fault-429`` (429 with Retry-After),
 ``slow-extractive`` (answers after 0.1 s, so concurrent calls overlap), ``fault-usage-huge`` /
 ``fault-usage-negative`` (absurd usage counts), ``fault-content-list`` (content as a list),
 ``fault-echo-400`` (a 400 that echoes the request's headers and query string, as some servers do),
-``abstain`` (always the sentence after "reply with exactly:" in the system prompt);
+``abstain`` (always the sentence after "reply with exactly:" in the system prompt), ``abstain-short``
+(that sentence when the user message is shorter than ``Handler.abstain_below`` characters: a small
+context abstains, a rich one answers; escalation tests);
 embeddings: ``fault-nan`` (NaN vectors), ``fault-short`` (one vector fewer than asked), ``fault-500``.
 ``Handler.peak`` is the most chat requests it has served at once (concurrency limits are checked
 against it); ``Handler.requests`` records (path with query, Authorization header) of each POST;
@@ -59,6 +61,7 @@ class Handler(BaseHTTPRequestHandler):
     requests: list = []
     bodies: list = []
     context_window = 0
+    abstain_below = 2000  # abstain-short: user messages shorter than this abstain
 
     def log_message(self, *a):  # quiet
         pass
@@ -142,7 +145,8 @@ class Handler(BaseHTTPRequestHandler):
     def _chat(self, req: dict, model: str):
         msgs = req.get("messages", [])
         text = answer_messages(msgs)
-        if model == "abstain":  # always the abstention sentence the system prompt asks for
+        user = sum(len(m.get("content") or "") for m in msgs if m.get("role") == "user")
+        if model == "abstain" or (model == "abstain-short" and user < Handler.abstain_below):
             sysmsg = next((m["content"] for m in msgs if m.get("role") == "system"), "")
             m = re.search(r"reply with exactly: (.*)$", sysmsg)
             text = m.group(1).strip() if m else "?"

@@ -30,14 +30,16 @@ class RoutedStrategy(Strategy):
     Params = RoutedParams
     opt_in = True  # not in the default list: it needs a router file
 
-    def retrieve(self, r, question, p):
+    def pack(self, r, pool, p):
         from ..routing import load_router, question_features
 
         router = load_router(p.model)
+        question = pool.question
         j, prob = router.choose(question_features(r, question))
         point = router.points[j]
         inner = get_strategy(point["strategy"])
-        ctx = inner.retrieve(r, question, make_params(point["strategy"], **point["params"]))
+        ip = make_params(point["strategy"], **point["params"])
+        ctx = inner.pack(r, inner.candidates(r, question, ip), ip)  # the shared pool: cached, not searched again
         counters = {**ctx.counters, "routed_to": f"{point['strategy']} · {point['label']}", "route_p": round(prob, 4),
                     "router": router.sha256[:12]}
         return Context(self.name, params_dict(p), ctx.blocks, counters)
