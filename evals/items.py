@@ -121,6 +121,8 @@ class ItemEvaluator:
         return row, scores
 
     def evaluate(self, q, name: str, p, pid: str, label: str, rep: int = 0):
+        if getattr(get_strategy(name), "escalates", False):
+            return self.evaluate_escalation(q, name, p, pid, label, rep)
         try:
             ctx, retrieve_ms, pack_ms = self.retrieve(q.text, name, p)
         except Exception as e:  # noqa: BLE001 - a user's plugin that raises costs that item, not the run
@@ -133,6 +135,39 @@ class ItemEvaluator:
             return self.finish(q, name, p, pid, label, rep, Context(name, params_dict(p), [], {"error": why}),
                                0.0, 0.0, failure=why)
         return self.finish(q, name, p, pid, label, rep, ctx, retrieve_ms, pack_ms)
+
+    def evaluate_escalation(self, q, name: str, p, pid: str, label: str, rep: int = 0):
+        """Self-Route (rag/strategies/escalate.py): the cheap point answers; where that answer is the
+        fallback sentence, the rich point answers again. Prompt and completion tokens (so the price)
+        count both calls; the blocks scored are the ones finally answered from."""
+        from rag.answerers import Answer
+        from rag.prompts import is_fallback
+
+        cheap, cp = p.point("cheap")
+        ctx1, r1, k1 = self.retrieve(q.text, cheap, cp)
+        t0 = time.perf_counter()
+        a1 = self.answerer.answer(q.text, ctx1.blocks, repeat=rep)
+        t1 = time.perf_counter()
+        counters = {"escalated": False, "first": cheap, "first_context_tokens": ctx1.context_tokens}
+        if a1.status != "ok" or not is_fallback(a1.text, self.fallback):
+            ctx = Context(name, params_dict(p), ctx1.blocks, {**ctx1.counters, **counters})
+            row, scores = self.finish(q, name, p, pid, label, rep, ctx, r1, k1, answer=a1)
+            row["answer_ms"] = (t1 - t0) * 1000
+            return row, scores
+        rich, rp = p.point("rich")
+        ctx2, r2, k2 = self.retrieve(q.text, rich, rp)
+        t2 = time.perf_counter()
+        a2 = self.answerer.answer(q.text, ctx2.blocks, repeat=rep)
+        t3 = time.perf_counter()
+        both = Answer(a2.text, a2.status, a1.prompt_tokens + a2.prompt_tokens,
+                      a1.completion_tokens + a2.completion_tokens,
+                      a1.usage_source if a1.usage_source == a2.usage_source else "mixed", a1.cached and a2.cached,
+                      a2.error)
+        counters |= {"escalated": True, "first_prompt_tokens": a1.prompt_tokens, "then": rich}
+        ctx = Context(name, params_dict(p), ctx2.blocks, {**ctx2.counters, **counters})
+        row, scores = self.finish(q, name, p, pid, label, rep, ctx, r1 + r2, k1 + k2, answer=both)
+        row["answer_ms"] = (t1 - t0 + t3 - t2) * 1000  # both answers
+        return row, scores
 
     def finish(self, q, name: str, p, pid: str, label: str, rep: int, ctx, retrieve_ms: float, pack_ms: float,
                history: list[dict] | None = None, bypassed: bool | None = None, extra_params: dict | None = None,

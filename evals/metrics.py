@@ -344,6 +344,15 @@ def score_faithfulness(inp: ScoringInput) -> dict[str, Score]:
 
 # --------------------------------------------------------------------------- cost
 
+@scorer("escalation", {
+    "escalated": (False, "escalate: 1 when the cheap shape abstained and the rich one answered again (the mean is "
+                         "the escalation rate)")})
+def score_escalation(inp: ScoringInput) -> dict[str, Score]:
+    if "escalated" not in inp.counters:
+        return {}
+    return {"escalated": Score(float(bool(inp.counters["escalated"])))}
+
+
 @scorer("cost", {
     "prompt_tokens": (False, "prompt tokens (exact tokenizer, or the endpoint's usage)"),
     "context_tokens": (False, "tokens of the context blocks (exact)"),

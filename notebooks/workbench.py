@@ -17,8 +17,6 @@ def _():
     from rag.corpora import BUNDLED
     from rag.strategies import default_strategies
 
-    STRATEGIES = default_strategies()  # routed is opt-in (it needs a router file): not a slider shape
-
     parser = argparse.ArgumentParser(description="RAG Workbench: tune context budgets and compare strategies.")
     parser.add_argument("--workspace", default="results", help="workspace folder (LanceDB index, caches)")
     parser.add_argument("--db", default="results/results.duckdb", help="DuckDB results of stored runs")
@@ -30,6 +28,7 @@ def _():
     from rag.strategies import load_plugins
 
     load_plugins(args.plugins)  # the user's shapes join the strategy list beside the five
+    STRATEGIES = default_strategies()  # plugins in; routed and escalate are opt-in (not slider shapes)
     return (BUNDLED, HEADLINE, STRATEGIES, args, explore, headline_table, interactive, mo, quality_cost_figure,
             summarize_scores)
 
@@ -299,6 +298,28 @@ def _(explore, mo, pair_a, pair_b, quality, scores):
         mo.md(f"**{quality.value} per 1,000 context tokens** (95% bootstrap interval of the ratio of means)"),
         mo.ui.table(_k, selection=None),
     ])
+    return
+
+
+@app.cell
+def _(mo):
+    oracle_tol = mo.ui.slider(0.0, 0.5, step=0.05, value=0.0, label="tolerance", show_value=True, debounce=True)
+    return (oracle_tol,)
+
+
+@app.cell
+def _(cost, mo, oracle_tol, quality, scores):
+    from evals.routing import oracle_bound as _oracle_bound
+
+    try:
+        _t, _info = _oracle_bound(scores, quality.value, cost.value, oracle_tol.value)
+        _out = mo.vstack([mo.md(f"{_info['summary']}. `ragwb route RUN --metric {quality.value}` learns a router "
+                                "from a stored run and measures it out of fold (docs/routing.md)."),
+                          mo.ui.table(_t.round(3), selection=None)])
+    except ValueError as _e:
+        _out = mo.md(f"No oracle: {_e}")
+    mo.vstack([mo.md("## How much could routing save at most? (per question the cheapest point within the "
+                     "tolerance of the best)"), oracle_tol, _out])
     return
 
 

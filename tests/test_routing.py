@@ -201,10 +201,11 @@ def test_escalation_through_a_real_server_that_abstains_on_small_contexts(tmp_pa
         Handler.abstain_below = 1200  # chunks top 2: some prompts shorter (abstain); full documents: long (answer)
         ws = tmp_path / "ws"
         calls0 = Handler.calls
-        assert main(["run", "--dataset", "squad2", "--limit", "30", "--strategies", "chunks,full_documents",
-                     "--set", "chunks.top_k=2", *FAST, "--workspace", str(ws), "--run-id", "LLM",
-                     "--llm-base-url", url, "--llm-model", "abstain-short", "--concurrency", "2"]) == 0
-        assert Handler.calls - calls0 >= 60  # every item of both points went through the server
+        assert main(["run", "--dataset", "squad2", "--limit", "30", "--strategies", "chunks,full_documents,escalate",
+                     "--set", "chunks.top_k=2", "--set", "escalate.cheap_params=top_k=2", *FAST, "--workspace",
+                     str(ws), "--run-id", "LLM", "--llm-base-url", url, "--llm-model", "abstain-short",
+                     "--concurrency", "2", "--no-cache"]) == 0
+        assert Handler.calls - calls0 >= 90  # every item of every point went through the server
     finally:
         Handler.abstain_below = 2000
         srv.shutdown()
@@ -226,3 +227,15 @@ def test_escalation_through_a_real_server_that_abstains_on_small_contexts(tmp_pa
     comp = t.iloc[-1]
     assert comp["escalation_rate"] == pytest.approx(info["escalation_rate"])
     assert comp["prompt_tokens"] == pytest.approx(np.mean([r["composite_c"] for r in items.values()]))
+
+    # the live escalate point (the mechanism, through the server) is the composite, question by question
+    with ResultStore(ws / "results.duckdb", read_only=True) as st:
+        live = st.con.execute("SELECT question_id, answer, prompt_tokens, counters FROM results "
+                              "WHERE run_id = 'LLM' AND strategy = 'escalate'").df().set_index("question_id")
+        esc = st.con.execute("SELECT question_id, value FROM scores WHERE run_id = 'LLM' AND strategy = 'escalate' "
+                             "AND metric = 'escalated'").df().set_index("question_id")["value"]
+    assert len(live) == 30
+    for q, r in items.items():
+        assert json.loads(live.counters[q])["escalated"] == (q in abstained) and esc[q] == float(q in abstained)
+        assert live.prompt_tokens[q] == pytest.approx(r["composite_c"])
+        assert live.answer[q] == (rich.answer[q] if q in abstained else cheap.answer[q])

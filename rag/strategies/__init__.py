@@ -197,6 +197,7 @@ from .two_phase_pages import TwoPhasePagesParams, TwoPhasePagesStrategy  # noqa:
 from .hybrid import HybridParams, HybridStrategy, minmax, rrf_fusion, weighted_fusion  # noqa: E402,F401
 from .parent_child import ParentChildParams, ParentChildStrategy  # noqa: E402,F401
 from .routed import RoutedParams, RoutedStrategy  # noqa: E402,F401
+from .escalate import EscalateParams, EscalateStrategy  # noqa: E402,F401
 from .plugins import load_plugins, plugin_hashes  # noqa: E402,F401
 
 BUILTIN = tuple(STRATEGIES)  # the five reference shapes and routed; anything registered later is a plugin
