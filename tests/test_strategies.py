@@ -31,7 +31,8 @@ def kw_index(tmp_path):
 
 
 def test_registry_errors_name_valid_options():
-    assert set(STRATEGIES) == {"chunks", "full_documents", "two_phase_pages", "hybrid", "parent_child", "routed"}
+    assert set(STRATEGIES) == {"chunks", "full_documents", "two_phase_pages", "hybrid", "parent_child", "routed",
+                               "escalate"}
     from rag.strategies import default_strategies
 
     assert default_strategies() == ["chunks", "full_documents", "two_phase_pages", "hybrid", "parent_child"]
