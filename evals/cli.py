@@ -630,22 +630,13 @@ def cmd_compare(a) -> int:
     """Two points of one run, paired on the questions both scored: deltas with intervals and verdicts."""
     import pandas as pd
 
-    from .explore import paired_points, points_of
+    from .explore import paired_points, pick_point, points_of
 
     with _store(a) as st:
         rid = st.resolve_run(a.run)
         sc = st.scores(rid)
     pts = points_of(sc)
-
-    def pick(x: str) -> str:
-        if x in pts:
-            return x
-        hits = [p for p in pts if p.startswith(x + " · ") or p.split(" · ")[0] == x]
-        if len(hits) == 1:
-            return hits[0]
-        raise ValueError(f"point {x!r} is {'ambiguous' if hits else 'not in run ' + rid}; points: {'; '.join(pts)}")
-
-    a_, b_ = pick(a.points[0]), pick(a.points[1])
+    a_, b_ = pick_point(pts, a.points[0], rid), pick_point(pts, a.points[1], rid)
     t = paired_points(sc, a_, b_, a.metrics or None, first=a.first)
     print(f"run {rid}: {b_} (B) against {a_} (A), paired over the questions both scored; delta = B - A with a 95% "
           "paired bootstrap interval; better / worse when the interval excludes 0 in the metric's direction")

@@ -63,6 +63,16 @@ def _frame_codes(scores: pd.DataFrame) -> _Codes:
     return codes
 
 
+def pick_point(pts: list[str], x: str, run_id: str = "") -> str:
+    """A point by its full name ('strategy · label') or by a strategy with one point in the run."""
+    if x in pts:
+        return x
+    hits = [p for p in pts if p.startswith(x + " · ") or p.split(" · ")[0] == x]
+    if len(hits) == 1:
+        return hits[0]
+    raise ValueError(f"point {x!r} is {'ambiguous' if hits else 'not in run ' + run_id}; points: {'; '.join(pts)}")
+
+
 def points_of(scores: pd.DataFrame) -> list[str]:
     from .summary import natural_key
 

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from .explore import points_of
+from .explore import pick_point, points_of
 
 
 def oracle_bound(scores: pd.DataFrame, metric: str = "f1", cost: str = "prompt_tokens",
@@ -277,16 +277,6 @@ def route_figure(res: RouteResult, title: str = ""):
 
 
 # --------------------------------------------------------------------------- escalation on abstention
-
-def pick_point(pts: list[str], x: str, run_id: str = "") -> str:
-    """A point by its full name ('strategy · label') or by a strategy with one point in the run."""
-    if x in pts:
-        return x
-    hits = [p for p in pts if p.startswith(x + " · ") or p.split(" · ")[0] == x]
-    if len(hits) == 1:
-        return hits[0]
-    raise ValueError(f"point {x!r} is {'ambiguous' if hits else 'not in run ' + run_id}; points: {'; '.join(pts)}")
-
 
 def escalation(store, run_id: str, cheap: str, rich: str, metric: str = "f1", cost: str = "prompt_tokens",
                resamples: int = 2000) -> tuple[pd.DataFrame, dict]:
