@@ -609,7 +609,7 @@ def cmd_route(a) -> int:
           f"seed {a.seed}; out of fold its point is good enough for {info['good_enough']:.0%} of the questions "
           f"(the oracle's own point {info['accuracy']:.0%})")
     if info["not_routable"]:
-        print(f"not routable (not a registered strategy): {', '.join(info['not_routable'])}")
+        print(f"not routable (routed, escalate or a deployed system): {', '.join(info['not_routable'])}")
     with pd.option_context("display.width", 250, "display.max_columns", 30, "display.precision", 3):
         print(res.table.to_string(index=False))
         print(res.paired.to_string(index=False))

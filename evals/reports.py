@@ -12,7 +12,7 @@ from pathlib import Path
 import pandas as pd
 
 from .store import ResultStore
-from .summary import HEADLINE, headline_table, summarize_scores
+from .summary import headline_table, summarize_scores
 from .support import support_caption
 from .charts import quality_cost_figure
 
@@ -149,23 +149,24 @@ def report_sections(store: ResultStore, run_id: str, compare: str | None = None)
         paired = pd.concat(parts, ignore_index=True).rename(columns={"a": pts[0][:40], "b": "point's"})
     header = (f"dataset <b>{html.escape(str(run['dataset']))}</b>, commit {html.escape(str(run['git_commit']))}, "
               f"created {html.escape(str(run['created_at']))}, status {html.escape(str(run['status']))}")
-    from .summary import item_losses, shared_questions, with_losses
+    from .summary import headline_metrics, item_losses, shared_questions, with_losses
 
+    heads = headline_metrics(store, run_id)  # code sets: function-level ranking; escalate: the escalation rate
     losses = item_losses(store, run_id) if len(scores) else pd.DataFrame()
     shared_summary = None
     if len(losses) > 1 and losses["lost"].any():  # points that lost items are also compared on shared ones
         keep = shared_questions(store, run_id)
         shared_summary = (len(keep), len(set(scores.question_id)),
-                          headline_table(summarize_scores(scores[scores.question_id.isin(keep)]), HEADLINE))
+                          headline_table(summarize_scores(scores[scores.question_id.isin(keep)]), heads))
     oracle = None
     if len(pts) > 1 and "f1" in ok_metrics and "prompt_tokens" in ok_metrics:
         from .routing import oracle_bound
 
         oracle = oracle_bound(scores, "f1", "prompt_tokens", 0.0)
     return {"run_id": run_id, "compare": compare, "header_md": header, "judged": judged, "oracle": oracle,
-            "summary": with_losses(headline_table(summ, HEADLINE + judged), losses),
+            "summary": with_losses(headline_table(summ, heads + judged), losses),
             "shared_summary": shared_summary,
-            "summary_numeric": headline_table(summ, HEADLINE, numeric=True),
+            "summary_numeric": headline_table(summ, heads, numeric=True),
             "figures": figs, "conversation_figures": conv_figs, "breakdown": breakdown, "breakdowns": breakdowns,
             "statuses": statuses,
             "comparison": comparison, "matrix": matrix, "matrix_html": matrix_html(matrix), "per_1k": per_1k,

@@ -148,8 +148,9 @@ class RouteResult:
 
 def route_data(store, run_id: str, metric: str, cost: str):
     """(q, c, points, question rows): complete question x point matrices of quality and cost over the
-    run's routable points (registered strategies), the points' parameters, and each question's text
-    and group (its conversation, else itself)."""
+    run's routable points (registered shapes that retrieve as themselves: not routed or escalate, whose
+    context depends on a router or an answer; not deployed systems), the points' parameters, and each
+    question's text and group (its conversation, else itself)."""
     import json
 
     from rag.strategies import STRATEGIES
@@ -161,7 +162,8 @@ def route_data(store, run_id: str, metric: str, cost: str):
                                [run_id]).df()
     routable = {f"{r.strategy} · {r.point_label}": {"strategy": r.strategy, "label": r.point_label,
                                                      "params": json.loads(r.params) if r.params else {}}
-                for r in pts_df.itertuples() if r.strategy in STRATEGIES and r.strategy != "routed"}
+                for r in pts_df.itertuples()
+                if r.strategy in STRATEGIES and not getattr(STRATEGIES[r.strategy], "opt_in", False)}
     others = sorted({f"{r.strategy} · {r.point_label}" for r in pts_df.itertuples()} - set(routable))
     ok = scores[(scores.status == "ok") & scores.value.notna()]
     name = ok.strategy + " · " + ok.point_label
@@ -239,8 +241,16 @@ def learn_router(store, ws, run_id: str, metric: str = "f1", cost: str = "prompt
                        "q_high": dq["high"], f"delta {cost}": dc["delta"], "c_low": dc["low"], "c_high": dc["high"],
                        "token_ratio": float(rc.mean() / cc.mean()) if cc.mean() else np.nan})
     final = _fit(X, good, c, seed, confidence)
-    router = Router(final, [{k: p[k] for k in ("strategy", "params", "label")} for p in points], metric,
-                    float(tolerance), run_id, FEATURES_VERSION)
+    import dataclasses
+
+    from rag.strategies import get_strategy
+
+    def shape_params(p):  # a conversation point's memory policy and query mode are not the shape's budgets
+        names = {f.name for f in dataclasses.fields(get_strategy(p["strategy"]).Params)}
+        return {k: v for k, v in p["params"].items() if k in names}
+
+    router = Router(final, [{"strategy": p["strategy"], "params": shape_params(p), "label": p["label"]}
+                            for p in points], metric, float(tolerance), run_id, FEATURES_VERSION)
     choices = pd.DataFrame({"question_id": rows.question_id, "group": groups,
                             "oracle": [points[j]["name"] for j in y], "router": [points[j]["name"] for j in pred]})
     info = {"questions": len(y), "left_out": left_out, "not_routable": others, "folds": len(folds_),

@@ -24,11 +24,13 @@ def headline_metrics(store: ResultStore, run_id: str) -> list[str]:
     function-level ranking metrics on a code set (a file is a page there: page metrics would repeat doc ones)."""
     code = store.con.execute("SELECT count(*) FROM run_gold WHERE run_id = ? AND metadata LIKE '%\"code_language\"%'",
                              [run_id]).fetchone()[0]
+    esc = ["escalated"] if store.con.execute("SELECT count(*) FROM scores WHERE run_id = ? AND metric = 'escalated'",
+                                             [run_id]).fetchone()[0] else []
     if code:
-        return HEADLINE[:7] + CODE_METRICS + HEADLINE[7:]
+        return HEADLINE[:7] + CODE_METRICS + HEADLINE[7:-2] + esc + HEADLINE[-2:]
     has_page = store.con.execute("SELECT count(*) FROM scores WHERE run_id = ? AND metric = 'page_recall@10'",
                                  [run_id]).fetchone()[0]
-    return HEADLINE[:8] + (PAGE_METRICS if has_page else []) + HEADLINE[8:]
+    return HEADLINE[:8] + (PAGE_METRICS if has_page else []) + esc + HEADLINE[8:]
 
 
 def question_groups(store: ResultStore, run_id: str, by: str) -> pd.Series:
