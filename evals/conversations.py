@@ -90,12 +90,29 @@ def evaluate_conversations(evaluator, questions, cpoints: list[ConvPoint], repea
     enc = r.reader.config.chunking.encoding
     detector = detector or FillerDetector(evaluator.embed)
     mctx = MemoryContext(embed=evaluator.embed, llm=llm, encoding=enc)
+    from rag.strategies import get_strategy
+
     for cp in cpoints:
+        escalates = getattr(get_strategy(cp.strategy), "escalates", False)
         for conv in conversations_of(questions):
             past: list[TurnRecord] = []
             for q in conv:
                 todo = [rep for rep in range(repeats) if (cp.strategy, cp.pid, q.qid, rep) not in done]
                 bypassed = bool(cp.memory_params.bypass) and detector(q.text)
+                if escalates:  # Self-Route: the answer decides the context, so each turn is answered here
+                    query = q.text if bypassed else retrieval_query(cp.query_mode, q.text, past, q.rewrite, llm)
+                    history = build_history(cp.memory, cp.memory_params, past, q.text, mctx, bypassed)
+                    ctx = None
+                    for rep in range(repeats):
+                        if rep not in todo and ctx is not None:
+                            continue
+                        row, scores, ctx = evaluator.escalate(q, cp.strategy, cp.params, cp.pid, cp.label, rep,
+                                                              query, history, bypassed, cp.extra, cp.query_mode)
+                        if rep in todo:
+                            yield q, cp, rep, row, scores
+                    past.append(TurnRecord(q.turn, q.text, q.answers[0] if q.answers else "", list(ctx.blocks),
+                                           filler=bypassed))
+                    continue
                 if bypassed:  # a filler turn: no document or conversation retrieval
                     ctx, retrieve_ms, pack_ms = Context(cp.strategy, {}, [], {"bypassed": True}), 0.0, 0.0
                 else:

@@ -137,27 +137,40 @@ class ItemEvaluator:
         return self.finish(q, name, p, pid, label, rep, ctx, retrieve_ms, pack_ms)
 
     def evaluate_escalation(self, q, name: str, p, pid: str, label: str, rep: int = 0):
+        row, scores, _ = self.escalate(q, name, p, pid, label, rep)
+        return row, scores
+
+    def escalate(self, q, name: str, p, pid: str, label: str, rep: int = 0, query: str | None = None,
+                 history: list[dict] | None = None, bypassed: bool | None = None, extra_params: dict | None = None,
+                 query_mode: str | None = None):
         """Self-Route (rag/strategies/escalate.py): the cheap point answers; where that answer is the
-        fallback sentence, the rich point answers again. Prompt and completion tokens (so the price)
-        count both calls; the blocks scored are the ones finally answered from."""
+        fallback sentence, the rich point answers again (a conversation turn: with the same history and
+        retrieval query; a bypassed turn never escalates, it retrieves nothing by design). Prompt and
+        completion tokens (so the price) count both calls; the blocks scored are the ones finally
+        answered from. Returns (row, scores, the final context)."""
         from rag.answerers import Answer
         from rag.prompts import is_fallback
 
+        query = q.text if query is None else query
+        more = dict(history=history, bypassed=bypassed, extra_params=extra_params, query_mode=query_mode)
         cheap, cp = p.point("cheap")
-        ctx1, r1, k1 = self.retrieve(q.text, cheap, cp)
+        if bypassed:
+            ctx1, r1, k1 = Context(name, {}, [], {"bypassed": True}), 0.0, 0.0
+        else:
+            ctx1, r1, k1 = self.retrieve(query, cheap, cp)
         t0 = time.perf_counter()
-        a1 = self.answerer.answer(q.text, ctx1.blocks, repeat=rep)
+        a1 = self.answerer.answer(q.text, ctx1.blocks, repeat=rep, history=history)
         t1 = time.perf_counter()
         counters = {"escalated": False, "first": cheap, "first_context_tokens": ctx1.context_tokens}
-        if a1.status != "ok" or not is_fallback(a1.text, self.fallback):
+        if bypassed or a1.status != "ok" or not is_fallback(a1.text, self.fallback):
             ctx = Context(name, params_dict(p), ctx1.blocks, {**ctx1.counters, **counters})
-            row, scores = self.finish(q, name, p, pid, label, rep, ctx, r1, k1, answer=a1)
+            row, scores = self.finish(q, name, p, pid, label, rep, ctx, r1, k1, answer=a1, **more)
             row["answer_ms"] = (t1 - t0) * 1000
-            return row, scores
+            return row, scores, ctx
         rich, rp = p.point("rich")
-        ctx2, r2, k2 = self.retrieve(q.text, rich, rp)
+        ctx2, r2, k2 = self.retrieve(query, rich, rp)
         t2 = time.perf_counter()
-        a2 = self.answerer.answer(q.text, ctx2.blocks, repeat=rep)
+        a2 = self.answerer.answer(q.text, ctx2.blocks, repeat=rep, history=history)
         t3 = time.perf_counter()
         both = Answer(a2.text, a2.status, a1.prompt_tokens + a2.prompt_tokens,
                       a1.completion_tokens + a2.completion_tokens,
@@ -165,9 +178,9 @@ class ItemEvaluator:
                       a2.error)
         counters |= {"escalated": True, "first_prompt_tokens": a1.prompt_tokens, "then": rich}
         ctx = Context(name, params_dict(p), ctx2.blocks, {**ctx2.counters, **counters})
-        row, scores = self.finish(q, name, p, pid, label, rep, ctx, r1 + r2, k1 + k2, answer=both)
+        row, scores = self.finish(q, name, p, pid, label, rep, ctx, r1 + r2, k1 + k2, answer=both, **more)
         row["answer_ms"] = (t1 - t0 + t3 - t2) * 1000  # both answers
-        return row, scores
+        return row, scores, ctx
 
     def finish(self, q, name: str, p, pid: str, label: str, rep: int, ctx, retrieve_ms: float, pack_ms: float,
                history: list[dict] | None = None, bypassed: bool | None = None, extra_params: dict | None = None,

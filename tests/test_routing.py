@@ -239,3 +239,26 @@ def test_escalation_through_a_real_server_that_abstains_on_small_contexts(tmp_pa
         assert json.loads(live.counters[q])["escalated"] == (q in abstained) and esc[q] == float(q in abstained)
         assert live.prompt_tokens[q] == pytest.approx(r["composite_c"])
         assert live.answer[q] == (rich.answer[q] if q in abstained else cheap.answer[q])
+
+
+def test_escalate_on_a_conversation_set_answers_each_turn_again_where_it_abstained(tmp_path):
+    """Conversation turns are evaluated apart from single questions: escalate must escalate there too,
+    and the live point must equal the composite of its two stored points."""
+    from evals.cli import main
+    from evals.routing import escalation
+    from evals.store import ResultStore
+
+    ws = tmp_path / "ws"
+    assert main(["run", "--dataset", "mtrag-govt", "--limit", "30", "--strategies", "escalate,chunks,full_documents",
+                 "--memory", "window", *FAST, "--workspace", str(ws), "--run-id", "CONV"]) == 0
+    with ResultStore(ws / "results.duckdb", read_only=True) as st:
+        pts = {p: p for p in st.scores("CONV").assign(p=lambda d: d.strategy + " · " + d.point_label).p.unique()}
+        cheap = next(p for p in pts if p.startswith("chunks"))
+        rich = next(p for p in pts if p.startswith("full_documents"))
+        _, info = escalation(st, "CONV", cheap, rich, "f1", "prompt_tokens")
+        live = st.con.execute("SELECT question_id, prompt_tokens, counters FROM results WHERE run_id = 'CONV' AND "
+                              "strategy = 'escalate'").df().set_index("question_id")
+    assert 0 < info["escalated"] < len(live) == 30
+    for r in info["items"]:
+        assert json.loads(live.counters[r["question_id"]])["escalated"] == bool(r["escalated"])
+        assert live.prompt_tokens[r["question_id"]] == pytest.approx(r["composite_c"])
