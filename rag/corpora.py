@@ -450,6 +450,23 @@ def _ticker(pattern: str) -> str:
 
 # --------------------------------------------------------------------------- user folder + JSONL
 
+# folders no one means as a corpus: version control, caches, virtual environments, installed packages.
+# Each is skipped as one entry (named, with why), not walked: a repository's .git alone is thousands of files.
+SKIPPED_FOLDERS = {".git": "version control", ".hg": "version control", ".svn": "version control",
+                   "__pycache__": "compiled Python cache", ".mypy_cache": "tool cache", ".pytest_cache": "tool cache",
+                   ".ruff_cache": "tool cache", ".tox": "tool cache", "node_modules": "installed packages",
+                   ".venv": "virtual environment", "venv": "virtual environment", ".idea": "editor settings",
+                   ".vscode": "editor settings"}
+
+
+def _skipped_folder(name: str) -> str | None:
+    if name in SKIPPED_FOLDERS:
+        return SKIPPED_FOLDERS[name]
+    if name.endswith(".egg-info") or name.endswith(".dist-info"):
+        return "package metadata"
+    return None
+
+
 def list_folder(folder: Path, follow_symlinks: bool = False) -> tuple[list[Path], list[Skipped]]:
     """Files under ``folder``, in a stable order. Symbolic links are skipped with a reason unless
     ``follow_symlinks`` (a hostile corpus could link /etc into prompts and reports); loops, broken
@@ -468,6 +485,10 @@ def list_folder(folder: Path, follow_symlinks: bool = False) -> tuple[list[Path]
         keep = []
         for name in sorted(dirnames):
             sub = d / name
+            why = _skipped_folder(name)
+            if why:
+                skipped.append(Skipped(str(sub), f"folder skipped ({why})"))
+                continue
             if sub.is_symlink() and not follow_symlinks:
                 skipped.append(Skipped(str(sub), f"symbolic link to {os.path.realpath(sub)} skipped "
                                                  "(pass --follow-symlinks to include linked folders)"))

@@ -245,16 +245,21 @@ def test_folder_mixing_code_markdown_pdf_binary_and_minified(tmp_path):
     (src / "bundle.min.js").write_text("function a(){return 1}" * 10)
     (src / "packed.js").write_text("var a=" + "1+" * 2000 + "1;\n")
     (src / "notes.xyz").write_text("unknown type")
+    (src / ".git" / "objects").mkdir(parents=True)
+    (src / ".git" / "objects" / "ab.py").write_text("x = 1\n")
+    (src / "__pycache__").mkdir()
+    (src / "__pycache__" / "app.cpython-311.pyc").write_bytes(b"\x00")
     ds = load_folder(src)
     kinds = {d.doc_id: (d.code_language, d.is_markdown) for d in ds.documents}
     assert kinds == {"app.py": ("python", False), "docs/guide.md": ("", True), "docs/paper.pdf": ("", False)}
     skipped = {Path(s.path).name: s.reason for s in ds.skipped if s.kind == "skipped"}
-    assert set(skipped) == {"blob.py", "bundle.min.js", "packed.js", "notes.xyz"}
+    assert set(skipped) == {"blob.py", "bundle.min.js", "packed.js", "notes.xyz", ".git", "__pycache__"}
+    assert skipped[".git"] == "folder skipped (version control)"  # one line, not walked
     assert "binary" in skipped["blob.py"] and "minified" in skipped["bundle.min.js"] \
         and "minified" in skipped["packed.js"]
     ws = Workspace(tmp_path / "ws")
     summ = ws.ingest(ds, IndexConfig(embedder=EmbedderConfig("hash")), progress=False)
-    assert summ.documents == 3 and len(summ.skipped) == 4
+    assert summ.documents == 3 and len(summ.skipped) == 6
     t = ws.table(summ.index, "chunks").to_arrow().to_pandas()
     assert set(t[t.doc_id == "app.py"].kind) == {"module", "function", "class", "method"}
     assert set(t[t.doc_id != "app.py"].code_language) == {""}
