@@ -598,7 +598,7 @@ def cmd_route(a) -> int:
                 print(t.to_string(index=False))
             return 0
         res = learn_router(st, Workspace(a.workspace), rid, a.metric, a.cost, a.tolerance, a.folds, a.seed, higher,
-                           progress=True, confidence=a.confidence)
+                           progress=True, confidence=a.confidence, curve=tuple(a.curve))
     from rag.routing import save_router
 
     info = res.info
@@ -907,6 +907,9 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--confidence", type=float, default=0.5,
                    help="take the cheapest point whose predicted chance of being good enough reaches this (0.5); "
                         "higher: fewer misses, more tokens")
+    s.add_argument("--curve", type=lambda s: [float(x) for x in s.split(",") if x.strip()], default=[],
+                   metavar="C1,C2", help="also measure the router at these confidences (its quality-vs-cost curve, "
+                                         "out of fold with the same folds), e.g. 0.3,0.7,0.9")
     s.add_argument("--escalate", nargs=2, default=None, metavar=("CHEAP", "RICH"),
                    help="Self-Route: answer with CHEAP, and again with RICH where CHEAP abstained; the composite "
                         "point's quality, cost of both calls and escalation rate, paired against RICH")

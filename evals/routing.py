@@ -194,8 +194,10 @@ def route_data(store, run_id: str, metric: str, cost: str):
 
 def learn_router(store, ws, run_id: str, metric: str = "f1", cost: str = "prompt_tokens", tolerance: float = 0.0,
                  folds: int = 5, seed: int = 0, higher_is_better: bool = True, progress: bool = False,
-                 resamples: int = 2000, confidence: float = 0.5) -> RouteResult:
-    """Train a router on a stored run and measure it out of fold against the best fixed point and the oracle."""
+                 resamples: int = 2000, confidence: float = 0.5, curve: tuple = ()) -> RouteResult:
+    """Train a router on a stored run and measure it out of fold against the best fixed point and the oracle.
+    ``curve``: more confidence thresholds, each measured out of fold with the same fold models (the
+    router's quality-vs-cost trade-off, rows of kind ``router-curve``)."""
     from rag.retrieval import Retriever
     from rag.routing import FEATURES_VERSION, Router, question_features
 
@@ -218,8 +220,11 @@ def learn_router(store, ws, run_id: str, metric: str = "f1", cost: str = "prompt
     groups = rows.group.tolist()
     folds_ = cv_folds(groups, folds)
     pred = np.empty(len(y), dtype=int)
+    fold_models = []
     for tr, te in folds_:
-        pred[te] = _fit(X[tr], good[tr], c[tr], seed, confidence).predict(X[te])[0]
+        m_ = _fit(X[tr], good[tr], c[tr], seed, confidence)
+        pred[te] = m_.predict(X[te])[0]
+        fold_models.append((te, m_))
     idx = np.arange(len(y))
     rq, rc, oq, oc = q[idx, pred], c[idx, pred], q[idx, y], c[idx, y]
     sign = 1 if higher_is_better else -1
@@ -233,6 +238,14 @@ def learn_router(store, ws, run_id: str, metric: str = "f1", cost: str = "prompt
         m, lo, hi = bootstrap_ci(qq, resamples)
         out.append({"point": label, "kind": label.split()[0], metric: m, "low": lo, "high": hi, cost: float(cc.mean()),
                     "router_picks": None, "oracle_picks": None})
+    for conf in curve:  # the same fold models, another threshold: the router's trade-off curve
+        pc = np.empty(len(y), dtype=int)
+        for te, m_ in fold_models:
+            m_.confidence = conf
+            pc[te] = m_.predict(X[te])[0]
+        m, lo, hi = bootstrap_ci(q[idx, pc], resamples)
+        out.append({"point": f"router (confidence {conf:g})", "kind": "router-curve", metric: m, "low": lo,
+                    "high": hi, cost: float(c[idx, pc].mean()), "router_picks": None, "oracle_picks": None})
     table = pd.DataFrame(out)
     paired = []
     for against, qq, cc in ((f"best fixed: {points[best]['name']}", q[:, best], c[:, best]), ("oracle", oq, oc)):
@@ -273,11 +286,12 @@ def route_figure(res: RouteResult, title: str = ""):
         d = row._asdict()
         kind = d["kind"]
         colour = strategy_colour(d["point"].split(" · ")[0]) if kind == "fixed" else (
-            "#111111" if kind == "router" else "#888888")
+            "#111111" if kind.startswith("router") else "#888888")
         fig.add_trace(go.Scatter(
             x=[d[cost]], y=[d[metric]], mode="markers+text", name=d["point"], text=[d["point"]],
-            textposition="top center", marker=dict(size=14 if kind != "fixed" else 10, color=colour,
-                                                   symbol={"fixed": "circle", "router": "star"}.get(kind, "diamond")),
+            textposition="top center", marker=dict(size=14 if kind in ("router", "oracle") else 10, color=colour,
+                                                   symbol={"fixed": "circle", "router": "star",
+                                                           "router-curve": "star-open"}.get(kind, "diamond")),
             error_y=dict(type="data", symmetric=False, array=[d["high"] - d[metric]],
                          arrayminus=[d[metric] - d["low"]])))
     fig.update_layout(title=title or f"Routing on {metric}: router (out of fold) and oracle beside every fixed point",

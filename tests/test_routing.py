@@ -130,7 +130,7 @@ def test_router_cross_validated_saved_and_reproduced_by_the_routed_strategy(rout
     ws = routed_run
     out = ws / "route.json"
     assert main(["route", "BASE", "--metric", "f1", "--tolerance", "0.05", "--workspace", str(ws),
-                 "--json", str(out)]) == 0
+                 "--json", str(out), "--curve", "0.05,0.99"]) == 0
     printed = capsys.readouterr().out
     assert "router (out of fold)" in printed and "oracle (tolerance 0.05)" in printed and "best fixed" in printed
     res = json.loads(out.read_text())
@@ -141,6 +141,12 @@ def test_router_cross_validated_saved_and_reproduced_by_the_routed_strategy(rout
     assert oracle["f1"] >= max(r["f1"] for r in res["table"] if r["kind"] == "fixed") - 1e-9
     assert router["f1"] <= oracle["f1"] + 0.05 + 1e-9 and router["low"] <= router["f1"] <= router["high"]
     assert (ws / "reports" / "route-BASE-f1.html").exists()
+    curve = {r["point"]: r for r in res["table"] if r["kind"] == "router-curve"}
+    assert set(curve) == {"router (confidence 0.05)", "router (confidence 0.99)"}
+    # a surer router spends at least as much: a higher bar only moves picks to costlier points
+    cheapest = min(r["prompt_tokens"] for r in res["table"] if r["kind"] == "fixed")
+    assert curve["router (confidence 0.05)"]["prompt_tokens"] == pytest.approx(cheapest)
+    assert curve["router (confidence 0.99)"]["prompt_tokens"] >= curve["router (confidence 0.05)"]["prompt_tokens"]
     # the same run, the same seed: the same router, byte for byte
     with ResultStore(ws / "results.duckdb", read_only=True) as st:
         again = learn_router(st, Workspace(ws), "BASE", "f1", "prompt_tokens", 0.05, 5, 0)
