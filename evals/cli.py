@@ -84,8 +84,9 @@ def _add_index_args(p: argparse.ArgumentParser) -> None:
                    help="name of the environment variable holding the embeddings API key")
     g.add_argument("--chunker", default="auto", choices=["auto", "tokens", "hierarchy", "code"],
                    help="tokens: fixed token windows; hierarchy: Markdown header leaves + parents; code: "
-                        "function-level chunks of source files (up to --leaf-max tokens); auto: hierarchy for "
-                        "Markdown/DOCX/HTML, code for source files, tokens otherwise (default)")
+                        "function-level chunks of source files (up to --leaf-max tokens; other files get token "
+                        "windows); auto: hierarchy for Markdown/DOCX/HTML, code for source files, tokens otherwise "
+                        "(default)")
     g.add_argument("--chunk-tokens", type=at_least(1), default=128, help="token window size (default 128)")
     g.add_argument("--overlap", type=at_least(0), default=16, help="token window overlap (default 16)")
     g.add_argument("--leaf-min", type=at_least(1), default=100, help="hierarchy: smallest leaf in tokens (default 100)")
@@ -587,6 +588,15 @@ def cmd_route(a) -> int:
     from .routing import learn_router, route_figure
 
     higher = getattr(METRICS.get(a.metric), "higher_is_better", True)
+    for c in [a.confidence] + list(a.curve):
+        if not 0 < c <= 1:
+            raise ValueError(f"a confidence is a probability in (0, 1], got {c:g}")
+    if a.escalate:  # the composite trains nothing: router options would be silently ignored
+        given = [f for f, v, d in (("--tolerance", a.tolerance, 0.0), ("--folds", a.folds, 5), ("--seed", a.seed, 0),
+                                   ("--confidence", a.confidence, 0.5), ("--curve", a.curve, [])) if v != d]
+        if given:
+            raise ValueError(f"--escalate computes the composite of two stored points and trains no router: "
+                             f"{', '.join(given)} would do nothing; leave {'it' if len(given) == 1 else 'them'} out")
     with _store(a) as st:
         rid = st.resolve_run(a.run)
         if a.escalate:

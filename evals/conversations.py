@@ -102,10 +102,7 @@ def evaluate_conversations(evaluator, questions, cpoints: list[ConvPoint], repea
                 if escalates:  # Self-Route: the answer decides the context, so each turn is answered here
                     query = q.text if bypassed else retrieval_query(cp.query_mode, q.text, past, q.rewrite, llm)
                     history = build_history(cp.memory, cp.memory_params, past, q.text, mctx, bypassed)
-                    ctx = None
-                    for rep in range(repeats):
-                        if rep not in todo and ctx is not None:
-                            continue
+                    for rep in todo or [0]:  # all stored (a resume): answer once more for the memory
                         row, scores, ctx = evaluator.escalate(q, cp.strategy, cp.params, cp.pid, cp.label, rep,
                                                               query, history, bypassed, cp.extra, cp.query_mode)
                         if rep in todo:

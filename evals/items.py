@@ -122,7 +122,8 @@ class ItemEvaluator:
 
     def evaluate(self, q, name: str, p, pid: str, label: str, rep: int = 0):
         if getattr(get_strategy(name), "escalates", False):
-            return self.evaluate_escalation(q, name, p, pid, label, rep)
+            row, scores, _ = self.escalate(q, name, p, pid, label, rep)
+            return row, scores
         try:
             ctx, retrieve_ms, pack_ms = self.retrieve(q.text, name, p)
         except Exception as e:  # noqa: BLE001 - a user's plugin that raises costs that item, not the run
@@ -136,10 +137,6 @@ class ItemEvaluator:
                                0.0, 0.0, failure=why)
         return self.finish(q, name, p, pid, label, rep, ctx, retrieve_ms, pack_ms)
 
-    def evaluate_escalation(self, q, name: str, p, pid: str, label: str, rep: int = 0):
-        row, scores, _ = self.escalate(q, name, p, pid, label, rep)
-        return row, scores
-
     def escalate(self, q, name: str, p, pid: str, label: str, rep: int = 0, query: str | None = None,
                  history: list[dict] | None = None, bypassed: bool | None = None, extra_params: dict | None = None,
                  query_mode: str | None = None):
@@ -148,9 +145,6 @@ class ItemEvaluator:
         retrieval query; a bypassed turn never escalates, it retrieves nothing by design). Prompt and
         completion tokens (so the price) count both calls; the blocks scored are the ones finally
         answered from. Returns (row, scores, the final context)."""
-        from rag.answerers import Answer
-        from rag.prompts import is_fallback
-
         query = q.text if query is None else query
         more = dict(history=history, bypassed=bypassed, extra_params=extra_params, query_mode=query_mode)
         cheap, cp = p.point("cheap")

@@ -43,17 +43,9 @@ def oracle_bound(scores: pd.DataFrame, metric: str = "f1", cost: str = "prompt_t
     keep = both.any(axis=1)
     q, c, both = q[keep], c[keep], both[keep]
     left_out = len(set(scores.question_id) - set(q.index))  # no point has an ok score and cost for them
-    qv = q.to_numpy(float) if higher_is_better else -q.to_numpy(float)
+    qv = q.to_numpy(float)
     cv, bv = c.to_numpy(float), both.to_numpy(bool)
-    best = np.where(bv, qv, -np.inf).max(axis=1)
-    eligible = bv & (qv >= best[:, None] - tolerance - 1e-12)
-    # cheapest eligible; ties on cost -> higher quality -> first point (points_of order)
-    cost_key = np.where(eligible, cv, np.inf)
-    choice = []
-    for i in range(len(qv)):
-        cand = np.flatnonzero(cost_key[i] == cost_key[i].min())
-        choice.append(cand[np.argmax(qv[i, cand])] if len(cand) > 1 else cand[0])
-    choice = np.array(choice, dtype=int)
+    choice = oracle_choice(qv, cv, tolerance, higher_is_better, bv)
     rows_ = np.arange(len(qv))
     oq, oc = q.to_numpy(float)[rows_, choice], cv[rows_, choice]
     rows = []
@@ -79,13 +71,22 @@ def oracle_bound(scores: pd.DataFrame, metric: str = "f1", cost: str = "prompt_t
 
 # --------------------------------------------------------------------------- the learned router
 
-def oracle_choice(q: np.ndarray, c: np.ndarray, tolerance: float, higher_is_better: bool = True) -> np.ndarray:
-    """Per row the oracle's column: the cheapest point within ``tolerance`` of the row's best quality
-    (ties on cost: the higher quality, then the first column). ``q``, ``c``: complete rows."""
+def sufficient(q: np.ndarray, tolerance: float, higher_is_better: bool = True,
+               present: np.ndarray | None = None) -> np.ndarray:
+    """Per question and point: is it scored (``present``, default: not NaN) and within ``tolerance`` of the
+    best any point reached on that question?"""
     qv = q if higher_is_better else -q
-    best = qv.max(axis=1)
-    ok = qv >= best[:, None] - tolerance - 1e-12
-    cost_key = np.where(ok, c, np.inf)
+    present = ~np.isnan(qv) if present is None else present
+    best = np.where(present, qv, -np.inf).max(axis=1)
+    return present & (qv >= best[:, None] - tolerance - 1e-12)
+
+
+def oracle_choice(q: np.ndarray, c: np.ndarray, tolerance: float, higher_is_better: bool = True,
+                  present: np.ndarray | None = None) -> np.ndarray:
+    """Per row the oracle's column: the cheapest sufficient point (ties on cost: the higher quality, then
+    the first column). Every row needs at least one present point."""
+    qv = q if higher_is_better else -q
+    cost_key = np.where(sufficient(q, tolerance, higher_is_better, present), c, np.inf)
     out = np.empty(len(q), dtype=int)
     for i in range(len(q)):
         cand = np.flatnonzero(cost_key[i] == cost_key[i].min())
@@ -127,12 +128,6 @@ def _fit(X: np.ndarray, good: np.ndarray, cost: np.ndarray, seed: int, confidenc
             constants.append(None)
     order = [int(j) for j in np.argsort(cost.mean(axis=0), kind="stable")]
     return SufficiencyModel(models, constants, order, confidence)
-
-
-def sufficient(q: np.ndarray, tolerance: float, higher_is_better: bool = True) -> np.ndarray:
-    """Per question and point: is it within ``tolerance`` of the best any point reached?"""
-    qv = q if higher_is_better else -q
-    return qv >= qv.max(axis=1)[:, None] - tolerance - 1e-12
 
 
 @dataclass

@@ -232,7 +232,7 @@ def code_parse(doc: Document):
     if doc.code_parse is None:
         from .code import parse_code
 
-        doc.code_parse = parse_code(doc.text, doc.code_language, doc.source_path)
+        doc.code_parse = parse_code(doc.text, doc.code_language)
     return doc.code_parse
 
 
@@ -248,7 +248,7 @@ def code_chunks(doc: Document, cfg: ChunkConfig) -> tuple[list[Chunk], list[Pare
         starts.append(starts[-1] + len(ln))
     parents: list[Parent] = []
     owner: list[tuple[int, int, str, str]] = []  # (first, last, class, parent_id)
-    for k, (a, b, cname) in enumerate(parent_ranges(segs, parsed.defs, line_tokens, cfg.parent_max)):
+    for k, (a, b, cname) in enumerate(parent_ranges(segs, line_tokens, cfg.parent_max)):
         s, e = starts[a], starts[b + 1]
         pid = f"{page.page_id}/s{k}"
         parents.append(Parent(pid, doc.doc_id, page.page_id, s, e, doc.text[s:e],

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import csv
 import fnmatch
+import functools
 import gzip
 import hashlib
 import json
@@ -19,7 +20,7 @@ import time
 import unicodedata
 from pathlib import Path
 
-from .code import CODE_SUFFIXES, code_language, minified_reason, parse_code
+from .code import CODE_SUFFIXES, code_language, minified_reason
 from .models import Dataset, Document, Evidence, Page, Question, Skipped, pages_from_paragraphs
 from .textmatch import locate
 
@@ -341,7 +342,9 @@ def load_code_file(path: Path, doc_id: str, language: str | None = None, text: s
     lang = code_language(path)
     doc = Document(doc_id, path.name, language or "en", str(path), text,
                    [Page(f"{doc_id}#p0", doc_id, 0, 0, len(text), text)], False, lang)
-    doc.code_parse = parse_code(text, lang, str(path))
+    from .chunking import code_parse
+
+    code_parse(doc)  # parsed once, here: a file that falls back to line windows is warned about at load
     return doc
 
 
@@ -351,8 +354,7 @@ def code_warnings(docs: list[Document]) -> list[Skipped]:
     for d in docs:
         w = getattr(d.code_parse, "warning", "") if d.code_language else ""
         if w:
-            out.append(Skipped(d.source_path, w.split(": ", 1)[-1] if w.startswith(d.source_path) else w,
-                               kind="warning"))
+            out.append(Skipped(d.source_path, w, kind="warning"))
     return out
 
 
@@ -683,15 +685,15 @@ def _question_from_record(rec: dict, by_id: dict[str, Document], warnings: list[
                                                                       for x in lines)):
                 raise TypeError(f"field '{where}.lines' must be [first, last] (1-based line numbers), got "
                                 f"{json.dumps(lines)}")
-            starts = [0] + [i + 1 for i, ch in enumerate(doc.text) if ch == "\n"]
+            starts = _line_starts(doc.text)
             if not 1 <= lines[0] <= lines[1] <= len(starts):
                 warnings.append(f"{where}: lines {lines} out of range for {doc_id!r} ({len(starts)} lines); "
                                 "kept as document-level evidence")
             else:
                 s0 = starts[lines[0] - 1]
                 e0 = starts[lines[1]] - 1 if lines[1] < len(starts) else len(doc.text)
-                evidence.append(Evidence(doc_id, _page_at(doc, s0).page_id if _page_at(doc, s0) else None, s0, e0,
-                                         doc.text[s0:e0]))
+                at_page = _page_at(doc, s0)
+                evidence.append(Evidence(doc_id, at_page.page_id if at_page else None, s0, e0, doc.text[s0:e0]))
                 continue
         span = ev.get("text")
         if span is not None and not isinstance(span, str):
@@ -716,6 +718,11 @@ def _question_from_record(rec: dict, by_id: dict[str, Document], warnings: list[
                          + "; ".join(f"unknown document {d!r}" for d in unknown))
     lang = language or (by_id[evidence[0].doc_id].language if evidence else "en")
     return Question(str(qid), text.strip(), list(answers), answerable, qtype, lang, evidence, meta)
+
+
+@functools.lru_cache(maxsize=64)  # many gold lines point into one file (a str caches its own hash)
+def _line_starts(text: str) -> list[int]:
+    return [0] + [m.end() for m in re.finditer("\n", text)]
 
 
 def _page_at(doc: Document, pos: int):

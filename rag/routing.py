@@ -48,7 +48,10 @@ def pool_features(r, question: str, key=None) -> list[float]:
     top = [int(i) for i in pool.dense_idx[:10]]
     if not len(s):
         return [0.0] * 8
-    bm_idx, bm_s = r.bm25_pool(pool, 10)
+    from .strategies import DEFAULT_POOL
+
+    # the pool size hybrid asks for at its defaults: one BM25 scoring per question, shared through the memo
+    bm_idx, bm_s = (x[:10] for x in r.bm25_pool(pool, DEFAULT_POOL))
     rd = r.reader
     return [float(s[0]), float(s[0] - s[min(4, len(s) - 1)]), float(s[0] - s[min(9, len(s) - 1)]),
             float(s[:10].mean()), len(set(top) & {int(i) for i in bm_idx}) / 10.0,

@@ -76,9 +76,11 @@ def code_words(text: str) -> list[str]:
     are already separate words), so a query for "parse header" finds ``parseHeader``."""
     out: list[str] = []
     for w in _WORD.findall(unicodedata.normalize("NFKC", text)):
-        low = strip_accents(w.casefold())
-        out.append(low)
-        if w.isascii() and ("_" in w.strip("_") or (not w.isupper() and not w.islower())):
+        if not w.isascii():  # not an identifier of ours: the prose rules (CJK bigrams, accents)
+            out.extend(words(w))
+            continue
+        out.append(w.casefold())
+        if "_" in w.strip("_") or (not w.isupper() and not w.islower()):
             out.extend(split_identifier(w))
     return out
 

@@ -280,6 +280,14 @@ def test_questions_in_a_code_folder_get_symbol_and_kind(tmp_path):
     assert q1.evidence[0].text == "    def method(self):\n        return 1"
     assert q2.metadata["symbol"] == "Outer.Inner.deep" and q2.metadata["kind"] == "method"
     assert q3.metadata["kind"] == "given" and q3.metadata["symbol"] == ""  # the gold set's own field wins
+    (tmp_path / "bad.jsonl").write_text(json.dumps({"id": "b", "question": "?", "evidence": [
+        {"doc": "mod.py", "lines": "18-19"}]}) + "\n" + json.dumps({"id": "c", "question": "?", "evidence": [
+            {"doc": "mod.py", "lines": [30, 999]}]}) + "\n")
+    ds = load_folder(src, tmp_path / "bad.jsonl")
+    bad = [s for s in ds.skipped if s.line == 1]
+    assert len(bad) == 1 and "'evidence[0].lines' must be [first, last]" in bad[0].reason  # named, line skipped
+    (c,) = ds.questions  # out of range: kept at document level, with a warning naming the lines
+    assert c.evidence[0].start is None and any("lines [30, 999] out of range" in s.reason for s in ds.skipped)
 
 
 def _builder():

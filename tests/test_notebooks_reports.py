@@ -171,6 +171,7 @@ def test_workbench_in_chromium_apply_matrix_drilldown_pairs_offline(browser, tmp
         assert first_chart_s < 90  # with two stored runs of the dataset: nothing compares them on load
         assert page.locator("text=Compare the two runs").count() >= 1  # the comparison waits for its button
         page.wait_for_selector("text=plugin_lines", timeout=30000)  # the plugin's point is on the page
+        page.wait_for_selector("text=How much could routing save at most?", timeout=30000)  # the oracle section
         page.wait_for_selector("text=showing: chunks · defaults", timeout=60000)
 
         def embedded():

@@ -116,6 +116,8 @@ def routed_run(tmp_path_factory):
     ws = tmp_path_factory.mktemp("route") / "ws"
     assert main(["run", "--dataset", "squad2", "--limit", "60", "--strategies", "chunks,full_documents",
                  "--set", "chunks.top_k=1", *FAST, "--workspace", str(ws), "--run-id", "BASE"]) == 0
+    # a saved router, so each test can run alone (the first test trains the same one again: same bytes)
+    assert main(["route", "BASE", "--metric", "f1", "--tolerance", "0.05", "--workspace", str(ws)]) == 0
     return ws
 
 
@@ -268,3 +270,16 @@ def test_escalate_on_a_conversation_set_answers_each_turn_again_where_it_abstain
     for r in info["items"]:
         assert json.loads(live.counters[r["question_id"]])["escalated"] == bool(r["escalated"])
         assert live.prompt_tokens[r["question_id"]] == pytest.approx(r["composite_c"])
+
+
+def test_route_refuses_options_that_would_do_nothing(routed_run, capsys):
+    from evals.cli import main
+
+    assert main(["route", "BASE", "--escalate", "chunks", "full_documents", "--tolerance", "0.1",
+                 "--workspace", str(routed_run)]) == 2
+    assert "--tolerance would do nothing" in capsys.readouterr().err
+    assert main(["route", "BASE", "--confidence", "1.5", "--workspace", str(routed_run)]) == 2
+    assert "probability in (0, 1]" in capsys.readouterr().err
+    assert main(["run", "--dataset", "squad2", "--limit", "5", "--strategies", "escalate", "--set",
+                 "escalate.cheap_params=top_k", *FAST, "--workspace", str(routed_run)]) == 2
+    assert "'top_k' is not NAME=VALUE" in capsys.readouterr().err

@@ -148,29 +148,26 @@ def available_parser(language: str) -> str | None:
     return None
 
 
-def parse_code(text: str, language: str, path: str = "", parser: str | None = None) -> CodeParse:
+def parse_code(text: str, language: str, parser: str | None = None) -> CodeParse:
     """The definitions of a source file. Never raises: a file no parser reads gets no definitions
-    (the chunker cuts line windows) and a warning naming the file and the reason."""
+    (the chunker cuts line windows) and a warning saying why (the caller names the file)."""
     name = parser or available_parser(language)
     if name is None:
-        return CodeParse([], "lines", f"{path}: no {language} grammar installed (pip install "
+        return CodeParse([], "lines", f"no {language} grammar installed (pip install "
                                       "'tree-sitter-language-pack<1'); chunked by line windows")
     if name not in PARSERS:
         raise KeyError(f"unknown code parser {name!r}; valid: {', '.join(PARSERS)}")
-    try:
-        defs = PARSERS[name](text, language)
-    except CodeParseError as e:
-        if name == "tree-sitter" and language == "python":  # the floor may still read it
-            try:
-                defs = PARSERS["python-ast"](text, language)
-            except CodeParseError:
-                pass
-            else:
-                attach_leading_comments(defs, text.split("\n"))
-                return CodeParse(defs, "python-ast")
-        return CodeParse([], "lines", f"{path}: does not parse as {language} ({e}); chunked by line windows")
-    attach_leading_comments(defs, text.split("\n"))
-    return CodeParse(defs, name)
+    # the Python floor may still read what tree-sitter rejects; its error is the one reported
+    chain = [name] + (["python-ast"] if name == "tree-sitter" and language == "python" else [])
+    for n in chain:
+        try:
+            defs = PARSERS[n](text, language)
+        except CodeParseError as e:
+            err = e
+            continue
+        attach_leading_comments(defs, text.split("\n"))
+        return CodeParse(defs, n)
+    return CodeParse([], "lines", f"does not parse as {language} ({err}); chunked by line windows")
 
 
 from . import python_ast, treesitter  # noqa: E402,F401  (register the parsers)

@@ -136,7 +136,7 @@ def code_segments(text: str, parsed: CodeParse, max_tokens: int, encoding: str
     return out, lines, line_tokens
 
 
-def parent_ranges(segs: list[Segment], defs: list[Def], line_tokens: list[int], parent_max: int
+def parent_ranges(segs: list[Segment], line_tokens: list[int], parent_max: int
                   ) -> list[tuple[int, int, str]]:
     """Parents as (first line, last line, class name or ''): every class (innermost owns its
     segments) and the file, each cut into pieces of at most ``parent_max`` tokens."""

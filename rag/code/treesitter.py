@@ -10,9 +10,6 @@ import functools
 from . import CodeParseError, Def, register_parser
 
 # node type -> kind, per language. A "class" is a container: functions inside it are its methods.
-_CLASSES = {"class_definition", "class_declaration", "abstract_class_declaration", "class_specifier",
-            "struct_specifier", "impl_item", "trait_item", "class", "module", "interface_declaration",
-            "enum_declaration", "record_declaration", "namespace_definition", "mod_item"}
 DEFS = {
     "python": {"function_definition": "function", "class_definition": "class"},
     "javascript": {"function_declaration": "function", "generator_function_declaration": "function",
@@ -163,7 +160,7 @@ def _visit(node, src: bytes, language: str, prefix: str, in_class: bool) -> list
         else:
             kind_here = kind
         qual = prefix + name
-        if kind == "class" or inner.type in _CLASSES and kind != "type":
+        if kind == "class":
             body = inner.child_by_field_name("body") or inner
             children = _visit(body, src, language, qual + ".", inner.type not in ("namespace_definition",
                                                                                   "mod_item", "module"))

@@ -8,6 +8,7 @@ strategy names the two points and packs the cheap one. Opt-in: ``--strategies es
 chunks, then full_documents), budgets as ``--set escalate.cheap_params="top_k=4"``."""
 from __future__ import annotations
 
+import functools
 import shlex
 from dataclasses import dataclass
 
@@ -23,6 +24,11 @@ def parse_point_params(text: str, owner: str) -> dict:
             raise ValueError(f"{owner}: {part!r} is not NAME=VALUE (write e.g. \"top_k=4 max_block_chars=1000\")")
         out[k.strip()] = v.strip()
     return out
+
+
+@functools.lru_cache(maxsize=256)  # asked for several times per item: parse and type it once
+def _point(name: str, params: str, role: str):
+    return name, make_params(name, **parse_point_params(params, f"escalate.{role}_params"))
 
 
 @dataclass(frozen=True)
@@ -44,8 +50,7 @@ class EscalateParams(BaseParams):
             raise ValueError("escalate: the cheap and the rich point are the same")
 
     def point(self, role: str):
-        name = getattr(self, role)
-        return name, make_params(name, **parse_point_params(getattr(self, f"{role}_params"), f"escalate.{role}_params"))
+        return _point(getattr(self, role), getattr(self, f"{role}_params"), role)
 
 
 @register_strategy

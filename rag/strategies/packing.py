@@ -136,16 +136,17 @@ def code_block(rd, row: int, score: float, max_chars: int = 1000) -> tuple:
     key = ("code", row, max_chars)
     hit = rd.block_cache.get(key)
     if hit is None:
-        code = cut_code(rd.texts[row], max_chars)
+        whole = rd.texts[row]
+        code = cut_code(whole, max_chars).rstrip("\n")
         s = int(rd.starts[row])
         lines = (int(rd.line_starts[row]), int(rd.line_ends[row])) if rd.line_starts is not None else ()
-        if lines and len(code) < len(rd.texts[row]):  # the lines actually shown
-            lines = (lines[0], lines[0] + code.rstrip("\n").count("\n"))
+        if lines and len(code) < len(whole.rstrip("\n")):  # the lines actually shown
+            lines = (lines[0], lines[0] + code.count("\n"))
         head = code_header(rd.doc_ids[row], rd.code_languages[row], rd.symbols[row] or "", rd.kinds[row] or "",
                            lines)
-        text = head + code.rstrip("\n") + "\n```"
-        shown = len(code.rstrip("\n"))
-        hit = (text, ((rd.doc_ids[row], s, s + shown),), count_tokens(text, rd.config.chunking.encoding), len(head))
+        text = head + code + "\n```"
+        hit = (text, ((rd.doc_ids[row], s, s + len(code)),), count_tokens(text, rd.config.chunking.encoding),
+               len(head))
         if len(rd.block_cache) > 100_000:
             rd.block_cache.clear()
         rd.block_cache[key] = hit
