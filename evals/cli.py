@@ -658,7 +658,7 @@ def cmd_compare(a) -> int:
 def cmd_export(a) -> int:
     with _store(a) as st:
         rid = st.resolve_run(a.run)
-        for p in st.export(rid, a.out, a.format):
+        for p in st.export(rid, a.out or Path(a.workspace) / "export", a.format):
             print(p)
     return 0
 
@@ -732,7 +732,8 @@ def cmd_report(a) -> int:
     with _store(a) as st:
         rid = st.resolve_run(a.run)
         other = st.resolve_run(a.compare) if a.compare else None
-    print(write_report(rid, db=a.db or Path(a.workspace) / "results.duckdb", out_dir=Path(a.out), compare=other))
+    print(write_report(rid, db=a.db or Path(a.workspace) / "results.duckdb",
+                       out_dir=Path(a.out) if a.out else Path(a.workspace) / "reports", compare=other))
     return 0
 
 
@@ -857,7 +858,7 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("file", help="the logged records (.jsonl, .csv, .parquet)")
     s.add_argument("--dataset", default=None, help="gold set to join (bundled name or folder; ingested if needed)")
     s.add_argument("--questions", default=None, help="JSONL gold questions for a folder dataset")
-    s.add_argument("--name", default=None, help="the system's name in the store (default logged_<file name>)")
+    s.add_argument("--name", default=None, help="the system's name in the store (default: logged; the file name is kept in the run config)")
     s.add_argument("--run-id", default=None, type=run_id_arg, help="id for the new run")
     s.add_argument("--db", default=None, help="DuckDB file (default: WORKSPACE/results.duckdb)")
     s.add_argument("--no-report", action="store_true", help="skip writing the HTML report")
@@ -930,14 +931,14 @@ def build_parser() -> argparse.ArgumentParser:
     s = sub.add_parser("export", help="write a run's results and scores as parquet or CSV")
     s.add_argument("run", help="run id, unique prefix, or 'latest'")
     s.add_argument("--format", choices=["parquet", "csv"], default="parquet", help="file format (parquet)")
-    s.add_argument("--out", default="results/export", help="output folder (results/export)")
+    s.add_argument("--out", default=None, help="output folder (default: WORKSPACE/export)")
     _add_store_args(s)
     s.set_defaults(fn=cmd_export)
 
     s = sub.add_parser("report", help="write the HTML report of a run (or of two runs compared)")
     s.add_argument("run", help="run id, unique prefix, or 'latest'")
     s.add_argument("--compare", default=None, help="a second run to compare against (paired deltas)")
-    s.add_argument("--out", default="results/reports", help="output folder (results/reports)")
+    s.add_argument("--out", default=None, help="output folder (default: WORKSPACE/reports)")
     _add_store_args(s)
     s.set_defaults(fn=cmd_report)
 
@@ -1001,11 +1002,19 @@ def main(argv: list[str] | None = None) -> int:
         msg = e.args[0] if isinstance(e, KeyError) and e.args else str(e)
         print(f"ragwb {a.cmd}: error: {msg}", file=sys.stderr)
         return 2
+    except RecursionError:  # input nested past any sane depth that a parser below did not catch itself
+        print(f"ragwb {a.cmd}: error: input nested too deeply to read (a hostile or broken file or reply)",
+              file=sys.stderr)
+        return 2
     except RuntimeError as e:  # a busy or damaged store or workspace, a failing endpoint: one line, no traceback
-        if type(e).__name__ not in ("StoreBusy", "WorkspaceBusy", "StoreUnreadable", "EndpointError"):
+        if type(e).__name__ not in ("StoreBusy", "WorkspaceBusy", "StoreUnreadable", "EndpointError", "RunBusy",
+                                    "WorkspaceDamaged"):
             raise
         print(f"ragwb {a.cmd}: error: {e}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:  # Ctrl-C: what was committed is kept (a run says how to resume)
+        print(f"ragwb {a.cmd}: interrupted", file=sys.stderr)
+        return 130
     except OSError as e:  # a read-only or full disk, a path that cannot be written
         print(f"ragwb {a.cmd}: error: {e.filename or ''}{': ' if e.filename else ''}{e.strerror or e}",
               file=sys.stderr)

@@ -65,10 +65,13 @@ def expand_memory_grid(memory: dict | None) -> list[tuple[str, dict]]:
 def expand_conversation_grid(points: list[tuple], memory: dict | None, query_modes) -> list[ConvPoint]:
     """``points``: [(strategy, kw, params)] of the strategy grid."""
     modes = [get_query_mode(m) for m in (query_modes or DEFAULT_QUERY_MODES)]
-    out = []
+    out, seen = [], set()
     for (name, kw, p), (mem, mkw), mode in itertools.product(points, expand_memory_grid(memory), modes):
         full = {**kw, "memory": {"policy": mem, **mkw}, "query_mode": mode}
         pid = hashlib.sha256(json.dumps(full, sort_keys=True).encode()).hexdigest()[:10]
+        if (name, pid) in seen:  # a memory budget or mode given twice: one point (the strategy grid says so)
+            continue
+        seen.add((name, pid))
         label = ",".join(f"{k}={v}" for k, v in sorted(kw.items())) or "defaults"
         mem_label = mem + (f"({','.join(f'{k}={v}' for k, v in sorted(mkw.items()))})" if mkw else "")
         out.append(ConvPoint(name, p, mem, make_memory_params(mem, **mkw), tuple(sorted(mkw.items())), mode, pid,

@@ -41,7 +41,7 @@ def add_gate_args(p) -> None:
     p.add_argument("--resamples", type=int, default=2000, help="bootstrap resamples (2000)")
     p.add_argument("--seed", type=int, default=DEFAULT_SEED, help="bootstrap seed (fixed: reproducible verdicts)")
     p.add_argument("--markdown", default=None, help="also write the Markdown summary to this file")
-    p.add_argument("--json", dest="json_out", default="results/gate.json", help="JSON verdict file")
+    p.add_argument("--json", dest="json_out", default=None, help="JSON verdict file (default: WORKSPACE/gate.json)")
     p.add_argument("--write-baseline", default=None, metavar="FILE",
                    help="write the candidate's per-question scores to FILE (a committed baseline) and exit")
     p.add_argument("--allow-missing-points", action="store_true",
@@ -268,6 +268,16 @@ def main_gate(a) -> int:
         else:
             bid = st.resolve_run(a.baseline)
             base, bname = per_question(st, bid), bid
+    if a.metrics is not None:  # a mistyped metric in CI would gate nothing: every name must be known and scored
+        scored = set(cand[1]["metric"].unique()) | set(base[1]["metric"].unique())
+        unknown = [m for m in a.metrics if m not in METRICS and m not in scored]
+        if unknown or not a.metrics:
+            raise ValueError(f"--metrics: unknown metric(s) {', '.join(unknown) or '(none given)'}; valid: "
+                             f"{', '.join(sorted(scored) or sorted(METRICS))}")
+        absent = [m for m in a.metrics if m not in set(cand[1]["metric"].unique())]
+        if absent:
+            raise ValueError(f"--metrics: {', '.join(absent)} not scored in candidate run {cid}; scored there: "
+                             f"{', '.join(sorted(set(cand[1]['metric'].unique())))}")
     tols = {}
     if a.tolerances:
         with open(a.tolerances, "rb") as f:
@@ -278,7 +288,7 @@ def main_gate(a) -> int:
     print(md)
     if a.markdown:
         Path(a.markdown).write_text(md)
-    if a.json_out:
-        Path(a.json_out).parent.mkdir(parents=True, exist_ok=True)
-        Path(a.json_out).write_text(json.dumps(res, indent=2, default=float))
+    out = Path(a.json_out) if a.json_out else Path(a.workspace) / "gate.json"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(res, indent=2, default=float))
     return 0 if res["passed"] else 1

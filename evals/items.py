@@ -12,6 +12,7 @@ import hashlib
 import json
 import time
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from rag.answerers import Answer, make_answerer
@@ -158,7 +159,7 @@ class ItemEvaluator:
         counters = {"escalated": False, "first": cheap, "first_context_tokens": ctx1.context_tokens}
         if bypassed or a1.status != "ok" or not is_fallback(a1.text, self.fallback):
             ctx = Context(name, params_dict(p), ctx1.blocks, {**ctx1.counters, **counters})
-            row, scores = self.finish(q, name, p, pid, label, rep, ctx, r1, k1, answer=a1, **more)
+            row, scores = self.finish(q, name, p, pid, label, rep, ctx, r1, k1, answer=a1, own_answer=True, **more)
             row["answer_ms"] = (t1 - t0) * 1000
             return row, scores, ctx
         rich, rp = p.point("rich")
@@ -172,19 +173,23 @@ class ItemEvaluator:
                       a2.error)
         counters |= {"escalated": True, "first_prompt_tokens": a1.prompt_tokens, "then": rich}
         ctx = Context(name, params_dict(p), ctx2.blocks, {**ctx2.counters, **counters})
-        row, scores = self.finish(q, name, p, pid, label, rep, ctx, r1 + r2, k1 + k2, answer=both, **more)
+        row, scores = self.finish(q, name, p, pid, label, rep, ctx, r1 + r2, k1 + k2, answer=both, own_answer=True,
+                                  **more)
         row["answer_ms"] = (t1 - t0 + t3 - t2) * 1000  # both answers
         return row, scores, ctx
 
     def finish(self, q, name: str, p, pid: str, label: str, rep: int, ctx, retrieve_ms: float, pack_ms: float,
                history: list[dict] | None = None, bypassed: bool | None = None, extra_params: dict | None = None,
                query_mode: str | None = None, failure: str | None = None, answer=None,
-               not_applicable: dict | None = None):
+               not_applicable: dict | None = None, own_answer: bool = False):
         """Answer and score one item whose context is already packed (conversation turns pass the
         history their memory policy chose and whether retrieval was bypassed). ``failure``: the item
         failed before answering (its metrics get status error and the reason); ``answer``: an answer
         that came with the context (a deployed system's), so none is generated here; ``not_applicable``:
-        metric -> why it cannot apply to this item (no gold), stored with that reason."""
+        metric -> why it cannot apply to this item (no gold), stored with that reason; ``own_answer``: the
+        given answer is this evaluator's answerer's (escalation), so its exemptions hold. The answerer's
+        exemptions (by_construction) follow only its own answers: a service's or a log's answer is its own
+        words, checked on every metric."""
         t3 = time.perf_counter()
         if failure is not None:
             ans = Answer("", "error", 0, 0, error=failure)
@@ -200,9 +205,10 @@ class ItemEvaluator:
             scored = scored[:MAX_SCORED_ANSWER_CHARS]
             ans.error = "; ".join(x for x in (ans.error, f"answer of {len(ans.text):,} characters scored on its "
                                                          f"first {MAX_SCORED_ANSWER_CHARS:,}") if x)
+        exempt = getattr(self.answerer, "by_construction", {}) if (answer is None or own_answer) else {}
         scores = score_all(ScoringInput(q, ctx.blocks, scored, ans.status, ans.prompt_tokens,
                                         ans.completion_tokens, price, ctx.counters, self.embed,
-                                        {**getattr(self.answerer, "by_construction", {}), **(not_applicable or {})},
+                                        {**exempt, **(not_applicable or {})},
                                         hist_tokens if q.conversation_id else None, bypassed, self.fallback),
                            self.scorers)
         for j in self.judges:
@@ -384,12 +390,17 @@ def load_run_plugins(cfg: RunConfig) -> None:
     since the run recorded it is refused: its items would mix two versions of the user's code."""
     if not cfg.plugins:
         return
-    from rag.strategies import load_plugins, plugin_hashes
+    from rag.strategies import load_plugins
+    from rag.strategies.plugins import plugin_files, plugin_hashes
 
+    missing = [k for k in cfg.plugins if not Path(k).is_file() and (k.endswith(".py") or "/" in k)]
+    if missing:
+        raise ValueError(f"strategy plugin(s) of this run are gone: {', '.join(missing)}; put the file(s) back where "
+                         "the run found them to resume, or start a new run")
     now = plugin_hashes(list(cfg.plugins))
-    changed = [f"{k} (sha256 {v[:12]} -> {now.get(k, 'missing')[:12]})" for k, v in cfg.plugins.items()
-               if now.get(k) != v]
+    changed = [f"{k} (sha256 {v[:12]} -> {now.get(k, 'missing')[:12]}; covers {', '.join(plugin_files(k))})"
+               for k, v in cfg.plugins.items() if now.get(k) != v]
     if changed:
-        raise ValueError(f"strategy plugin(s) changed since the run recorded them: {'; '.join(changed)}; "
-                         "start a new run (a run measures one version of your code)")
+        raise ValueError(f"strategy plugin(s) changed since the run recorded them (the file or a module it imports): "
+                         f"{'; '.join(changed)}; start a new run (a run measures one version of your code)")
     load_plugins(list(cfg.plugins))

@@ -36,11 +36,11 @@ def score_logged(path: str | Path, workspace: str | Path = "results", db: str | 
                  dataset: str | None = None, questions: str | None = None, name: str | None = None,
                  run_id: str | None = None, index_cfg=None, progress: bool = True) -> dict:
     """Score a logged file and store it as a run. Returns {"run_id", "items", "matched", "unmatched": [...]}."""
-    from rag.corpora import slug
     from rag.prompts import count_prompt_tokens
 
     recs, vocab = read_logged(path)
-    name = name or f"logged_{slug(Path(path).stem)}"
+    # the system's name, not the file's: the same records from a renamed file are the same point (gate)
+    name = name or "logged"
     if name in STRATEGIES:
         raise ValueError(f"--name {name!r} is a strategy's; pick another")
     retriever, ds, gold_by_id, gold_by_text = None, None, {}, {}
@@ -50,6 +50,12 @@ def score_logged(path: str | Path, workspace: str | Path = "results", db: str | 
 
         ws = Workspace(workspace)
         cfg = index_cfg or IndexConfig()
+        if not questions and Path(dataset).is_dir():  # a folder remembers its questions file (as ragwb run does)
+            questions = ws.remembered_questions(dataset)
+            if questions and Path(questions).is_file():
+                print(f"using the questions file remembered for {dataset}: {questions}", file=sys.stderr)
+            else:
+                questions = None
         ds = ws.load(dataset, questions, cfg, progress=progress)
         summ = ws.ingest(ds, cfg, progress=progress)
         retriever = Retriever(ws, summ.index)
@@ -91,8 +97,10 @@ def score_logged(path: str | Path, workspace: str | Path = "results", db: str | 
                      rec.completion_tokens if rec.completion_tokens is not None else count_tokens_memo(rec.answer, enc),
                      "endpoint" if given else "tokenizer")
         ctx = Context(name, {}, blocks, {"row": rec.row, "located": how})
+        # the file is the run's (config.logged.file), never the point's parameters: renaming a log
+        # must not make its records a different point
         row, sc = ev.finish(q, name, BaseParams(), "default", "defaults", 0, ctx, 0.0, 0.0,
-                            extra_params={"logged": str(Path(path).name)}, answer=ans, not_applicable=na)
+                            extra_params={"logged": True}, answer=ans, not_applicable=na)
         if rec.latency_ms is not None:
             row["answer_ms"] = rec.latency_ms
         row["run_id"] = run_id

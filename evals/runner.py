@@ -90,19 +90,26 @@ class RunConfig:
 
 
 def expand_grid(grid: dict) -> list[tuple[str, dict]]:
-    """[(strategy, params)] for the cartesian product of each strategy's budget lists."""
+    """[(strategy, params)] for the cartesian product of each strategy's budget lists. A point given twice
+    (``--set chunks.top_k=4,4``) is one point, said once: two would store one item twice and never finish."""
     from rag.strategies import default_strategies
 
     grid = grid or {name: {} for name in default_strategies()}
-    points = []
+    points, seen, twice = [], set(), []
     for name, axes in grid.items():
         get_strategy(name)
         axes = {k: (v if isinstance(v, list) else [v]) for k, v in (axes or {}).items()}
         keys = list(axes)
         for combo in itertools.product(*(axes[k] for k in keys)) if keys else [()]:
             kw = dict(zip(keys, combo))
-            make_params(name, **kw)  # validate now, not half-way through a run
+            p = make_params(name, **kw)  # validate now, not half-way through a run
+            if (name, p) in seen:
+                twice.append(f"{name} {','.join(f'{k}={v}' for k, v in sorted(kw.items())) or 'defaults'}")
+                continue
+            seen.add((name, p))
             points.append((name, kw))
+    if twice:
+        print(f"notice: point(s) given more than once, run once: {'; '.join(dict.fromkeys(twice))}", file=sys.stderr)
     return points
 
 
@@ -275,12 +282,18 @@ def run_evaluation(cfg: RunConfig, workspace: str | Path = "results", db: str | 
     """Run (or resume) one evaluation. Items are committed in batches every ``flush_seconds`` or
     ``flush_every`` items; ``on_flush(n_items_committed)`` is called after each commit. ``engine``
     (evals/engines.py): where items are evaluated; the driver (this process) always writes the store."""
+    import contextlib
+
+    from .store import run_writer
+
     t0 = time.perf_counter()
     ws = Workspace(workspace)
     store = ResultStore(db or Path(workspace) / "results.duckdb")
+    held = contextlib.ExitStack()
     try:
         if resume:
             run_id = store.resolve_run(resume)
+            held.enter_context(run_writer(store.path, run_id))  # one writer per run, before any call
             cfg = with_secrets(RunConfig.from_dict({**store.run(run_id)["config"], "use_cache": cfg.use_cache}),
                                cfg, run_id)
         cfg = with_remembered_questions(cfg, ws)
@@ -324,6 +337,7 @@ def run_evaluation(cfg: RunConfig, workspace: str | Path = "results", db: str | 
                                 if Path(cfg.dataset).is_dir() else ""))
         if not resume:
             run_id = run_id or time.strftime("%Y%m%d-%H%M%S-") + uuid.uuid4().hex[:6]
+            held.enter_context(run_writer(store.path, run_id))
             store.upsert_questions(ds.name, questions)
             store.create_run(run_id, {"dataset": ds.name, "index_name": ingest.index, "config": cfg.to_dict(),
                                       "config_hash": cfg.hash, "versions": package_versions(),
@@ -413,5 +427,12 @@ def run_evaluation(cfg: RunConfig, workspace: str | Path = "results", db: str | 
         else:
             store.finish_run(run_id, info)
         return summary
+    except KeyboardInterrupt:
+        if run_id and held._exit_callbacks:  # the run exists: what was committed stays, the rest resumes
+            print(f"\nragwb run: interrupted; the items committed so far are kept. Resume with: "
+                  f"ragwb run --resume {run_id}" + (f" --workspace {workspace}" if str(workspace) != "results" else ""),
+                  file=sys.stderr)
+        raise
     finally:
+        held.close()
         store.close()

@@ -183,6 +183,62 @@ class StoreBusy(RuntimeError):
     """The store stayed locked by another process for longer than the wait."""
 
 
+class RunBusy(RuntimeError):
+    """Another live process is writing this run (a second --resume): refused before any call."""
+
+
+def run_lock_path(db: str | Path, run_id: str) -> Path:
+    """The lock a run's writer holds while it evaluates: beside the results database, one per run."""
+    db = Path(db)
+    return db.parent / "locks" / f"{db.name}.run-{run_id}.lock"
+
+
+@contextmanager
+def run_writer(db: str | Path, run_id: str):
+    """Hold the run's writer lock for the whole evaluation: one writer per run, so two resumers of one
+    run never pay for the same items twice (the second is told at once, before any call). An OS lock:
+    a writer killed with -9 releases it, so its run reads as interrupted and resumes."""
+    import os
+    import sys
+
+    from filelock import FileLock, Timeout
+
+    path = run_lock_path(db, run_id)
+    make_folder(path.parent, "the run locks' folder")
+    lock = FileLock(str(path), is_singleton=False)
+    note = path.with_suffix(".json")
+    try:
+        lock.acquire(timeout=0)
+    except Timeout:
+        try:
+            who = describe_pid(json.loads(note.read_text())["pid"])
+        except (OSError, ValueError, KeyError, TypeError):
+            who = "another process"
+        raise RunBusy(f"run {run_id} is being written by {who}; one writer per run: wait for it to end (or stop "
+                      f"it), then `ragwb run --resume {run_id}`") from None
+    try:
+        note.write_text(json.dumps({"pid": os.getpid(), "argv": sys.argv[:20]}))
+        yield
+    finally:
+        lock.release()
+
+
+def run_has_writer(db: str | Path, run_id: str) -> bool:
+    """Whether a live process holds the run's writer lock (a 'running' run without one was interrupted)."""
+    from filelock import FileLock, Timeout
+
+    path = run_lock_path(db, run_id)
+    if not path.exists():
+        return False
+    lock = FileLock(str(path), is_singleton=False)
+    try:
+        lock.acquire(timeout=0)
+    except Timeout:
+        return True
+    lock.release()
+    return False
+
+
 class StoreUnreadable(RuntimeError):
     """The results file is not a DuckDB database this version can open (corrupt, truncated, a folder)."""
 
@@ -391,16 +447,25 @@ class ResultStore:
             return rows[0]
         if ref in rows:
             return ref
+        if len(rows) > 1:
+            raise RunNotFound(f"run prefix {ref!r} is ambiguous: it matches {len(rows)} runs: {', '.join(rows[:20])}"
+                              f"{' ...' if len(rows) > 20 else ''}; give more of the id")
         self.run(ref)  # raises with the recent ids
-        raise RunNotFound(f"run prefix {ref!r} is ambiguous: {', '.join(rows)}")
+        raise RunNotFound(f"no run {ref!r}")
 
     def runs(self) -> pd.DataFrame:
+        """Every run, newest first; a 'running' run whose writer is gone (killed, crashed, Ctrl-C) reads
+        'interrupted' (the stored status is left as it was: a reader never rewrites a run)."""
         with self.session() as con:
-            return con.execute(
+            df = con.execute(
                 "SELECT r.run_id, r.created_at, r.status, r.dataset, r.git_commit, r.planned, "
                 "(SELECT count(*) FROM results x WHERE x.run_id = r.run_id) AS done, "
                 "json_extract_string(r.config, '$.plugins') AS plugins "
                 "FROM runs r ORDER BY r.created_at DESC").df()
+        if len(df):
+            df["status"] = [("interrupted" if not run_has_writer(self.path, rid) else st) if st == "running" else st
+                            for rid, st in zip(df["run_id"], df["status"])]
+        return df
 
     # ------------------------------------------------------------------ rows
     def upsert_questions(self, dataset: str, questions) -> None:

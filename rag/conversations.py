@@ -14,6 +14,7 @@ import random
 from pathlib import Path
 
 from .models import Dataset, Document, Evidence, Question, Skipped, pages_from_paragraphs
+from .jsonsafe import loads_bounded
 
 FILLER_TEXTS = ("Thanks, that helps.", "ok", "Got it, thanks!", "That makes sense.", "Great, go on.",
                 "Okay, thank you!", "thanks", "Sounds good.", "Alright.", "Perfect, thank you so much.")
@@ -58,7 +59,7 @@ def passages_to_documents(path: Path, language: str = "en") -> tuple[list[Docume
     skipped = []
     for line_no, line in _read_jsonl(path):
         try:
-            rec = json.loads(line)
+            rec = loads_bounded(line)
             pid, did, text = rec["passage_id"], rec.get("document_id") or rec["passage_id"], rec["text"]
         except (ValueError, KeyError, TypeError) as e:
             skipped.append(Skipped(str(path), f"not a passage record ({e})", line_no))
@@ -154,7 +155,7 @@ def load_mtrag(folder: str | Path, name: str, insert_fillers: float = 0.0, seed:
     seen = Seen()
     for line_no, line in _read_jsonl(conv_path, skipped):
         try:
-            rec = json.loads(line)
+            rec = loads_bounded(line)
             questions += seen.check(_conversation(rec, where, conv_path, line_no, str(rec.get("domain") or name)),
                                     line_no)
         except (ValueError, TypeError, AttributeError) as e:
@@ -175,7 +176,7 @@ def load_conversations_jsonl(path: str | Path, docs: list[Document]) -> tuple[li
     seen = Seen()
     for line_no, line in _read_jsonl(path, skipped):
         try:
-            rec = json.loads(line)
+            rec = loads_bounded(line)
             if not isinstance(rec, dict):
                 raise ValueError("a conversation line must be a JSON object")
             turns = []
@@ -201,7 +202,7 @@ def load_conversations_jsonl(path: str | Path, docs: list[Document]) -> tuple[li
 def is_conversation_file(path: str | Path) -> bool:
     for _, line in _read_jsonl(Path(path), []):
         try:
-            first = json.loads(line)
+            first = loads_bounded(line)
         except ValueError:
             return False
         return isinstance(first, dict) and "turns" in first

@@ -23,6 +23,7 @@ from pathlib import Path
 from .code import CODE_SUFFIXES, code_language, minified_reason
 from .models import Dataset, Document, Evidence, Page, Question, Skipped, pages_from_paragraphs
 from .textmatch import locate
+from .jsonsafe import loads_bounded
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 DOCUMENT_SUFFIXES = (".md", ".markdown", ".txt", ".pdf", ".docx", ".html", ".htm")
@@ -84,42 +85,72 @@ def load_squad(path: str | Path, name: str | None = None, language: str = "en") 
     """
     path = Path(path)
     try:
-        raw = json.loads(_open_text(path))
+        raw = loads_bounded(_open_text(path))
         articles = raw["data"]
     except (OSError, ValueError, KeyError, TypeError) as e:
         raise ImportError_(f"{path}: not a SQuAD-style JSON file ({e})") from e
     docs, questions, skipped = [], [], []
+    if not isinstance(articles, list):
+        raise ImportError_(f"{path}: not a SQuAD-style JSON file ('data' is {type(articles).__name__}, not a list)")
     for ai, art in enumerate(articles):
-        title = art.get("title") or f"article {ai}"
-        doc_id = f"a{ai:03d}-{slug(title)}"
-        paras = [p["context"] for p in art["paragraphs"]]
-        text, pages = pages_from_paragraphs(doc_id, paras)
+        try:  # a field of the wrong type costs its article, named, never the whole file
+            title = art.get("title") or f"article {ai}"
+            if not isinstance(title, str):
+                raise TypeError(f"title is {type(title).__name__}, not text")
+            doc_id = f"a{ai:03d}-{slug(title)}"
+            paras = [p["context"] for p in art["paragraphs"]]
+            if not all(isinstance(x, str) for x in paras):
+                raise TypeError("a paragraph's context is not text")
+            text, pages = pages_from_paragraphs(doc_id, paras)
+        except (KeyError, TypeError, ValueError, AttributeError) as e:
+            why = f"missing field {e}" if isinstance(e, KeyError) else str(e)
+            skipped.append(Skipped(str(path), f"article {ai}: skipped ({why})"))
+            continue
         docs.append(Document(doc_id, title.replace("_", " "), language, f"{path.name}#{ai}", text, pages))
         for pi, para in enumerate(art["paragraphs"]):
             page = pages[pi]
-            for qa in para["qas"]:
-                impossible = bool(qa.get("is_impossible", False))
-                answers, evidence = [], []
-                for a in ([] if impossible else qa.get("answers", [])):
-                    s = int(a["answer_start"])
-                    e = s + len(a["text"])
-                    if page.text[s:e] != a["text"]:
-                        skipped.append(Skipped(str(path), f"question {qa['id']}: answer span does not match its paragraph"))
-                        continue
-                    answers.append(a["text"])
-                    evidence.append(Evidence(doc_id, page.page_id, page.start + s, page.start + e, a["text"]))
-                if not impossible and not evidence:
-                    skipped.append(Skipped(str(path), f"question {qa['id']}: answerable but has no usable answer"))
+            qas = para.get("qas") or []
+            if not isinstance(qas, list):
+                skipped.append(Skipped(str(path), f"article {ai} paragraph {pi}: 'qas' is {type(qas).__name__}, "
+                                                  "not a list (skipped)"))
+                continue
+            for qn, qa in enumerate(qas):
+                try:
+                    q = _squad_question(qa, page, doc_id, title, language, path, skipped)
+                except (KeyError, TypeError, ValueError, AttributeError) as e:
+                    why = f"missing field {e}" if isinstance(e, KeyError) else f"{type(e).__name__}: {e}"
+                    skipped.append(Skipped(str(path), f"article {ai} paragraph {pi} question {qn}: skipped ({why})"))
                     continue
-                if impossible:
-                    evidence = [Evidence(doc_id, page.page_id)]  # the paragraph it was written against
-                questions.append(Question(qa["id"], qa["question"], list(dict.fromkeys(answers)), not impossible,
-                                          "unanswerable" if impossible else "extractive", language, evidence,
-                                          {"title": title.replace("_", " ")}))
+                if q is not None:
+                    questions.append(q)
     return Dataset(name or path.name.split(".")[0], docs, questions, skipped)
 
 
 # --------------------------------------------------------------------------- PDFs and other files
+
+def _squad_question(qa: dict, page, doc_id: str, title: str, language: str, path: Path, skipped: list):
+    """One SQuAD question (None when its answers do not match its paragraph: skipped, said)."""
+    impossible = bool(qa.get("is_impossible", False))
+    if not isinstance(qa["id"], str) or not isinstance(qa["question"], str):
+        raise TypeError("id and question must be text")
+    answers, evidence = [], []
+    for a in ([] if impossible else qa.get("answers", [])):
+        s = int(a["answer_start"])
+        e = s + len(a["text"])
+        if page.text[s:e] != a["text"]:
+            skipped.append(Skipped(str(path), f"question {qa['id']}: answer span does not match its paragraph"))
+            continue
+        answers.append(a["text"])
+        evidence.append(Evidence(doc_id, page.page_id, page.start + s, page.start + e, a["text"]))
+    if not impossible and not evidence:
+        skipped.append(Skipped(str(path), f"question {qa['id']}: answerable but has no usable answer"))
+        return None
+    if impossible:
+        evidence = [Evidence(doc_id, page.page_id)]  # the paragraph it was written against
+    return Question(qa["id"], qa["question"], list(dict.fromkeys(answers)), not impossible,
+                    "unanswerable" if impossible else "extractive", language, evidence,
+                    {"title": title.replace("_", " ")})
+
 
 def read_pdf_pages(path: Path) -> list[str]:
     """Text of each PDF page (pypdf). Raises ImportError_ naming the file on any failure."""
@@ -469,6 +500,20 @@ def _skipped_folder(name: str) -> str | None:
     return None
 
 
+def _utf8_name(name: str) -> bool:
+    """Whether a name from the file system is valid UTF-8 (undecodable bytes arrive as lone surrogates)."""
+    try:
+        name.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def _shown_path(path: Path) -> str:
+    """A path with undecodable bytes shown as \\xNN escapes: printable, storable, still recognisable."""
+    return os.fsencode(str(path)).decode("utf-8", "backslashreplace")
+
+
 def list_folder(folder: Path, follow_symlinks: bool = False) -> tuple[list[Path], list[Skipped]]:
     """Files under ``folder``, in a stable order. Symbolic links are skipped with a reason unless
     ``follow_symlinks`` (a hostile corpus could link /etc into prompts and reports); loops, broken
@@ -487,6 +532,10 @@ def list_folder(folder: Path, follow_symlinks: bool = False) -> tuple[list[Path]
         keep = []
         for name in sorted(dirnames):
             sub = d / name
+            if not _utf8_name(name):
+                skipped.append(Skipped(_shown_path(sub), "folder name is not valid UTF-8 (skipped with its files; "
+                                                         "rename it to include them)"))
+                continue
             why = _skipped_folder(name)
             if why:
                 skipped.append(Skipped(str(sub), f"folder skipped ({why})"))
@@ -501,6 +550,9 @@ def list_folder(folder: Path, follow_symlinks: bool = False) -> tuple[list[Path]
         dirnames[:] = keep
         for name in sorted(filenames):
             f = d / name
+            if not _utf8_name(name):  # its id would not survive the store, the index or a report
+                skipped.append(Skipped(_shown_path(f), "file name is not valid UTF-8 (rename it to include it)"))
+                continue
             if f.is_symlink():
                 target = Path(os.path.realpath(f))
                 if not target.exists():
@@ -597,7 +649,7 @@ def load_questions_jsonl(path: str | Path, docs: list[Document]) -> tuple[list[Q
             skipped.append(Skipped(str(path), why, line_no))
             continue
         try:
-            rec = json.loads(line)
+            rec = loads_bounded(line)
         except ValueError as e:
             skipped.append(Skipped(str(path), f"not valid JSON ({e})", line_no))
             continue

@@ -77,8 +77,14 @@ class E5Embedder(Embedder):
         self.dim = int(self._m.dim)
         self.batch = (cfg or EmbedderConfig()).batch_size
 
+    # one e5 call at a time in this process: the engine runs an OpenMP team per call, and concurrent calls
+    # from a run's worker threads (services, LLM items scored as they come back) oversubscribe the cores
+    # with spinning teams: 3 services x 40 questions took 282 s where one at a time takes 25 s
+    _one_at_a_time = threading.Lock()
+
     def _run(self, texts, fn):
-        out = [fn(texts[i:i + self.batch]) for i in range(0, len(texts), self.batch)]
+        with self._one_at_a_time:
+            out = [fn(texts[i:i + self.batch]) for i in range(0, len(texts), self.batch)]
         return _normalise(np.vstack(out)) if out else np.zeros((0, self.dim), np.float32)
 
     def embed_passages(self, texts):
@@ -152,9 +158,16 @@ class OpenAIEmbedder(Embedder):
 
         if not cfg.model:
             raise ValueError("the openai embedder needs a model name (--embed-model)")
+        from .http_guard import guarded_http_client
+        from .urls import register_secret, split_query, url_secrets
+
         self.cfg = cfg
-        self.client = OpenAI(base_url=cfg.base_url, api_key=os.environ.get(cfg.api_key_env, "not-needed"),
-                             max_retries=0, timeout=60)
+        key = os.environ.get(cfg.api_key_env) or ""
+        register_secret(key, *url_secrets(cfg.base_url))
+        # a query string (?api_key=...) travels as query parameters: the client appends /embeddings to the path
+        base, query = split_query(cfg.base_url) if cfg.base_url else (None, {})
+        self.client = OpenAI(base_url=base, api_key=key or "not-needed", default_query=query or None,
+                             max_retries=0, timeout=60, http_client=guarded_http_client(60.0))
         self.dim = 0
 
     def where(self) -> str:
@@ -172,7 +185,10 @@ class OpenAIEmbedder(Embedder):
         for i in range(0, len(texts), self.cfg.batch_size):
             batch = texts[i:i + self.cfg.batch_size]
             try:
-                resp = with_retries(lambda: self.client.embeddings.create(model=self.cfg.model, input=batch))
+                # floats, not the client's default base64: a server that sends anything else is named, not
+                # decoded into "Incorrect padding"
+                resp = with_retries(lambda: self.client.embeddings.create(model=self.cfg.model, input=batch,
+                                                                          encoding_format="float"))
             except openai.APIError as e:
                 code = getattr(e, "status_code", None)
                 msg = str(getattr(e, "message", "") or e).splitlines()[0][:200]
@@ -192,6 +208,10 @@ class OpenAIEmbedder(Embedder):
         data = sorted(getattr(resp, "data", None) or [], key=lambda d: d.index)
         if len(data) != n:
             raise EndpointError(f"{self.where()} returned {len(data)} vectors for {n} texts")
+        kinds = {type(d.embedding).__name__ for d in data if not isinstance(d.embedding, list)}
+        if kinds:
+            raise EndpointError(f"{self.where()} returned embeddings as {', '.join(sorted(kinds))}, not lists of "
+                                "numbers (an OpenAI-compatible endpoint sends \"embedding\": [0.1, ...])")
         dims = {len(d.embedding or []) for d in data}
         if len(dims) != 1 or 0 in dims or (self.dim and dims != {self.dim}):
             raise EndpointError(f"{self.where()} returned vectors of dimension {sorted(dims)}"

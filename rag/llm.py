@@ -21,7 +21,7 @@ import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from .urls import redact_url, scrub, split_query, url_secrets
+from .urls import redact_url, register_secret, scrub, split_query, url_secrets
 
 # dollars per million tokens (input, output); edit or extend with --price MODEL=IN,OUT
 PRICES: dict[str, tuple[float, float]] = {
@@ -177,8 +177,12 @@ class LLMClient:
         base, query = split_query(cfg.base_url)
         # sent as they are; scrubbed from every error text this client returns (stored, printed)
         self.secrets = [x for x in [key, *url_secrets(cfg.base_url)] if len(x) >= 3]
+        register_secret(*self.secrets)  # every stored or printed text of the process hides them
+        from .http_guard import guarded_http_client
+
+        # the timeout is a deadline for the whole response, and its size is capped (rag/http_guard.py)
         self.client = OpenAI(base_url=base, api_key=key or "not-needed", default_query=query or None,
-                             max_retries=0, timeout=cfg.timeout)
+                             max_retries=0, timeout=cfg.timeout, http_client=guarded_http_client(cfg.timeout))
         self.cache = ResponseCache(cache_path) if (use_cache and cache_path) else None
         self.stats = CacheStats()
         self.prices = prices
@@ -246,6 +250,7 @@ class LLMClient:
             self.stats.misses += 1
         res = self._call(messages, params)
         res.error = scrub(res.error, self.secrets)
+        res.text = scrub(res.text, self.secrets)  # a server that echoes the request must not get its key stored
         if res.status == "error" and res.http_status in DETERMINISTIC_REFUSALS and self.cache is not None:
             self.cache.put(key, {"refused": res.http_status, "error": res.error, "purpose": purpose})
         if res.status == "ok" and self.cache is not None:
@@ -293,6 +298,11 @@ class LLMClient:
                     return LLMResult(None, "error", error=last_err, latency_s=time.perf_counter() - t0, calls=calls,
                                      http_status=e.status_code)  # a client error will not fix itself
             except openai.APIConnectionError as e:
+                from .http_guard import too_large_cause
+
+                big = too_large_cause(e)
+                if big is not None:  # the same request would get the same flood: not retried, not stored
+                    return LLMResult(None, "error", error=str(big), latency_s=time.perf_counter() - t0, calls=calls)
                 last_status, last_err = "error", _short(e)
             except (ValueError, KeyError, TypeError, AttributeError) as e:  # malformed JSON body
                 return LLMResult(None, "parse_error", error=_short(e), latency_s=time.perf_counter() - t0,

@@ -13,11 +13,11 @@ a record whose fields have the wrong type, is an error naming the file, the row 
 """
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from .llm import MAX_USAGE_TOKENS
+from .jsonsafe import loads_bounded
 
 RAGAS = {"question": "user_input", "contexts": "retrieved_contexts", "answer": "response"}
 OWN = {"question": "question", "contexts": "contexts", "answer": "answer"}
@@ -62,7 +62,7 @@ def _rows(path: Path) -> list[dict]:
         if line is None:
             raise ValueError(f"{path}:{line_no}: {why}")
         try:
-            rec = json.loads(line)
+            rec = loads_bounded(line)
         except ValueError as e:
             raise ValueError(f"{path}:{line_no}: not valid JSON ({e})") from None
         if not isinstance(rec, dict):
@@ -78,7 +78,7 @@ def _list(v, path: Path, row: int, col: str) -> list:
         s = v.strip()
         if s.startswith("["):
             try:
-                v = json.loads(s)
+                v = loads_bounded(s)
             except ValueError:
                 raise ValueError(f"{path}: row {row}: column {col!r} is not a JSON list") from None
         else:

@@ -28,8 +28,10 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from .errors import EndpointError
+from .http_guard import ResponseTooLarge
+from .jsonsafe import loads_bounded
 from .llm import MAX_USAGE_TOKENS
-from .urls import redact_url, scrub, url_secrets
+from .urls import redact_url, register_secret, scrub, scrub_obj, url_secrets
 
 REQUEST_KEYS = {"question", "question_id", "history", "extra", "headers"}
 RESPONSE_KEYS = {"answer", "contexts", "context_text", "context_doc_id", "context_page_id", "context_source",
@@ -126,23 +128,27 @@ class SystemClient:
     """Calls one deployed service: retries, timeouts, a concurrency bound and the response cache."""
 
     def __init__(self, cfg: SystemConfig, cache_path: str | Path | None = None, use_cache: bool = True):
-        import httpx
 
         from .llm import Limiter, ResponseCache
 
         self.cfg = cfg
-        self.headers, env_secrets = {}, []
+        self.headers, header_secrets = {}, []
         for k, v in (cfg.mapping.get("request", {}).get("headers") or {}).items():
             if isinstance(v, str) and v.startswith("env:"):
                 var = v[4:]
                 val = os.environ.get(var)
                 if val is None:
                     raise ValueError(f"system {cfg.name}: header {k} takes environment variable {var}, which is not set")
-                env_secrets.append(val)
                 v = val
+            header_secrets.append(str(v))  # a literal header value is as secret as one from the environment
             self.headers[k] = str(v)
-        self.secrets = [s for s in [*env_secrets, *url_secrets(cfg.url)] if len(s) >= 3]
-        self.http = httpx.Client(timeout=cfg.timeout)
+        self.secrets = [s for s in [*header_secrets, *url_secrets(cfg.url)] if len(s) >= 3]
+        register_secret(*self.secrets)
+        from .http_guard import guarded_http_client
+
+        # one deadline for the whole response and a size cap (rag/http_guard.py); a redirect is reported,
+        # never followed (the request carries the service's credentials)
+        self.http = guarded_http_client(cfg.timeout)
         self.cache = ResponseCache(cache_path) if (use_cache and cache_path) else None
         self.limiter = Limiter(cfg.max_concurrency)
         self.calls = self.hits = 0
@@ -175,8 +181,12 @@ class SystemClient:
                 return res
         res, raw = self._post(body)
         res.error = scrub(res.error, self.secrets)
-        if res.status == "ok" and self.cache is not None:
-            self.cache.put(key, {"json": raw, "latency_ms": res.latency_ms, "purpose": f"system:{self.cfg.name}"})
+        if res.status == "ok":  # what the service echoed of its request (headers, URL) is stored nowhere
+            res.answer = scrub(res.answer, self.secrets)
+            res.contexts = [{**c, "text": scrub(c["text"], self.secrets)} for c in res.contexts]
+            if self.cache is not None:
+                self.cache.put(key, {"json": scrub_obj(raw), "latency_ms": res.latency_ms,
+                                     "purpose": f"system:{self.cfg.name}"})
         return res
 
     def _post(self, body: dict) -> tuple[SystemResult, object]:
@@ -200,17 +210,25 @@ class SystemClient:
                     exc = _Resp(resp)
                 elif resp.status_code >= 400:
                     return SystemResult("error", latency_ms=ms, error=f"HTTP {resp.status_code}: {resp.text[:200]}"), None
+                elif 300 <= resp.status_code < 400:
+                    where = redact_url(resp.headers.get("location", "")) or "nowhere (no Location header)"
+                    return SystemResult("error", latency_ms=ms,
+                                        error=f"HTTP {resp.status_code}: the service redirected to {where}; "
+                                              "redirects are not followed (the request carries credentials): "
+                                              "give --system the final URL"), None
                 else:
                     try:
-                        raw = resp.json()
-                    except ValueError:
+                        raw = loads_bounded(resp.content)
+                    except ValueError as e:
                         return SystemResult("parse_error", latency_ms=ms,
-                                            error=f"response is not JSON: {resp.text[:120]!r}"), None
+                                            error=f"response is not JSON ({e}): {resp.text[:120]!r}"), None
                     res = self.parse(raw)
                     res.latency_ms = ms
                     return res, raw
             except httpx.TimeoutException:
                 status, err = "timeout", f"no answer within {self.cfg.timeout:g} s"
+            except ResponseTooLarge as e:  # the same request would get the same flood: not retried
+                return SystemResult("error", latency_ms=(time.perf_counter() - t0) * 1000, error=str(e)), None
             except httpx.HTTPError as e:
                 status, err = "error", f"{type(e).__name__}: {e}"
             if attempt < self.cfg.retries:

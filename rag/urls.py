@@ -1,8 +1,19 @@
-"""Credentials never leave the process: URLs are redacted before they are stored or printed."""
+"""Credentials never leave the process: URLs are redacted before they are stored or printed, and every
+secret the process holds is scrubbed, in every encoding it was sent in, from what is stored or printed.
+
+Secrets are sent as they are (an endpoint needs its key); what comes back may echo them: a server that
+echoes its request headers returns ``Authorization: Basic base64(user:pw)`` for a password in the URL,
+a query key comes back percent-encoded. ``scrub`` hides each registered secret as itself, percent-encoded
+(both ways), base64 (standard and URL-safe, at each of the three alignments a secret can take inside a
+longer base64 text), and strings shaped like keys (``sk-...``, ``Bearer ...``) whatever they hold.
+"""
 from __future__ import annotations
 
+import base64
+import functools
 import re
-from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+import threading
+from urllib.parse import parse_qsl, quote, quote_plus, unquote, urlencode, urlsplit, urlunsplit
 
 _SECRET_PARAM = re.compile(r"key|token|secret|password|passwd|sig|auth", re.I)
 
@@ -28,7 +39,8 @@ def redact_url(url: str | None) -> str | None:
 
 
 def url_secrets(url: str | None) -> list[str]:
-    """The secret parts of a URL (a password, secret query values): what ``redact_url`` hides."""
+    """The secret parts of a URL (a password, secret query values): what ``redact_url`` hides, as written
+    in the URL and decoded; with a password, also ``user:password`` (what Basic auth base64-encodes)."""
     if not url:
         return []
     try:
@@ -38,19 +50,97 @@ def url_secrets(url: str | None) -> list[str]:
     out = []
     if "@" in parts.netloc:
         cred = parts.netloc.rsplit("@", 1)[0]
-        out.append(cred.split(":", 1)[1] if ":" in cred else cred)
+        if ":" in cred:
+            user, pw = cred.split(":", 1)
+            out += [pw, unquote(pw), f"{unquote(user)}:{unquote(pw)}"]
+        else:
+            out += [cred, unquote(cred)]
+    for pair in parts.query.split("&"):  # the raw values as sent, then decoded
+        k, _, v = pair.partition("=")
+        if _SECRET_PARAM.search(unquote(k)):
+            out += [v, unquote(v), unquote(v.replace("+", " "))]
     out += [v for k, v in parse_qsl(parts.query, keep_blank_values=True) if _SECRET_PARAM.search(k)]
-    return [x for x in out if len(x) >= 3]
+    return list(dict.fromkeys(x for x in out if len(x) >= 3))
 
 
-def scrub(text: str | None, secrets) -> str | None:
-    """``text`` with every known secret replaced by ``***`` (longest first, so a secret that contains
-    another is hidden whole). For what is stored or printed, never for what is sent."""
-    if not text:
+_KNOWN: set[str] = set()  # every secret this process holds (keys, passwords, header values)
+_KNOWN_LOCK = threading.Lock()
+MIN_SECRET = 3  # shorter values (a port, "on") are not hidden: they would blank ordinary text
+
+# strings shaped like keys, hidden whatever they hold: OpenAI-style keys and bearer tokens
+_KEY_SHAPED = re.compile(r"\b(?:sk|rk|pk)-[A-Za-z0-9_\-]{16,}"  # case-sensitive: "basic research" is prose
+                         r"|(?<=Bearer )(?=[A-Za-z0-9._~+/=\-]*\d)[A-Za-z0-9._~+/=\-]{12,}"
+                         r"|(?<=Basic )(?=[A-Za-z0-9+/]*[0-9+/=])[A-Za-z0-9+/]{8,}={0,2}")
+
+
+def register_secret(*values) -> None:
+    """Remember secrets this process sends (an API key, a password, a header value): every ``scrub``
+    hides them from then on, in whichever client's text they come back."""
+    with _KNOWN_LOCK:
+        _KNOWN.update(str(v) for v in values if v and len(str(v)) >= MIN_SECRET)
+
+
+def has_secrets() -> bool:
+    return bool(_KNOWN)
+
+
+def _b64_forms(s: bytes) -> list[str]:
+    """Base64 of ``s`` as it appears inside any longer base64 text: for each of the three alignments,
+    the characters that depend on ``s`` alone (standard and URL-safe alphabets)."""
+    out = []
+    for shift in range(3):
+        enc = base64.b64encode(b"\0" * shift + s).decode().rstrip("=")
+        lead = (shift * 8 + 5) // 6  # characters that also carry the bytes before
+        core = enc[lead:]
+        tail = ((shift + len(s)) * 8) % 6  # a last character that also carries the bytes after
+        if tail:
+            core = core[:-1]
+        if len(core) >= 4:
+            out += [core, core.replace("+", "-").replace("/", "_")]
+    return out
+
+
+def secret_forms(secret: str) -> set[str]:
+    """Every encoding in which ``secret`` may come back: itself, percent-encoded (strict and lenient),
+    base64 (standard and URL-safe, each alignment)."""
+    forms = {secret, quote(secret, safe=""), quote(secret, safe="/"), quote_plus(secret), unquote(secret)}
+    forms |= set(_b64_forms(secret.encode("utf-8")))
+    return {f for f in forms if len(f) >= MIN_SECRET}
+
+
+@functools.lru_cache(maxsize=64)
+def _pattern(secrets: frozenset) -> re.Pattern | None:
+    forms = set()
+    for s in secrets:
+        forms |= secret_forms(s)
+    if not forms:
+        return None
+    return re.compile("|".join(re.escape(f) for f in sorted(forms, key=len, reverse=True)))
+
+
+def scrub(text: str | None, secrets=()) -> str | None:
+    """``text`` with every secret this process holds (``register_secret``) and every one given, in each
+    encoding (``secret_forms``), replaced by ``***``, and key-shaped strings too. For what is stored or
+    printed, never for what is sent."""
+    if not text or not isinstance(text, str):
         return text
-    for s in sorted({x for x in secrets if x}, key=len, reverse=True):
-        text = text.replace(s, "***")
-    return text
+    with _KNOWN_LOCK:
+        known = frozenset(_KNOWN | {x for x in secrets if x and len(x) >= MIN_SECRET})
+    pat = _pattern(known) if known else None
+    if pat is not None:
+        text = pat.sub("***", text)
+    return _KEY_SHAPED.sub("***", text)
+
+
+def scrub_obj(obj):
+    """``scrub`` on every string inside a JSON-like value (a service's reply before it is cached)."""
+    if isinstance(obj, str):
+        return scrub(obj)
+    if isinstance(obj, list):
+        return [scrub_obj(x) for x in obj]
+    if isinstance(obj, dict):
+        return {k: scrub_obj(v) for k, v in obj.items()}
+    return obj
 
 
 def split_query(url: str) -> tuple[str, dict]:

@@ -294,7 +294,7 @@ def test_logged_outputs_scored_with_and_without_a_gold_set(tmp_path, capsys):
     why = con.execute("SELECT detail FROM scores WHERE run_id='NOGOLD' AND metric='evidence_recall' LIMIT 1").fetchone()
     strategies = con.execute("SELECT DISTINCT strategy FROM results").fetchall()
     con.close()
-    assert "no gold set given" in why[0] and strategies == [("logged_prod_log",)]
+    assert "no gold set given" in why[0] and strategies == [("logged",)]
     assert main(["show", "LOG", "--workspace", str(ws)]) == 0
 
 

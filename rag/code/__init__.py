@@ -162,10 +162,13 @@ def parse_code(text: str, language: str, parser: str | None = None) -> CodeParse
     for n in chain:
         try:
             defs = PARSERS[n](text, language)
+            attach_leading_comments(defs, text.split("\n"))
         except CodeParseError as e:
             err = e
             continue
-        attach_leading_comments(defs, text.split("\n"))
+        except (RecursionError, MemoryError):  # a tree nested past any real program's depth (20,000 classes)
+            err = CodeParseError(f"nested too deeply to walk under {n}")
+            continue
         return CodeParse(defs, n)
     return CodeParse([], "lines", f"does not parse as {language} ({err}); chunked by line windows")
 

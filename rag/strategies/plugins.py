@@ -26,8 +26,93 @@ class PluginError(ValueError):
     """A plugin that cannot be loaded: the message names its file and line."""
 
 
-def _sha(path: Path) -> str:
+def _file_sha(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def _outside_dirs() -> list[Path]:
+    """Where installed code lives (the standard library, site-packages): never the user's own modules."""
+    import site
+    import sysconfig
+
+    dirs = {sys.prefix, sys.base_prefix, sys.exec_prefix, *site.getsitepackages(), site.getusersitepackages()}
+    dirs |= {v for k, v in sysconfig.get_paths().items() if k in ("stdlib", "platstdlib", "purelib", "platlib")}
+    here = Path(__file__).resolve().parents[2]  # this package's own tree (rag/, evals/): not the plugin's code
+    return [Path(d).resolve() for d in dirs if d] + [here / "rag", here / "evals"]
+
+
+def _resolve_module(name: str, roots: list[Path]) -> Path | None:
+    """The file of module ``name`` under one of ``roots`` (a.b -> a/b.py or a/b/__init__.py), found
+    without importing anything."""
+    parts = name.split(".")
+    for root in roots:
+        base = root.joinpath(*parts)
+        for cand in (base.with_suffix(".py"), base / "__init__.py"):
+            if cand.is_file():
+                return cand.resolve()
+    return None
+
+
+def local_imports(path: Path) -> list[Path]:
+    """The user's own modules a plugin file imports, directly or through each other (found by reading
+    their import statements, never by running them): modules beside the plugin or on sys.path outside
+    the standard library and installed packages. Their sources are part of the plugin's checksum, so an
+    edit to a helper module is a changed plugin too."""
+    import ast
+
+    outside = _outside_dirs()
+
+    def is_outside(f: Path) -> bool:
+        return any(f.is_relative_to(d) for d in outside)
+
+    roots = [path.resolve().parent] + [Path(x).resolve() for x in sys.path if x and Path(x).is_dir()
+                                       and not is_outside(Path(x).resolve())]
+    roots = list(dict.fromkeys(roots))
+    seen: dict[Path, None] = {}
+    todo = [path.resolve()]
+    while todo:
+        f = todo.pop()
+        try:
+            tree = ast.parse(f.read_bytes(), str(f))
+        except (SyntaxError, ValueError, OSError, RecursionError):
+            continue  # the import itself reports a broken file
+        pkg = f.parent
+        for node in ast.walk(tree):
+            names = []
+            if isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                if node.level:  # relative: from the file's own package
+                    base = pkg
+                    for _ in range(node.level - 1):
+                        base = base.parent
+                    mod = node.module.split(".") if node.module else []
+                    for cand in [base.joinpath(*mod)] + [base.joinpath(*mod, a.name) for a in node.names]:
+                        for c in (cand.with_suffix(".py"), cand / "__init__.py"):
+                            if c.is_file() and c.resolve() not in seen and c.resolve() != path.resolve():
+                                seen[c.resolve()] = None
+                                todo.append(c.resolve())
+                    continue
+                names = [node.module] + [f"{node.module}.{a.name}" for a in node.names]
+            for n in names:
+                for i in range(1, n.count(".") + 2):  # a.b.c imports a, a.b and a.b.c
+                    hit = _resolve_module(".".join(n.split(".")[:i]), roots)
+                    if hit is not None and not is_outside(hit) and hit != path.resolve() and hit not in seen:
+                        seen[hit] = None
+                        todo.append(hit)
+    return sorted(seen)
+
+
+def _sha(path: Path) -> str:
+    """sha256 of a plugin file, and of the user's own modules it imports when there are any (their paths
+    relative to the plugin and their bytes): a run measures one version of all of the user's code."""
+    deps = local_imports(path)
+    if not deps:
+        return _file_sha(path)  # a single-file plugin: its file's own sha256 (as runs have always recorded)
+    h = hashlib.sha256(path.read_bytes())
+    for d in deps:
+        h.update(b"\x00" + str(d).encode() + b"\x00" + d.read_bytes())
+    return h.hexdigest()
 
 
 def _where(e: BaseException, path: str) -> str:
@@ -62,7 +147,7 @@ def _load_one(spec: str) -> tuple[str, str]:
             raise PluginError(f"plugin module {spec!r} cannot be imported: {type(e).__name__}: {e}") from None
         key = spec
         src = getattr(mod, "__file__", None)
-        sha = _sha(Path(src)) if src else ""
+        sha = _file_sha(Path(src)) if src else ""
     for n in STRATEGIES:
         if n in before and STRATEGIES[n] is not before[n] and ORIGIN.get(n) != key:
             STRATEGIES[n] = before[n]  # never replace a built-in or another plugin's shape
@@ -104,5 +189,11 @@ def plugin_hashes(specs) -> dict[str, str]:
         else:
             mod = importlib.import_module(str(spec))
             src = getattr(mod, "__file__", None)
-            out[str(spec)] = _sha(Path(src)) if src else ""
+            out[str(spec)] = _file_sha(Path(src)) if src else ""
     return out
+
+
+def plugin_files(spec: str) -> list[str]:
+    """The files a plugin's checksum covers (itself, then the user's modules it imports): for messages."""
+    p = Path(str(spec))
+    return [str(p), *map(str, local_imports(p))] if p.is_file() else [str(spec)]

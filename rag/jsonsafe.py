@@ -1,0 +1,36 @@
+"""JSON from outside (a service's reply, a logged file, a gold file, claims): parsed with a depth bound.
+
+``json.loads`` of 100,000 nested brackets raises RecursionError deep inside whatever called it (a
+traceback, a lost run); nothing real nests past a few dozen levels. ``loads_bounded`` turns both the
+parser's recursion limit and a document deeper than ``MAX_DEPTH`` into a ValueError its caller
+reports as one line naming the file, row or item.
+"""
+from __future__ import annotations
+
+import json
+
+MAX_DEPTH = 200
+
+
+def depth_of(obj, limit: int = MAX_DEPTH) -> int:
+    """The nesting depth of a parsed JSON value, walked without recursion; stops counting past ``limit``."""
+    deepest, stack = 0, [(obj, 1)]
+    while stack:
+        v, d = stack.pop()
+        if isinstance(v, (list, dict)):
+            deepest = max(deepest, d)
+            if deepest > limit:
+                return deepest
+            stack.extend((x, d + 1) for x in (v.values() if isinstance(v, dict) else v))
+    return deepest
+
+
+def loads_bounded(data, max_depth: int = MAX_DEPTH):
+    """``json.loads(data)``, or ValueError when it is not JSON or nests deeper than ``max_depth``."""
+    try:
+        obj = json.loads(data)
+    except RecursionError:
+        raise ValueError(f"JSON nested deeper than {max_depth} levels") from None
+    if depth_of(obj, max_depth) > max_depth:
+        raise ValueError(f"JSON nested deeper than {max_depth} levels")
+    return obj
