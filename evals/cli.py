@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import os
 import re
 import sys
 import tomllib
@@ -58,7 +59,28 @@ def run_id_arg(v: str) -> str:
     if not RUN_ID.fullmatch(v) or ".." in v:
         raise argparse.ArgumentTypeError(f"{v!r} is not a valid run id (letters, digits, '.', '_', '-'; "
                                          "it names report files, so no '/' or '..')")
+    if v == "latest":  # every command reads 'latest' as the newest run: a run named so could never be named
+        raise argparse.ArgumentTypeError("'latest' is reserved (it means the newest run); pick another id")
     return v
+
+
+def temperature_arg(v: str) -> float:
+    """argparse type: a finite sampling temperature in 0..2 (what OpenAI-compatible servers accept)."""
+    try:
+        x = float(v)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a number, got {v!r}") from None
+    if not math.isfinite(x) or not 0 <= x <= 2:
+        raise argparse.ArgumentTypeError(f"must be a number in 0..2, got {v!r}")
+    return x
+
+
+def share_arg(v: str) -> float:
+    """argparse type: a share in 0..1."""
+    x = number_above(0, strict=False)(v)
+    if x > 1:
+        raise argparse.ArgumentTypeError(f"must be a share in 0..1, got {v!r}")
+    return x
 
 
 def _add_write_args(g) -> None:
@@ -120,6 +142,10 @@ def _index_config(a):
         raise ValueError(f"--overlap ({a.overlap}) must be smaller than --chunk-tokens ({a.chunk_tokens})")
     if a.leaf_min > a.leaf_max:
         raise ValueError(f"--leaf-min ({a.leaf_min}) must not exceed --leaf-max ({a.leaf_max})")
+    if a.embed_model and a.embedder not in ("openai", "st"):  # would be ignored: the model is the shipped one
+        raise ValueError(f"--embed-model is for --embedder openai or st; {a.embedder} has one model, shipped")
+    if a.embed_base_url and a.embedder != "openai":
+        raise ValueError(f"--embed-base-url is for --embedder openai, not {a.embedder}")
     from rag.chunking import ChunkConfig
     from rag.embedders import EmbedderConfig
     from rag.index import IndexConfig
@@ -282,6 +308,39 @@ def memory_grid(names: str | None, axes: dict) -> dict:
 MAIN_JOB_LIMIT = 200  # questions per bundled set when `ragwb run` is called bare (the main job)
 
 
+def STRATEGIES_NOW() -> dict:
+    from rag.strategies import STRATEGIES
+
+    return dict(STRATEGIES)
+
+
+def refuse_empty_plugins(specs, before: set) -> None:
+    """A plugin file that registers no strategy was probably meant to (a missing decorator): loud."""
+    from rag.strategies.plugins import ORIGIN
+
+    for spec in specs:
+        key = str(Path(spec).resolve()) if Path(spec).is_file() else str(spec)
+        if not any(v == key for v in ORIGIN.values()):
+            raise ValueError(f"plugin {spec} registers no strategy (a class decorated with @register_strategy, "
+                             "docs/your-system.md); nothing of it would run")
+
+
+def refuse_ignored_run_flags(a) -> None:
+    """Flags that would do nothing in this combination are refused, never silently ignored."""
+    if a.dataset is not None and any(not str(d).strip() for d in a.dataset):
+        raise ValueError("--dataset '' names no dataset (give a bundled set's name or a folder; 'all' runs every "
+                         "bundled set)")
+    if a.llm_model and not a.llm_base_url:
+        raise ValueError("--llm-model needs --llm-base-url (the endpoint serving it); without it the run would use "
+                         "the offline answerer")
+    if a.judge_model and not a.judge_base_url:
+        raise ValueError("--judge-model needs --judge-base-url; without it no judge would run")
+    if a.judge_base_url and any(j.startswith("ragas") for j in (a.judges or ["ragas_faithfulness"])):
+        from .judges import check_ragas
+
+        check_ragas()  # before any run row or call: which extra is missing
+
+
 def cmd_run(a) -> int:
     from rag.corpora import BUNDLED, MAIN_JOB_SETS
     from rag.llm import LLMConfig
@@ -293,7 +352,12 @@ def cmd_run(a) -> int:
     t_start = time.perf_counter()
     from rag.strategies import load_plugins, plugin_hashes
 
+    refuse_ignored_run_flags(a)
+    if a.max_response_mb is not None:  # every client of this process (and the workers it starts) reads it
+        os.environ["RAGWB_MAX_RESPONSE_MB"] = f"{a.max_response_mb:g}"
+    before = set(STRATEGIES_NOW())
     load_plugins(a.plugins or [])  # before anything names a strategy: --set and the sweep may use them
+    refuse_empty_plugins(a.plugins or [], before)
     sweep = load_sweep(a.config) if a.config else {}
     run_sec = sweep.get("run", {})
     main_job = not (a.dataset or run_sec.get("datasets") or a.resume)
@@ -370,8 +434,13 @@ def cmd_run(a) -> int:
                         llm=llm, judge=judge, judges=tuple(a.judges or ()), scorers=tuple(a.scorers or ()),
                         repeats=repeats, limit=limit, memory=memory, query_modes=query_modes,
                         insert_fillers=a.insert_fillers, vector_index=a.vector_index, use_cache=not a.no_cache,
-                        fit_context=a.fit_context, systems=systems, prompt=prompt,
+                        fit_context=a.fit_context, systems=systems, prompt=prompt, plugin_timeout=a.plugin_timeout,
                         plugins=plugin_hashes(list(a.plugins or []) + list(run_sec.get("plugins") or [])))
+        if a.show_prompt:
+            from .runner import show_prompts
+
+            show_prompts(cfg, a.workspace)
+            continue
         summ = run_evaluation(cfg, a.workspace, a.db, run_id=a.run_id if len(datasets) == 1 else None,
                               resume=a.resume, progress=not a.no_progress,
                               allow_changed_corpus=a.allow_changed_corpus, lock_wait=a.wait,
@@ -547,7 +616,11 @@ def cmd_show(a) -> int:
             sc = st.scores(rid)
             shared = (len(keep), len(set(sc.question_id)),
                       summarize_scores(sc[sc.question_id.isin(keep)], metrics))
+    from .summary import run_notes
+
     print(f"run {rid}  dataset {run['dataset']}  status {run['status']}  commit {run['git_commit']}")
+    for note in run_notes(run, a.db or Path(a.workspace) / "results.duckdb"):
+        print(f"note: {note}")
     print("score statuses: " + ", ".join(f"{s}={n}" for s, n in statuses))
     if timing and timing[2]:  # a resumed or repeated LLM run: cached answers take ~0 ms; never averaged in
         print(f"answers: {timing[0]} called the endpoint (median {timing[1] or 0:.0f} ms), {timing[2]} came from the "
@@ -808,7 +881,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="your prompt for the LLM answerer: a text file (the user message, with {question} and "
                         "{context}, optionally {history}) or TOML with user, system ({fallback}) and fallback (the "
                         "abstention sentence); stored with the run by sha256 (docs/your-system.md)")
-    s.add_argument("--temperature", type=float, default=0.0, help="sampling temperature of the answer model (0)")
+    s.add_argument("--temperature", type=temperature_arg, default=0.0,
+                   help="sampling temperature of the answer model, 0..2 (0)")
     s.add_argument("--max-tokens", type=at_least(1), default=256, help="max completion tokens per answer (256)")
     s.add_argument("--timeout", type=positive_float, default=60.0, help="per-call timeout in seconds (> 0; 60)")
     s.add_argument("--retries", type=at_least(0), default=3,
@@ -836,9 +910,18 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--price", action="append", metavar="MODEL=IN,OUT",
                    help="price of a model in dollars per million input and output tokens (repeatable; a [prices] "
                         "table in --config works too); built-in table: rag/llm.py PRICES")
-    s.add_argument("--max-failure-rate", type=number_above(0, strict=False), default=0.5, metavar="SHARE",
+    s.add_argument("--max-failure-rate", type=share_arg, default=0.5, metavar="SHARE",
                    help="exit 6 when more than this share of a run's answers failed (timeouts, errors, context "
                         "overflow; default 0.5), or when every answer failed")
+    s.add_argument("--plugin-timeout", type=non_negative_float, default=60.0, metavar="SECONDS",
+                   help="time limit of a strategy plugin for one item; past it the item fails with that reason and "
+                        "the run goes on (default 60; 0 = none)")
+    s.add_argument("--max-response-mb", type=positive_float, default=None, metavar="MB",
+                   help="cap on one response body from an LLM, judge, embeddings endpoint or --system service; a "
+                        "bigger one fails its item and is stored nowhere (default 8, or RAGWB_MAX_RESPONSE_MB)")
+    s.add_argument("--show-prompt", action="store_true",
+                   help="dry run: render the prompt of the first question for each point (your --prompt, the "
+                        "context each shape packs, token counts) and exit; calls nothing, stores nothing")
     s.add_argument("--resume", default=None, metavar="RUN", help="continue a run that stopped")
     s.add_argument("--allow-changed-corpus", action="store_true",
                    help="--resume even though documents changed since the run started (default: refuse, naming them)")

@@ -42,8 +42,10 @@ class ItemEvaluator:
     """One item = retrieve, pack, answer, score; the same code for runs and the notebook."""
 
     def __init__(self, retriever: Retriever, answerer, scorers: dict, model: str = "local", judges=(),
-                 prices: dict | None = None, fit_context: bool = False, systems: dict | None = None):
+                 prices: dict | None = None, fit_context: bool = False, systems: dict | None = None,
+                 plugin_timeout: float = 60.0):
         self.r, self.answerer, self.scorers, self.model = retriever, answerer, scorers, model
+        self.plugin_timeout = plugin_timeout  # seconds a plugin's shape may take per item (0 = no limit)
         self.systems = systems or {}  # name -> rag.systems.SystemClient
         tpl = getattr(answerer, "template", None)
         self.fallback = tpl.fallback if tpl is not None else FALLBACK  # what abstaining reads as
@@ -62,7 +64,16 @@ class ItemEvaluator:
         return ms
 
     def retrieve(self, query: str, name: str, p):
-        """(context, retrieve_ms, pack_ms) for one query under one strategy point."""
+        """(context, retrieve_ms, pack_ms) for one query under one strategy point. A plugin's shape runs
+        under its time limit, and what it returns is checked, counted here and held to the budget."""
+        if name in BUILTIN:
+            return self._retrieve(query, name, p)
+        from rag.strategies.plugins import call_with_time_limit, checked_context
+
+        ctx, retrieve_ms, pack_ms = call_with_time_limit(lambda: self._retrieve(query, name, p), self.plugin_timeout)
+        return checked_context(ctx, name, p, self.r.reader.config.chunking.encoding), retrieve_ms, pack_ms
+
+    def _retrieve(self, query: str, name: str, p):
         strat = get_strategy(name)
         if type(strat).pack is Strategy.pack:  # a shape that only overrides retrieve (no cheap re-pack)
             t2 = time.perf_counter()
@@ -115,7 +126,7 @@ class ItemEvaluator:
             ans = Answer(res.answer, "ok",
                          res.prompt_tokens if given else count_prompt_tokens(q.text, blocks, history, enc),
                          res.completion_tokens if res.completion_tokens is not None else count_tokens(res.answer, enc),
-                         "endpoint" if given else "tokenizer", res.cached)
+                         "endpoint" if given else "tokenizer", res.cached, error=res.usage_error)
         row, scores = self.finish(q, name, p, "default", "defaults", rep, ctx, 0.0, 0.0, history=None,
                                   extra_params={"system": name}, answer=ans)
         row["answer_ms"] = res.latency_ms  # end to end, as a user of the service waits
@@ -127,13 +138,10 @@ class ItemEvaluator:
             return row, scores
         try:
             ctx, retrieve_ms, pack_ms = self.retrieve(q.text, name, p)
-        except Exception as e:  # noqa: BLE001 - a user's plugin that raises costs that item, not the run
+        except (Exception, SystemExit) as e:  # noqa: BLE001 - a user's plugin that fails costs that item, not the run
             if name in BUILTIN:  # ours: a bug, never hidden behind a status
                 raise
-            import traceback
-
-            tb = traceback.extract_tb(e.__traceback__)[-1]
-            why = f"strategy {name} raised {type(e).__name__}: {str(e)[:300]} ({tb.filename}:{tb.lineno})"
+            why = plugin_failure(name, e)
             return self.finish(q, name, p, pid, label, rep, Context(name, params_dict(p), [], {"error": why}),
                                0.0, 0.0, failure=why)
         return self.finish(q, name, p, pid, label, rep, ctx, retrieve_ms, pack_ms)
@@ -234,6 +242,20 @@ class ItemEvaluator:
         return row, scores
 
 
+def plugin_failure(name: str, e: BaseException) -> str:
+    """Why a plugin's item failed, one line: the plugin's own frame (file:line) when it raised."""
+    from rag.strategies.plugins import PluginFailure
+
+    if isinstance(e, PluginFailure):
+        return f"strategy {name} {e}"
+    if isinstance(e, SystemExit):
+        return f"strategy {name} called sys.exit({e.code!r})"
+    import traceback
+
+    tb = traceback.extract_tb(e.__traceback__)[-1]
+    return f"strategy {name} raised {type(e).__name__}: {str(e)[:300]} ({tb.filename}:{tb.lineno})"
+
+
 @functools.lru_cache(maxsize=1024)  # one string per point, not one dumps per item
 def _params_json(p) -> str:
     return json.dumps(params_dict(p))
@@ -322,7 +344,7 @@ def build_parts(cfg: RunConfig, ws: Workspace, index: str, limiter_for=None) -> 
                    for x in cfg.systems}
     evaluator = ItemEvaluator(retriever, answerer, get_scorers(list(cfg.scorers) or None),
                               cfg.llm.model if cfg.llm else "local", judges, prices, fit_context=cfg.fit_context,
-                              systems=systems)
+                              systems=systems, plugin_timeout=cfg.plugin_timeout)
     workers = max([c.max_concurrency for c in (cfg.llm, cfg.judge) if c is not None]
                   + [x.max_concurrency for x in cfg.systems], default=1)
     return RunParts(retriever, evaluator, llm, judges, workers)

@@ -32,6 +32,18 @@ def judge_config_from_env() -> LLMConfig | None:
     return LLMConfig(url, model, os.environ.get("RAGWB_JUDGE_KEY_ENV", "OPENAI_API_KEY"), max_tokens=512)
 
 
+def check_ragas() -> None:
+    """The ragas judges need the optional extra: one line saying which, before any work (a ValueError)."""
+    try:
+        import instructor  # noqa: F401
+        import ragas.metrics.collections  # noqa: F401
+        from ragas.llms.base import InstructorLLM  # noqa: F401
+    except ImportError as e:  # not installed, or ragas 0.4.3 + langchain-community >= 0.4: issues #2745 / #2995
+        raise ValueError(f"the ragas judges need the ragas extra: pip install -e '.[ragas]' (it pins "
+                         f"langchain-community<0.4); {type(e).__name__}: {e}; or choose --judges llm_faithfulness, "
+                         "which needs no extra") from None
+
+
 def get_judge(name: str, client: LLMClient):
     if name not in JUDGES:
         raise KeyError(f"unknown judge {name!r}; valid: {', '.join(JUDGES)}")
@@ -132,18 +144,15 @@ class _RagasJudge:
         import threading
 
         import httpx
-        import instructor
         from openai import AsyncOpenAI
 
         from rag.http_cache import CachingAsyncTransport
 
         os.environ.setdefault("RAGAS_DO_NOT_TRACK", "true")
-        try:
-            import ragas.metrics.collections as rmc
-            from ragas.llms.base import InstructorLLM
-        except ImportError as e:  # ragas 0.4.3 + langchain-community >= 0.4: issues #2745 / #2995
-            raise ImportError("ragas is not importable; pip install -e '.[ragas]' (pins langchain-community<0.4): "
-                              f"{e}") from e
+        check_ragas()
+        import instructor
+        import ragas.metrics.collections as rmc
+        from ragas.llms.base import InstructorLLM
         cfg = client.cfg
         self.client, self.stats = client, client.stats
         http = httpx.AsyncClient(transport=CachingAsyncTransport(client.cache, client.stats), timeout=cfg.timeout)

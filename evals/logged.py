@@ -66,8 +66,11 @@ def score_logged(path: str | Path, workspace: str | Path = "results", db: str | 
     ev = ItemEvaluator(retriever, None, get_scorers())
     rows, scores, unmatched, seen, qs = [], [], [], set(), []
     run_id = run_id or time.strftime("%Y%m%d-%H%M%S-") + uuid.uuid4().hex[:6]
+    unknown_ids, unknown_docs = [], []
     for rec in recs:
         q = (gold_by_id.get(rec.question_id) if rec.question_id else None) or gold_by_text.get(_fold(rec.question))
+        if dataset and rec.question_id and rec.question_id not in gold_by_id:
+            unknown_ids.append(rec)  # matched by text (or not at all): never silently
         na = {}
         if q is None:
             if dataset:
@@ -88,6 +91,8 @@ def score_logged(path: str | Path, workspace: str | Path = "results", db: str | 
             from rag.systems import context_blocks
 
             blocks, how = context_blocks(retriever.reader, rec.contexts, enc)
+            if how.get("unknown_ids"):
+                unknown_docs.append(rec.row)
         else:
             blocks = [Block(n, c["text"], "logged", (), (), (), (), count_tokens_memo(c["text"], enc),
                             float(c.get("score") or 0.0)) for n, c in enumerate(rec.contexts, 1)]
@@ -107,6 +112,16 @@ def score_logged(path: str | Path, workspace: str | Path = "results", db: str | 
         rows.append(row)
         scores += [{"run_id": run_id, "strategy": name, "point_id": "default", "question_id": q.qid, "repeat": 0,
                     "metric": m, "value": v.value, "status": v.status, "detail": v.detail} for m, v in sc.items()]
+    if unknown_ids:
+        print(f"ragwb score: warning: {len(unknown_ids)} record(s) carry a question_id that {dataset} does not have "
+              "(matched by question text instead where it matches): "
+              + "; ".join(f"row {r.row} {r.question_id!r}" for r in unknown_ids[:10])
+              + (" ..." if len(unknown_ids) > 10 else "") + f" (ids look like {next(iter(gold_by_id), '?')!r})",
+              file=sys.stderr)
+    if unknown_docs:
+        print(f"ragwb score: warning: {len(unknown_docs)} record(s) name a context doc_id/page_id the corpus does not "
+              f"have; those contexts were located by their text: rows {', '.join(map(str, unknown_docs[:10]))}"
+              + (" ..." if len(unknown_docs) > 10 else ""), file=sys.stderr)
     if unmatched:
         print(f"ragwb score: {len(unmatched)} of {len(recs)} records match no question of {dataset} (by id or exact "
               "text), scored on the metrics that need no gold: "
@@ -126,6 +141,7 @@ def score_logged(path: str | Path, workspace: str | Path = "results", db: str | 
                      "git_commit": git_commit(), "planned": len(rows),
                      "corpus": {d.doc_id: d.content_hash for d in ds.documents} if ds else {}},
             qs, rows, scores, {"items": len(rows), "source": f"ragwb score {Path(path).name}",
-                               "unmatched": [r.row for r in unmatched]})
+                               "records": len(recs), "unmatched": [r.row for r in unmatched],
+                               "unknown_question_ids": [r.row for r in unknown_ids]})
     return {"run_id": run_id, "items": len(rows), "matched": len(rows) - len(unmatched),
             "unmatched": [r.row for r in unmatched], "vocabulary": vocab, "name": name}

@@ -158,7 +158,10 @@ def score_answer(inp: ScoringInput) -> dict[str, Score]:
     if not q.answerable:
         v = float(fb)
         return {"em": Score(v), "f1": Score(v)}
-    if fb or not q.answers:
+    if not any(a.strip() for a in q.answers):  # no reference to compare with: not a zero, not applicable
+        why = "answerable question with no reference answer"
+        return {"em": Score(None, "not_applicable", why), "f1": Score(None, "not_applicable", why)}
+    if fb:
         return {"em": Score(0.0), "f1": Score(0.0)}
     em, f1 = _best_em_f1(strip_citations(inp.answer), tuple(q.answers))
     return {"em": Score(em), "f1": Score(f1)}

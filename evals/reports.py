@@ -147,8 +147,11 @@ def report_sections(store: ResultStore, run_id: str, compare: str | None = None)
             t = paired_points(scores, pts[0], p, ["f1", "prompt_tokens"], n_resamples=1000)
             parts.append(t.assign(point=p)[["point", "metric", "n", "a", "b", "delta", "low", "high", "verdict"]])
         paired = pd.concat(parts, ignore_index=True).rename(columns={"a": pts[0][:40], "b": "point's"})
+    from .summary import run_notes
+
     header = (f"dataset <b>{html.escape(str(run['dataset']))}</b>, commit {html.escape(str(run['git_commit']))}, "
-              f"created {html.escape(str(run['created_at']))}, status {html.escape(str(run['status']))}")
+              f"created {html.escape(str(run['created_at']))}, status {html.escape(str(run['status']))}"
+              + "".join(f"<br><b>Note:</b> {html.escape(n)}" for n in run_notes(run, store.path)))
     from .summary import headline_metrics, item_losses, shared_questions, with_losses
 
     heads = headline_metrics(store, run_id)  # code sets: function-level ranking; escalate: the escalation rate

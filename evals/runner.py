@@ -54,12 +54,16 @@ class RunConfig:
     plugins: dict = field(default_factory=dict)  # strategy plugin file or module -> sha256 of its source
     systems: tuple = ()  # deployed RAG services measured beside the strategies (rag/systems.py SystemConfig)
     prompt: dict | None = None  # a user's prompt template for the LLM answerer (rag/prompts.py), stored whole
+    plugin_timeout: float = 60.0  # seconds a plugin's shape may take for one item (0 = no limit)
 
     def __post_init__(self):
         if not isinstance(self.repeats, int) or self.repeats < 1:
             raise ValueError(f"repeats must be an integer >= 1, got {self.repeats!r}")
         if not isinstance(self.limit, int) or self.limit < 0:
             raise ValueError(f"limit must be an integer >= 0 (0 = all questions), got {self.limit!r}")
+        t = self.plugin_timeout
+        if isinstance(t, bool) or not isinstance(t, (int, float)) or not (t >= 0) or t == float("inf"):
+            raise ValueError(f"plugin_timeout must be seconds >= 0 (0 = no limit), got {t!r}")
 
     def to_dict(self) -> dict:
         d = dataclasses.asdict(self)
@@ -68,6 +72,8 @@ class RunConfig:
         d["judge"] = self.judge.public() if self.judge else None
         d["systems"] = [x.public() for x in self.systems]
         d.pop("use_cache")  # a cache switch must not change what a run *is*
+        if d.get("plugin_timeout") == 60.0:  # the default: runs stored before the limit keep their hash
+            d.pop("plugin_timeout")
         return d
 
     @property
@@ -436,3 +442,45 @@ def run_evaluation(cfg: RunConfig, workspace: str | Path = "results", db: str | 
     finally:
         held.close()
         store.close()
+
+
+def show_prompts(cfg: RunConfig, workspace: str | Path = "results", out=None) -> int:
+    """``ragwb run --show-prompt``: the prompt the LLM answerer would be sent for the first question under
+    each point (the run's --prompt or the built-in one, the context each shape packs, exact token counts).
+    Calls no endpoint and stores no run (the index is built if missing: retrieval needs it)."""
+    from rag.prompts import PromptTemplate, build_messages, prompt_tokens, template_messages
+    from rag.retrieval import Retriever
+    from rag.strategies import get_strategy
+
+    out = out or sys.stdout
+    ws = Workspace(workspace)
+    cfg = with_remembered_questions(cfg, ws)
+    ds = ws.load(cfg.dataset, cfg.questions_file, cfg.index, progress=False)
+    ingest = ws.ingest(ds, cfg.index, progress=False)
+    questions = [q for q in ds.questions if q.qtype != "filler"]
+    if not questions:
+        raise ValueError(f"dataset {ds.name!r} has no questions to show a prompt for")
+    q = questions[0]
+    r = Retriever(ws, ingest.index)
+    enc = r.reader.config.chunking.encoding
+    tpl = PromptTemplate.from_dict(cfg.prompt) if cfg.prompt else None
+    ev = ItemEvaluator(r, None, {}, plugin_timeout=cfg.plugin_timeout)
+    print(f"prompt: {tpl.file + ' (sha256 ' + tpl.hash[:12] + ')' if tpl else 'built-in'}; question {q.qid}: "
+          f"{q.text}", file=out)
+    shown = 0
+    for name, kw in (expand_grid(cfg.grid) if (cfg.grid or not cfg.systems) else []):
+        label = ",".join(f"{k}={v}" for k, v in sorted(kw.items())) or "defaults"
+        if getattr(get_strategy(name), "escalates", False):
+            print(f"\n=== {name} [{label}]: answers with its cheap point, then its rich one (see those points)",
+                  file=out)
+            continue
+        ctx, _, _ = ev.retrieve(q.text, name, make_params(name, **kw))
+        msgs = template_messages(tpl, q.text, ctx.blocks, None) if tpl else build_messages(q.text, ctx.blocks)
+        print(f"\n=== {name} [{label}]: {len(ctx.blocks)} blocks, {ctx.context_tokens:,} context tokens, "
+              f"{prompt_tokens(msgs, enc):,} prompt tokens", file=out)
+        for m in msgs:
+            print(f"--- {m['role']}\n{m['content']}", file=out)
+        shown += 1
+    for s in cfg.systems:
+        print(f"\n=== {s.name}: a deployed service builds its own prompt (nothing to show)", file=out)
+    return shown

@@ -229,3 +229,32 @@ def conversation_table(store: ResultStore, run_id: str) -> pd.DataFrame:
                      "bypass_accuracy": round(float(byp.get(key, float("nan"))), 3),
                      "ms_per_turn": round(float(g.ms.mean()), 1), "turns": len(g)})
     return pd.DataFrame(rows)
+
+
+def run_notes(run: dict, db=None) -> list[str]:
+    """What a reader of ``show`` and the report must know about a run beyond its scores: logged records that
+    matched no gold question (scored on the gold-free metrics only), ids the gold set does not have, and a
+    'running' run with no live writer (interrupted: how to resume)."""
+    import json
+
+    notes = []
+    try:
+        summ = json.loads(run.get("summary") or "{}") if isinstance(run.get("summary"), str) else (run.get("summary") or {})
+    except ValueError:
+        summ = {}
+    un = summ.get("unmatched") or []
+    if un:
+        total = summ.get("records") or summ.get("items") or "?"
+        notes.append(f"{len(un)} of {total} logged records matched no gold question (scored on the metrics that need "
+                     f"no gold only): rows {', '.join(map(str, un[:10]))}{' ...' if len(un) > 10 else ''}")
+    ids = summ.get("unknown_question_ids") or []
+    if ids:
+        notes.append(f"{len(ids)} logged records carry a question_id the gold set does not have: rows "
+                     f"{', '.join(map(str, ids[:10]))}{' ...' if len(ids) > 10 else ''}")
+    if run.get("status") == "running" and db is not None:
+        from .store import run_has_writer
+
+        if not run_has_writer(db, run["run_id"]):
+            notes.append(f"interrupted: no process is writing this run; resume it with `ragwb run --resume "
+                         f"{run['run_id']}`")
+    return notes

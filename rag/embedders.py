@@ -13,7 +13,6 @@ from __future__ import annotations
 import hashlib
 import os
 import re
-import sqlite3
 import threading
 import time
 from dataclasses import dataclass
@@ -265,11 +264,12 @@ class EmbeddingCache:
     """sha256(embedder key + kind + text) -> float32 vector, in a SQLite file in the workspace."""
 
     def __init__(self, path: str | Path):
-        Path(path).parent.mkdir(parents=True, exist_ok=True)
-        # several processes may share it (Ray embedding actors, a notebook beside a run): wait for locks
-        self.db = sqlite3.connect(str(path), check_same_thread=False, timeout=60)
-        self.db.execute("CREATE TABLE IF NOT EXISTS emb (k TEXT PRIMARY KEY, v BLOB)")
-        self.db.execute("CREATE TABLE IF NOT EXISTS seeds (sha TEXT PRIMARY KEY)")
+        from .llm import open_cache_db
+
+        # several processes may share it (Ray embedding actors, a notebook beside a run): wait for locks;
+        # a damaged file is moved aside and a fresh cache starts (open_cache_db)
+        self.db = open_cache_db(path, ["CREATE TABLE IF NOT EXISTS emb (k TEXT PRIMARY KEY, v BLOB)",
+                                       "CREATE TABLE IF NOT EXISTS seeds (sha TEXT PRIMARY KEY)"])
         self.hits = self.misses = 0
         self._lock = threading.Lock()
 

@@ -442,8 +442,8 @@ class Workspace:
                     for other in self.KINDS:
                         if other != kind and f"{index}__{other}" in names:
                             self._drop(f"{index}__{other}")
-                    notices.append(f"rebuilt index {index}: table {kind} is missing {len(missing)} data file(s) "
-                                   f"({', '.join(missing[:3])}); every document is ingested again")
+                    notices.append(f"rebuilt index {index}: table {kind} is missing or has damaged {len(missing)} data "
+                                   f"file(s) ({', '.join(missing[:3])}); every document is ingested again")
                     return notices
             except Exception as e:
                 self._drop(name)
@@ -626,9 +626,26 @@ def missing_data_files(table) -> list[str]:
     for frag in ds.get_fragments():
         for f in frag.data_files():
             path = f.path if not callable(getattr(type(f), "path", None)) else f.path()
-            if path and not (root / "data" / path).exists() and not Path(path).exists():
-                missing.append(str(path))
+            if not path:
+                continue
+            full = root / "data" / path if (root / "data" / path).exists() else Path(path)
+            if not full.exists() or not _lance_footer_ok(full):
+                missing.append(str(path) + ("" if not full.exists() else " (damaged)"))
     return missing
+
+
+def _lance_footer_ok(path: Path) -> bool:
+    """Whether a Lance data file ends with its format's magic (a truncated or overwritten file does not):
+    a cheap check that catches what reading rows would only find half-way through a run."""
+    try:
+        with open(path, "rb") as fh:
+            fh.seek(0, 2)
+            if fh.tell() < 16:
+                return False
+            fh.seek(-4, 2)
+            return fh.read(4) == b"LANC"
+    except OSError:
+        return False
 
 
 def vectors_of(column) -> np.ndarray:

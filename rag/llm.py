@@ -109,17 +109,47 @@ class CacheStats:
     dollars_spent: float = 0.0  # price of the calls actually made (price table)
 
 
+def open_cache_db(path: str | Path, schema: list[str]) -> sqlite3.Connection:
+    """A workspace cache (SQLite): a damaged file (truncated, overwritten, not a database) is moved aside as
+    ``<name>.damaged-<time>`` with one warning naming it, and a fresh cache starts: a cache only saves work,
+    so losing it never stops a run (the moved file is kept for whoever wants to look)."""
+    import sys
+
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    for attempt in range(2):
+        db = sqlite3.connect(str(path), check_same_thread=False, timeout=60)  # shared by Ray workers
+        try:
+            for sql in schema:
+                db.execute(sql)
+            db.execute("SELECT count(*) FROM sqlite_master").fetchone()
+            return db
+        except sqlite3.DatabaseError as e:
+            db.close()
+            if attempt or "locked" in str(e):
+                raise
+            aside = path.with_name(f"{path.name}.damaged-{time.strftime('%Y%m%d-%H%M%S')}")
+            path.rename(aside)
+            print(f"warning: cache {path} is damaged ({e}); moved aside to {aside.name}, starting a fresh cache",
+                  file=sys.stderr)
+    raise AssertionError("unreachable")
+
+
 class ResponseCache:
     def __init__(self, path: str | Path):
-        Path(path).parent.mkdir(parents=True, exist_ok=True)
-        self.db = sqlite3.connect(str(path), check_same_thread=False, timeout=60)  # shared by Ray workers
-        self.db.execute("CREATE TABLE IF NOT EXISTS responses (k TEXT PRIMARY KEY, v TEXT)")
+        self.db = open_cache_db(path, ["CREATE TABLE IF NOT EXISTS responses (k TEXT PRIMARY KEY, v TEXT)"])
         self.lock = threading.Lock()
 
     def get(self, k: str) -> dict | None:
         with self.lock:
-            row = self.db.execute("SELECT v FROM responses WHERE k = ?", (k,)).fetchone()
-        return json.loads(row[0]) if row else None
+            try:
+                row = self.db.execute("SELECT v FROM responses WHERE k = ?", (k,)).fetchone()
+            except sqlite3.DatabaseError:  # damaged under a page we had not read yet: a miss, not a crash
+                return None
+        try:
+            return json.loads(row[0]) if row else None
+        except ValueError:
+            return None
 
     def put(self, k: str, v: dict) -> None:
         with self.lock:

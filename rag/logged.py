@@ -8,7 +8,8 @@ A file is JSONL, CSV or parquet with one record per answered question, in either
   "score"}``), ``answer``, optional ``question_id``, ``reference``, ``prompt_tokens``,
   ``completion_tokens``, ``latency_ms``.
 
-In CSV a list column holds JSON (``["text one", "text two"]``). A file missing a required column, or
+In CSV a list column holds JSON (``["text one", "text two"]``) or a Python list (``['text one', 'text two']``,
+what pandas' ``to_csv`` writes); a field may be as large as the file. A file missing a required column, or
 a record whose fields have the wrong type, is an error naming the file, the row and the column.
 """
 from __future__ import annotations
@@ -49,10 +50,15 @@ def _rows(path: Path) -> list[dict]:
         import csv
         import io
 
+        # real logs hold whole documents in one field: allow big fields (csv's default cap is 128 KB, and
+        # its error is a traceback), still bounded by the file's own size
+        csv.field_size_limit(max(csv.field_size_limit(), min(path.stat().st_size + 1, 2**31 - 1)))
         try:
             return list(csv.DictReader(io.StringIO(path.read_text(encoding="utf-8-sig"))))
         except UnicodeDecodeError as e:
             raise ValueError(f"{path}: not UTF-8 text ({e.reason} at byte {e.start})") from None
+        except csv.Error as e:
+            raise ValueError(f"{path}: not a readable CSV file ({e})") from None
     if suffix not in (".jsonl", ".json", ".ndjson"):
         raise ValueError(f"{path}: unsupported file type {suffix!r}; use .jsonl, .csv or .parquet")
     from .conversations import decode_lines
@@ -88,6 +94,18 @@ def _list(v, path: Path, row: int, col: str) -> list:
     if not isinstance(v, list):
         raise ValueError(f"{path}: row {row}: column {col!r} must be a list of texts, got {type(v).__name__}")
     return v
+
+
+def _python_list(s: str) -> list | None:
+    """A Python list literal of texts (``['a', "b"]``, what pandas writes to CSV), read without evaluating
+    code (ast.literal_eval accepts literals only); None when it is not one."""
+    import ast
+
+    try:
+        v = ast.literal_eval(s)
+    except (ValueError, SyntaxError, MemoryError, RecursionError, TypeError):
+        return None
+    return v if isinstance(v, list) else None
 
 
 def _int(v, path: Path, row: int, col: str) -> int | None:
@@ -144,6 +162,8 @@ def read_logged(path: str | Path) -> tuple[list[LoggedRecord], str]:
             lat = float(lat) if lat not in (None, "") else None
         except (TypeError, ValueError):
             raise ValueError(f"{path}: row {row}: column 'latency_ms' must be a number, got {lat!r}") from None
+        if lat is not None and not (0 <= lat < float("inf")):  # NaN fails both comparisons
+            raise ValueError(f"{path}: row {row}: column 'latency_ms' must be a finite number >= 0, got {lat!r}")
         out.append(LoggedRecord(row, q.strip(), a.strip(), ctx, str(qid) if qid not in (None, "") else None, ref,
                                 _int(r.get("prompt_tokens"), path, row, "prompt_tokens"),
                                 _int(r.get("completion_tokens"), path, row, "completion_tokens"), lat))

@@ -59,9 +59,23 @@ def load_mapping(path: str | Path) -> dict:
     if bad:
         raise ValueError(f"{p}: unknown section(s) {sorted(bad)}; valid: request, response")
     for sec, valid in (("request", REQUEST_KEYS), ("response", RESPONSE_KEYS)):
+        if not isinstance(d.get(sec, {}), dict):
+            raise ValueError(f"{p}: [{sec}] must be a table of field paths")
         extra = set(d.get(sec, {})) - valid
         if extra:
             raise ValueError(f"{p}: unknown key(s) [{sec}] {sorted(extra)}; valid: {', '.join(sorted(valid))}")
+        for k, v in d.get(sec, {}).items():
+            if k in ("extra", "headers"):
+                if not isinstance(v, dict) or (k == "headers" and not all(isinstance(x, str) for x in v.values())):
+                    raise ValueError(f"{p}: [{sec}] {k} must be a table" + (" of text values" if k == "headers" else ""))
+                continue
+            if not isinstance(v, str):  # a path is text: `question = 5` would be a KeyError mid-run
+                raise ValueError(f"{p}: [{sec}] {k} = {v!r} must be a dotted field path in quotes (e.g. \"data.reply\")")
+            # the question, answer, contexts and their text must go somewhere; the others may be "" (not sent/read)
+            if not v.strip() and k in ("question", "answer", "contexts", "context_text"):
+                raise ValueError(f"{p}: [{sec}] {k} = \"\" names no field; the {k.replace('_', ' ')} must have a path")
+            if v != v.strip() or ".." in v or v.startswith(".") or v.endswith("."):
+                raise ValueError(f"{p}: [{sec}] {k} = {v!r} is not a dotted field path (no spaces or empty steps)")
     return {"request": {**DEFAULT_MAPPING["request"], **d.get("request", {})},
             "response": {**DEFAULT_MAPPING["response"], **d.get("response", {})}}
 
@@ -102,6 +116,7 @@ class SystemResult:
     latency_ms: float = 0.0
     error: str = ""
     cached: bool = False
+    usage_error: str = ""  # the service's usage count was not a plausible count: tokens counted here instead
 
 
 def get_path(obj, path: str):
@@ -276,16 +291,21 @@ class SystemClient:
             if not isinstance(c["text"], str):
                 return SystemResult("parse_error", error=f"context {i} text is {type(c['text']).__name__}, not text")
             contexts.append(c)
-        usage = {}
+        usage, bad_usage = {}, []
         for k in ("prompt_tokens", "completion_tokens"):
             try:
                 v = get_path(raw, m[k])
             except KeyError:
                 continue
             if isinstance(v, bool) or not isinstance(v, int) or not 0 <= v <= MAX_USAGE_TOKENS:
-                return SystemResult("parse_error", error=f"response {m[k]!r} = {str(v)[:30]} is not a token count")
+                # the documented rule (docs/your-system.md): keep the answer, count the tokens here
+                bad_usage.append(f"response {m[k]!r} = {str(v)[:30]} is not a token count in 0..{MAX_USAGE_TOKENS:,}")
+                continue
             usage[k] = v
-        return SystemResult("ok", answer, contexts, usage.get("prompt_tokens"), usage.get("completion_tokens"))
+        if bad_usage:
+            usage = {}  # both counts from one source: never the service's prompt with our completion
+        return SystemResult("ok", answer, contexts, usage.get("prompt_tokens"), usage.get("completion_tokens"),
+                            usage_error="; ".join(bad_usage) + ("; tokens counted here" if bad_usage else ""))
 
 
 def context_blocks(reader, contexts: list[dict], encoding: str = "o200k_base") -> tuple[list, dict]:
@@ -298,6 +318,7 @@ def context_blocks(reader, contexts: list[dict], encoding: str = "o200k_base") -
 
     rd = reader
     how = {"by_id": 0, "by_text": 0, "unmatched": 0}
+    unknown = 0  # contexts naming an id the corpus does not have (then located by text): counted, never silent
     blocks = []
     for n, c in enumerate(contexts, 1):
         text = c["text"]
@@ -316,6 +337,8 @@ def context_blocks(reader, contexts: list[dict], encoding: str = "o200k_base") -
             span = (m.start, m.end) if m else None
             how["by_id"] += 1
         else:
+            if page_id is not None or doc_id is not None:
+                unknown += 1
             doc_id, span = _find_text(rd, text)
             how["by_text" if doc_id else "unmatched"] += 1
         if doc_id and span:
@@ -327,6 +350,8 @@ def context_blocks(reader, contexts: list[dict], encoding: str = "o200k_base") -
         score = c.get("score")
         blocks.append(Block(n, text, "system", (doc_id,) if doc_id else (), pages, chunks, spans,
                             count_tokens_memo(text, encoding), float(score) if isinstance(score, (int, float)) else 0.0))
+    if unknown:
+        how["unknown_ids"] = unknown
     return blocks, how
 
 

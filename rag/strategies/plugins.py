@@ -197,3 +197,90 @@ def plugin_files(spec: str) -> list[str]:
     """The files a plugin's checksum covers (itself, then the user's modules it imports): for messages."""
     p = Path(str(spec))
     return [str(p), *map(str, local_imports(p))] if p.is_file() else [str(spec)]
+
+
+# --------------------------------------------------------------------------- running a plugin's code
+
+class PluginFailure(Exception):
+    """A plugin's item failed in a way its own traceback does not name (a time limit, an exit, a wrong
+    return value): the item's error, never the run's."""
+
+
+class _Deadline(BaseException):
+    """Raised inside a plugin's thread when its time is up (a BaseException: a plugin's own
+    ``except Exception`` must not swallow it)."""
+
+
+def call_with_time_limit(fn, seconds: float):
+    """``fn()``, stopped after ``seconds`` (0 = no limit) with PluginFailure. The limit is raised inside the
+    thread running the plugin, so a loop that never ends stops at its next Python instruction (time
+    spent inside one C call, such as a long sleep, ends first). ``sys.exit`` in a plugin is its item's
+    error too, not the end of the run."""
+    import ctypes
+    import threading
+
+    if not seconds:
+        try:
+            return fn()
+        except SystemExit as e:
+            raise PluginFailure(f"called sys.exit({e.code!r})") from None
+    tid, lock, state = threading.get_ident(), threading.Lock(), {"done": False, "fired": False}
+
+    def fire():
+        with lock:
+            if not state["done"]:
+                state["fired"] = True
+                ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(tid), ctypes.py_object(_Deadline))
+
+    timer = threading.Timer(seconds, fire)
+    timer.daemon = True
+    timer.start()
+    try:
+        try:
+            return fn()
+        finally:
+            with lock:
+                state["done"] = True
+            timer.cancel()
+    except _Deadline:
+        raise PluginFailure(f"took longer than its time limit of {seconds:g} s (--plugin-timeout)") from None
+    except SystemExit as e:
+        raise PluginFailure(f"called sys.exit({e.code!r})") from None
+
+
+def checked_context(ctx, name: str, p, encoding: str):
+    """A plugin's Context made safe to score and send: its type checked (a dict, None or foreign items are
+    the item's error, named), each block's tokens counted here on the text that is sent (a block's own
+    ``n_tokens`` is a claim, not a count), and the point's ``max_context_tokens`` enforced by the shared
+    overflow policy, as for every built-in shape. Counters say when a claim or the budget changed anything."""
+    import dataclasses
+
+    from ..tokens import count_tokens_memo
+    from . import Block, Context
+    from .packing import pack_blocks
+
+    if not isinstance(ctx, Context):
+        raise PluginFailure(f"returned {type(ctx).__name__}, not a Context (rag.extend.Context)")
+    if not isinstance(ctx.blocks, list):
+        raise PluginFailure(f"returned a Context whose blocks are {type(ctx.blocks).__name__}, not a list of Block")
+    for i, b in enumerate(ctx.blocks):
+        if not isinstance(b, Block):
+            raise PluginFailure(f"returned a Context whose block {i} is {type(b).__name__}, not a Block "
+                                "(rag.extend.Block)")
+        if not isinstance(b.text, str):
+            raise PluginFailure(f"returned block {i} whose text is {type(b.text).__name__}, not text")
+    if not isinstance(ctx.counters, dict):
+        ctx.counters = {"plugin_counters": str(ctx.counters)[:200]}
+    claimed = sum(b.n_tokens if isinstance(b.n_tokens, int) else 0 for b in ctx.blocks)
+    blocks = [dataclasses.replace(b, n_tokens=count_tokens_memo(b.text, encoding)) for b in ctx.blocks]
+    counted = sum(b.n_tokens for b in blocks)
+    counters = dict(ctx.counters)
+    if claimed != counted:
+        counters["claimed_tokens"] = claimed  # what the plugin said; context_tokens is what is sent
+    budget = getattr(p, "max_context_tokens", 0)
+    if budget and counted > budget:
+        raw = [(b.text, b.group, tuple(b.doc_ids), tuple(b.page_ids), tuple(b.chunk_ids), tuple(b.spans), b.n_tokens,
+                b.score) for b in blocks]
+        blocks = pack_blocks(raw, p, encoding)
+        counters["held_to_budget"] = {"tokens_before": counted, "max_context_tokens": budget}
+    return Context(ctx.strategy, ctx.params, blocks, counters)
