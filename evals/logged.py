@@ -129,7 +129,7 @@ def score_logged(path: str | Path, workspace: str | Path = "results", db: str | 
               + (" ..." if len(unmatched) > 10 else ""), file=sys.stderr)
     from .runner import RunConfig, git_commit, package_versions
 
-    cfg = RunConfig(dataset=ds.name if ds else f"logged:{Path(path).name}",
+    cfg = RunConfig(dataset=ds.name if ds else "logged",  # the file is in config.logged.file, not the name
                     index=retriever.reader.config if retriever else (index_cfg or RunConfig().index), grid={})
     config = {**cfg.to_dict(), "logged": {"file": str(Path(path).resolve()), "vocabulary": vocab, "name": name}}
     with ResultStore(db or Path(workspace) / "results.duckdb") as st:

@@ -95,7 +95,7 @@ class RunConfig:
         return cls(**d)
 
 
-def expand_grid(grid: dict) -> list[tuple[str, dict]]:
+def expand_grid(grid: dict, notice: bool = True) -> list[tuple[str, dict]]:
     """[(strategy, params)] for the cartesian product of each strategy's budget lists. A point given twice
     (``--set chunks.top_k=4,4``) is one point, said once: two would store one item twice and never finish."""
     from rag.strategies import default_strategies
@@ -114,7 +114,7 @@ def expand_grid(grid: dict) -> list[tuple[str, dict]]:
                 continue
             seen.add((name, p))
             points.append((name, kw))
-    if twice:
+    if twice and notice:
         print(f"notice: point(s) given more than once, run once: {'; '.join(dict.fromkeys(twice))}", file=sys.stderr)
     return points
 
@@ -196,7 +196,7 @@ def check_config(cfg: RunConfig) -> None:
     from rag.corpora import BUNDLED
 
     load_run_plugins(cfg)
-    expand_grid(cfg.grid)
+    expand_grid(cfg.grid, notice=False)  # validated here; the run says what it dropped
     if cfg.answerer == "openai" and cfg.llm is None:
         raise ValueError("answerer 'openai' needs --llm-base-url and --llm-model")
     if cfg.judges:
@@ -468,7 +468,7 @@ def show_prompts(cfg: RunConfig, workspace: str | Path = "results", out=None) ->
     print(f"prompt: {tpl.file + ' (sha256 ' + tpl.hash[:12] + ')' if tpl else 'built-in'}; question {q.qid}: "
           f"{q.text}", file=out)
     shown = 0
-    for name, kw in (expand_grid(cfg.grid) if (cfg.grid or not cfg.systems) else []):
+    for name, kw in (expand_grid(cfg.grid, notice=False) if (cfg.grid or not cfg.systems) else []):
         label = ",".join(f"{k}={v}" for k, v in sorted(kw.items())) or "defaults"
         if getattr(get_strategy(name), "escalates", False):
             print(f"\n=== {name} [{label}]: answers with its cheap point, then its rich one (see those points)",

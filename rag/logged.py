@@ -85,8 +85,14 @@ def _list(v, path: Path, row: int, col: str) -> list:
         if s.startswith("["):
             try:
                 v = loads_bounded(s)
-            except ValueError:
-                raise ValueError(f"{path}: row {row}: column {col!r} is not a JSON list") from None
+            except ValueError as e:
+                if "nested deeper" in str(e):
+                    raise ValueError(f"{path}: row {row}: column {col!r}: {e}") from None
+                v = _python_list(s)  # pandas' to_csv writes lists as Python reprs: ['a', 'b']
+                if v is None:
+                    raise ValueError(f"{path}: row {row}: column {col!r} is not a list (write it as JSON, "
+                                     "[\"text one\", \"text two\"], or as a Python list, ['text one', 'text two'])"
+                                     ) from None
         else:
             return [s] if s else []
     if hasattr(v, "tolist"):

@@ -111,8 +111,38 @@ class Router:
         return int(j[0]), float(p[0])
 
 
+def _signing_key() -> bytes:
+    """This user's key for signing router files (``RAGWB_SIGNING_KEY``, else a random key made once in
+    ``~/.config/ragwb/signing.key``, readable by this user only). A router is a pickle, and unpickling runs
+    code: only a file this key signed is ever unpickled."""
+    import os
+    import secrets
+
+    env = os.environ.get("RAGWB_SIGNING_KEY")
+    if env:
+        return env.encode()
+    folder = Path(os.environ.get("RAGWB_KEY_DIR") or Path.home() / ".config" / "ragwb")
+    path = folder / "signing.key"
+    if not path.exists():
+        folder.mkdir(parents=True, exist_ok=True)
+        try:
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+            with os.fdopen(fd, "w") as fh:
+                fh.write(secrets.token_hex(32))
+        except FileExistsError:  # another process made it first: use theirs
+            pass
+    return path.read_bytes().strip()
+
+
+def sign(blob: bytes) -> str:
+    import hmac
+
+    return hmac.new(_signing_key(), blob, hashlib.sha256).hexdigest()
+
+
 def save_router(router: Router, folder: str | Path) -> Path:
-    """Pickle the router; its sha256 names the file and is kept in a JSON sidecar (checked on load)."""
+    """Pickle the router; its sha256 names the file and is kept in a JSON sidecar with an HMAC signature
+    (this user's key): only a signed file is ever unpickled."""
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     blob = pickle.dumps({"model": router.model, "points": router.points, "metric": router.metric,
@@ -124,7 +154,7 @@ def save_router(router: Router, folder: str | Path) -> Path:
     tmp.write_bytes(blob)
     tmp.replace(path)
     path.with_suffix(".json").write_text(json.dumps(
-        {"sha256": digest, "run_id": router.run_id, "metric": router.metric, "tolerance": router.tolerance,
+        {"sha256": digest, "signature": sign(blob), "run_id": router.run_id, "metric": router.metric, "tolerance": router.tolerance,
          "points": router.points, "features": FEATURE_NAMES, "features_version": router.features_version},
         indent=1) + "\n")
     router.sha256, router.path = digest, str(path)
@@ -133,19 +163,32 @@ def save_router(router: Router, folder: str | Path) -> Path:
 
 @functools.lru_cache(maxsize=8)
 def _load(path: str, mtime: float, size: int) -> Router:
+    import hmac
+
     p = Path(path)
     blob = p.read_bytes()
     digest = hashlib.sha256(blob).hexdigest()
     side = p.with_suffix(".json")
-    if side.exists():
-        want = json.loads(side.read_text()).get("sha256")
-        if want and want != digest:
-            raise ValueError(f"router {p}: its sha256 {digest[:12]} differs from the one recorded in {side.name} "
-                             f"({want[:12]}): the file changed since `ragwb route` wrote it")
+    refused = f"router {p}: refused, never unpickled (a pickle runs code; only a router `ragwb route` signed here loads)"
+    if not side.is_file():
+        raise ValueError(f"{refused}: its signature file {side.name} is missing; train it again with `ragwb route`")
     try:
-        d = pickle.loads(blob)  # a file `ragwb route` wrote: load only routers you trust
+        meta = json.loads(side.read_text())
+        want, sig = meta.get("sha256"), meta.get("signature")
+    except (OSError, ValueError, AttributeError, UnicodeDecodeError) as e:
+        raise ValueError(f"{refused}: {side.name} is not a readable signature file ({type(e).__name__})") from None
+    if not isinstance(want, str) or want != digest:
+        raise ValueError(f"{refused}: its sha256 {digest[:12]} differs from the one recorded in {side.name} "
+                         f"({str(want)[:12]}): the file changed since `ragwb route` wrote it")
+    if not isinstance(sig, str) or not hmac.compare_digest(sig, sign(blob)):
+        raise ValueError(f"{refused}: its signature does not match this user's key (made elsewhere, by another user, "
+                         "or edited); train it again with `ragwb route`")
+    try:
+        d = pickle.loads(blob)  # signed by this user's key when `ragwb route` wrote it
+        if not isinstance(d, dict):
+            raise TypeError(f"holds a {type(d).__name__}")
     except Exception as e:
-        raise ValueError(f"router {p}: not a router file ({type(e).__name__}: {e})") from None
+        raise ValueError(f"router {p}: not a router file ({type(e).__name__}: {str(e)[:100]})") from None
     if d.get("features_version") != FEATURES_VERSION:
         raise ValueError(f"router {p} was trained on features version {d.get('features_version')}, this version "
                          f"computes {FEATURES_VERSION}: train it again with `ragwb route`")

@@ -12,6 +12,8 @@ are picked per request by the model name: ``fault-429`` (429 with Retry-After),
 ``slow-extractive`` (answers after 0.1 s, so concurrent calls overlap), ``fault-usage-huge`` /
 ``fault-usage-negative`` (absurd usage counts), ``fault-content-list`` (content as a list),
 ``fault-echo-400`` (a 400 that echoes the request's headers and query string, as some servers do),
+``fault-echo-200`` (answers with the request's headers and path as its text), ``fault-trickle`` (a valid reply
+sent one byte every ``Handler.trickle`` seconds), ``fault-huge`` (a valid reply of ``Handler.huge_mb`` MB),
 ``abstain`` (always the sentence after "reply with exactly:" in the system prompt), ``abstain-short``
 (that sentence when the user message is shorter than ``Handler.abstain_below`` characters: a small
 context abstains, a rich one answers; escalation tests);
@@ -62,6 +64,8 @@ class Handler(BaseHTTPRequestHandler):
     bodies: list = []
     context_window = 0
     abstain_below = 2000  # abstain-short: user messages shorter than this abstain
+    trickle = 0.2
+    huge_mb = 12
 
     def log_message(self, *a):  # quiet
         pass
@@ -108,6 +112,22 @@ class Handler(BaseHTTPRequestHandler):
         if model == "fault-echo-400":
             echo = {"error": {"message": f"bad request {self.path} headers {dict(self.headers)}"}}
             return self._send(400, json.dumps(echo).encode())
+        if model == "fault-trickle":
+            body = json.dumps({"id": "t", "object": "chat.completion", "created": 0, "model": model,
+                               "choices": [{"index": 0, "finish_reason": "stop",
+                                            "message": {"role": "assistant", "content": "slow"}}]}).encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            try:
+                for i in range(len(body)):
+                    self.wfile.write(body[i:i + 1])
+                    self.wfile.flush()
+                    time.sleep(Handler.trickle)
+            except (BrokenPipeError, ConnectionResetError):
+                pass
+            return
         if model == "fault-flaky":
             key = raw
             with Handler.lock:
@@ -156,6 +176,10 @@ class Handler(BaseHTTPRequestHandler):
             ct = 10 ** 12
         elif model == "fault-usage-negative":
             pt = -5
+        if model == "fault-echo-200":
+            text = f"request {self.path} headers {dict(self.headers)}"
+        if model == "fault-huge":
+            text = "y" * int(Handler.huge_mb * 1_000_000)
         content = [{"type": "text", "text": text}] if model == "fault-content-list" else text
         body = {"id": f"cmpl-{Handler.calls}", "object": "chat.completion", "created": int(time.time()),
                 "model": model, "choices": [{"index": 0, "finish_reason": "stop",

@@ -7,7 +7,12 @@ Paths:
 * ``/v2``: a regression: it drops its best context;
 * ``/custom``: another shape (``{"query", "conv"}`` -> ``{"data": {"reply", "sources": [{"content"}]}}``) that
   needs the header ``X-Key`` to equal ``Service.key``;
-* faults: ``/500``, ``/badjson``, ``/nocontexts``, ``/stall`` (answers after ``Service.stall`` seconds).
+* faults: ``/500``, ``/badjson``, ``/nocontexts``, ``/stall`` (answers after ``Service.stall`` seconds),
+  ``/zorbland`` (its own words, "The answer is Zorbland [9]", with four contexts), ``/echo`` (the answer echoes
+  the request's headers and path, as some debug endpoints do), ``/trickle`` (a valid reply sent one byte every
+  ``Service.trickle`` seconds), ``/huge`` (a valid reply of ``Service.huge_mb`` MB), ``/redirect`` (307 to
+  ``/v1``), ``/badusage`` (usage counts out of range), ``/deep`` (JSON nested 100,000 deep), ``/sleep`` (sleeps
+  ``Service.sleep`` seconds, then answers like ``/v1``).
 ``Service.requests`` records each request body.
 """
 from __future__ import annotations
@@ -26,6 +31,9 @@ class Service(BaseHTTPRequestHandler):
     requests: list = []
     key = "svc-secret-key"
     stall = 5.0
+    trickle = 0.2
+    huge_mb = 12
+    sleep = 0.2
     lock = threading.Lock()
 
     def log_message(self, *a):
@@ -43,7 +51,44 @@ class Service(BaseHTTPRequestHandler):
         req = json.loads(raw)
         with Service.lock:
             Service.requests.append((self.path, req))
-        path = self.path.rstrip("/")
+        path = self.path.split("?")[0].rstrip("/")
+        if path.endswith("/zorbland"):
+            ctx = [p[2] for p in Service.paragraphs[:4]]
+            return self._send(200, json.dumps({"answer": "The answer is Zorbland [9].", "contexts": ctx}).encode())
+        if path.endswith("/echo"):
+            ans = f"I saw {self.path} with headers {dict(self.headers)}"
+            return self._send(200, json.dumps({"answer": ans, "contexts": [ans]}).encode())
+        if path.endswith("/redirect"):
+            self.send_response(307)
+            self.send_header("Location", "/v1")
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+            return
+        if path.endswith("/badusage"):
+            ans, ctx = answer(req["question"], 2)
+            return self._send(200, json.dumps({"answer": ans, "contexts": [c[2] for c, _ in ctx],
+                                               "usage": {"prompt_tokens": -7, "completion_tokens": 10**12}}).encode())
+        if path.endswith("/deep"):
+            return self._send(200, b'{"answer": "x", "contexts": ' + b"[" * 100_000 + b"]" * 100_000 + b"}")
+        if path.endswith("/huge"):
+            big = "x" * int(Service.huge_mb * 1_000_000)
+            return self._send(200, json.dumps({"answer": "big", "contexts": [big]}).encode())
+        if path.endswith("/trickle"):
+            body = json.dumps({"answer": "slow", "contexts": ["one slow context " * 4]}).encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            try:
+                for i in range(len(body)):
+                    self.wfile.write(body[i:i + 1])
+                    self.wfile.flush()
+                    time.sleep(Service.trickle)
+            except (BrokenPipeError, ConnectionResetError):
+                pass
+            return
+        if path.endswith("/sleep"):
+            time.sleep(Service.sleep)
         if path.endswith("/500"):
             return self._send(500, b'{"error": "boom"}')
         if path.endswith("/badjson"):
@@ -79,6 +124,13 @@ def answer(question: str, k: int, drop_best: bool = False):
     return ExtractiveAnswerer().answer(question, blocks).text, ctx
 
 
+class _Quiet(ThreadingHTTPServer):
+    request_queue_size = 128  # the concurrency bench opens many connections at once
+
+    def handle_error(self, request, client_address):  # a client that gave up on a slow reply is expected
+        pass
+
+
 def start() -> tuple[ThreadingHTTPServer, str]:
     from rag.corpora import load_bundled
 
@@ -86,7 +138,7 @@ def start() -> tuple[ThreadingHTTPServer, str]:
         ds = load_bundled("squad2")
         Service.paragraphs = [(d.doc_id, pg.page_id, pg.text, set(_WORD.findall(pg.text.lower())))
                               for d in ds.documents for pg in d.pages if pg.text]
-    srv = ThreadingHTTPServer(("127.0.0.1", 0), Service)
+    srv = _Quiet(("127.0.0.1", 0), Service)
     srv.daemon_threads = True
     threading.Thread(target=srv.serve_forever, daemon=True).start()
     return srv, f"http://127.0.0.1:{srv.server_address[1]}"
