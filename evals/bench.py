@@ -27,7 +27,7 @@ def add_bench_args(p) -> None:
                    help="corpus copies for the growth curve (default 1 4 16; empty to skip)")
     p.add_argument("--only", nargs="*", choices=["ingest", "retrieval", "repack", "eval", "ragas", "llm", "growth",
                                                  "rerun", "support", "mainjob", "scale", "scale5", "engines", "apply",
-                                                 "gate"],
+                                                 "gate", "score", "system"],
                    default=None,
                    help="measure only these figures; scale, scale5, mainjob and engines (minutes each) run only "
                         "when named here")
@@ -44,6 +44,10 @@ def _add_extra(p) -> None:
     p.add_argument("--engine-cpus", type=int, default=2, help="engines figure: num_cpus of the local Ray runtime (2)")
     p.add_argument("--gate-items", type=int, default=50_000,
                    help="gate figure: items in each of the two stored runs compared (default 50000)")
+    p.add_argument("--score-rows", nargs=3, type=int, default=[300, 20_000, 100_000],
+                   metavar=("DISTINCT", "REPEATED", "BULK"),
+                   help="score figure: rows with distinct contexts, rows over 300 repeated contexts, and rows scored "
+                        "without the support scorer (default 300 20000 100000; 0 skips one)")
 
 
 def _median(fn, repeats: int) -> float:
@@ -131,6 +135,10 @@ def main_bench(a) -> int:
             figs["rerun"] = rerun_cost(cfg, tmp / "rerun", a.rerun_files)
         if want("support"):
             figs["support"] = support_speed(min(a.questions, 1000))
+        if want("score") and a.only:  # minutes of e5 at log size: only when asked by name
+            figs["score"] = score_figure(tmp / "score", *a.score_rows)
+        if want("system") and a.only:  # 900 requests of 200 ms: only when asked by name
+            figs["system"] = system_overhead(tmp / "system")
         if want("scale") and a.only:  # minutes at 1M rows: only when asked by name
             from .scale import scale_curve
             figs["scale"] = scale_curve(a.scale)
@@ -538,6 +546,27 @@ def gate_figure(root: Path, items: int = 50_000, points: int = 5) -> dict:
 
 def render(f: dict) -> str:
     lines = [f"machine: {f['machine']}", f"dataset: {f['dataset']}"]
+    sc = f.get("score")
+    if sc:
+        d = sc.get("distinct")
+        if d:
+            lines.append(f"ragwb score, {d['rows']} rows with distinct contexts: {d['score_s']:.1f} s; the raw e5 embedder on "
+                         f"the {d['texts_embedded']} texts it must embed {d['raw_embedder_s']:.1f} s -> throughput "
+                         f"{d['throughput_vs_raw']:.2f}x raw (target {d['target']})")
+        r = sc.get("repeated")
+        if r:
+            lines.append(f"ragwb score, {r['rows']:,} rows over {r['distinct_contexts']} contexts: {r['score_s']:.1f} s "
+                         f"(target {r['target']})")
+        b = sc.get("bulk_no_support")
+        if b:
+            lines.append(f"ragwb score --metrics (no support scorer), {b['rows']:,} rows: {b['score_s']:.1f} s "
+                         f"(target {b['target']})")
+    sy = f.get("system")
+    if sy:
+        for c in sy["cases"]:
+            lines.append(f"--system, {c['requests']} requests of {sy['latency_s'] * 1000:.0f} ms at concurrency "
+                         f"{c['concurrency']}: {c['wall_s']:.1f} s (ideal {c['ideal_s']:.1f} s, start {c['start_s']:.2f} s, "
+                         f"overhead {c['overhead']:+.1%}; target {sy['target']})")
     i = f.get("ingest")
     if i:
         lines.append(f"ingest: {i['ingest_chunks_per_s']:.1f} chunks/s vs embedder alone {i['embedder_chunks_per_s']:.1f}"
@@ -622,3 +651,161 @@ def render(f: dict) -> str:
     if mj:
         lines.append(f"main job on a fresh workspace: {mj['seconds']:.1f} s (exit {mj['exit']}; target {mj['target']})")
     return "\n".join(lines)
+
+
+def logged_rows(n: int, distinct_contexts: int | None = None, seed: int = 0) -> list[dict]:
+    """``n`` logged records over SQuAD 2.0 paragraphs (each ~860 characters): the question, the paragraph it was
+    written on as the context and its first sentence as a cited answer. ``distinct_contexts``: records cycle over
+    that many paragraphs (real logs repeat their contexts), else each record has its own paragraph."""
+    import random
+
+    from rag.answerers import split_sentences
+    from rag.corpora import load_bundled
+
+    ds = load_bundled("squad2")
+    paras = [pg.text for d in ds.documents for pg in d.pages if len(pg.text) > 300]
+    rnd = random.Random(seed)
+    rnd.shuffle(paras)
+    k = distinct_contexts or n
+    if k > len(paras):
+        paras = (paras * (k // len(paras) + 1))[:k]  # more distinct rows than paragraphs: each gets a suffix
+        paras = [p + f" (record {i})" for i, p in enumerate(paras)]
+    out = []
+    for i in range(n):
+        p = paras[i % k]
+        first = (split_sentences(p) or [p])[0]
+        out.append({"question_id": f"q{i}", "question": f"What does record {i} say about {first.split()[0]}?",
+                    "answer": f"{first} [1]", "contexts": [p], "latency_ms": 100.0 + i % 7})
+    return out
+
+
+def score_figure(root: Path, distinct: int = 300, repeated: int = 20_000, bulk: int = 100_000) -> dict:
+    """``ragwb score`` at the size of real logs (issue 33): distinct contexts (each embeds), repeated contexts
+    (each distinct text embeds once), and a bulk log without the support scorer."""
+    from .logged import score_logged
+    from .support import _e5_cache, _memo, collect_embeds, support_embedder
+
+    root.mkdir(parents=True, exist_ok=True)
+    figs = {}
+
+    def write(name, recs):
+        p = root / f"{name}.jsonl"
+        p.write_text("".join(json.dumps(r) + "\n" for r in recs))
+        return p
+
+    # 1. distinct: the raw embedder on exactly the texts scoring must embed, then scoring itself
+    recs = logged_rows(distinct)
+    path = write("distinct", recs)
+    from evals.metrics import ScoringInput, score_faithfulness
+    from rag.models import Question
+    from rag.strategies import Block
+
+    _e5_cache.clear()
+    _memo.clear()
+    inputs = [ScoringInput(Question(r["question_id"], r["question"], [], True), [Block(1, r["contexts"][0], "logged",
+                                    (), (), (), (), 0, 0.0)], r["answer"]) for r in recs]
+    texts = collect_embeds(lambda: [score_faithfulness(x) for x in inputs])
+    emb = support_embedder()
+    emb(["warm up"])
+    _e5_cache.clear()
+    t = time.perf_counter()
+    emb(texts)
+    raw = time.perf_counter() - t
+    _e5_cache.clear()
+    _memo.clear()
+    t = time.perf_counter()
+    score_logged(path, root / "ws1", progress=False)
+    sec = time.perf_counter() - t
+    figs["distinct"] = {"rows": distinct, "texts_embedded": len(texts), "raw_embedder_s": raw, "score_s": sec,
+                        "throughput_vs_raw": raw / sec, "target": ">= 0.8 and <= 45 s"}
+    # 2. repeated contexts: 20,000 rows over 300 paragraphs
+    if repeated:
+        path = write("repeated", logged_rows(repeated, 300))
+        _e5_cache.clear()
+        _memo.clear()
+        t = time.perf_counter()
+        score_logged(path, root / "ws2", progress=False)
+        figs["repeated"] = {"rows": repeated, "distinct_contexts": 300, "score_s": time.perf_counter() - t,
+                            "target": "<= 120 s"}
+    # 3. bulk without the support scorer
+    if bulk:
+        path = write("bulk", logged_rows(bulk, 300))
+        t = time.perf_counter()
+        score_logged(path, root / "ws3", progress=False,
+                     metrics=[m for m in ("answer", "abstention", "citation", "retrieval", "cost")])
+        figs["bulk_no_support"] = {"rows": bulk, "score_s": time.perf_counter() - t, "target": "<= 60 s"}
+    return figs
+
+
+class _SleepyService:
+    """A deployed service for the overhead figure: sleeps ``latency`` seconds per request on 127.0.0.1, then
+    answers with one context named by its page id (so locating it costs a lookup, as a good service's does)."""
+
+    def __init__(self, latency: float, page_id: str, text: str):
+        import threading
+        from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+        body = json.dumps({"answer": "It is in the context [1].", "contexts": [{"text": text, "page_id": page_id}],
+                           "usage": {"prompt_tokens": 300, "completion_tokens": 8}}).encode()
+        seen = self.arrivals = []
+
+        class H(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"  # keep-alive, as a deployed service behind any proxy
+
+            def log_message(self, *a):
+                pass
+
+            def do_POST(self):
+                self.rfile.read(int(self.headers.get("Content-Length") or 0))
+                seen.append(time.perf_counter())
+                time.sleep(latency)
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+        class S(ThreadingHTTPServer):
+            daemon_threads = True
+            request_queue_size = 256
+
+        self.srv = S(("127.0.0.1", 0), H)
+        threading.Thread(target=self.srv.serve_forever, daemon=True).start()
+        self.url = f"http://127.0.0.1:{self.srv.server_address[1]}/ask"
+
+    def close(self):
+        self.srv.shutdown()
+
+
+def system_overhead(root: Path, latency: float = 0.2, cases=((100, 1), (200, 4), (600, 16))) -> dict:
+    """``--system`` against a 127.0.0.1 service that sleeps ``latency`` s, at concurrency C: wall time vs the
+    ideal N x latency / C, the start (until the first request) apart. Scored on every metric but the offline
+    support scorer (its e5 time is the scorer's, not the path's: `ragwb bench --only support`)."""
+    from rag.corpora import load_bundled
+    from rag.systems import SystemConfig
+
+    from .runner import RunConfig, run_evaluation
+
+    ds = load_bundled("squad2")
+    pg = ds.documents[0].pages[0]
+    svc = _SleepyService(latency, pg.page_id, pg.text)
+    out = {"latency_s": latency, "target": "overhead <= 5% beyond a start under 1 s", "cases": []}
+    scorers = ("answer", "abstention", "citation", "retrieval", "cost")
+    try:
+        run_evaluation(RunConfig(dataset="squad2", limit=1, scorers=scorers, use_cache=False,
+                                 systems=(SystemConfig("warm", svc.url, max_concurrency=1),)),
+                       workspace=root, progress=False)  # the index is built once, as in any workspace
+        for n, c in cases:
+            svc.arrivals.clear()
+            cfg = RunConfig(dataset="squad2", limit=n, scorers=scorers, use_cache=False,
+                            systems=(SystemConfig("svc", svc.url, timeout=30, max_concurrency=c),))
+            t = time.perf_counter()
+            run_evaluation(cfg, workspace=root, progress=False)
+            wall = time.perf_counter() - t
+            start = (svc.arrivals[0] - t) if svc.arrivals else float("nan")
+            ideal = n * latency / c
+            out["cases"].append({"requests": n, "concurrency": c, "wall_s": wall, "start_s": start,
+                                 "ideal_s": ideal, "overhead": (wall - start - ideal) / ideal})
+    finally:
+        svc.close()
+    return out

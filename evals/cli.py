@@ -783,7 +783,9 @@ def cmd_score(a) -> int:
     from .logged import score_logged
 
     res = score_logged(a.file, a.workspace, a.db, a.dataset, a.questions, a.name, a.run_id,
-                       _index_config(a) if a.dataset else None, progress=not a.no_progress)
+                       _index_config(a) if a.dataset else None, progress=not a.no_progress,
+                       metrics=[m.strip() for x in (a.metrics or []) for m in x.split(",") if m.strip()] or None,
+                       sample=a.sample, seed=a.seed)
     print(f"scored {res['items']} records of {a.file} ({res['vocabulary']} columns) as {res['name']} in run "
           f"{res['run_id']}" + (f"; {res['matched']} matched the gold set, {len(res['unmatched'])} did not"
                                 if a.dataset else "; no gold set: reference-free metrics only"))
@@ -942,6 +944,14 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--dataset", default=None, help="gold set to join (bundled name or folder; ingested if needed)")
     s.add_argument("--questions", default=None, help="JSONL gold questions for a folder dataset")
     s.add_argument("--name", default=None, help="the system's name in the store (default: logged; the file name is kept in the run config)")
+    s.add_argument("--metrics", nargs="*", default=None, metavar="NAME",
+                   help="score only these metrics or families (e.g. answer,retrieval,citations; default every one; "
+                        "cost is always scored). Without faithfulness no text is embedded: fast on any log size")
+    s.add_argument("--sample", type=at_least(1), default=None, metavar="N",
+                   help="score the costly offline support scorer (faithfulness, citation_support) on a seeded "
+                        "sample of N records, every other metric on all; the rest are not_applicable with the "
+                        "reason, so intervals say n=N")
+    s.add_argument("--seed", type=int, default=0, help="seed of --sample (0)")
     s.add_argument("--run-id", default=None, type=run_id_arg, help="id for the new run")
     s.add_argument("--db", default=None, help="DuckDB file (default: WORKSPACE/results.duckdb)")
     s.add_argument("--no-report", action="store_true", help="skip writing the HTML report")

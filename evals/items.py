@@ -106,13 +106,16 @@ class ItemEvaluator:
     def evaluate_system(self, q, name: str, rep: int = 0, history: list[dict] | None = None):
         """One question through a deployed service: its answer and contexts (located in the corpus) are
         scored like any point's; latency is end to end; a failed call is the item's status."""
+        return self.system_item(q, name, rep, self.systems[name].ask(q.text, q.qid, history, repeat=rep), history)
+
+    def system_item(self, q, name: str, rep: int, res, history: list[dict] | None = None):
+        """The item of a service's reply (``SystemClient.ask``): located, counted and scored here (the
+        runner asks on worker threads and scores as replies come back, so scoring overlaps the waiting)."""
         from rag.prompts import count_prompt_tokens
         from rag.strategies import BaseParams
         from rag.systems import context_blocks
         from rag.tokens import count_tokens
 
-        client = self.systems[name]
-        res = client.ask(q.text, q.qid, history, repeat=rep)
         enc = self.r.reader.config.chunking.encoding
         p = BaseParams()
         if res.status != "ok":
@@ -366,8 +369,13 @@ def evaluate_shard(parts: RunParts, job: RunJob, shard: list, done: set | None =
             if q.conversation_id:
                 h += [{"role": "user", "content": q.text},
                       {"role": "assistant", "content": q.answers[0] if q.answers else ""}]
-        results = pool_map(lambda t: parts.evaluator.evaluate_system(*t), tasks, parts.workers)
-        for (q, name, rep, _), (row, scores) in zip(tasks, results):
+        ev = parts.evaluator
+        # services answer on worker threads (each client's own limit bounds its calls in flight) while this
+        # thread scores the replies already back: the waiting and the scoring overlap, at any concurrency
+        replies = pool_map(lambda t: ev.systems[t[1]].ask(t[0].text, t[0].qid, t[3], repeat=t[2]), tasks,
+                           max(2, parts.workers), always_threads=True)
+        for (q, name, rep, h), res in zip(tasks, replies):
+            row, scores = ev.system_item(q, name, rep, res, h)
             yield q.qid, name, "default", rep, row, scores
     if job.cpoints:
         from .conversations import evaluate_conversations
@@ -394,10 +402,11 @@ def evaluate_shard(parts: RunParts, job: RunJob, shard: list, done: set | None =
         yield q.qid, name, pid, rep, row, scores
 
 
-def pool_map(fn, items: list, workers: int):
+def pool_map(fn, items: list, workers: int, always_threads: bool = False):
     """``fn`` over ``items``, results yielded in order as each is done (never the whole list at the end):
-    the runner commits a killed LLM run's finished items within a second (its flush_seconds)."""
-    if workers <= 1 or len(items) <= 1:
+    the runner commits a killed LLM run's finished items within a second (its flush_seconds).
+    ``always_threads``: even one worker runs beside the caller (the caller works on results meanwhile)."""
+    if (workers <= 1 and not always_threads) or len(items) <= 1:
         for t in items:
             yield fn(t)
         return

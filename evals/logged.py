@@ -19,6 +19,7 @@ from rag.logged import read_logged
 from rag.models import Question
 from rag.strategies import STRATEGIES, BaseParams, Block, Context
 from rag.tokens import count_tokens_memo
+from tqdm import tqdm
 
 from .items import ItemEvaluator
 from .metrics import FAMILIES, get_scorers
@@ -26,6 +27,28 @@ from .store import ResultStore
 
 GOLD_FAMILIES = ("answer", "abstention", "retrieval")  # need a gold answer or gold evidence
 GOLD_METRICS = ("citation_precision", "citation_recall")  # need gold evidence in the blocks
+COSTLY = ("faithfulness",)  # families that embed (the offline support scorer): what --sample samples
+
+
+def scorers_for(metrics: list[str] | None) -> dict:
+    """Scorer families for metric or family names (cost metrics always: every row has a cost). An unknown
+    name is an error listing the valid ones."""
+    from .metrics import METRICS, SCORERS
+
+    if not metrics:
+        return get_scorers()
+    fams, bad = [], []
+    for m in metrics:
+        if m in SCORERS:
+            fams.append(m)
+        elif m in METRICS and METRICS[m].family in SCORERS:
+            fams.append(METRICS[m].family)
+        else:
+            bad.append(m)
+    if bad:
+        raise ValueError(f"--metrics: unknown metric(s) {', '.join(bad)}; valid: families "
+                         f"{', '.join(SCORERS)} or metrics {', '.join(m for m in METRICS if METRICS[m].family in SCORERS)}")
+    return get_scorers(list(dict.fromkeys(fams + ["cost"] if "cost" in SCORERS else fams)))
 
 
 def _fold(text: str) -> str:
@@ -34,8 +57,13 @@ def _fold(text: str) -> str:
 
 def score_logged(path: str | Path, workspace: str | Path = "results", db: str | Path | None = None,
                  dataset: str | None = None, questions: str | None = None, name: str | None = None,
-                 run_id: str | None = None, index_cfg=None, progress: bool = True) -> dict:
-    """Score a logged file and store it as a run. Returns {"run_id", "items", "matched", "unmatched": [...]}."""
+                 run_id: str | None = None, index_cfg=None, progress: bool = True, metrics: list[str] | None = None,
+                 sample: int | None = None, seed: int = 0) -> dict:
+    """Score a logged file and store it as a run. Returns {"run_id", "items", "matched", "unmatched": [...]}.
+    ``metrics``: metric or family names to score (default all); ``sample``: the costly scorers (the offline
+    support scorer) score a seeded sample of that many records, the others every record."""
+    if sample is not None and sample < 1:
+        raise ValueError(f"--sample must be >= 1, got {sample}")
     from rag.prompts import count_prompt_tokens
 
     recs, vocab = read_logged(path)
@@ -63,11 +91,13 @@ def score_logged(path: str | Path, workspace: str | Path = "results", db: str | 
         for q in ds.questions:
             gold_by_text.setdefault(_fold(q.text), q)
     enc = retriever.reader.config.chunking.encoding if retriever else "o200k_base"
-    ev = ItemEvaluator(retriever, None, get_scorers())
+    scorers = scorers_for(metrics)
+    ev = ItemEvaluator(retriever, None, scorers)
     rows, scores, unmatched, seen, qs = [], [], [], set(), []
     run_id = run_id or time.strftime("%Y%m%d-%H%M%S-") + uuid.uuid4().hex[:6]
     unknown_ids, unknown_docs = [], []
-    for rec in recs:
+    prepared = []  # (rec, question, not_applicable, context, answer): everything but the scores
+    for rec in tqdm(recs, disable=not progress, desc="reading records", unit="row"):
         q = (gold_by_id.get(rec.question_id) if rec.question_id else None) or gold_by_text.get(_fold(rec.question))
         if dataset and rec.question_id and rec.question_id not in gold_by_id:
             unknown_ids.append(rec)  # matched by text (or not at all): never silently
@@ -101,7 +131,27 @@ def score_logged(path: str | Path, workspace: str | Path = "results", db: str | 
         ans = Answer(rec.answer, "ok", rec.prompt_tokens if given else count_prompt_tokens(q.text, blocks, None, enc),
                      rec.completion_tokens if rec.completion_tokens is not None else count_tokens_memo(rec.answer, enc),
                      "endpoint" if given else "tokenizer")
-        ctx = Context(name, {}, blocks, {"row": rec.row, "located": how})
+        prepared.append((rec, q, na, Context(name, {}, blocks, {"row": rec.row, "located": how}), ans))
+    costly = [f for f in COSTLY if f in scorers]
+    sampled = None
+    if sample is not None and sample < len(prepared) and costly:
+        import random
+
+        sampled = set(random.Random(seed).sample(range(len(prepared)), sample))
+        why = (f"not in the seeded sample of {sample:,} of {len(prepared):,} records scored by "
+               f"{', '.join(costly)} (--sample)")
+        skip = {m: why for f in costly for m in FAMILIES.get(f, [])}
+        prepared = [(rec, q, na if i in sampled else {**skip, **na}, ctx, ans)
+                    for i, (rec, q, na, ctx, ans) in enumerate(prepared)]
+    if "faithfulness" in scorers:  # e5 once per distinct text, in batches, before any row is scored
+        from .metrics import ScoringInput, score_faithfulness
+        from .support import collect_embeds, prefetch_embeds
+
+        todo = [(q, ctx, ans) for i, (_, q, _, ctx, ans) in enumerate(prepared) if sampled is None or i in sampled]
+        texts = collect_embeds(lambda: [score_faithfulness(ScoringInput(q, ctx.blocks, ans.text)) for q, ctx, ans
+                                        in todo])
+        prefetch_embeds(texts, progress)
+    for rec, q, na, ctx, ans in tqdm(prepared, disable=not progress, desc="scoring", unit="row"):
         # the file is the run's (config.logged.file), never the point's parameters: renaming a log
         # must not make its records a different point
         row, sc = ev.finish(q, name, BaseParams(), "default", "defaults", 0, ctx, 0.0, 0.0,
@@ -131,7 +181,8 @@ def score_logged(path: str | Path, workspace: str | Path = "results", db: str | 
 
     cfg = RunConfig(dataset=ds.name if ds else "logged",  # the file is in config.logged.file, not the name
                     index=retriever.reader.config if retriever else (index_cfg or RunConfig().index), grid={})
-    config = {**cfg.to_dict(), "logged": {"file": str(Path(path).resolve()), "vocabulary": vocab, "name": name}}
+    config = {**cfg.to_dict(), "logged": {"file": str(Path(path).resolve()), "vocabulary": vocab, "name": name,
+                                           "metrics": list(scorers), "sample": sample, "seed": seed}}
     with ResultStore(db or Path(workspace) / "results.duckdb") as st:
         if ds:
             st.upsert_questions(ds.name, ds.questions)

@@ -353,7 +353,12 @@ def run_evaluation(cfg: RunConfig, workspace: str | Path = "results", db: str | 
             planned = int(store.run(run_id).get("planned") or planned)  # the plan the run was started with
         done = store.done_keys(run_id)
         job = RunJob(cfg, str(ws.root), ingest.index, questions, points, cpoints, done,
-                     make_shards(questions, conversational, shard_questions))
+                     make_shards(questions, conversational,
+                                 # services only: one stream, no pool drained at every shard's end (a shard
+                                 # exists to batch query embeddings, which a service run has none of)
+                                 max(shard_questions, len(questions)) if (cfg.systems and not points
+                                                                         and engine.name == "local")
+                                 else shard_questions))
 
         summary = RunSummary(run_id, ds.name, skipped_done=len(done))
         bar = _Progress(planned - len(done), progress, f"run {ds.name}")

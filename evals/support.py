@@ -183,7 +183,51 @@ def support_score(statement: str, passages: list[str], lang: str = "en", embed=N
     """The probability (0..1) that ``passages`` support ``statement``: the shipped offline model
     (``evals/support_model.json``). ``embed`` (texts -> normalised vectors) adds the e5 similarity of
     the statement to its best-aligned passage window; without it the model's e5 features take their
-    training means. Order of ``passages`` does not matter."""
+    training means. Order of ``passages`` does not matter. Memoised per (statement, passages): logs and
+    sweeps repeat answers and contexts (never while texts are only being collected)."""
+    if _collecting:
+        return _support_score(statement, passages, lang, embed)
+    key = (statement, tuple(sorted(passages)), lang, embed is not None)  # e5 or not: one embedder either way
+    v = _memo.get(key)
+    if v is None:
+        v = _support_score(statement, passages, lang, embed)
+        if len(_memo) > 200_000:
+            _memo.clear()
+        _memo[key] = v
+    return v
+
+
+_memo: dict = {}
+_collecting: list | None = None  # texts e5 would embed, gathered by ``collect_embeds`` (no model call)
+
+
+def collect_embeds(fn) -> list[str]:
+    """Run ``fn()`` (scoring) with e5 stubbed out; return the distinct texts it asked e5 for that are not
+    cached yet. ``prefetch_embeds`` then embeds them in large batches: a log of 20,000 rows embeds each
+    distinct statement and window once, in batches, never one row at a time."""
+    global _collecting
+    _collecting = []
+    try:
+        fn()
+        return list(dict.fromkeys(t for t in _collecting if t not in _e5_cache))
+    finally:
+        _collecting = None
+
+
+def prefetch_embeds(texts: list[str], progress: bool = False, batch: int = 256) -> None:
+    """Embed ``texts`` with e5 into the support scorer's cache, in batches (a progress bar when asked)."""
+    embed = support_embedder()
+    if embed is None or not texts:
+        return
+    from tqdm import tqdm
+
+    with tqdm(total=len(texts), disable=not progress, desc="faithfulness: embedding texts", unit="text") as bar:
+        for i in range(0, len(texts), batch):
+            embed(texts[i:i + batch])
+            bar.update(len(texts[i:i + batch]))
+
+
+def _support_score(statement: str, passages: list[str], lang: str = "en", embed=None) -> float:
     model = load_model()
     x = features(statement, passages, lang, embed, model)
     if embed is None:  # no embedder: neutral e5 features
@@ -212,13 +256,17 @@ def support_embedder():
 
     def embed(texts):
         texts = list(texts)
-        todo = list(dict.fromkeys(t for t in texts if t not in _e5_cache))
+        if _collecting is not None:  # collecting what would be embedded: no model call, neutral vectors
+            _collecting.extend(texts)
+            return np.zeros((len(texts), max(1, int(getattr(emb, "dim", 384) or 384))), np.float32)
+        have = {t: _e5_cache[t] for t in texts if t in _e5_cache}
+        todo = list(dict.fromkeys(t for t in texts if t not in have))
         if todo:
+            if len(_e5_cache) + len(todo) > 200_000:  # bounded memory: start over rather than grow
+                _e5_cache.clear()
             for t, v in zip(todo, emb.embed_passages(todo)):
-                if len(_e5_cache) > 200_000:
-                    _e5_cache.clear()
-                _e5_cache[t] = np.asarray(v, np.float32)
-        return np.vstack([_e5_cache[t] for t in texts])
+                have[t] = _e5_cache[t] = np.asarray(v, np.float32)
+        return np.vstack([have[t] for t in texts])
     return embed
 
 

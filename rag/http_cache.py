@@ -42,12 +42,31 @@ class CachingAsyncTransport(httpx.AsyncBaseTransport):
                                       content=hit["body"].encode(), request=request)
         self.stats.misses += 1
         self.stats.calls += 1
+        import time
+
+        from .http_guard import ResponseTooLarge, max_response_bytes, too_large_message
+        from .urls import scrub
+
+        # the same deadline and size cap as every other client (rag/http_guard.py)
+        timeout = (request.extensions.get("timeout") or {}).get("read") or 60.0
+        deadline, cap = time.monotonic() + float(timeout), max_response_bytes()
         resp = await self.inner.handle_async_request(request)
-        body = await resp.aread()
+        chunks, n = [], 0
+        try:
+            async for chunk in resp.aiter_bytes():  # decoded, as aread() gave
+                n += len(chunk)
+                if cap and n > cap:
+                    raise ResponseTooLarge(too_large_message(cap), request=request)
+                if time.monotonic() > deadline:
+                    raise httpx.ReadTimeout(f"no complete response within {timeout:g} s", request=request)
+                chunks.append(chunk)
+        finally:
+            await resp.aclose()
+        body = b"".join(chunks)
         if key is not None and 200 <= resp.status_code < 300:
             try:
-                json.loads(body)  # cache only well-formed replies
-                self.cache.put("http:" + key, {"status": resp.status_code, "body": body.decode()})
+                json.loads(body)  # cache only well-formed replies; an echoed secret is stored nowhere
+                self.cache.put("http:" + key, {"status": resp.status_code, "body": scrub(body.decode())})
             except ValueError:
                 pass
         headers = [(k, v) for k, v in resp.headers.items()

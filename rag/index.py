@@ -442,8 +442,12 @@ class Workspace:
                     for other in self.KINDS:
                         if other != kind and f"{index}__{other}" in names:
                             self._drop(f"{index}__{other}")
-                    notices.append(f"rebuilt index {index}: table {kind} is missing or has damaged {len(missing)} data "
-                                   f"file(s) ({', '.join(missing[:3])}); every document is ingested again")
+                    gone = [m for m in missing if not m.endswith(" (damaged)")]
+                    what = "; ".join(x for x in (f"is missing {len(gone)} data file(s)" if gone else "",
+                                                 f"has {len(missing) - len(gone)} damaged data file(s)"
+                                                 if len(missing) > len(gone) else "") if x)
+                    notices.append(f"rebuilt index {index}: table {kind} {what} ({', '.join(missing[:3])}); every "
+                                   "document is ingested again")
                     return notices
             except Exception as e:
                 self._drop(name)

@@ -17,7 +17,7 @@ sent one byte every ``Handler.trickle`` seconds), ``fault-huge`` (a valid reply 
 ``abstain`` (always the sentence after "reply with exactly:" in the system prompt), ``abstain-short``
 (that sentence when the user message is shorter than ``Handler.abstain_below`` characters: a small
 context abstains, a rich one answers; escalation tests);
-embeddings: ``fault-nan`` (NaN vectors), ``fault-short`` (one vector fewer than asked), ``fault-500``.
+embeddings: ``fault-nan`` (NaN vectors), ``fault-string`` (each embedding a string, not a list), ``fault-short`` (one vector fewer than asked), ``fault-500``.
 ``Handler.peak`` is the most chat requests it has served at once (concurrency limits are checked
 against it); ``Handler.requests`` records (path with query, Authorization header) of each POST;
 ``Handler.context_window``, when set, is reported by ``/models`` as the model's ``max_model_len``.
@@ -144,7 +144,8 @@ class Handler(BaseHTTPRequestHandler):
             if model == "fault-short":
                 vecs = vecs[:-1]
             data = [{"object": "embedding", "index": i,
-                     "embedding": [float("nan")] * len(v) if model == "fault-nan" else v.tolist()}
+                     "embedding": [float("nan")] * len(v) if model == "fault-nan" else
+                     ("0.1, 0.2, 0.3" if model == "fault-string" else v.tolist())}
                     for i, v in enumerate(vecs)]
             toks = sum(count_tokens(t) for t in inp)
             return self._send(200, json.dumps({"object": "list", "data": data, "model": model,

@@ -666,3 +666,12 @@ def test_unknown_ids_in_a_log_are_warned_and_unmatched_counts_show(tmp_path, cap
     assert "context doc_id/page_id the corpus does not have" in err
     assert main(["show", "U", "--workspace", str(ws)]) == 0
     assert "1 of 2 logged records matched no gold question" in capsys.readouterr().out
+
+
+def test_an_embedding_sent_as_a_string_is_named_not_base64_decoded(llm_server):
+    from rag.embedders import EmbedderConfig, get_embedder
+    from rag.errors import EndpointError
+
+    emb = get_embedder(EmbedderConfig("openai", llm_server, "fault-string"))
+    with pytest.raises(EndpointError, match="returned embeddings as str, not lists of numbers"):
+        emb.embed_passages(["one"])
