@@ -185,7 +185,7 @@ def support_score(statement: str, passages: list[str], lang: str = "en", embed=N
     the statement to its best-aligned passage window; without it the model's e5 features take their
     training means. Order of ``passages`` does not matter. Memoised per (statement, passages): logs and
     sweeps repeat answers and contexts (never while texts are only being collected)."""
-    if _collecting:
+    if _collecting is not None:  # collecting texts: neutral vectors, nothing to remember
         return _support_score(statement, passages, lang, embed)
     key = (statement, tuple(sorted(passages)), lang, embed is not None)  # e5 or not: one embedder either way
     v = _memo.get(key)

@@ -675,3 +675,60 @@ def test_an_embedding_sent_as_a_string_is_named_not_base64_decoded(llm_server):
     emb = get_embedder(EmbedderConfig("openai", llm_server, "fault-string"))
     with pytest.raises(EndpointError, match="returned embeddings as str, not lists of numbers"):
         emb.embed_passages(["one"])
+
+
+def test_score_batches_e5_without_changing_a_score_and_samples_or_skips_the_costly_scorer(tmp_path, capsys):
+    from evals.bench import logged_rows
+    from evals.metrics import ScoringInput, score_faithfulness
+    from evals.support import _e5_cache, _memo
+    from rag.models import Question
+    from rag.strategies import Block
+
+    recs = logged_rows(12, distinct_contexts=4)
+    log = tmp_path / "log.jsonl"
+    log.write_text("".join(json.dumps(r) + "\n" for r in recs))
+    ws = tmp_path / "ws"
+    _e5_cache.clear()
+    _memo.clear()
+    assert main(["score", str(log), "--workspace", str(ws), "--no-report", "--run-id", "ALL"]) == 0
+    # one row at a time, nothing cached: the batched path must give the same numbers, bit for bit
+    _e5_cache.clear()
+    _memo.clear()
+    one_by_one = {}
+    for r in recs:
+        inp = ScoringInput(Question(r["question_id"], r["question"], [], True),
+                           [Block(1, r["contexts"][0], "logged", (), (), (), (), 0, 0.0)], r["answer"])
+        one_by_one[r["question_id"]] = score_faithfulness(inp)["faithfulness"].value
+    assert main(["score", str(log), "--workspace", str(ws), "--no-report", "--run-id", "S", "--sample", "5"]) == 0
+    assert main(["score", str(log), "--workspace", str(ws), "--no-report", "--run-id", "M", "--metrics",
+                 "answer,citation_validity"]) == 0
+    capsys.readouterr()
+    assert main(["score", str(log), "--workspace", str(ws), "--no-report", "--metrics", "f2"]) == 2
+    assert "unknown metric(s) f2" in capsys.readouterr().err
+    con = _db(ws)
+    batched = dict(con.execute("SELECT question_id, value FROM scores WHERE run_id='ALL' AND metric='faithfulness'"
+                               ).fetchall())
+    sampled = con.execute("SELECT status, count(*), any_value(detail) FROM scores WHERE run_id='S' AND "
+                          "metric='faithfulness' GROUP BY 1 ORDER BY 1").fetchall()
+    metrics_m = {m for (m,) in con.execute("SELECT DISTINCT metric FROM scores WHERE run_id='M'").fetchall()}
+    con.close()
+    assert batched == one_by_one
+    assert [(s, n) for s, n, _ in sampled] == [("not_applicable", 7), ("ok", 5)]
+    assert "seeded sample of 5 of 12" in sampled[0][2]
+    assert "faithfulness" not in metrics_m and {"f1", "citation_validity", "prompt_tokens"} <= metrics_m
+
+
+def test_resuming_a_run_whose_plugin_file_moved_is_one_line(tmp_path, capsys):
+    plug = tmp_path / "moving_plugin.py"
+    plug.write_text(LIAR.replace('"liar"', '"mover"').replace("200_000", "20"))
+    ws = tmp_path / "ws"
+    assert main(["run", "--dataset", "xquad-en", "--limit", "2", "--workspace", str(ws), *FAST, "--plugins",
+                 str(plug), "--strategies", "mover", "--run-id", "MV"]) == 0
+    with duckdb.connect(str(ws / "results.duckdb")) as con:
+        con.execute("DELETE FROM scores WHERE run_id='MV'")
+        con.execute("DELETE FROM results WHERE run_id='MV'")
+    plug.rename(tmp_path / "elsewhere.py")
+    capsys.readouterr()
+    assert main(["run", "--resume", "MV", "--workspace", str(ws), *FAST]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "are gone" in err and "moving_plugin.py" in err
