@@ -116,18 +116,9 @@ class Handler(BaseHTTPRequestHandler):
             body = json.dumps({"id": "t", "object": "chat.completion", "created": 0, "model": model,
                                "choices": [{"index": 0, "finish_reason": "stop",
                                             "message": {"role": "assistant", "content": "slow"}}]}).encode()
-            self.send_response(200)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            try:
-                for i in range(len(body)):
-                    self.wfile.write(body[i:i + 1])
-                    self.wfile.flush()
-                    time.sleep(Handler.trickle)
-            except (BrokenPipeError, ConnectionResetError):
-                pass
-            return
+            from rag_service import send_trickle
+
+            return send_trickle(self, body, Handler.trickle)
         if model == "fault-flaky":
             key = raw
             with Handler.lock:

@@ -75,18 +75,7 @@ class Service(BaseHTTPRequestHandler):
             return self._send(200, json.dumps({"answer": "big", "contexts": [big]}).encode())
         if path.endswith("/trickle"):
             body = json.dumps({"answer": "slow", "contexts": ["one slow context " * 4]}).encode()
-            self.send_response(200)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            try:
-                for i in range(len(body)):
-                    self.wfile.write(body[i:i + 1])
-                    self.wfile.flush()
-                    time.sleep(Service.trickle)
-            except (BrokenPipeError, ConnectionResetError):
-                pass
-            return
+            return send_trickle(self, body, Service.trickle)
         if path.endswith("/sleep"):
             time.sleep(Service.sleep)
         if path.endswith("/500"):
@@ -110,6 +99,21 @@ class Service(BaseHTTPRequestHandler):
                              for c, s in ctx],
                 "usage": {"prompt_tokens": 100 + sum(len(c[2]) // 4 for c, _ in ctx), "completion_tokens": 12}}
         self._send(200, json.dumps(body).encode())
+
+
+def send_trickle(handler, body: bytes, delay: float) -> None:
+    """A valid 200 JSON reply sent one byte every ``delay`` seconds (a slow server; both test servers use it)."""
+    handler.send_response(200)
+    handler.send_header("Content-Type", "application/json")
+    handler.send_header("Content-Length", str(len(body)))
+    handler.end_headers()
+    try:
+        for i in range(len(body)):
+            handler.wfile.write(body[i:i + 1])
+            handler.wfile.flush()
+            time.sleep(delay)
+    except (BrokenPipeError, ConnectionResetError):  # the client gave up: what a deadline is for
+        pass
 
 
 def answer(question: str, k: int, drop_best: bool = False):

@@ -732,3 +732,22 @@ def test_resuming_a_run_whose_plugin_file_moved_is_one_line(tmp_path, capsys):
     assert main(["run", "--resume", "MV", "--workspace", str(ws), *FAST]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "are gone" in err and "moving_plugin.py" in err
+
+
+def test_a_judge_without_the_ragas_extra_and_a_deep_gold_file_are_one_line(tmp_path, capsys, monkeypatch):
+    folder = tmp_path / "docs"
+    folder.mkdir()
+    (folder / "a.md").write_text("# A\n\nThe zorb is green.\n")
+    gold = tmp_path / "gold.jsonl"
+    gold.write_text("[" * 100_000 + "]" * 100_000 + "\n"
+                    + json.dumps({"id": "q", "question": "What is green?", "answers": ["the zorb"]}) + "\n")
+    ws = tmp_path / "ws"
+    assert main(["run", "--dataset", str(folder), "--questions", str(gold), "--workspace", str(ws), *FAST,
+                 "--strategies", "chunks"]) == 0
+    cap = capsys.readouterr()
+    assert "nested deeper" in cap.out + cap.err and "Traceback" not in cap.err  # the line skipped, named
+    monkeypatch.setitem(sys.modules, "ragas", None)  # the extra not installed: its import fails
+    assert main(["run", "--dataset", "xquad-en", "--limit", "1", "--workspace", str(ws), *FAST,
+                 "--judge-base-url", "http://127.0.0.1:9/v1", "--judge-model", "m"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "pip install -e '.[ragas]'" in err
