@@ -307,7 +307,9 @@ def matrix_html(m: pd.DataFrame, max_rows: int = 500, table_id: str = "qmatrix")
                 txt = "" if pd.isna(v) else f"{v:.3f}"
                 cells.append(f"<td data-v='{'' if pd.isna(v) else v}' style='background:{cell_colour(v)}'>{txt}</td>")
             elif c == "question":
-                cells.append(f"<td class='qtext'>{html.escape(str(v)[:200])}</td>")
+                text = str(v)
+                cells.append(f"<td class='qtext' title='{html.escape(text, quote=True)}'>{html.escape(text[:200])}"
+                             f"{'…' if len(text) > 200 else ''}</td>")
             else:
                 val = f"{v:.3f}" if isinstance(v, float) else str(v)
                 cells.append(f"<td data-v='{html.escape(val)}'>{html.escape(val)}</td>")
@@ -324,6 +326,9 @@ function rwbSort(id, col) {
   const t = document.getElementById(id), tb = t.tBodies[0], rows = Array.from(tb.rows);
   const asc = t.dataset.col == col ? t.dataset.dir != 'asc' : true;
   t.dataset.col = col; t.dataset.dir = asc ? 'asc' : 'desc';
+  // the header shows the direction (a marker drawn by CSS from aria-sort), every other header none
+  Array.from(t.tHead.rows[0].cells).forEach((th, i) =>
+    i == col ? th.setAttribute('aria-sort', asc ? 'ascending' : 'descending') : th.removeAttribute('aria-sort'));
   // a column sorts as numbers only when every non-empty cell is a number literal: hex ids such as
   // "0e77..." or "5e65..." are text (parseFloat would read them as 0 and Infinity)
   const raw = r => { const c = r.cells[col]; return (c.dataset.v ?? c.textContent).trim(); };

@@ -148,6 +148,7 @@ def gate(base: tuple[str, pd.DataFrame], cand: tuple[str, pd.DataFrame], metrics
     b_lab = b.drop_duplicates("point_key")
     labels = {k: v for k, v in zip(b_lab.point_key, b_lab.point_label) if k not in cp} | \
         dict(zip(c_lab.point_key, c_lab.point_label))
+    named = lambda k: f"{k.split(' ', 1)[0]} [{labels[k]}]"  # noqa: E731 - strategy and point, never a bare label
     b = b.assign(point_label=b.point_key.map(labels))
     c = c.assign(point_label=c.point_key.map(labels))
     tols = {**DEFAULT_TOLERANCES, **(tolerances or {})}
@@ -164,7 +165,7 @@ def gate(base: tuple[str, pd.DataFrame], cand: tuple[str, pd.DataFrame], metrics
     cand_only, base_only = sorted(cp - bp), sorted(bp - cp)
     if cand_only and not allow_missing_points:
         failures.append(f"{len(cand_only)} of {len(cp)} candidate points have no baseline to compare with: "
-                        + "; ".join(labels[k] for k in cand_only[:10]) + (" ..." if len(cand_only) > 10 else "")
+                        + "; ".join(named(k) for k in cand_only[:10]) + (" ..." if len(cand_only) > 10 else "")
                         + " (pass --allow-missing-points to gate only the shared ones)")
     for name, df in (("baseline", b), ("candidate", c)):
         for k, r in sorted(point_error_rates(df).items(), key=lambda kv: -kv[1]):
@@ -217,8 +218,8 @@ def gate(base: tuple[str, pd.DataFrame], cand: tuple[str, pd.DataFrame], metrics
     return {"passed": not failures, "failures": failures, "rows": rows,
             "error_rates": {"baseline": error_rate(b), "candidate": error_rate(c)},
             "coverage": {"points_compared": len(bp & cp), "candidate_points": len(cp), "baseline_points": len(bp),
-                         "candidate_only": [labels[k] for k in cand_only],
-                         "baseline_only": [labels[k] for k in base_only],
+                         "candidate_only": [named(k) for k in cand_only],
+                         "baseline_only": [named(k) for k in base_only],
                          "questions_compared": len(shared)}}
 
 

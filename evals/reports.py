@@ -23,9 +23,57 @@ QUALITY = ["f1", "faithfulness", "citation_precision", "evidence_recall", "abste
 JUDGE_METRICS = ["ragas_faithfulness", "llm_faithfulness", "ragas_context_recall", "ragas_answer_accuracy"]
 
 
+# plotly's mode bar without what sends a chart out of the page ("Edit in Chart Studio", "Share chart"): the report
+# is meant to stay offline; download-as-PNG, zoom and pan stay
+PLOTLY_CONFIG = {"displaylogo": False, "showSendToCloud": False,
+                 "modeBarButtonsToRemove": ["sendDataToCloud", "editInChartStudio"]}
+TEXT_CELL = 120  # characters of a text cell shown; the whole text is its tooltip
+_TABLES = iter(range(10**9))
+
+
+def _prose(text: str) -> str:
+    """Escaped prose with `code` spans rendered as code (never literal backticks)."""
+    import re
+
+    return re.sub(r"`([^`]+)`", r"<code>\1</code>", html.escape(text))
+
+
+def _cell(v) -> tuple[str, str]:
+    """(text shown, sort key) of one cell: numbers as elsewhere in the report (3 decimals; large ones whole,
+    with thousands separators), long text cut with the whole of it on hover."""
+    if v is None or (isinstance(v, float) and v != v):
+        return "", ""
+    if isinstance(v, bool):
+        return str(v), str(v)
+    if isinstance(v, (int,)) or (hasattr(v, "dtype") and getattr(v.dtype, "kind", "") in "iu"):
+        return f"{int(v):,}", str(int(v))
+    if isinstance(v, float) or (hasattr(v, "dtype") and getattr(v.dtype, "kind", "") == "f"):
+        f = float(v)
+        return (f"{f:,.1f}" if abs(f) >= 1000 else f"{f:.3f}"), repr(f)
+    text = str(v)
+    return text, text
+
+
 def _table(df: pd.DataFrame) -> str:
-    # a wide table scrolls inside the page (never a page wider than the window); cells do not wrap
-    return "<div class='scroll'>" + df.to_html(index=False, escape=True, border=0, classes="tbl", na_rep="") + "</div>"
+    """A table that sorts on a header click (a marker shows the direction), numbers rounded as everywhere in the
+    report, long text cut with a tooltip; a wide table scrolls inside the page, never past the window."""
+    tid = f"t{next(_TABLES)}"
+    cols = list(df.columns)
+    head = "".join(f"<th onclick=\"rwbSort('{tid}',{i})\" title='click to sort'>{html.escape(str(c))}</th>"
+                   for i, c in enumerate(cols))
+    body = []
+    for row in df.itertuples(index=False):
+        cells = []
+        for v in row:
+            shown, key = _cell(v)
+            if len(shown) > TEXT_CELL:
+                cells.append(f"<td class='long' data-v='{html.escape(key, quote=True)}' "
+                             f"title='{html.escape(shown, quote=True)}'>{html.escape(shown[:TEXT_CELL])}…</td>")
+            else:
+                cells.append(f"<td data-v='{html.escape(key, quote=True)}'>{html.escape(shown)}</td>")
+        body.append("<tr>" + "".join(cells) + "</tr>")
+    return (f"<div class='scroll'><table class='tbl sortable' id='{tid}'><thead><tr>{head}</tr></thead><tbody>"
+            + "".join(body) + "</tbody></table></div>")
 
 
 def worst_questions(store: ResultStore, run_id: str, metric: str = "f1", n: int = 5) -> pd.DataFrame:
@@ -183,7 +231,7 @@ def build_report_html(store: ResultStore, run_id: str, compare: str | None = Non
     sec = report_sections(store, run_id, compare)
     parts = [f"<h1>RAG Workbench report: run {html.escape(run_id)}</h1>", f"<p>{sec['header_md']}</p>",
              "<h2>Summary (means with 95% bootstrap intervals over questions)</h2>", _table(sec["summary"]),
-             f"<p class='src'>{html.escape(support_caption())}</p>"]
+             f"<p class='src'>{_prose(support_caption())}</p>"]
     if sec["shared_summary"] is not None:
         n, total, t = sec["shared_summary"]
         parts += [f"<p>Some points lost items (column <i>lost</i>: answers that failed, left out of their means), so "
@@ -191,13 +239,15 @@ def build_report_html(store: ResultStore, run_id: str, compare: str | None = Non
                   "answered:</p>", _table(t)]
     parts.append("<h2>Quality vs token cost (Pareto front marked with stars)</h2>")
     for i, fig in enumerate(sec["figures"]):
-        parts.append(pio.to_html(fig, full_html=False, include_plotlyjs=(i == 0), div_id=f"chart{i}"))
+        parts.append(pio.to_html(fig, full_html=False, include_plotlyjs=(i == 0), div_id=f"chart{i}",
+                                 config=PLOTLY_CONFIG))
         if "faithfulness" in (fig.layout.title.text or ""):
-            parts.append(f"<p class='src'>{html.escape(support_caption())}</p>")
+            parts.append(f"<p class='src'>{_prose(support_caption())}</p>")
     if sec["conversation_figures"]:
         parts.append("<h2>Conversations: prompt growth and retrieval by turn</h2>")
         for i, fig in enumerate(sec["conversation_figures"]):
             parts.append(pio.to_html(fig, full_html=False, include_plotlyjs=not sec["figures"] and i == 0,
+                                     config=PLOTLY_CONFIG,
                                      div_id=f"conv{i}"))
     parts += ["<h2>F1 by strategy, question type and language</h2>", _table(sec["breakdown"])]
     for field, t in sec["breakdowns"].items():
@@ -227,13 +277,18 @@ def build_report_html(store: ResultStore, run_id: str, compare: str | None = Non
               "<h2>Question x point matrix (click a header to sort)</h2>",
               "<div class='scroll'>" + sec["matrix_html"] + "</div>",
               "<h2>Worst questions (lowest F1) with their contexts</h2>", sec["worst_html"]]
-    css = ("body{font-family:system-ui,sans-serif;margin:2em;max-width:1200px}.tbl{border-collapse:collapse;"
-           "font-size:13px}.tbl td,.tbl th{padding:3px 8px;border-bottom:1px solid #ddd}pre{white-space:pre-wrap;"
-           "background:#f6f6f6;padding:6px}.src{color:#666}.matrix th{cursor:pointer;position:sticky;top:0;"
-           "background:#fff}.matrix td.qtext{max-width:28em}.scroll{overflow-x:auto;max-width:100%}"
-           ".tbl td{white-space:nowrap}")
+    from .explore import SORT_JS
+
+    # the page uses the window's width (a wide matrix scrolls inside its own box); prose stays readable
+    css = ("body{font-family:system-ui,sans-serif;margin:2em}p,h1,h2{max-width:75em}.tbl{border-collapse:collapse;"
+           "font-size:13px}.tbl td,.tbl th{padding:3px 8px;border-bottom:1px solid #ddd;vertical-align:top}"
+           "pre{white-space:pre-wrap;background:#f6f6f6;padding:6px}.src{color:#666}"
+           ".tbl th{cursor:pointer;position:sticky;top:0;background:#fff;white-space:nowrap}"
+           ".tbl th[aria-sort=ascending]::after{content:' \\25B2'}.tbl th[aria-sort=descending]::after{content:' \\25BC'}"
+           ".tbl td{white-space:nowrap}.tbl td.long,.matrix td.qtext{white-space:normal;min-width:16em;max-width:28em;"
+           "overflow-wrap:anywhere}.scroll{overflow-x:auto;max-width:100%}")
     return (f"<!doctype html><html><head><meta charset='utf-8'><title>RAG Workbench {html.escape(run_id)}</title>"
-            f"<style>{css}</style></head><body>{''.join(parts)}</body></html>")
+            f"<style>{css}</style></head><body>{''.join(parts)}{SORT_JS}</body></html>")
 
 
 def write_report(run_id: str, db: str | Path, out_dir: str | Path = "results/reports", compare: str | None = None) -> Path:

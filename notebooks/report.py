@@ -40,7 +40,7 @@ def _(mo, sections):
 @app.cell
 def _(mo, sections):
     _num = sections["summary_numeric"]
-    mo.vstack([mo.md("## Summary (means over questions; sortable numbers; the intervals are in the static "
+    mo.vstack([mo.md("## Summary (means over questions; the 95% intervals are in the static "
                      "report and `ragwb show`)"),
                mo.ui.table(_num, selection=None, page_size=50, freeze_columns_left=["strategy", "point"],
                            format_mapping={c: "{:.3f}" for c in _num.columns if _num[c].dtype.kind == "f"})])

@@ -37,7 +37,9 @@ def _():
 def _(BUNDLED, STRATEGIES, args, mo):
     dataset = mo.ui.dropdown(list(BUNDLED), value=args.dataset, label="dataset")
     strategies = mo.ui.multiselect(list(STRATEGIES), value=list(STRATEGIES), label="strategies")
-    limit = mo.ui.slider(10, 500, step=10, value=max(10, min(500, args.limit)), label="questions", show_value=True)
+    # debounce: the questions slider evaluates once, on release (every intermediate value was a whole evaluation)
+    limit = mo.ui.slider(10, 500, step=10, value=max(10, min(500, args.limit)), label="questions", show_value=True,
+                         debounce=True)
     mo.hstack([dataset, strategies, limit], justify="start")
     return dataset, limit, strategies
 
@@ -121,15 +123,17 @@ def _(mo):
 
 
 @app.cell
-def _(budgets, interactive, limit, mo, session, set_history, strategies, summarize_scores):
+def _(budgets, dataset, interactive, limit, mo, session, set_history, strategies, summarize_scores):
     _points = interactive.points_from_budgets(strategies.value, budgets.value or {})
     with mo.status.spinner(title="Evaluating (cached candidates: only packing, answering and scoring re-run)"):
         scores = interactive.evaluate_points(session, _points, limit.value)
         summary = interactive.summarize_session(session, scores)
-    set_history(lambda h: (h + [summary])[-20:])
+    # earlier budgets belong to this dataset and this question set: another set's points are not history
+    history_key = (dataset.value, limit.value)
+    set_history(lambda h: (h + [(history_key, summary)])[-40:])
     # the per-question frame, for pandas users: `rows` (one row per question x point x metric)
     rows = scores
-    return rows, scores, summary
+    return history_key, rows, scores, summary
 
 
 @app.cell
@@ -151,12 +155,12 @@ def _(budgets, interactive, mo, strategies):
 
 
 @app.cell
-def _(HEADLINE, cost, get_history, headline_table, mo, quality, quality_cost_figure, summary):
+def _(HEADLINE, cost, get_history, headline_table, history_key, mo, quality, quality_cost_figure, summary):
     import pandas as _pd
 
     from evals.support import support_caption
 
-    _hist = get_history()[:-1]
+    _hist = [s for k, s in get_history()[:-1] if k == history_key]
     _table = headline_table(summary, HEADLINE, numeric=True)
     mo.vstack([
         mo.ui.plotly(quality_cost_figure(summary, quality.value, cost.value,

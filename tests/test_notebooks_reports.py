@@ -98,6 +98,27 @@ def test_static_report_renders_offline_from_file(hostile_run, browser):
     asc = first()
     page.locator("#qmatrix th").first.click()
     assert (asc, first()) == ("q1", "q2")
+    assert page.locator("#qmatrix th").first.get_attribute("aria-sort") == "descending"  # the marker's state
+    # every table sorts, with a marker on the clicked header only (issue 37, item 9)
+    tables = page.locator("table.sortable")
+    assert tables.count() >= 4
+    t = tables.first
+    col = [h.inner_text() for h in t.locator("th").all()].index("strategy")
+    t.locator("th").nth(col).click()
+    cells = [r.locator("td").nth(col).inner_text() for r in t.locator("tbody tr").all()]
+    assert cells == sorted(cells) and t.locator("th[aria-sort]").count() == 1
+    t.locator("th").nth(col).click()
+    assert [r.locator("td").nth(col).inner_text() for r in t.locator("tbody tr").all()] == sorted(cells, reverse=True)
+    # numbers are rounded as everywhere (no 16-digit floats), and the page uses the window's width
+    body = page.inner_text("body")
+    import re
+    assert not re.search(r"\d\.\d{7,}", body)
+    assert page.evaluate("document.body.getBoundingClientRect().width") > 1200
+    # no mode-bar button sends a chart out of the page (Chart Studio, "Share"): the report stays offline
+    titles = page.evaluate("Array.from(document.querySelectorAll('.modebar-btn')).map(b => b.getAttribute("
+                           "'data-title') || '')")
+    assert titles and not [x for x in titles if re.search(r"cloud|studio|share|edit", x, re.I)]
+    assert "<code>ragwb agreement</code>" in page.content() and "`ragwb agreement`" not in body
     page.close()
 
 
