@@ -161,12 +161,16 @@ def _(HEADLINE, cost, get_history, headline_table, history_key, mo, quality, qua
     from evals.support import support_caption
 
     _hist = [s for k, s in get_history()[:-1] if k == history_key]
-    _table = headline_table(summary, HEADLINE, numeric=True)
+    # as the CLI and the report: "mean [95% interval]" per metric, "n/a (why)" where a metric cannot apply,
+    # and n, the questions each point scored
+    _table = headline_table(summary, HEADLINE)
+    if len(summary) and "n_ok" in summary:
+        _n = summary.groupby(["strategy", "point"])["n_ok"].max()
+        _table.insert(2, "n", [int(_n.get((r.strategy, r.point), 0)) for r in _table.itertuples()])
     mo.vstack([
         mo.ui.plotly(quality_cost_figure(summary, quality.value, cost.value,
                                          _pd.concat(_hist, ignore_index=True) if _hist else None)),
-        mo.ui.table(_table, selection=None, freeze_columns_left=["strategy", "point"],
-                    format_mapping={c: "{:.3f}" for c in _table.columns if _table[c].dtype.kind == "f"}),
+        mo.ui.table(_table, selection=None, freeze_columns_left=["strategy", "point"]),
         mo.md(f"<small>faithfulness (offline): {support_caption()}</small>"),
     ]) if len(summary) else mo.md("Pick at least one strategy.")
     return
@@ -403,7 +407,9 @@ def _(args, base_run, cand_run, compare_go, interactive, mo):
             base_run.value and cand_run.value) else None
     (mo.vstack([mo.md(interactive.coverage_line(_cmp)),
                 mo.ui.table(_cmp, selection=None, freeze_columns_left=["strategy", "point", "metric"],
-                            freeze_columns_right=["verdict"])])
+                            freeze_columns_right=["verdict"],
+                            # rounded as everywhere else (was 842.66666666666660000)
+                            format_mapping={c: "{:.3f}" for c in _cmp.columns if _cmp[c].dtype.kind == "f"})])
      if _cmp is not None and len(_cmp) else mo.md("Two stored runs of the dataset picked above are needed "
                                                    "(`ragwb run`), with budget points in common."))
     return

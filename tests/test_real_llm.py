@@ -116,7 +116,7 @@ def test_show_per_1k_and_compare_points_answer_which_shape_gives_most(tmp_path, 
     from evals.reports import write_report
     html = write_report("Q", db=ws / "results.duckdb", out_dir=tmp_path / "rep").read_text()
     assert "Quality per 1,000 prompt tokens" in html and "Each point against chunks · defaults" in html
-    assert html.count("<td>evidence_recall</td>") == 2 and html.count("<td>f1</td>") >= 2  # every quality metric
+    assert html.count(">evidence_recall</td>") == 2 and html.count(">f1</td>") >= 2  # every quality metric
 
 
 def test_agreement_with_a_judge_that_never_succeeds_still_prints_every_row(server, tmp_path, capsys):
