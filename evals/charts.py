@@ -56,34 +56,46 @@ def pareto_ties(df: pd.DataFrame) -> list[bool]:
     return out
 
 
+FRONT_OUTLINE = {"color": "#111", "width": 3}  # a point on the Pareto front
+TIE_OUTLINE = {"color": "#999", "width": 3}  # a point tied with the front (its 95% interval reaches it)
+PARETO_CAPTION = ("Each strategy has one colour and one symbol. Black outline: on the Pareto front (no other point "
+                  "is cheaper and better); grey outline: tied with the front (95% intervals overlap); small open "
+                  "circles: earlier budgets of this dataset and question set.")
+
+
 def quality_cost_figure(summary: pd.DataFrame, quality: str, cost: str = "context_tokens",
                         history: pd.DataFrame | None = None, title: str | None = None):
-    """Quality against cost per point: lines join a strategy's budget points, stars mark the Pareto
-    front, open diamonds the points statistically tied with it; ``history`` (earlier summaries)
-    shows previously applied budgets as faded points."""
+    """Quality against cost per point: lines join a strategy's budget points, each strategy with one fixed symbol
+    (its legend entry never changes); the Pareto status is the marker's outline (black: front, grey: tied with it),
+    said in ``PARETO_CAPTION``; ``history`` (earlier summaries) shows previously applied budgets as small open
+    circles. Point labels are never clipped at the plot's edges."""
     import plotly.graph_objects as go
 
     df = quality_cost_frame(summary, quality, cost)
     fig = go.Figure()
-    if history is not None and len(history):
-        h = quality_cost_frame(history, quality, cost)
-        if len(h):
-            fig.add_trace(go.Scatter(x=h["cost"], y=h["mean"], mode="markers", name="earlier budgets",
-                                     text=h["strategy"] + " · " + h["point"], opacity=0.3,
-                                     marker={"size": 8, "color": [strategy_colour(x) for x in h["strategy"]]},
-                                     hovertemplate="%{text}<br>cost %{x:.0f}<br>" + quality + " %{y:.3f}<extra></extra>"))
+    h = quality_cost_frame(history, quality, cost) if history is not None and len(history) else pd.DataFrame()
+    if len(h):
+        fig.add_trace(go.Scatter(x=h["cost"], y=h["mean"], mode="markers", name="earlier budgets",
+                                 text=h["strategy"] + " · " + h["point"], opacity=0.35,
+                                 marker={"size": 7, "symbol": "circle-open",
+                                         "color": [strategy_colour(x) for x in h["strategy"]]},
+                                 hovertemplate="%{text}<br>cost %{x:.0f}<br>" + quality + " %{y:.3f}<extra></extra>"))
     for strat, g in df.groupby("strategy"):
         g = g.sort_values("cost")  # a strategy's budget points joined in cost order, each labelled
+        outline = [FRONT_OUTLINE if p else TIE_OUTLINE if t else {"color": strategy_colour(strat), "width": 0}
+                   for p, t in zip(g["pareto"], g["tie"])]
         fig.add_trace(go.Scatter(
             x=g["cost"], y=g["mean"], mode="lines+markers+text" if len(g) > 1 else "markers", name=strat,
-            text=g["point"], textposition="top center", textfont={"size": 11},
+            text=g["point"], textposition="top center", textfont={"size": 11}, cliponaxis=False,
             error_y={"type": "data", "symmetric": False, "array": g["high"] - g["mean"],
                      "arrayminus": g["mean"] - g["low"], "color": strategy_colour(strat)},
             line={"color": strategy_colour(strat)},
-            marker={"size": 11, "color": strategy_colour(strat),
-                    "symbol": ["star" if p else "diamond-open" if t else "circle"
-                               for p, t in zip(g["pareto"], g["tie"])]},
-            hovertemplate="%{text}<br>cost %{x:.0f}<br>" + quality + " %{y:.3f}<extra>" + strat + "</extra>"))
+            marker={"size": 12, "color": strategy_colour(strat), "symbol": "circle",
+                    "line": {"color": [o["color"] for o in outline], "width": [o["width"] for o in outline]}},
+            customdata=["Pareto front" if p else "tied with the front" if t else "dominated"
+                        for p, t in zip(g["pareto"], g["tie"])],
+            hovertemplate="%{text} (%{customdata})<br>cost %{x:.0f}<br>" + quality + " %{y:.3f}<extra>" + strat
+                          + "</extra>"))
     front = df[df.pareto].sort_values("cost")
     if len(front) > 1:
         fig.add_trace(go.Scatter(x=front["cost"], y=front["mean"], mode="lines", name="Pareto front",
@@ -93,13 +105,22 @@ def quality_cost_figure(summary: pd.DataFrame, quality: str, cost: str = "contex
         notes.append(f"every point scores {df['mean'].iloc[0]:.3f}: {quality} does not separate these points")
     if len(df) and cost == "cost_usd" and (df["cost"] == 0).all():
         notes.append("cost is 0 everywhere: no prices set (--price MODEL=IN,OUT) or a local answerer")
-    if df["tie"].any():
-        notes.append("open diamonds: tied with the Pareto front (95% intervals overlap)")
     for k, n in enumerate(notes):
         fig.add_annotation(text=n, xref="paper", yref="paper", x=0, y=1.0 - 0.07 * k, showarrow=False,
                            xanchor="left", font={"size": 11, "color": "#a33"})
+    fig.add_annotation(text="black outline: Pareto front · grey outline: tied with it (95% CIs overlap)",
+                       xref="paper", yref="paper", x=1, y=-0.22, showarrow=False, xanchor="right",
+                       font={"size": 10, "color": "#555"})
     fig.update_layout(title=title or f"{quality} vs {cost}", xaxis_title=f"{cost.replace('_', ' ')} per question (mean)",
-                      yaxis_title=f"{quality} (mean over questions, 95% CI)", template="plotly_white", height=420)
+                      yaxis_title=f"{quality} (mean over questions, 95% CI)", template="plotly_white", height=440,
+                      margin={"l": 70, "r": 70, "t": 60, "b": 80})
+    # room beyond the outermost points, so their labels are never cut at either edge
+    fig.update_xaxes(automargin=True)
+    if len(df):
+        costs = pd.concat([df["cost"], h["cost"]]) if len(h) else df["cost"]
+        lo, hi = float(costs.min()), float(costs.max())
+        pad = (hi - lo) * 0.08 or max(hi * 0.1, 1.0)
+        fig.update_xaxes(range=[lo - pad, hi + pad])
     return fig
 
 

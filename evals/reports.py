@@ -14,7 +14,7 @@ import pandas as pd
 from .store import ResultStore
 from .summary import headline_table, summarize_scores
 from .support import support_caption
-from .charts import quality_cost_figure
+from .charts import PARETO_CAPTION, quality_cost_figure
 
 QUALITY = ["f1", "faithfulness", "citation_precision", "evidence_recall", "abstention_accuracy"]
 
@@ -237,7 +237,8 @@ def build_report_html(store: ResultStore, run_id: str, compare: str | None = Non
         parts += [f"<p>Some points lost items (column <i>lost</i>: answers that failed, left out of their means), so "
                   f"the rows above average over different questions. On the {n} of {total} questions every point "
                   "answered:</p>", _table(t)]
-    parts.append("<h2>Quality vs token cost (Pareto front marked with stars)</h2>")
+    parts += ["<h2>Quality vs token cost (black outline: Pareto front; grey outline: tied with it)</h2>",
+              f"<p class='src'>{html.escape(PARETO_CAPTION)}</p>"]
     for i, fig in enumerate(sec["figures"]):
         parts.append(pio.to_html(fig, full_html=False, include_plotlyjs=(i == 0), div_id=f"chart{i}",
                                  config=PLOTLY_CONFIG))

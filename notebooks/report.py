@@ -49,7 +49,7 @@ def _(mo, sections):
 
 @app.cell
 def _(mo, sections):
-    mo.vstack([mo.md("## Quality vs token cost (Pareto front marked with stars)")]
+    mo.vstack([mo.md("## Quality vs token cost (black outline: Pareto front; grey: tied with it)")]
               + [mo.ui.plotly(f) for f in sections["figures"]])
     return
 

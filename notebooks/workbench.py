@@ -158,6 +158,7 @@ def _(budgets, interactive, mo, strategies):
 def _(HEADLINE, cost, get_history, headline_table, history_key, mo, quality, quality_cost_figure, summary):
     import pandas as _pd
 
+    from evals.charts import PARETO_CAPTION
     from evals.support import support_caption
 
     _hist = [s for k, s in get_history()[:-1] if k == history_key]
@@ -171,6 +172,7 @@ def _(HEADLINE, cost, get_history, headline_table, history_key, mo, quality, qua
         mo.ui.plotly(quality_cost_figure(summary, quality.value, cost.value,
                                          _pd.concat(_hist, ignore_index=True) if _hist else None)),
         mo.ui.table(_table, selection=None, freeze_columns_left=["strategy", "point"]),
+        mo.md(f"<small>{PARETO_CAPTION}</small>"),
         mo.md(f"<small>faithfulness (offline): {support_caption()}</small>"),
     ]) if len(summary) else mo.md("Pick at least one strategy.")
     return

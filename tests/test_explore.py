@@ -244,3 +244,35 @@ def test_the_applied_budgets_table_says_what_changed_since_the_defaults():
     assert t.to_dict("records") == [
         {"strategy": "chunks", "point": "top_k=4", "changed since the shipped defaults": "top_k 8 -> 4"},
         {"strategy": "hybrid", "point": "defaults", "changed since the shipped defaults": "shipped defaults"}]
+
+
+def test_chart_symbols_are_fixed_per_strategy_and_the_pareto_status_is_an_outline():
+    """Issue 37, item 8: a strategy's legend symbol never changes with its Pareto status; the status is the
+    outline (black: front, grey: tied), said in the caption; labels are not clipped; history is open circles."""
+    import pandas as pd
+
+    from evals.charts import FRONT_OUTLINE, PARETO_CAPTION, TIE_OUTLINE, quality_cost_figure
+
+    rows = []
+    for strat, pts in {"chunks": [("top_k=2", 100, 0.30, 0.25, 0.35), ("top_k=8", 400, 0.50, 0.45, 0.55)],
+                       "hybrid": [("defaults", 500, 0.49, 0.30, 0.60)],
+                       "full_documents": [("defaults", 5000, 0.40, 0.38, 0.42)]}.items():
+        for point, cost, m, lo, hi in pts:
+            rows += [{"strategy": strat, "point": point, "metric": "f1", "n_ok": 50, "mean": m, "low": lo, "high": hi},
+                     {"strategy": strat, "point": point, "metric": "context_tokens", "n_ok": 50, "mean": cost,
+                      "low": cost, "high": cost}]
+    summary = pd.DataFrame(rows)
+    history = summary.assign(mean=summary["mean"] * 0.9)
+    fig = quality_cost_figure(summary, "f1", history=history)
+    by = {t.name: t for t in fig.data}
+    assert by["earlier budgets"].marker.symbol == "circle-open"
+    for name in ("chunks", "hybrid", "full_documents"):
+        assert by[name].marker.symbol == "circle" and by[name].cliponaxis is False  # one symbol, never a list
+    chunks = by["chunks"]
+    assert list(chunks.marker.line.color) == [FRONT_OUTLINE["color"]] * 2  # both chunks points are on the front
+    assert list(by["hybrid"].marker.line.color) == [TIE_OUTLINE["color"]]  # dominated by chunks top_k=8, tied
+    assert list(by["full_documents"].marker.line.width) == [0]  # dominated, not tied
+    assert "Black outline: on the Pareto front" in PARETO_CAPTION
+    assert any("black outline" in (a.text or "") for a in fig.layout.annotations)
+    lo, hi = fig.layout.xaxis.range
+    assert lo < 90 and hi > 5000  # room beyond the outermost points (history included) for their labels
