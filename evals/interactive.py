@@ -10,6 +10,7 @@ import json
 import re
 import weakref
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -359,6 +360,14 @@ def save_as_run(sess: Session, db: str, points: list[tuple[str, dict]], limit: i
 
     qs = sess.dataset.questions[:limit]
     rows, scores = [], []
+    if run_id:  # the notebook's own words: it has no --run-id or --resume
+        if not re.fullmatch(r"[A-Za-z0-9._-]+", run_id) or ".." in run_id or run_id == "latest":
+            raise ValueError(f"run id {run_id!r} is not valid here (letters, digits, '.', '_', '-'; not 'latest')")
+        if Path(db).exists():
+            with ResultStore(db, read_only=True) as st:
+                if st.con.execute("SELECT 1 FROM runs WHERE run_id = ?", [run_id]).fetchone():
+                    raise ValueError(f"a stored run is already called {run_id!r} (a stored run is never rewritten): "
+                                     "type another id in the box, or leave it empty for a new one")
     run_id = run_id or time.strftime("wb-%Y%m%d-%H%M%S-") + uuid.uuid4().hex[:4]
     for name, kw in points:
         label = point_label(kw)

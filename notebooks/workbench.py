@@ -180,16 +180,18 @@ def _(HEADLINE, cost, get_history, headline_table, history_key, mo, quality, qua
 
 @app.cell
 def _(mo):
+    # bumped by every save: the stored-run dropdowns re-read the store, so a run just saved can be compared
+    get_saved, set_saved = mo.state(0)
     save_id = mo.ui.text(label="run id (optional)", placeholder="wb-...")
     save_go = mo.ui.run_button(label="Save as run")
     mo.hstack([save_go, save_id, mo.md("<small>stores the applied budgets' items (nothing is evaluated again), "
                                       "so `ragwb runs`, `show`, the report and the gate see them</small>")],
               justify="start")
-    return save_go, save_id
+    return get_saved, save_go, save_id, set_saved
 
 
 @app.cell
-def _(args, budgets, interactive, limit, mo, save_go, save_id, scores, session, strategies):
+def _(args, budgets, interactive, limit, mo, save_go, save_id, scores, session, set_saved, strategies):
     mo.stop(not save_go.value)
     scores  # noqa: B018  (saves what is applied now)
     try:
@@ -200,6 +202,7 @@ def _(args, budgets, interactive, limit, mo, save_go, save_id, scores, session, 
         _rid = interactive.save_as_run(session, args.db, interactive.points_from_budgets(
             strategies.value, budgets.value or {}), limit.value, save_id.value.strip() or None)
         _rep = write_report(_rid, db=args.db, out_dir=_Path(args.workspace) / "reports")
+        set_saved(lambda n: n + 1)
         _out = mo.vstack([mo.md(f"Saved run **{_rid}** ({_rep}); `ragwb show {_rid}`, "
                                 f"`ragwb gate --baseline ... --candidate {_rid}`."),
                           mo.download(_rep.read_bytes(), filename=_rep.name, mimetype="text/html",
@@ -373,7 +376,8 @@ def _(mo, rows):
 
 
 @app.cell
-def _(args, dataset, interactive, mo):
+def _(args, dataset, get_saved, interactive, mo):
+    get_saved()  # re-read after a save (Save as run, a stored sweep)
     runs = interactive.list_runs(args.db)
     # the stored runs of the dataset picked at the top (a comparison across datasets means nothing)
     _ids = list(runs[runs["dataset"] == dataset.value]["run_id"]) if len(runs) else []

@@ -187,6 +187,10 @@ def test_session_summary_groups_the_applied_frame_like_groupby(tmp_path):
     con.close()
     with pytest.raises(ValueError, match="press Apply first"):
         save_as_run(sess, str(db), [("parent_child", {})], 25)
+    # saving twice under one id answers in the notebook's words (it has no --run-id or --resume)
+    with pytest.raises(ValueError, match="already called 'SAVED'") as e:
+        save_as_run(sess, str(db), pts, 25, "SAVED")
+    assert "--run-id" not in str(e.value) and "--resume" not in str(e.value)
 
 
 def test_a_click_on_a_filtered_matrix_opens_the_row_shown_and_apply_keeps_the_drilldown():

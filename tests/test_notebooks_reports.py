@@ -250,6 +250,11 @@ def test_workbench_in_chromium_apply_matrix_drilldown_pairs_offline(browser, tmp
         saved = con.execute("SELECT run_id, status FROM runs WHERE run_id LIKE 'wb-%'").fetchall()
         con.close()
         assert len(saved) == 1 and saved[0][1] == "finished"
+        # 3d. the run just saved is offered in the stored-run dropdowns without a reload (issue 37, item 6)
+        page.wait_for_function("rid => Array.from(document.querySelectorAll('*')).some(e => e.shadowRoot && "
+                               "Array.from(e.shadowRoot.querySelectorAll('option')).some(o => o.textContent.includes(rid)))"
+                               " || Array.from(document.querySelectorAll('option')).some(o => o.textContent.includes(rid))",
+                               arg=saved[0][0], timeout=60000)
         # 4. the paired comparison shows intervals and verdicts
         page.wait_for_selector("text=delta with 95% interval", timeout=30000)
         body = page.inner_text("body")
