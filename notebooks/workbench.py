@@ -214,10 +214,12 @@ def _(args, budgets, interactive, limit, mo, save_go, save_id, scores, session, 
 
 
 @app.cell
-def _(explore, mo, scores, session):
+def _(mo, session):
+    # the controls never read the scores, so an Apply keeps every tick, search, field, metric and sort as it was
+    from evals.metrics import METRICS as _METRICS
+
     _fields = sorted({k for q in session.dataset.questions for k in (q.metadata or {})})
-    m_metric = mo.ui.dropdown(sorted(set(scores.metric)) if len(scores) else ["f1"],
-                              value="f1" if "f1" in set(scores.metric) else None, label="cell metric")
+    m_metric = mo.ui.dropdown(sorted(_METRICS), value="f1", label="cell metric")
     f_disagree = mo.ui.checkbox(label="strategies disagree")
     f_fail = mo.ui.checkbox(label="any failure status")
     f_unans = mo.ui.checkbox(label="unanswerable")
@@ -239,9 +241,13 @@ def _(explore, f_disagree, f_fail, f_field, f_search, f_unans, f_value, f_worse,
                                    None if f_field.value == "(none)" else f_field.value, f_value.value,
                                    f_search.value, (pair_a.value, pair_b.value) if f_worse.value else None)
     _pts = _m.attrs.get("points", [])
+    # the points first (after the id and a shortened question: the drill-down shows it whole), then the rest:
+    # every point column is on screen at 1440 px, metadata columns after them
+    _first = ["question_id", "question"] + _pts + ["spread", "failures"]
+    _shown = matrix[_first + [c for c in matrix.columns if c not in _first]] if len(matrix) else matrix
     matrix_table = mo.ui.table(
-        # long questions shortened here (the drill-down shows them whole) so the point columns fit the page
-        matrix.assign(question=matrix["question"].str.slice(0, 70)) if len(matrix) else matrix,
+        _shown.assign(question=[q if len(q) <= 48 else q[:47] + "…" for q in _shown["question"]]) if len(_shown)
+        else _shown,
         selection="single-cell", page_size=12, freeze_columns_left=["question_id"],
         format_mapping={p: "{:.3f}" for p in _pts + ["spread"]},
         style_cell=lambda _row, _col, _v: ({"backgroundColor": explore.cell_colour(_v)}

@@ -242,6 +242,14 @@ def test_workbench_in_chromium_apply_matrix_drilldown_pairs_offline(browser, tmp
         page.wait_for_selector("th:has-text('chunks · top_k=2')", timeout=60000)  # the Apply has landed
         page.wait_for_selector(f"text=showing: {header}", timeout=60000)
         assert page.locator("h3").filter(has_text=question[:40]).count() >= 1
+        # 3b'. the matrix controls survived the Apply: the search still filters (issue 37, item 2)
+        assert page.get_by_placeholder("question text or id").input_value() == "Broncos"
+        page.wait_for_selector("text=/^([0-9]|1[0-9]) of 20 questions$/", timeout=30000)
+        # ... and the point columns come first: at 1440 px five of the six start on screen (was one), every one
+        # before the metadata columns (item 4)
+        xs = [h.bounding_box()["x"] for h in table.locator("th").filter(has_text=" · ").all()]
+        meta = [h.bounding_box()["x"] for h in table.locator("th").filter(has_text="answerable").all()]
+        assert len(xs) == 6 and sum(x < 1440 for x in xs) >= 5 and meta and max(xs) < min(meta), (xs, meta)
         # 3c. Save as run: the applied items become a stored run that `ragwb runs` lists
         page.get_by_text("Save as run", exact=True).click()
         page.wait_for_selector("text=/Saved run/", timeout=60000)
