@@ -315,7 +315,8 @@ def _(explore, mo, pair_a, pair_b, quality, scores):
         mo.ui.table(_p, selection=None, label=f"{pair_b.value} vs {pair_a.value}: delta with 95% interval; "
                     "better / worse when the interval excludes 0"),
         mo.md(f"**{quality.value} per 1,000 context tokens** (95% bootstrap interval of the ratio of means)"),
-        mo.ui.table(_k, selection=None),
+        mo.ui.table(_k, selection=None,  # 3 decimals, as every other table
+                    format_mapping={c: "{:.3f}" for c in _k.columns if _k[c].dtype.kind == "f" and c != "n"}),
     ])
     return
 
