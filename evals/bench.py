@@ -76,24 +76,33 @@ def main_bench(a) -> int:
     ds = load_bundled(a.dataset)
     cfg = IndexConfig(embedder=EmbedderConfig(a.embedder))
     emb = get_embedder(cfg.embedder)
-    texts = [c.embed_text for d in ds.documents for c in chunk_document(d, cfg.chunking)[0]]
     tmp = Path(tempfile.mkdtemp(prefix="ragwb-bench-"))
     try:
         want = lambda k: not a.only or k in a.only  # noqa: E731
         # the figures below need the bundled index built (minutes with e5); the others build their own
         if any(want(k) for k in ("ingest", "retrieval", "repack", "eval", "ragas", "apply")):
-            # 1. ingest vs embedder alone, same texts, cache empty each time
-            t_emb = _median(lambda: emb.embed_passages(texts), a.repeats) if want("ingest") else float("nan")
-            runs = []
-            for i in range(a.repeats if want("ingest") else 1):
-                ws = Workspace(tmp / f"ing{i}")
-                t = time.perf_counter()
-                ws.ingest(ds, cfg, progress=False)
-                runs.append(time.perf_counter() - t)
-            t_ing = statistics.median(runs)
+            # 1. ingest vs embedder alone, same texts, cache empty each time. The bundled sets ship their vectors
+            # for the default chunking, so the timed ingest uses a chunking they do not cover (120/12 tokens):
+            # every chunk is embedded, as in a user's own corpus (it used to time an ingest that embedded
+            # nothing: "ratio 135")
             if want("ingest"):
-                figs["ingest"] = {"chunks": len(texts), "embedder_chunks_per_s": len(texts) / t_emb,
-                                  "ingest_chunks_per_s": len(texts) / t_ing, "ratio": t_emb / t_ing, "target": ">= 0.9"}
+                from rag.chunking import ChunkConfig
+
+                icfg = IndexConfig(ChunkConfig(chunk_tokens=120, overlap=12), EmbedderConfig(a.embedder))
+                itexts = [c.embed_text for d in ds.documents for c in chunk_document(d, icfg.chunking)[0]]
+                t_emb = _median(lambda: emb.embed_passages(itexts), a.repeats)
+                runs, embedded = [], []
+                for i in range(a.repeats):
+                    t = time.perf_counter()
+                    summ = Workspace(tmp / f"ingest{i}").ingest(ds, icfg, progress=False)
+                    runs.append(time.perf_counter() - t)
+                    embedded.append(summ.embedded)
+                t_ing = statistics.median(runs)
+                figs["ingest"] = {"chunks": len(itexts), "embedded": min(embedded),
+                                  "embedder_chunks_per_s": len(itexts) / t_emb,
+                                  "ingest_chunks_per_s": len(itexts) / t_ing, "ratio": t_emb / t_ing,
+                                  "target": ">= 0.9"}
+            Workspace(tmp / "ing0").ingest(ds, cfg, progress=False)  # the index the figures below read
             # 2. retrieval per question: strategy vs raw LanceDB vector query (both embed the question)
             ws = Workspace(tmp / "ing0")
             index = ws.index_name(ds.name, cfg)
@@ -569,8 +578,9 @@ def render(f: dict) -> str:
                          f"overhead {c['overhead']:+.1%}; target {sy['target']})")
     i = f.get("ingest")
     if i:
-        lines.append(f"ingest: {i['ingest_chunks_per_s']:.1f} chunks/s vs embedder alone {i['embedder_chunks_per_s']:.1f}"
-                     f" -> ratio {i['ratio']:.2f} (target {i['target']})")
+        lines.append(f"ingest ({i.get('embedded', '?')} of {i['chunks']} chunks embedded): {i['ingest_chunks_per_s']:.1f} "
+                     f"chunks/s vs embedder alone {i['embedder_chunks_per_s']:.1f} -> ratio {i['ratio']:.2f} "
+                     f"(target {i['target']})")
     r = f.get("retrieval")
     if r and r["strategies"]:
         lines.append(f"retrieval per question: raw LanceDB vector query {r['raw_lancedb_ms']:.2f} ms")

@@ -124,13 +124,15 @@ def test_gate_aa_noise_floor(tmp_path):
 
 def test_bench_smoke(tmp_path, capsys):
     assert main(["bench", "--dataset", "xquad-en", "--embedder", "hash", "--questions", "20", "--repeats", "1",
-                 "--only", "repack", "eval", "growth", "rerun", "apply", "--growth", "1", "2", "--rerun-files", "1",
+                 "--only", "ingest", "repack", "eval", "growth", "rerun", "apply", "--growth", "1", "2", "--rerun-files", "1",
                  "--out", str(tmp_path)]) == 0
     out = capsys.readouterr().out
     assert "re-pack 20 questions x 5 strategies" in out and "full offline evaluation: 100 items" in out
     assert "re-run cost, 1 PDFs" in out
     figs = json.loads(next(tmp_path.glob("bench-*.json")).read_text())
     assert figs["repack"]["seconds"] > 0 and [p["copies"] for p in figs["growth"]["points"]] == [1, 2]
+    # the ingest figure times an ingest that embeds every chunk (the shipped vectors cover none of them)
+    assert figs["ingest"]["embedded"] == figs["ingest"]["chunks"] > 0 and figs["ingest"]["ratio"] < 5
     assert figs["rerun"]["second_s"] < figs["rerun"]["first_s"]
     assert "workbench Apply, 20 questions x 5 strategies" in out and figs["apply"]["packing_change_max_s"] > 0 and len(figs["apply"]["changes"]) == 7
 
