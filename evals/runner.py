@@ -296,10 +296,12 @@ def run_evaluation(cfg: RunConfig, workspace: str | Path = "results", db: str | 
     ws = Workspace(workspace)
     store = ResultStore(db or Path(workspace) / "results.duckdb")
     held = contextlib.ExitStack()
+    writing = False  # this process holds the run's writer lock (so the run exists and can be resumed)
     try:
         if resume:
             run_id = store.resolve_run(resume)
             held.enter_context(run_writer(store.path, run_id))  # one writer per run, before any call
+            writing = True
             cfg = with_secrets(RunConfig.from_dict({**store.run(run_id)["config"], "use_cache": cfg.use_cache}),
                                cfg, run_id)
         cfg = with_remembered_questions(cfg, ws)
@@ -344,6 +346,7 @@ def run_evaluation(cfg: RunConfig, workspace: str | Path = "results", db: str | 
         if not resume:
             run_id = run_id or time.strftime("%Y%m%d-%H%M%S-") + uuid.uuid4().hex[:6]
             held.enter_context(run_writer(store.path, run_id))
+            writing = True
             store.upsert_questions(ds.name, questions)
             store.create_run(run_id, {"dataset": ds.name, "index_name": ingest.index, "config": cfg.to_dict(),
                                       "config_hash": cfg.hash, "versions": package_versions(),
@@ -439,7 +442,7 @@ def run_evaluation(cfg: RunConfig, workspace: str | Path = "results", db: str | 
             store.finish_run(run_id, info)
         return summary
     except KeyboardInterrupt:
-        if run_id and held._exit_callbacks:  # the run exists: what was committed stays, the rest resumes
+        if run_id and writing:  # the run exists: what was committed stays, the rest resumes
             print(f"\nragwb run: interrupted; the items committed so far are kept. Resume with: "
                   f"ragwb run --resume {run_id}" + (f" --workspace {workspace}" if str(workspace) != "results" else ""),
                   file=sys.stderr)

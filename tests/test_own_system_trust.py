@@ -751,3 +751,31 @@ def test_a_judge_without_the_ragas_extra_and_a_deep_gold_file_are_one_line(tmp_p
                  "--judge-base-url", "http://127.0.0.1:9/v1", "--judge-model", "m"]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "pip install -e '.[ragas]'" in err
+
+
+def test_ctrl_c_during_a_run_keeps_what_was_committed_and_says_how_to_resume(tmp_path, capsys):
+    plug = tmp_path / "ctrl_c.py"
+    plug.write_text('''
+from rag.extend import BaseParams, Strategy, register_strategy, get_strategy
+
+
+@register_strategy
+class CtrlC(Strategy):
+    name = "ctrl_c"
+    Params = BaseParams
+    seen = 0
+
+    def pack(self, r, pool, p):
+        CtrlC.seen += 1
+        if CtrlC.seen == 3:
+            raise KeyboardInterrupt  # what Ctrl-C raises in the main thread
+        return get_strategy("chunks").pack(r, pool, get_strategy("chunks").Params())
+''')
+    ws = tmp_path / "ws"
+    rc = main(["run", "--dataset", "xquad-en", "--limit", "4", "--workspace", str(ws), *FAST, "--plugins", str(plug),
+               "--strategies", "ctrl_c", "--run-id", "CC"])
+    err = capsys.readouterr().err
+    assert rc == 130 and "Resume with: ragwb run --resume CC" in err and "Traceback" not in err
+    capsys.readouterr()
+    assert main(["runs", "--workspace", str(ws)]) == 0
+    assert "interrupted" in capsys.readouterr().out
