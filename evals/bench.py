@@ -92,9 +92,14 @@ def main_bench(a) -> int:
                 itexts = [c.embed_text for d in ds.documents for c in chunk_document(d, icfg.chunking)[0]]
                 t_emb = _median(lambda: emb.embed_passages(itexts), a.repeats)
                 runs, embedded = [], []
+                import dataclasses
+
+                # under another name: a bundled set's shipped vectors are seeded into the cache, and the chunks
+                # they happen to share with this chunking (short paragraphs) would not be embedded
+                ids = dataclasses.replace(ds, name=f"{ds.name}-bench")
                 for i in range(a.repeats):
                     t = time.perf_counter()
-                    summ = Workspace(tmp / f"ingest{i}").ingest(ds, icfg, progress=False)
+                    summ = Workspace(tmp / f"ingest{i}").ingest(ids, icfg, progress=False)
                     runs.append(time.perf_counter() - t)
                     embedded.append(summ.embedded)
                 t_ing = statistics.median(runs)
