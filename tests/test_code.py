@@ -386,3 +386,16 @@ def test_gate_matches_a_baseline_stored_before_a_budget_existed():
     other = json.dumps(json.loads(old) | {"code_block_chars": 500})
     df2 = pd.DataFrame({"strategy": ["chunks"], "params": [other], "point_label": ["x"]})
     assert with_point_keys(df2).point_key.iloc[0] != keys.iloc[0]
+
+
+def test_a_split_never_leaves_a_whitespace_only_chunk():
+    """Issue 38, item 4: a long function whose last statement is cut alone left its trailing blank line as a
+    chunk of its own ("\\n"); it now joins the piece before, and the file still rebuilds exactly."""
+    from rag.code import parse_code
+    from rag.code.chunks import code_segments
+
+    text = "def f():\n    x = [\n" + "        1111,\n" * 6 + "    ]\n\n\ndef g():\n    pass\n"
+    segs, lines, _ = code_segments(text, parse_code(text, "python"), 40, "o200k_base")
+    assert all("".join(lines[s.first:s.last + 1]).strip() for s in segs)
+    assert "".join("".join(lines[s.first:s.last + 1]) for s in segs) == text  # back to back, whole
+    assert [(s.first, s.last) for s in segs][-1] == (11, 12)

@@ -133,7 +133,25 @@ def code_segments(text: str, parsed: CodeParse, max_tokens: int, encoding: str
             out.extend(_split(s, line_tokens, max_tokens))
     else:  # no definitions: module code if it parsed, line windows if it did not
         out = line_windows(len(lines), line_tokens, max_tokens, "lines" if parsed.parser == "lines" else "module")
-    return out, lines, line_tokens
+    return _no_blank_pieces(out, bare), lines, line_tokens
+
+
+def _no_blank_pieces(segs: list[Segment], bare: list[str]) -> list[Segment]:
+    """A split can leave a piece of nothing but whitespace (a function's trailing blank line cut off on its own:
+    a chunk "\n" that embeds as noise): it joins the piece before it (the first piece: the one after)."""
+    out: list[Segment] = []
+    carry = None
+    for s in segs:
+        if not any(bare[i].strip() for i in range(s.first, s.last + 1)):
+            if out:
+                out[-1].last = s.last
+            else:
+                carry = s.first if carry is None else carry
+            continue
+        if carry is not None:
+            s.first, carry = carry, None
+        out.append(s)
+    return out or segs
 
 
 def parent_ranges(segs: list[Segment], line_tokens: list[int], parent_max: int
