@@ -308,13 +308,7 @@ def memory_grid(names: str | None, axes: dict) -> dict:
 MAIN_JOB_LIMIT = 200  # questions per bundled set when `ragwb run` is called bare (the main job)
 
 
-def STRATEGIES_NOW() -> dict:
-    from rag.strategies import STRATEGIES
-
-    return dict(STRATEGIES)
-
-
-def refuse_empty_plugins(specs, before: set) -> None:
+def refuse_empty_plugins(specs) -> None:
     """A plugin file that registers no strategy was probably meant to (a missing decorator): loud."""
     from rag.strategies.plugins import ORIGIN
 
@@ -355,9 +349,8 @@ def cmd_run(a) -> int:
     refuse_ignored_run_flags(a)
     if a.max_response_mb is not None:  # every client of this process (and the workers it starts) reads it
         os.environ["RAGWB_MAX_RESPONSE_MB"] = f"{a.max_response_mb:g}"
-    before = set(STRATEGIES_NOW())
     load_plugins(a.plugins or [])  # before anything names a strategy: --set and the sweep may use them
-    refuse_empty_plugins(a.plugins or [], before)
+    refuse_empty_plugins(a.plugins or [])
     sweep = load_sweep(a.config) if a.config else {}
     run_sec = sweep.get("run", {})
     main_job = not (a.dataset or run_sec.get("datasets") or a.resume)

@@ -103,14 +103,11 @@ class ItemEvaluator:
             excess = self.answerer.overflow_tokens(query, ctx.blocks)
         return ctx
 
-    def evaluate_system(self, q, name: str, rep: int = 0, history: list[dict] | None = None):
-        """One question through a deployed service: its answer and contexts (located in the corpus) are
-        scored like any point's; latency is end to end; a failed call is the item's status."""
-        return self.system_item(q, name, rep, self.systems[name].ask(q.text, q.qid, history, repeat=rep), history)
-
     def system_item(self, q, name: str, rep: int, res, history: list[dict] | None = None):
-        """The item of a service's reply (``SystemClient.ask``): located, counted and scored here (the
-        runner asks on worker threads and scores as replies come back, so scoring overlaps the waiting)."""
+        """One question through a deployed service, from its reply (``SystemClient.ask``): its answer and
+        contexts (located in the corpus) are scored like any point's; latency is end to end; a failed call is
+        the item's status. The runner asks on worker threads and scores here as replies come back, so scoring
+        overlaps the waiting."""
         from rag.prompts import count_prompt_tokens
         from rag.strategies import BaseParams
         from rag.systems import context_blocks

@@ -78,13 +78,9 @@ def score_logged(path: str | Path, workspace: str | Path = "results", db: str | 
 
         ws = Workspace(workspace)
         cfg = index_cfg or IndexConfig()
-        if not questions and Path(dataset).is_dir():  # a folder remembers its questions file (as ragwb run does)
-            questions = ws.remembered_questions(dataset)
-            if questions and Path(questions).is_file():
-                print(f"using the questions file remembered for {dataset}: {questions}", file=sys.stderr)
-            else:
-                questions = None
-        ds = ws.load(dataset, questions, cfg, progress=progress)
+        from .runner import questions_file_for
+
+        ds = ws.load(dataset, questions_file_for(ws, dataset, questions), cfg, progress=progress)
         summ = ws.ingest(ds, cfg, progress=progress)
         retriever = Retriever(ws, summ.index)
         gold_by_id = {q.qid: q for q in ds.questions}

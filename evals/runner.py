@@ -110,7 +110,7 @@ def expand_grid(grid: dict, notice: bool = True) -> list[tuple[str, dict]]:
             kw = dict(zip(keys, combo))
             p = make_params(name, **kw)  # validate now, not half-way through a run
             if (name, p) in seen:
-                twice.append(f"{name} {','.join(f'{k}={v}' for k, v in sorted(kw.items())) or 'defaults'}")
+                twice.append(f"{name} {point_label(kw)}")
                 continue
             seen.add((name, p))
             points.append((name, kw))
@@ -268,15 +268,22 @@ def questions_changed(store: ResultStore, run_id: str, questions: list) -> bool:
     return any(now.get(r.question_id, (r.text, r.answers)) != (r.text, r.answers) for r in kept.itertuples())
 
 
+def questions_file_for(ws: Workspace, dataset: str, questions: str | None) -> str | None:
+    """The questions file of a folder dataset: the one given, else the one it was last given (said aloud);
+    ``ragwb run`` and ``ragwb score`` both read a folder this way."""
+    if questions or not Path(dataset).is_dir():
+        return questions
+    q = ws.remembered_questions(dataset)
+    if q and Path(q).is_file():
+        print(f"using the questions file remembered for {dataset}: {q}", file=sys.stderr)
+        return q
+    return None
+
+
 def with_remembered_questions(cfg: RunConfig, ws: Workspace) -> RunConfig:
     """A folder dataset run without a questions file uses the one it was last given (said aloud)."""
-    if cfg.questions_file or not Path(cfg.dataset).is_dir():
-        return cfg
-    q = ws.remembered_questions(cfg.dataset)
-    if q and Path(q).is_file():
-        print(f"using the questions file remembered for {cfg.dataset}: {q}", file=sys.stderr)
-        return dataclasses.replace(cfg, questions_file=q)
-    return cfg
+    q = questions_file_for(ws, cfg.dataset, cfg.questions_file)
+    return dataclasses.replace(cfg, questions_file=q) if q != cfg.questions_file else cfg
 
 
 def run_evaluation(cfg: RunConfig, workspace: str | Path = "results", db: str | Path | None = None,
@@ -477,7 +484,7 @@ def show_prompts(cfg: RunConfig, workspace: str | Path = "results", out=None) ->
           f"{q.text}", file=out)
     shown = 0
     for name, kw in (expand_grid(cfg.grid, notice=False) if (cfg.grid or not cfg.systems) else []):
-        label = ",".join(f"{k}={v}" for k, v in sorted(kw.items())) or "defaults"
+        label = point_label(kw)
         if getattr(get_strategy(name), "escalates", False):
             print(f"\n=== {name} [{label}]: answers with its cheap point, then its rich one (see those points)",
                   file=out)

@@ -42,24 +42,16 @@ class CachingAsyncTransport(httpx.AsyncBaseTransport):
                                       content=hit["body"].encode(), request=request)
         self.stats.misses += 1
         self.stats.calls += 1
-        import time
-
-        from .http_guard import ResponseTooLarge, max_response_bytes, too_large_message
+        from .http_guard import ReadBudget, max_response_bytes
         from .urls import scrub
 
         # the same deadline and size cap as every other client (rag/http_guard.py)
-        timeout = (request.extensions.get("timeout") or {}).get("read") or 60.0
-        deadline, cap = time.monotonic() + float(timeout), max_response_bytes()
+        budget = ReadBudget(request, (request.extensions.get("timeout") or {}).get("read") or 60.0,
+                            max_response_bytes())
         resp = await self.inner.handle_async_request(request)
-        chunks, n = [], 0
         try:
-            async for chunk in resp.aiter_bytes():  # decoded, as aread() gave
-                n += len(chunk)
-                if cap and n > cap:
-                    raise ResponseTooLarge(too_large_message(cap), request=request)
-                if time.monotonic() > deadline:
-                    raise httpx.ReadTimeout(f"no complete response within {timeout:g} s", request=request)
-                chunks.append(chunk)
+            budget.check_headers(resp)
+            chunks = [budget.take(chunk) async for chunk in resp.aiter_bytes()]  # decoded, as aread() gave
         finally:
             await resp.aclose()
         body = b"".join(chunks)

@@ -37,6 +37,30 @@ def too_large_message(limit: int) -> str:
             "RAGWB_MAX_RESPONSE_MB)")
 
 
+class ReadBudget:
+    """One response's budget while its body is read, chunk by chunk: the deadline and the size cap (the sync
+    transport below and the judges' async one in rag/http_cache.py both read through it)."""
+
+    def __init__(self, request: httpx.Request, timeout: float, max_bytes: int):
+        self.request, self.timeout, self.max_bytes = request, float(timeout), int(max_bytes)
+        self.deadline, self.n = time.monotonic() + self.timeout, 0
+
+    def check_headers(self, resp) -> None:
+        cl = resp.headers.get("content-length", "")
+        if self.max_bytes and cl.isdigit() and int(cl) > self.max_bytes:
+            raise ResponseTooLarge(too_large_message(self.max_bytes), request=self.request)
+        self.take(b"")
+
+    def take(self, chunk: bytes) -> bytes:
+        self.n += len(chunk)
+        if self.max_bytes and self.n > self.max_bytes:
+            raise ResponseTooLarge(too_large_message(self.max_bytes), request=self.request)
+        if time.monotonic() > self.deadline:
+            raise httpx.ReadTimeout(f"no complete response within {self.timeout:g} s (a server sending slowly: "
+                                    f"{self.n:,} bytes by then)", request=self.request)
+        return chunk
+
+
 class GuardedTransport(httpx.BaseTransport):
     """An httpx transport that enforces one deadline per response and a cap on its body size."""
 
@@ -46,23 +70,11 @@ class GuardedTransport(httpx.BaseTransport):
         self.inner = inner or httpx.HTTPTransport()
 
     def handle_request(self, request: httpx.Request) -> httpx.Response:
-        deadline = time.monotonic() + self.timeout
+        budget = ReadBudget(request, self.timeout, self.max_bytes)
         resp = self.inner.handle_request(request)
         try:
-            if time.monotonic() > deadline:
-                raise httpx.ReadTimeout(f"no complete response within {self.timeout:g} s", request=request)
-            cl = resp.headers.get("content-length", "")
-            if self.max_bytes and cl.isdigit() and int(cl) > self.max_bytes:
-                raise ResponseTooLarge(too_large_message(self.max_bytes), request=request)
-            chunks, n = [], 0
-            for chunk in resp.stream:
-                n += len(chunk)
-                if self.max_bytes and n > self.max_bytes:
-                    raise ResponseTooLarge(too_large_message(self.max_bytes), request=request)
-                if time.monotonic() > deadline:
-                    raise httpx.ReadTimeout(f"no complete response within {self.timeout:g} s (a server sending "
-                                            f"slowly: {n:,} bytes by then)", request=request)
-                chunks.append(chunk)
+            budget.check_headers(resp)
+            chunks = [budget.take(chunk) for chunk in resp.stream]
         finally:
             resp.close()
         headers = [(k, v) for k, v in resp.headers.items() if k.lower() not in ("transfer-encoding",)]
@@ -73,10 +85,11 @@ class GuardedTransport(httpx.BaseTransport):
         self.inner.close()
 
 
-def guarded_http_client(timeout: float, max_bytes: int | None = None, follow_redirects: bool = False) -> httpx.Client:
-    """An httpx client whose every response is bounded by ``timeout`` seconds (whole) and the size cap."""
+def guarded_http_client(timeout: float, max_bytes: int | None = None) -> httpx.Client:
+    """An httpx client whose every response is bounded by ``timeout`` seconds (whole) and the size cap;
+    redirects are not followed (a request may carry credentials)."""
     return httpx.Client(transport=GuardedTransport(timeout, max_bytes), timeout=timeout,
-                        headers={"Accept-Encoding": "identity"}, follow_redirects=follow_redirects)
+                        headers={"Accept-Encoding": "identity"})
 
 
 def too_large_cause(e: BaseException) -> ResponseTooLarge | None:

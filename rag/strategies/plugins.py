@@ -44,7 +44,7 @@ def _outside_dirs() -> list[Path]:
 def _resolve_module(name: str, roots: list[Path]) -> Path | None:
     """The file of module ``name`` under one of ``roots`` (a.b -> a/b.py or a/b/__init__.py), found
     without importing anything."""
-    parts = name.split(".")
+    parts = name.split(".") if name else []
     for root in roots:
         base = root.joinpath(*parts)
         for cand in (base.with_suffix(".py"), base / "__init__.py"):
@@ -68,38 +68,39 @@ def local_imports(path: Path) -> list[Path]:
     roots = [path.resolve().parent] + [Path(x).resolve() for x in sys.path if x and Path(x).is_dir()
                                        and not is_outside(Path(x).resolve())]
     roots = list(dict.fromkeys(roots))
+    me = path.resolve()
     seen: dict[Path, None] = {}
-    todo = [path.resolve()]
+    todo = [me]
+
+    def visit(f: Path | None) -> None:
+        if f is not None and f != me and f not in seen and not is_outside(f):
+            seen[f] = None
+            todo.append(f)
+
     while todo:
         f = todo.pop()
         try:
             tree = ast.parse(f.read_bytes(), str(f))
         except (SyntaxError, ValueError, OSError, RecursionError):
             continue  # the import itself reports a broken file
-        pkg = f.parent
         for node in ast.walk(tree):
-            names = []
+            if isinstance(node, ast.ImportFrom) and node.level:  # relative: from the file's own package
+                base = f.parent
+                for _ in range(node.level - 1):
+                    base = base.parent
+                mod = node.module.split(".") if node.module else []
+                for cand in [base.joinpath(*mod)] + [base.joinpath(*mod, a.name) for a in node.names]:
+                    visit(_resolve_module("", [cand]))
+                continue
             if isinstance(node, ast.Import):
                 names = [a.name for a in node.names]
             elif isinstance(node, ast.ImportFrom):
-                if node.level:  # relative: from the file's own package
-                    base = pkg
-                    for _ in range(node.level - 1):
-                        base = base.parent
-                    mod = node.module.split(".") if node.module else []
-                    for cand in [base.joinpath(*mod)] + [base.joinpath(*mod, a.name) for a in node.names]:
-                        for c in (cand.with_suffix(".py"), cand / "__init__.py"):
-                            if c.is_file() and c.resolve() not in seen and c.resolve() != path.resolve():
-                                seen[c.resolve()] = None
-                                todo.append(c.resolve())
-                    continue
                 names = [node.module] + [f"{node.module}.{a.name}" for a in node.names]
+            else:
+                continue
             for n in names:
                 for i in range(1, n.count(".") + 2):  # a.b.c imports a, a.b and a.b.c
-                    hit = _resolve_module(".".join(n.split(".")[:i]), roots)
-                    if hit is not None and not is_outside(hit) and hit != path.resolve() and hit not in seen:
-                        seen[hit] = None
-                        todo.append(hit)
+                    visit(_resolve_module(".".join(n.split(".")[:i]), roots))
     return sorted(seen)
 
 
@@ -109,9 +110,11 @@ def _sha(path: Path) -> str:
     deps = local_imports(path)
     if not deps:
         return _file_sha(path)  # a single-file plugin: its file's own sha256 (as runs have always recorded)
+    import os
+
     h = hashlib.sha256(path.read_bytes())
-    for d in deps:
-        h.update(b"\x00" + str(d).encode() + b"\x00" + d.read_bytes())
+    for d in deps:  # relative paths: the same project in another folder has the same checksum
+        h.update(b"\x00" + os.path.relpath(d, path.resolve().parent).encode() + b"\x00" + d.read_bytes())
     return h.hexdigest()
 
 
@@ -219,29 +222,25 @@ def call_with_time_limit(fn, seconds: float):
     import ctypes
     import threading
 
-    if not seconds:
-        try:
-            return fn()
-        except SystemExit as e:
-            raise PluginFailure(f"called sys.exit({e.code!r})") from None
-    tid, lock, state = threading.get_ident(), threading.Lock(), {"done": False, "fired": False}
+    tid, lock, done = threading.get_ident(), threading.Lock(), []
 
     def fire():
         with lock:
-            if not state["done"]:
-                state["fired"] = True
+            if not done:  # still inside fn(): raise the deadline in its thread
                 ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(tid), ctypes.py_object(_Deadline))
 
-    timer = threading.Timer(seconds, fire)
-    timer.daemon = True
-    timer.start()
+    timer = threading.Timer(seconds, fire) if seconds else None
+    if timer is not None:
+        timer.daemon = True
+        timer.start()
     try:
         try:
             return fn()
         finally:
             with lock:
-                state["done"] = True
-            timer.cancel()
+                done.append(True)
+            if timer is not None:
+                timer.cancel()
     except _Deadline:
         raise PluginFailure(f"took longer than its time limit of {seconds:g} s (--plugin-timeout)") from None
     except SystemExit as e:
