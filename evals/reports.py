@@ -54,26 +54,43 @@ def _cell(v) -> tuple[str, str]:
     return text, text
 
 
-def _table(df: pd.DataFrame) -> str:
+def _table(df: pd.DataFrame, sortable: bool = True) -> str:
     """A table that sorts on a header click (a marker shows the direction), numbers rounded as everywhere in the
-    report, long text cut with a tooltip; a wide table scrolls inside the page, never past the window."""
+    report, long text cut with a tooltip; a wide table scrolls inside the page, never past the window.
+    `sortable=False` is the same table with its look inline and no click: the marimo report's page has neither
+    this report's stylesheet nor its script (marimo strips both), and a table there must not promise a sort."""
     tid = f"t{next(_TABLES)}"
     cols = list(df.columns)
-    head = "".join(f"<th onclick=\"rwbSort('{tid}',{i})\" title='click to sort'>{html.escape(str(c))}</th>"
-                   for i, c in enumerate(cols))
+    th = " style='padding:3px 8px;border-bottom:1px solid #bbb;text-align:left;white-space:nowrap'"
+    td = " style='padding:3px 8px;border-bottom:1px solid #ddd;vertical-align:top;white-space:nowrap'"
+    td_long = (" style='padding:3px 8px;border-bottom:1px solid #ddd;vertical-align:top;white-space:normal;"
+               "min-width:16em;max-width:28em;overflow-wrap:anywhere'")
+    if sortable:
+        th = td = td_long = ""
+    head = "".join((f"<th onclick=\"rwbSort('{tid}',{i})\" title='click to sort'>" if sortable else f"<th{th}>")
+                   + html.escape(str(c)) + "</th>" for i, c in enumerate(cols))
     body = []
     for row in df.itertuples(index=False):
         cells = []
         for v in row:
             shown, key = _cell(v)
             if len(shown) > TEXT_CELL:
-                cells.append(f"<td class='long' data-v='{html.escape(key, quote=True)}' "
+                cells.append(f"<td class='long'{td_long} data-v='{html.escape(key, quote=True)}' "
                              f"title='{html.escape(shown, quote=True)}'>{html.escape(shown[:TEXT_CELL])}…</td>")
             else:
-                cells.append(f"<td data-v='{html.escape(key, quote=True)}'>{html.escape(shown)}</td>")
+                cells.append(f"<td{td} data-v='{html.escape(key, quote=True)}'>{html.escape(shown)}</td>")
         body.append("<tr>" + "".join(cells) + "</tr>")
+    if not sortable:
+        return ("<div style='overflow-x:auto;max-width:100%'><table style='border-collapse:collapse;font-size:13px'>"
+                f"<thead><tr>{head}</tr></thead><tbody>" + "".join(body) + "</tbody></table></div>")
     return (f"<div class='scroll'><table class='tbl sortable' id='{tid}'><thead><tr>{head}</tr></thead><tbody>"
             + "".join(body) + "</tbody></table></div>")
+
+
+def plain_table_html(df: pd.DataFrame) -> str:
+    """The report's table for a page without its stylesheet and script (the marimo report): rounded the same,
+    long text cut with a tooltip, scrolls sideways, no sort promised."""
+    return _table(df, sortable=False)
 
 
 def worst_questions(store: ResultStore, run_id: str, metric: str = "f1", n: int = 5) -> pd.DataFrame:
@@ -217,7 +234,6 @@ def report_sections(store: ResultStore, run_id: str, compare: str | None = None)
     return {"run_id": run_id, "compare": compare, "header_md": header, "judged": judged, "oracle": oracle,
             "summary": with_losses(headline_table(summ, heads + judged), losses),
             "shared_summary": shared_summary,
-            "summary_numeric": headline_table(summ, heads, numeric=True),
             "figures": figs, "conversation_figures": conv_figs, "breakdown": breakdown, "breakdowns": breakdowns,
             "statuses": statuses,
             "comparison": comparison, "matrix": matrix, "matrix_html": matrix_html(matrix), "per_1k": per_1k,

@@ -11,7 +11,7 @@ def _():
 
     import marimo as mo
 
-    from evals.reports import report_sections
+    from evals.reports import plain_table_html, report_sections
     from evals.store import ResultStore
 
     parser = argparse.ArgumentParser(description="Static report of a stored RAG Workbench run (or two compared).")
@@ -19,7 +19,7 @@ def _():
     parser.add_argument("--run", default="latest", help="run id, unique prefix or 'latest'")
     parser.add_argument("--compare", default=None, help="a second run id to compare against (paired deltas)")
     args, _unknown = parser.parse_known_args(sys.argv[1:])
-    return ResultStore, args, mo, report_sections
+    return ResultStore, args, mo, plain_table_html, report_sections
 
 
 @app.cell
@@ -38,12 +38,11 @@ def _(mo, sections):
 
 
 @app.cell
-def _(mo, sections):
-    _num = sections["summary_numeric"]
-    mo.vstack([mo.md("## Summary (means over questions; the 95% intervals are in the static "
-                     "report and `ragwb show`)"),
-               mo.ui.table(_num, selection=None, page_size=50, freeze_columns_left=["strategy", "point"],
-                           format_mapping={c: "{:.3f}" for c in _num.columns if _num[c].dtype.kind == "f"})])
+def _(mo, plain_table_html, sections):
+    # plain tables: an exported page has no kernel, so marimo's table could neither sort nor page (it warned
+    # "Cell ID ... cannot be found" for each); the static report is the one that sorts
+    mo.vstack([mo.md("## Summary (means with 95% bootstrap intervals over questions)"),
+               mo.Html(plain_table_html(sections["summary"]))])
     return
 
 
@@ -55,33 +54,30 @@ def _(mo, sections):
 
 
 @app.cell
-def _(mo, sections):
+def _(mo, plain_table_html, sections):
     mo.vstack([mo.md("## F1 by strategy, question type and language"),
-               mo.ui.table(sections["breakdown"], selection=None, page_size=50)])
+               mo.Html(plain_table_html(sections["breakdown"]))])
     return
 
 
 @app.cell
-def _(mo, sections):
+def _(mo, plain_table_html, sections):
     _cmp = sections.get("comparison")
     mo.vstack([mo.md("## Compared runs (paired bootstrap deltas)"),
-               mo.ui.table(_cmp, selection=None, freeze_columns_left=["strategy", "point", "metric"],
-                           freeze_columns_right=["verdict"])]
+               mo.Html(plain_table_html(_cmp))]
               ) if _cmp is not None and len(_cmp) else mo.md("")
     return
 
 
 @app.cell
-def _(mo, sections):
+def _(mo, plain_table_html, sections):
     _m = sections["matrix"]
-    _pts = _m.attrs.get("points", []) if len(_m) else []
     mo.vstack([mo.md("## Quality per 1,000 prompt tokens (each quality metric; 95% bootstrap interval of the ratio)"),
-               mo.ui.table(sections["per_1k"], selection=None),
+               mo.Html(plain_table_html(sections["per_1k"])),
                mo.md(f"## Each point against {sections['paired_against']} (paired on the questions both scored)"),
-               mo.ui.table(sections["paired"], selection=None) if len(sections["paired"]) else mo.md(""),
-               mo.md("## Question x point matrix (F1; sortable, filterable, downloadable)"),
-               mo.ui.table(_m, selection=None, page_size=15, freeze_columns_left=["question_id"] if len(_m) else None,
-                           format_mapping={p: "{:.3f}" for p in _pts})]) if len(_m) else mo.md("")
+               mo.Html(plain_table_html(sections["paired"])) if len(sections["paired"]) else mo.md(""),
+               mo.md("## Question x point matrix (F1; the static report `report-RUN.html` sorts it)"),
+               mo.Html(plain_table_html(_m))]) if len(_m) else mo.md("")
     return
 
 
