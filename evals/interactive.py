@@ -212,10 +212,12 @@ def _fmt_value(metric: str, v) -> str:
     return f"{v:.3f}"
 
 
-def drilldown_html(question, row: dict, scores: dict, point: str | None = None, anchor: str = "blk") -> str:
+def drilldown_html(question, row: dict, scores: dict, point: str | None = None, anchor: str = "blk",
+                   metrics: bool = True) -> str:
     """Question, gold, the answer with citations linked to blocks, a formatted metric table (value,
-    status, reason or judge explanation), and the blocks with their token counts: gold evidence
-    highlighted, the answer's cited sentences highlighted in the blocks they cite."""
+    status, reason or judge explanation; left out with ``metrics=False``, where a side-by-side view draws one
+    table for both points), and the blocks with their token counts: gold evidence highlighted, the answer's
+    cited sentences highlighted in the blocks they cite."""
     blocks = json.loads(row["blocks"]) if isinstance(row["blocks"], str) else row["blocks"]
     evidence = [e.__dict__ if hasattr(e, "__dict__") else e for e in question.evidence] if question.answerable else []
     held = {b["n"] for b in blocks if any(block_holds(Block.from_dict(b), Evidence(**ev)) for ev in evidence)}
@@ -226,14 +228,10 @@ def drilldown_html(question, row: dict, scores: dict, point: str | None = None, 
     parts = [f"<p class='point'><b>showing: {html.escape(point or row.get('point_label', ''))}</b></p>" if point else "",
              f"<h3>{html.escape(question.text)}</h3>",
              f"<p>gold: {html.escape(' | '.join(question.answers) or '(unanswerable)')}</p>",
-             f"<p>answer ({html.escape(row['answer_status'])}): {ans}</p>",
-             "<table class='tbl' style='border-collapse:collapse'><tr>"
-             + "".join(f"<th style='{_CELL}text-align:left'>{h}</th>" for h in ("metric", "value", "status",
-                                                                              "reason / explanation")) + "</tr>"]
-    parts += [f"<tr><td style='{_CELL}'>{html.escape(k)}</td><td style='{_CELL}text-align:right'>{_fmt_value(k, v.value)}"
-              f"</td><td style='{_CELL}'>{html.escape(v.status)}</td><td style='{_CELL}'>"
-              f"{html.escape((v.detail or '')[:400])}</td></tr>" for k, v in sorted(scores.items())]
-    parts.append(f"</table><p>{len(blocks)} blocks, {total} tokens</p><ol>")
+             f"<p>answer ({html.escape(row['answer_status'])}): {ans}</p>"]
+    if metrics:
+        parts.append(_metric_table([scores], [None]))
+    parts.append(f"<p>{len(blocks)} blocks, {total} tokens</p><ol>")
     for b in blocks:
         tag = " <b>(holds gold evidence)</b>" if b["n"] in held else ""
         parts.append(f"<li id='{anchor}-{b['n']}'><b>[{b['n']}]</b> <code>{html.escape(', '.join(b['page_ids'][:1] or b['doc_ids']))}</code>"
@@ -241,6 +239,29 @@ def drilldown_html(question, row: dict, scores: dict, point: str | None = None, 
                      f"{_highlight(b['text'], b, evidence, cited.get(b['n']))}</pre></li>")
     parts.append("</ol>")
     return "".join(parts)
+
+
+def _metric_table(score_sets: list[dict], names: list[str | None]) -> str:
+    """One metric per row: value, status and reason (or judge explanation) of each point, side by side, so the
+    rows of two points line up (a metric one point lacks is an empty cell, never a shifted row)."""
+    def head(h, name):
+        return f"<th style='{_CELL}text-align:left'>{html.escape(h + (f' ({name})' if name else ''))}</th>"
+
+    heads = ["<th style='{0}text-align:left'>metric</th>".format(_CELL)]
+    for name in names:
+        heads += [head("value", name), head("status", name), head("reason / explanation", name)]
+    rows = []
+    for k in sorted(set().union(*[set(sc) for sc in score_sets])):
+        cells = [f"<td style='{_CELL}'>{html.escape(k)}</td>"]
+        for sc in score_sets:
+            v = sc.get(k)
+            cells += ([f"<td style='{_CELL}text-align:right'>{_fmt_value(k, v.value)}</td>",
+                       f"<td style='{_CELL}'>{html.escape(v.status)}</td>",
+                       f"<td style='{_CELL}'>{html.escape((v.detail or '')[:400])}</td>"] if v is not None
+                      else [f"<td style='{_CELL}'></td>"] * 3)
+        rows.append("<tr>" + "".join(cells) + "</tr>")
+    return ("<table class='tbl' style='border-collapse:collapse'><tr>" + "".join(heads) + "</tr>"
+            + "".join(rows) + "</table>")
 
 
 def item_for(sess: Session, point: str, qid: str):
@@ -258,12 +279,19 @@ def side_by_side_html(sess: Session, qid: str, a: str, b: str | None = None) -> 
     q = next((x for x in sess.dataset.questions if x.qid == qid), None)
     if q is None:
         return "<p>pick a question</p>"
+    points = [a] + ([b] if b and b != a else [])
+    items = [item_for(sess, p, qid) for p in points]
+    # two points: one metric table for both above the two answers, so its rows line up (two tables side by side
+    # drifted apart as soon as one answer wrapped longer or one point lacked a metric)
+    joint = len(points) == 2 and all(items)
     cols = []
-    for i, p in enumerate([a] + ([b] if b and b != a else [])):
-        item = item_for(sess, p, qid)
-        cols.append(f"<div style='flex:1;min-width:0'>{drilldown_html(q, *item, point=p, anchor=f'blk{i}')}</div>"
+    for i, (p, item) in enumerate(zip(points, items)):
+        cols.append(f"<div style='flex:1;min-width:0'>"
+                    f"{drilldown_html(q, *item, point=p, anchor=f'blk{i}', metrics=not joint)}</div>"
                     if item else f"<div style='flex:1'><p>{html.escape(p)}: not evaluated for this question</p></div>")
-    return "<div style='display:flex;gap:1.5em;align-items:flex-start'>" + "".join(cols) + "</div>"
+    table = (_metric_table([it[1] for it in items], ["A", "B"]) + "<p><small>A: " + html.escape(points[0])
+             + " · B: " + html.escape(points[1]) + "</small></p>") if joint else ""
+    return table + "<div style='display:flex;gap:1.5em;align-items:flex-start'>" + "".join(cols) + "</div>"
 
 
 def parse_budget_value(v: str):

@@ -158,6 +158,21 @@ def test_session_summary_groups_the_applied_frame_like_groupby(tmp_path):
     part = scores[scores.strategy != "hybrid"]
     pd.testing.assert_frame_equal(summarize_session(sess, part),
                                   summarize_scores(part).reset_index(drop=True), check_exact=True)
+    # side by side: one metric table for both points, one row per metric, so the two points' rows line up
+    # (issue 37, 13); a metric one point lacks is a row with empty cells for it, never a shifted row
+    import re
+
+    from evals.interactive import item_for, side_by_side_html
+
+    qid = sess.dataset.questions[0].qid
+    a, b = "chunks · top_k=3", "full_documents · defaults"
+    page = side_by_side_html(sess, qid, a, b)
+    first_table = page[:page.index("</table>")]
+    want_metrics = sorted(set(item_for(sess, a, qid)[1]) | set(item_for(sess, b, qid)[1]))
+    assert re.findall(r"<tr><td[^>]*>([^<]+)</td>", first_table) == want_metrics
+    assert page.count("<table") == 1 and "value (A)" in first_table and "status (B)" in first_table
+    assert page.count("showing: ") == 2  # both answers and their blocks still shown
+    assert side_by_side_html(sess, qid, a).count("<table") == 1  # one point: its own table, as before
     # the Sweep starts from the applied budgets, overlays strategies, and a wrong name says which are valid
     from evals.interactive import sweep_from_applied
 
