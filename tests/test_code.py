@@ -151,18 +151,80 @@ def test_long_function_split_at_statements_never_mid_line(tmp_path):
     assert rebuild_page(chunks) == doc.text
 
 
-def test_syntax_error_falls_back_to_line_windows_with_a_warning(tmp_path):
+def test_syntax_error_keeps_the_definitions_around_it_with_a_warning(tmp_path):
+    """A syntax error loses only its own region (issue 38, 1): the definitions tree-sitter reads around it
+    keep their function chunks, the broken lines get line windows, the warning counts what was kept; a file
+    with nothing readable still falls back whole."""
     (tmp_path / "src").mkdir()
-    (tmp_path / "src" / "bad.py").write_text("def ok():\n    return 1\n\ndef broken(:\n    return 2\n")
+    (tmp_path / "src" / "bad.py").write_text("def ok():\n    return 1\n\n)))) (((\n$$$ @@\n\ndef fine():\n"
+                                             "    return 3\n")
+    (tmp_path / "src" / "hopeless.py").write_text("))))\n((((\n")
     (tmp_path / "src" / "good.py").write_text(PY)
     ds = load_folder(tmp_path / "src")
-    assert sorted(d.doc_id for d in ds.documents) == ["bad.py", "good.py"]  # still ingested
-    warn = [s for s in ds.skipped if s.kind == "warning"]
-    assert len(warn) == 1 and warn[0].path.endswith("bad.py") and "line 4" in warn[0].reason \
-        and "line windows" in warn[0].reason
+    assert sorted(d.doc_id for d in ds.documents) == ["bad.py", "good.py", "hopeless.py"]  # still ingested
+    warn = {Path(s.path).name: s.reason for s in ds.skipped if s.kind == "warning"}
+    assert set(warn) == {"bad.py", "hopeless.py"}
+    assert warn["bad.py"] == ("syntax error at line 4: kept 2 definitions around it; lines 4-5 chunked by "
+                              "line windows")
+    assert "does not parse as python" in warn["hopeless.py"] and "line windows" in warn["hopeless.py"]
     bad = next(d for d in ds.documents if d.doc_id == "bad.py")
     chunks, _ = chunk_document(bad)
-    assert {c.kind for c in chunks} == {"lines"} and rebuild_page(chunks) == bad.text
+    assert [(c.kind, c.symbol) for c in chunks] == [("function", "ok"), ("lines", ""), ("function", "fine")]
+    assert rebuild_page(chunks) == bad.text
+    hopeless = next(d for d in ds.documents if d.doc_id == "hopeless.py")
+    assert {c.kind for c in chunk_document(hopeless)[0]} == {"lines"}
+
+
+TS_NEW = """/** A box. TS 4.7 variance annotations: the pinned grammar does not know `out T`. */
+export interface Box<out T> {
+  value: T;
+}
+
+export function unbox<T>(b: Box<T>): T {
+  return b.value;
+}
+
+namespace A {
+  export interface Props { x: number }
+  export function make(): Props { return { x: 1 }; }
+}
+namespace B {
+  export interface Props { y: number }
+}
+
+export class Parser {
+  parse(a: string): number;
+  parse(a: number): number;
+  parse(a: any): number {
+    return Number(a);
+  }
+  reset(): void {}
+}
+
+export function pick(a: string): string;
+export function pick(a: any) {
+  return a;
+}
+"""
+
+
+def test_typescript_grammar_gap_namespaces_and_overloads(tmp_path):
+    """Issue 38, 1 and 4: `interface Box<out T>` no longer sends the file to line windows (every definition
+    kept, the warning says so); namespace members are qualified (`A.Props`, `B.Props`); overload signatures
+    join their implementation's chunk instead of the class header."""
+    doc, chunks, _ = _chunks(tmp_path, "box.ts", TS_NEW)
+    assert doc.code_parse.warning == "syntax error at line 2: kept 11 definitions around it; no lines lost"
+    got = [(c.kind, c.symbol) for c in chunks]
+    assert got == [("type", "Box"), ("function", "unbox"), ("module", "A"), ("type", "A.Props"),
+                   ("function", "A.make"), ("module", "B"), ("type", "B.Props"), ("class", "Parser"),
+                   ("method", "Parser.parse"), ("method", "Parser.reset"), ("function", "pick")], got
+    parse = next(c for c in chunks if c.symbol == "Parser.parse")
+    assert parse.text.lstrip().startswith("parse(a: string): number;") and "return Number(a)" in parse.text
+    header = next(c for c in chunks if c.symbol == "Parser")
+    assert "parse(" not in header.text  # the class header holds no overload signature
+    pick = next(c for c in chunks if c.symbol == "pick")
+    assert pick.text.startswith("export function pick(a: string): string;") and "return a" in pick.text
+    assert rebuild_page(chunks) == doc.text
 
 
 def test_typescript_and_go(tmp_path):

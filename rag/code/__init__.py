@@ -5,8 +5,10 @@ classes) found by a parser from the registry ``PARSERS``.
   for Python, JavaScript, TypeScript/TSX, Go, Java, Rust, C, C++, Ruby and shell.
 * ``python-ast`` (rag/code/python_ast.py): Python's own ``ast``, the floor when the grammars are
   not installed.
-* ``lines``: no parser (a grammar missing, or a file that does not parse): the chunker falls back
-  to line windows and the file gets a warning naming it.
+* ``lines``: no parser (a grammar missing, or a file with nothing readable): the chunker falls back
+  to line windows and the file gets a warning naming it. A syntax error tree-sitter reads around keeps
+  every definition outside the broken region; only that region gets line windows (warned, with the count
+  kept). A parser returns ``list[Def]``, or ``(list[Def], note)`` when it read around an error.
 
 A definition (``Def``) is a whole-line range: chunks are cut at line starts, never mid-line. The
 chunker (rag/code/chunks.py) turns the definitions into function-level chunks; docs/datasets.md
@@ -161,7 +163,9 @@ def parse_code(text: str, language: str, parser: str | None = None) -> CodeParse
     chain = [name] + (["python-ast"] if name == "tree-sitter" and language == "python" else [])
     for n in chain:
         try:
-            defs = PARSERS[n](text, language)
+            got = PARSERS[n](text, language)
+            # a parser returns its definitions, or (definitions, note) when it read around a syntax error
+            defs, note = got if isinstance(got, tuple) else (got, "")
             attach_leading_comments(defs, text.split("\n"))
         except CodeParseError as e:
             err = e
@@ -169,8 +173,28 @@ def parse_code(text: str, language: str, parser: str | None = None) -> CodeParse
         except (RecursionError, MemoryError):  # a tree nested past any real program's depth (20,000 classes)
             err = CodeParseError(f"nested too deeply to walk under {n}")
             continue
+        if note:  # a syntax error the parser read around: what it kept, and where it could not read
+            broken = _broken_ranges(defs)
+            where = ", ".join(f"{a + 1}-{b + 1}" if b > a else f"{a + 1}" for a, b in broken[:5])
+            more = f" and {len(broken) - 5} more" if len(broken) > 5 else ""
+            rest = f"lines {where}{more} chunked by line windows" if broken else "no lines lost"
+            return CodeParse(defs, n, f"{note}: kept {_count(defs)} definitions around it; {rest}")
         return CodeParse(defs, n)
     return CodeParse([], "lines", f"does not parse as {language} ({err}); chunked by line windows")
+
+
+def _broken_ranges(defs: list[Def]) -> list[tuple[int, int]]:
+    """0-based line ranges a parser could not read (its "lines" definitions), in file order."""
+    out = []
+    for d in defs:
+        if d.kind == "lines":
+            out.append((d.first, d.last))
+        out.extend(_broken_ranges(d.children))
+    return sorted(out)
+
+
+def _count(defs: list[Def]) -> int:
+    return sum((d.kind != "lines") + _count(d.children) for d in defs)
 
 
 from . import python_ast, treesitter  # noqa: E402,F401  (register the parsers)

@@ -27,11 +27,17 @@ DEFS = {
 }
 DEFS["typescript"] = {**DEFS["javascript"], "abstract_class_declaration": "class", "interface_declaration": "type",
                       "type_alias_declaration": "type", "enum_declaration": "type",
-                      "function_signature": "function", "abstract_method_signature": "function"}
+                      "function_signature": "function", "abstract_method_signature": "function",
+                      "method_signature": "function",
+                      # `namespace A {}` and `declare module "x" {}`: members are qualified (`A.Props`)
+                      "internal_module": "class", "module": "class"}
 DEFS["tsx"] = DEFS["typescript"]
 _WRAPPERS = {"decorated_definition", "export_statement", "template_declaration"}  # the wrapper's lines count
 _DECLS = {"lexical_declaration", "variable_declaration"}  # const f = () => ... is a function
 _FUNC_VALUES = {"arrow_function", "function_expression", "function", "generator_function"}
+_NAMESPACES = {"namespace_definition", "mod_item", "module", "internal_module"}  # containers that are not classes
+# a declaration without a body: TS overloads (`m(a: string): void;` above `m(a: any) {...}`) join the body's chunk
+_SIGNATURES = {"function_signature", "method_signature"}
 _NAME_LEAVES = {"identifier", "field_identifier", "qualified_identifier", "type_identifier", "operator_name",
                 "destructor_name", "property_identifier", "constant", "scoped_identifier"}
 
@@ -53,18 +59,51 @@ def has_grammar(language: str) -> bool:
 
 
 @register_parser("tree-sitter")
-def parse(text: str, language: str) -> list[Def]:
+def parse(text: str, language: str) -> list[Def] | tuple[list[Def], str]:
     p = _parser(language) if language in DEFS else None
     if p is None:
         raise CodeParseError(f"no tree-sitter grammar for {language}")
     src = text.encode("utf-8")
     tree = p.parse(src)
     root = tree.root_node
+    defs = _visit(root, src, language, "", False)
     if root.has_error:
+        # tree-sitter recovers around a syntax it does not know (TS 4.7 `interface Box<out T>` in a pinned
+        # grammar): every definition outside an ERROR node is kept, and only the broken region becomes a
+        # "lines" definition (line windows); parse_code says so, per file, with the count kept
         bad = _first_error(root)
         where = f"line {bad.start_point[0] + 1}" if bad is not None else "somewhere"
-        raise CodeParseError(f"syntax error at {where}")
-    return _visit(root, src, language, "", False)
+        if not any(_real(d) for d in defs):
+            raise CodeParseError(f"syntax error at {where}")
+        return _trim_broken(defs), f"syntax error at {where}"
+    return defs
+
+
+def _real(d: Def) -> bool:
+    return d.kind != "lines" or any(_real(c) for c in d.children)
+
+
+def _trim_broken(defs: list[Def]) -> list[Def]:
+    """A broken region ("lines") gives up the lines it shares with a definition beside it (an ERROR node can
+    end on the line where the next definition starts): a kept definition always owns its lines."""
+    real = sorted((d for d in defs if d.kind != "lines"), key=lambda d: d.first)
+    out = []
+    for d in defs:
+        if d.kind != "lines":
+            d.children = _trim_broken(d.children)
+            out.append(d)
+            continue
+        first, last = d.first, d.last
+        for r in real:
+            if r.last < first or r.first > last:
+                continue
+            if r.first <= first:
+                first = r.last + 1
+            else:
+                last = min(last, r.first - 1)
+        if first <= last:
+            out.append(Def("", "lines", first, last))
+    return out
 
 
 def _first_error(node):
@@ -128,7 +167,11 @@ def _statements(node) -> list[int]:
 def _visit(node, src: bytes, language: str, prefix: str, in_class: bool) -> list[Def]:
     table = DEFS[language]
     out = []
+    signatures: set[int] = set()  # ids of the bodiless overload signatures in `out`
     for c in node.named_children:
+        if c.type == "ERROR":  # what the grammar could not read: line windows, nothing inside trusted
+            out.append(Def("", "lines", c.start_point[0], _last_line(c)))
+            continue
         inner, kind = c, table.get(c.type)
         if c.type in _WRAPPERS:  # decorators, `export`, `template <...>`: the definition inside
             inner = next((x for x in c.named_children if x.type in table or x.type in _DECLS), None)
@@ -159,16 +202,39 @@ def _visit(node, src: bytes, language: str, prefix: str, in_class: bool) -> list
             kind_here = "method" if in_class else "function"
         else:
             kind_here = kind
+        if inner.type in _NAMESPACES and name[:1] in "\"'":  # declare module "pkg": the name without quotes
+            name = name[1:-1]
         qual = prefix + name
         if kind == "class":
+            space = inner.type in _NAMESPACES
             body = inner.child_by_field_name("body") or inner
-            children = _visit(body, src, language, qual + ".", inner.type not in ("namespace_definition",
-                                                                                  "mod_item", "module"))
-            out.append(Def(qual, "class" if inner.type not in ("namespace_definition", "mod_item", "module")
-                           else "module", c.start_point[0], _last_line(c), children, _statements(inner)))
+            children = _visit(body, src, language, qual + ".", not space)
+            out.append(Def(qual, "module" if space else "class", c.start_point[0], _last_line(c), children,
+                           _statements(inner)))
         else:
             out.append(Def(qual, kind_here, c.start_point[0], _last_line(c), [], _statements(inner)))
-    return out
+            if inner.type in _SIGNATURES:
+                signatures.add(id(out[-1]))
+    return _join_overloads(out, signatures)
+
+
+def _join_overloads(defs: list[Def], signatures: set[int]) -> list[Def]:
+    """Overload signatures join the definition of the same name that follows them (its chunk starts at the
+    first signature); a signature with no body after it (a .d.ts, an abstract member) stays its own."""
+    out: list[Def] = []
+    pending: list[Def] = []
+    for d in defs:
+        if pending and (d.name != pending[0].name or d.kind != pending[0].kind):
+            out.extend(pending)
+            pending = []
+        if id(d) in signatures:
+            pending.append(d)
+            continue
+        if pending:
+            d.first = pending[0].first
+            pending = []
+        out.append(d)
+    return out + pending
 
 
 def _last_line(node) -> int:
