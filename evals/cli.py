@@ -83,6 +83,23 @@ def share_arg(v: str) -> float:
     return x
 
 
+def _add_folder_args(p) -> None:
+    g = p.add_argument_group("folder datasets: which files")
+    g.add_argument("--include", action="append", default=None, metavar="PATTERN",
+                   help="read only files matching (gitignore syntax, relative to the folder; repeatable), e.g. "
+                        "'src/**/*.py'; remembered for the folder in this workspace")
+    g.add_argument("--exclude", action="append", default=None, metavar="PATTERN",
+                   help="leave out files or folders matching (gitignore syntax; repeatable), e.g. '*.pdf'")
+    g.add_argument("--no-gitignore", dest="gitignore", action="store_false", default=None,
+                   help="read files that .gitignore files leave out (default: honour them, as git does)")
+
+
+def _folder_filters(a) -> dict:
+    """--include/--exclude/--no-gitignore given now (None each when not: the folder's remembered ones apply)."""
+    return {"include": tuple(a.include) if a.include else None, "exclude": tuple(a.exclude) if a.exclude else None,
+            "gitignore": a.gitignore}
+
+
 def _add_write_args(g) -> None:
     g.add_argument("--wait", type=non_negative_float, default=None, metavar="SECONDS",
                    help="how long to wait for another process writing the same workspace (default 600; 0 = fail "
@@ -177,7 +194,8 @@ def cmd_ingest(a) -> int:
             if questions:
                 print(f"using the questions file remembered for {spec}: {questions}", file=sys.stderr)
         ds = ws.load(spec, questions, _index_config(a), progress=not a.no_progress, wait=a.wait,
-                     follow_symlinks=a.follow_symlinks, insert_fillers=a.insert_fillers, engine=engine)
+                     follow_symlinks=a.follow_symlinks, insert_fillers=a.insert_fillers, engine=engine,
+                     **_folder_filters(a))
         summ = ws.ingest(ds, _index_config(a), progress=not a.no_progress, wait=a.wait, vector_index=a.vector_index,
                          engine=engine)
         if a.questions and Path(spec).is_dir():
@@ -388,6 +406,14 @@ def cmd_run(a) -> int:
     # ... and every strategy the sweep file configures: a configured strategy is never silently left out
     named += [x for x in sweep.get("strategies", {}) if x not in strategies + named]
     grid = {s: grid.get(s, {}) for s in strategies + named}
+    if a.where:  # one chunk filter for every strategy of the run (it shows in each point's label)
+        from rag.retrieval import parse_where
+
+        parse_where(a.where)
+        clash = [s for s in grid if "where" in grid[s]]
+        if clash:
+            raise ValueError(f"--where and a `where` axis for {', '.join(clash)}: give one of them")
+        grid = {s: {**g, "where": [a.where]} for s, g in grid.items()}
     llm = None
     if a.llm_base_url:
         if not a.llm_model and not a.resume:  # resuming: the URL only restores the run's credentials
@@ -729,6 +755,39 @@ def cmd_export(a) -> int:
     return 0
 
 
+def cmd_search(a) -> int:
+    """One query through one strategy over an ingested (or now ingested) dataset: the blocks it would pack, with
+    where each comes from (file, lines, symbol) and its score: a look at retrieval without a run."""
+    from rag.index import Workspace
+    from rag.retrieval import Retriever
+    from rag.strategies import get_strategy, make_params
+
+    ws = Workspace(a.workspace)
+    cfg = _index_config(a)
+    kw = {k: v[0] if len(v) == 1 else v for k, v in parse_sets([f"{a.strategy}.{x}" for x in a.set or []])
+          .get(a.strategy, {}).items()}
+    if a.where:
+        kw["where"] = a.where
+    params = make_params(a.strategy, **kw)  # an unknown budget, field or kind errors here, before any ingest
+    ds = ws.load(a.dataset, None, cfg, progress=not a.no_progress, **_folder_filters(a))
+    summ = ws.ingest(ds, cfg, progress=not a.no_progress)
+    r = Retriever(ws, summ.index)
+    ctx = get_strategy(a.strategy).retrieve(r, a.query, params)
+    reader = r.reader
+    print(f"{a.strategy} ({', '.join(f'{k}={v}' for k, v in sorted(kw.items())) or 'defaults'}) over "
+          f"{summ.index}: {len(ctx.blocks)} blocks, {sum(b.n_tokens for b in ctx.blocks):,} tokens")
+    for b in ctx.blocks[:a.show]:
+        row = reader.rows.get(b.chunk_ids[0]) if b.chunk_ids else None
+        where = ", ".join(b.doc_ids[:2])
+        if row is not None and reader.symbols and reader.line_starts is not None and reader.code_languages[row]:
+            where = (f"{reader.doc_ids[row]}:{int(reader.line_starts[row])}-{int(reader.line_ends[row])} "
+                     f"{reader.kinds[row]} {reader.symbols[row]}".rstrip())
+        first = next((x.strip() for x in b.text.splitlines() if x.strip() and not x.startswith(
+            ("File:", "Language:", "Function:", "Method:", "Class:", "```"))), "")
+        print(f"{b.n:3d}. {b.score:7.3f}  {b.group:9s} {where}  [{b.n_tokens} tokens]\n       {first[:110]}")
+    return 0
+
+
 def cmd_strategies(a) -> int:
     from rag.strategies import BUILTIN, describe_strategies, load_plugins
     from rag.strategies.plugins import ORIGIN
@@ -829,6 +888,7 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--insert-fillers", type=non_negative_float, default=0.0, metavar="RATE",
                    help="conversational sets: insert seeded filler turns at this rate (default 0)")
     _add_index_args(s)
+    _add_folder_args(s)
     s.set_defaults(fn=cmd_ingest)
 
     s = sub.add_parser("run", help="evaluate strategies and budget grids; store every item in DuckDB",
@@ -850,6 +910,9 @@ def build_parser() -> argparse.ArgumentParser:
                         "variables (docs/your-system.md)")
     s.add_argument("--set", action="append", metavar="STRATEGY.PARAM=V1,V2",
                    help="a budget axis of the grid, e.g. chunks.top_k=4,8,16 (repeatable)")
+    s.add_argument("--where", default="", metavar="FIELD=GLOB",
+                   help="every strategy searches only chunks whose kind, symbol, file or language match, e.g. "
+                        "kind=method or 'file=src/*.py;symbol=Parser.*' (per strategy: --set chunks.where=...)")
     s.add_argument("--config", default=None, help="TOML sweep file ([run] and [strategies.NAME] tables)")
     s.add_argument("--limit", type=at_least(1, " (omit --limit for all questions)"), default=None,
                    help="only the first N questions (N >= 1; omit for all)")
@@ -1028,6 +1091,22 @@ def build_parser() -> argparse.ArgumentParser:
     _add_store_args(s)
     s.set_defaults(fn=cmd_report)
 
+    s = sub.add_parser("search", help="one query through one strategy: the blocks it packs, with file, lines and "
+                                      "symbol (no run stored)",
+                       description="Look at retrieval directly: the blocks a strategy returns for QUERY over a "
+                                   "dataset or folder (ingested first if needed), e.g. ragwb search "
+                                   "'HelpFormatter.write_dl' --dataset ./click --where kind=method.")
+    s.add_argument("query", help="the question or search text")
+    s.add_argument("--dataset", required=True, help="bundled set name or a folder")
+    s.add_argument("--strategy", default="hybrid", help="strategy name (default hybrid; see `ragwb strategies`)")
+    s.add_argument("--where", default="", metavar="FIELD=GLOB",
+                   help="only chunks whose kind, symbol, file or language match, e.g. kind=method or "
+                        "'file=src/*.py;symbol=Parser.*'")
+    s.add_argument("--set", action="append", metavar="PARAM=V", help="a budget of the strategy, e.g. top_k=10")
+    s.add_argument("--show", type=at_least(1), default=10, help="blocks printed (default 10)")
+    _add_index_args(s)
+    _add_folder_args(s)
+    s.set_defaults(fn=cmd_search)
     s = sub.add_parser("strategies", help="list strategies and their budgets (shipped defaults), plugins included")
     s.add_argument("--plugins", nargs="*", default=None, metavar="FILE",
                    help="strategy plugin files or modules to load (docs/your-system.md)")

@@ -71,6 +71,9 @@ class ChunkConfig:
     leaf_max: int = 500
     parent_max: int = 2000
     encoding: str = "o200k_base"
+    # code: a chunk's embedded text (breadcrumb + code) is cut to fit this many e5 tokens (multilingual-e5-small
+    # reads 512 and drops the rest; 500 o200k tokens of code are ~670 e5 tokens); 0 = no limit
+    embed_window: int = 512
 
     def __post_init__(self):
         if self.chunker not in CHUNKERS:
@@ -79,6 +82,8 @@ class ChunkConfig:
             raise ValueError("overlap must be >= 0 and < chunk_tokens")
         if not 0 < self.leaf_min <= self.leaf_max <= self.parent_max:
             raise ValueError("need 0 < leaf_min <= leaf_max <= parent_max")
+        if self.embed_window and self.embed_window < 64:
+            raise ValueError(f"embed_window must be 0 (no limit) or at least 64 tokens, not {self.embed_window}")
 
 
 # --------------------------------------------------------------------------- windows
@@ -236,12 +241,22 @@ def code_parse(doc: Document):
     return doc.code_parse
 
 
+def code_breadcrumb(doc_id: str, sg) -> str:
+    """What a code chunk is, embedded and BM25-indexed before its text (as Markdown chunks carry their headers):
+    the file, the kind and qualified symbol, and for a later piece of a split definition its signature, so a
+    query for `HelpFormatter.write_dl` or a file name finds every piece."""
+    crumb = doc_id + (f" · {sg.kind} {sg.symbol}" if sg.symbol else "")
+    if sg.part:
+        crumb += f" (part {sg.part + 1})" + (f" · {sg.signature}" if sg.signature else "")
+    return crumb
+
+
 def code_chunks(doc: Document, cfg: ChunkConfig) -> tuple[list[Chunk], list[Parent]]:
     """Function-level chunks of a source file (rag/code/chunks.py); the page is the whole file."""
     from .code.chunks import code_segments, parent_ranges
 
     parsed = code_parse(doc)
-    segs, lines, line_tokens = code_segments(doc.text, parsed, cfg.leaf_max, cfg.encoding)
+    segs, lines, line_tokens = code_segments(doc.text, parsed, cfg.leaf_max, cfg.encoding, cfg.embed_window)
     page = doc.pages[0]
     starts = [0]
     for ln in lines:
@@ -261,8 +276,9 @@ def code_chunks(doc: Document, cfg: ChunkConfig) -> tuple[list[Chunk], list[Pare
         t = doc.text[s:e]
         last = sg.first + t.rstrip().count("\n")  # the lines shown: trailing blank lines not counted
         chunks.append(Chunk(f"{page.page_id}/c{ci}", doc.doc_id, page.page_id, ci, s, e, t,
-                            count_tokens(t, cfg.encoding), pid, sg.symbol.split(".") if sg.symbol else [], "",
-                            doc.code_language, sg.symbol, sg.kind, sg.first + 1, last + 1))
+                            count_tokens(t, cfg.encoding), pid, sg.symbol.split(".") if sg.symbol else [],
+                            code_breadcrumb(doc.doc_id, sg), doc.code_language, sg.symbol, sg.kind, sg.first + 1,
+                            last + 1))
     return chunks, parents
 
 

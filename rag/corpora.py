@@ -20,7 +20,7 @@ import time
 import unicodedata
 from pathlib import Path
 
-from .code import CODE_SUFFIXES, code_language, minified_reason
+from .code import CODE_SUFFIXES, code_language, minified_reason, shebang_language
 from .models import Dataset, Document, Evidence, Page, Question, Skipped, pages_from_paragraphs
 from .textmatch import locate
 from .jsonsafe import loads_bounded
@@ -331,10 +331,10 @@ def _cached(cache: ParseCache | None, path: Path, parse):
 def load_file(path: Path, doc_id: str, language: str | None = None, cache: ParseCache | None = None) -> Document:
     """One file into a Document with pages. Raises ImportError_ naming the file."""
     suffix = path.suffix.lower()
+    if suffix in CODE_SUFFIXES or (not suffix and shebang_language(path)):
+        return load_code_file(path, doc_id, language)
     if suffix not in SUPPORTED_SUFFIXES:
         raise ImportError_(f"{path}: unsupported file type {suffix!r} (supported: {', '.join(SUPPORTED_SUFFIXES)})")
-    if suffix in CODE_SUFFIXES:
-        return load_code_file(path, doc_id, language)
     if suffix == ".pdf":
         if path.stat().st_size == 0:
             raise ImportError_(f"{path}: empty file")
@@ -514,13 +514,87 @@ def _shown_path(path: Path) -> str:
     return os.fsencode(str(path)).decode("utf-8", "backslashreplace")
 
 
-def list_folder(folder: Path, follow_symlinks: bool = False) -> tuple[list[Path], list[Skipped]]:
+class _Ignored:
+    """What `.gitignore` files (each applying below its own folder, as git reads them) and the user's
+    --include/--exclude patterns (gitignore syntax, relative to the corpus folder) leave out; counted."""
+
+    def __init__(self, root: Path, include: tuple = (), exclude: tuple = (), gitignore: bool = True):
+        import pathspec
+
+        self.root, self.gitignore = root, gitignore
+        self.include = pathspec.GitIgnoreSpec.from_lines(include) if include else None
+        self.exclude = pathspec.GitIgnoreSpec.from_lines(exclude) if exclude else None
+        self.specs: list[tuple[Path, object]] = []  # (folder, its .gitignore)
+        self.by_gitignore = self.by_pattern = 0
+
+    def enter(self, d: Path) -> None:
+        g = d / ".gitignore"
+        if self.gitignore and g.is_file():
+            import pathspec
+
+            try:
+                lines = g.read_text(encoding="utf-8", errors="replace").splitlines()
+            except OSError:
+                return
+            self.specs.append((d, pathspec.GitIgnoreSpec.from_lines(lines)))
+
+    def _git(self, path: Path, is_dir: bool) -> bool:
+        for base, spec in self.specs:
+            if path.is_relative_to(base) and path != base:
+                rel = path.relative_to(base).as_posix() + ("/" if is_dir else "")
+                if spec.match_file(rel):
+                    return True
+        return False
+
+    def dir_ignored(self, path: Path) -> bool:
+        rel = path.relative_to(self.root).as_posix() + "/"
+        if self._git(path, True):
+            self.by_gitignore += 1
+            return True
+        if self.exclude is not None and self.exclude.match_file(rel):
+            self.by_pattern += 1
+            return True
+        return False
+
+    def file_ignored(self, path: Path) -> bool:
+        rel = path.relative_to(self.root).as_posix()
+        if self._git(path, False):
+            self.by_gitignore += 1
+            return True
+        if (self.exclude is not None and self.exclude.match_file(rel)) or (
+                self.include is not None and not self.include.match_file(rel)):
+            self.by_pattern += 1
+            return True
+        return False
+
+    def summary(self, folder: Path) -> list[Skipped]:
+        out = []
+        if self.by_gitignore:
+            out.append(Skipped(str(folder), f"{self.by_gitignore} files or folders left out by .gitignore "
+                                            "(--no-gitignore reads them)"))
+        if self.by_pattern:
+            out.append(Skipped(str(folder), f"{self.by_pattern} files or folders left out by --include/--exclude"))
+        return out
+
+
+def list_folder(folder: Path, follow_symlinks: bool = False, include: tuple = (), exclude: tuple = (),
+                gitignore: bool = True, never: tuple = ()) -> tuple[list[Path], list[Skipped]]:
     """Files under ``folder``, in a stable order. Symbolic links are skipped with a reason unless
     ``follow_symlinks`` (a hostile corpus could link /etc into prompts and reports); loops, broken
-    links and folders named like documents (``x.pdf/``) are reported."""
+    links and folders named like documents (``x.pdf/``) are reported. `.gitignore` files are honoured
+    (``gitignore=False``: not), ``include``/``exclude`` are gitignore-style patterns; ``never``: folders never
+    read (the workspace, when it lives inside the corpus: its indexes, caches and reports)."""
     root = folder.resolve()
     files, skipped = [], []
     seen_dirs = set()
+    ignored = _Ignored(folder, tuple(include), tuple(exclude), gitignore)
+    never_ids = set()
+    for n in never:
+        try:
+            st = Path(n).stat()
+            never_ids.add((st.st_dev, st.st_ino))
+        except OSError:
+            pass
     for dirpath, dirnames, filenames in os.walk(folder, followlinks=follow_symlinks):
         d = Path(dirpath)
         st = d.stat()
@@ -529,9 +603,20 @@ def list_folder(folder: Path, follow_symlinks: bool = False) -> tuple[list[Path]
             dirnames[:] = []
             continue
         seen_dirs.add((st.st_dev, st.st_ino))
+        ignored.enter(d)
         keep = []
         for name in sorted(dirnames):
             sub = d / name
+            try:
+                sst = sub.stat()
+                if (sst.st_dev, sst.st_ino) in never_ids:
+                    skipped.append(Skipped(str(sub), "folder skipped (the workspace: its indexes, caches and "
+                                                     "reports are never ingested)"))
+                    continue
+            except OSError:
+                pass
+            if _utf8_name(name) and ignored.dir_ignored(sub):
+                continue
             if not _utf8_name(name):
                 skipped.append(Skipped(_shown_path(sub), "folder name is not valid UTF-8 (skipped with its files; "
                                                          "rename it to include them)"))
@@ -553,6 +638,8 @@ def list_folder(folder: Path, follow_symlinks: bool = False) -> tuple[list[Path]
             if not _utf8_name(name):  # its id would not survive the store, the index or a report
                 skipped.append(Skipped(_shown_path(f), "file name is not valid UTF-8 (rename it to include it)"))
                 continue
+            if name == ".gitignore" or ignored.file_ignored(f):
+                continue
             if f.is_symlink():
                 target = Path(os.path.realpath(f))
                 if not target.exists():
@@ -567,12 +654,13 @@ def list_folder(folder: Path, follow_symlinks: bool = False) -> tuple[list[Path]
                 skipped.append(Skipped(str(f), "not a regular file"))
                 continue
             files.append(f)
-    return sorted(files, key=lambda p: p.relative_to(folder).as_posix()), skipped
+    return sorted(files, key=lambda p: p.relative_to(folder).as_posix()), skipped + ignored.summary(folder)
 
 
 def load_folder(folder: str | Path, questions_path: str | Path | None = None, name: str | None = None,
                 parse_cache: ParseCache | None = None, progress: bool = False,
-                follow_symlinks: bool = False, engine=None, previous=None) -> Dataset:
+                follow_symlinks: bool = False, engine=None, previous=None, include: tuple = (),
+                exclude: tuple = (), gitignore: bool = True, never: tuple = ()) -> Dataset:
     """A folder of documents (recursively) plus an optional JSONL question file.
 
     Document ids are the paths relative to the folder (``guide.md``, ``sub/notes.txt``).
@@ -583,14 +671,21 @@ def load_folder(folder: str | Path, questions_path: str | Path | None = None, na
     folder = Path(folder)
     if not folder.is_dir():
         raise ImportError_(f"{folder}: not a folder")
-    paths, skipped = list_folder(folder, follow_symlinks)
+    paths, skipped = list_folder(folder, follow_symlinks, include, exclude, gitignore, never)
     todo = []
+    by_type: dict[str, list[str]] = {}  # unsupported files, one summary line (36 lines for .json/.gz/.toml read as noise)
     for path in paths:
-        if path.suffix.lower() not in SUPPORTED_SUFFIXES:
+        if path.suffix.lower() not in SUPPORTED_SUFFIXES and not (not path.suffix and shebang_language(path)):
             if questions_path is None or path.resolve() != Path(questions_path).resolve():
-                skipped.append(Skipped(str(path), f"unsupported file type {path.suffix!r}"))
+                by_type.setdefault(path.suffix.lower() or "(no extension)", []).append(
+                    path.relative_to(folder).as_posix())
             continue
         todo.append((path, path.relative_to(folder).as_posix()))
+    if by_type:
+        kinds = sorted(by_type.items(), key=lambda kv: (-len(kv[1]), kv[0]))
+        n = sum(len(v) for v in by_type.values())
+        skipped.append(Skipped(str(folder), f"{n} files of unsupported types skipped: " + ", ".join(
+            f"{k} {len(v)} (e.g. {v[0]})" for k, v in kinds)))
     docs, bad, seconds = _parse_files(todo, None, parse_cache, progress, f"parsing {folder.name}",
                                       engine)
     if previous is not None and bad:
@@ -819,7 +914,8 @@ def load_bundled(name: str, parse_cache: ParseCache | None = None, progress: boo
 
 def load_any(spec: str, questions: str | None = None, parse_cache: ParseCache | None = None,
              progress: bool = False, follow_symlinks: bool = False, insert_fillers: float = 0.0,
-             filler_seed: int = 0, engine=None, name: str | None = None, previous=None) -> Dataset:
+             filler_seed: int = 0, engine=None, name: str | None = None, previous=None, include: tuple = (),
+             exclude: tuple = (), gitignore: bool = True, never: tuple = ()) -> Dataset:
     """A bundled name, a SQuAD-style JSON file, or a folder (+ JSONL questions). ``insert_fillers``:
     seeded filler turns ("thanks", "ok") inserted into conversations at that rate (bypass tests).
     ``engine`` (rag/engines.py): where files are parsed (default: here)."""
@@ -832,7 +928,8 @@ def load_any(spec: str, questions: str | None = None, parse_cache: ParseCache | 
         p = Path(spec)
         if p.is_dir():
             ds = load_folder(p, questions, name=name, parse_cache=parse_cache, progress=progress,
-                             follow_symlinks=follow_symlinks, engine=engine, previous=previous)
+                             follow_symlinks=follow_symlinks, engine=engine, previous=previous, include=include,
+                             exclude=exclude, gitignore=gitignore, never=never)
         elif p.suffix in (".json", ".gz") and p.exists():
             ds = load_squad(p)
         else:

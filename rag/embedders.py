@@ -48,6 +48,11 @@ class EmbedderConfig:
 class Embedder:
     name = "base"
     dim = 0
+    max_tokens: int | None = None  # what the model reads of a passage; the rest is silently dropped (None: no cap)
+
+    def count_tokens(self, texts: list[str]) -> list[int] | None:
+        """Tokens the model would read of each passage, uncapped (None: this embedder cannot say)."""
+        return None
 
     def embed_passages(self, texts: list[str]) -> np.ndarray:
         raise NotImplementedError
@@ -85,6 +90,13 @@ class E5Embedder(Embedder):
         with self._one_at_a_time:
             out = [fn(texts[i:i + self.batch]) for i in range(0, len(texts), self.batch)]
         return _normalise(np.vstack(out)) if out else np.zeros((0, self.dim), np.float32)
+
+    max_tokens = 512  # rag.tokens.E5_WINDOW
+
+    def count_tokens(self, texts):
+        from .tokens import e5_tokens
+
+        return e5_tokens(list(texts))
 
     def embed_passages(self, texts):
         return self._run(list(texts), self._m.passage)

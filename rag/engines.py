@@ -116,14 +116,18 @@ def _doc_from_dict(d: dict):
     return Document(**{**d, "pages": [Page(**p) for p in d["pages"]]})
 
 
-def _chunk_batch(batch: dict, chunking: dict) -> dict:
+def _chunk_batch(batch: dict, chunking: dict, embedder: dict | None = None) -> dict:
     """Ray task: chunk documents. One output row per document: its parents (JSON), its chunk rows
-    (JSON, with the text to embed) and their counts."""
+    (JSON, with the text to embed), their counts, and the chunks longer than the embedder reads
+    ((chunk_id, tokens) JSON: the driver reports them as the local engine does)."""
     from .chunking import ChunkConfig, chunk_document
+    from .embedders import EmbedderConfig, get_embedder
     from .rows import chunk_row, parent_row
 
     cfg = ChunkConfig(**chunking)
-    out = {"doc_id": [], "parents": [], "chunks": [], "n_parents": [], "n_chunks": []}
+    emb = get_embedder(EmbedderConfig(**embedder)) if embedder else None
+    cap = emb.max_tokens if emb is not None else None
+    out = {"doc_id": [], "parents": [], "chunks": [], "n_parents": [], "n_chunks": [], "over": []}
     for blob in batch["doc"]:
         d = _doc_from_dict(json.loads(blob))
         chunks, parents = chunk_document(d, cfg)
@@ -137,6 +141,8 @@ def _chunk_batch(batch: dict, chunking: dict) -> dict:
         out["chunks"].append(json.dumps([json.dumps(r, ensure_ascii=False) for r in rows]))
         out["n_parents"].append(len(parents))
         out["n_chunks"].append(len(chunks))
+        counts = emb.count_tokens([c.embed_text for c in chunks]) if cap and chunks else None
+        out["over"].append(json.dumps([(c.chunk_id, n) for c, n in zip(chunks, counts or []) if n > cap]))
     return out
 
 
@@ -221,6 +227,7 @@ class RayEngine(Engine):
 
         import lance_ray
 
+        from .embedders import get_embedder
         from .rows import SCHEMAS, chunk_schema, document_row, page_rows
 
         ray = self.ray()
@@ -235,9 +242,12 @@ class RayEngine(Engine):
         docs = [json.dumps(_doc_to_dict(d), ensure_ascii=False) for d in changed]
         chunked = (ray.data.from_items([{"doc": x} for x in docs], override_num_blocks=max(1, min(len(docs), 64)))
                    .map_batches(_chunk_batch, batch_size=8, batch_format="numpy",
-                                fn_kwargs={"chunking": dataclasses.asdict(cfg.chunking)})
+                                fn_kwargs={"chunking": dataclasses.asdict(cfg.chunking),
+                                           "embedder": dataclasses.asdict(cfg.embedder)})
                    .materialize())  # in the object store: the driver reads parents and counts only
-        meta = chunked.select_columns(["doc_id", "parents", "n_parents", "n_chunks"]).take_all()
+        meta = chunked.select_columns(["doc_id", "parents", "n_parents", "n_chunks", "over"]).take_all()
+        summ.note_over_window_counts(get_embedder(cfg.embedder), sum(int(r["n_chunks"]) for r in meta),
+                                     [(c, n) for r in meta for c, n in json.loads(r["over"])])
         counts = {r["doc_id"]: (int(r["n_parents"]), int(r["n_chunks"])) for r in meta}
         ws._sync_table(index, "parents", [p for r in meta for p in json.loads(r["parents"])], stale,
                        SCHEMAS["parents"])

@@ -76,6 +76,29 @@ class IngestSummary:
     vector_index: str = "exact"  # exact (in-memory flat search) | IVF_HNSW_SQ (LanceDB ANN index)
     vector_index_seconds: float = 0.0
     skipped: list = field(default_factory=list)
+    # chunks longer than the embedder reads (their tails are never embedded), counted over what this ingest
+    # embedded or took from the cache; the longest named
+    over_window: int = 0
+    window: int = 0
+    over_window_worst: list = field(default_factory=list)  # (chunk_id, tokens), longest first
+
+    def note_over_window(self, emb, texts: list[str], chunk_ids: list[str]) -> None:
+        counts = emb.count_tokens(texts) if emb.max_tokens and texts else None
+        if counts:
+            self.note_over_window_counts(emb, len(texts), [(c, n) for c, n in zip(chunk_ids, counts)
+                                                           if n > emb.max_tokens])
+
+    def note_over_window_counts(self, emb, n_chunks: int, over: list[tuple[str, int]]) -> None:
+        """``over``: (chunk_id, tokens) of the chunks longer than the embedder reads; one notice names them."""
+        if not emb.max_tokens:
+            return
+        self.window, self.over_window = emb.max_tokens, len(over)
+        self.over_window_worst = sorted(over, key=lambda x: (-x[1], x[0]))[:3]
+        if over:
+            worst = "; ".join(f"{c} ({n:,} tokens)" for c, n in self.over_window_worst)
+            self.notices.append(
+                f"{len(over)} of {n_chunks} chunks are longer than the {emb.max_tokens} tokens {emb.name} reads: "
+                f"their tails are not embedded (longest: {worst}); smaller --chunk-tokens or --leaf-max fit them")
 
     def render(self) -> str:
         lines = [
@@ -171,6 +194,24 @@ class Workspace:
     def remembered_questions(self, folder: str | Path) -> str | None:
         return self._read_json(self._registry_path()).get(str(Path(folder).resolve()))
 
+    def _filters_path(self) -> Path:
+        return self.root / "folder_filters.json"
+
+    def remember_filters(self, folder: str | Path, include: tuple = (), exclude: tuple = (),
+                         gitignore: bool = True) -> None:
+        """A folder ingested with --include/--exclude/--no-gitignore keeps them: a later run or search of the
+        folder reads the same files (else it would ingest what the user left out)."""
+        reg = self._read_json(self._filters_path())
+        key = str(Path(folder).resolve())
+        if include or exclude or not gitignore:
+            reg[key] = {"include": list(include), "exclude": list(exclude), "gitignore": gitignore}
+        else:
+            reg.pop(key, None)
+        self._write_json(self._filters_path(), reg)
+
+    def remembered_filters(self, folder: str | Path) -> dict:
+        return self._read_json(self._filters_path()).get(str(Path(folder).resolve()), {})
+
     # ------------------------------------------------------------------ dataset identity
     def _names_path(self) -> Path:
         return self.root / "dataset_names.json"
@@ -206,8 +247,19 @@ class Workspace:
             return load_any(spec, questions, parse_cache=self.parse_cache, **kw)
         name = self.dataset_name(spec, wait)
         index = self.index_name(name, cfg or IndexConfig())
+        # the folder's remembered --include/--exclude/--no-gitignore apply unless given now (then remembered)
+        given = {k: v for k, v in ((k, kw.pop(k, None)) for k in ("include", "exclude", "gitignore"))
+                 if v is not None}
+        if given:
+            self.remember_filters(spec, tuple(given.get("include", ())), tuple(given.get("exclude", ())),
+                                  given.get("gitignore", True))
+        filters = {"include": tuple(given.get("include", ())), "exclude": tuple(given.get("exclude", ())),
+                   "gitignore": given.get("gitignore", True)} if given else {
+            k: tuple(v) if isinstance(v, list) else v for k, v in self.remembered_filters(spec).items()}
+        # the workspace inside the corpus folder (`ragwb ingest .`) is never read back as documents
         return load_any(spec, questions, parse_cache=self.parse_cache, name=name,
-                        previous=lambda doc_id: self.stored_document(index, doc_id), **kw)
+                        previous=lambda doc_id: self.stored_document(index, doc_id), never=(self.root,),
+                        **filters, **kw)
 
     def chunks_to_embed(self, ds: Dataset, cfg: "IndexConfig") -> int:
         """How many chunks an ingest of ``ds`` would embed now (changed documents whose chunks are neither
@@ -366,7 +418,7 @@ class Workspace:
                      progress: bool, name: str, on_progress=None) -> int:
         """Chunk, embed and write the changed documents in this process (the local engine). The
         documents row of each document is written last: it is the commit marker."""
-        doc_rows, pages, parent_rows, chunk_rows, chunk_file, texts = [], [], [], [], [], []
+        doc_rows, pages, parent_rows, chunk_rows, chunk_file, texts, chunk_ids = [], [], [], [], [], [], []
         for d in changed:
             chunks, parents = chunk_document(d, cfg.chunking)
             doc_rows.append(document_row(d, cfg, len(parents), len(chunks)))
@@ -376,7 +428,9 @@ class Workspace:
                 chunk_rows.append(chunk_row(c, d.language))
                 texts.append(c.embed_text)
                 chunk_file.append(d.source_path)
+                chunk_ids.append(c.chunk_id)
         emb = get_embedder(cfg.embedder)
+        summ.note_over_window(emb, texts, chunk_ids)  # said, never silently cut
         te = time.perf_counter()
         m0 = self.embedding_cache.misses
         bar = _progress(len(texts), f"embedding {name}", progress)

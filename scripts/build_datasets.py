@@ -145,6 +145,11 @@ def build_shipped(out: Path, only: list[str] | None = None) -> None:
     man = {}
     if only:
         man = json.loads((out / "vectors" / MANIFEST).read_text())
+        # the sets rebuilt leave the manifest first: an ingest would otherwise seed their old vectors into the
+        # build's cache, and the new file would carry every stale vector beside the new ones
+        for name in only:
+            man.pop(name, None)
+        (out / "vectors" / MANIFEST).write_text(json.dumps(man, indent=1, sort_keys=True) + "\n")
     else:
         shutil.rmtree(parsed, ignore_errors=True)
     for name in only or SHIPPED_VECTOR_SETS:

@@ -37,9 +37,34 @@ MINIFIED_LINE_CHARS = 1000  # a line this long in a file of few lines ...
 MINIFIED_MEAN_LINE_CHARS = 300  # ... or lines this long on average
 
 
+# a script with no extension names its interpreter on its first line (`#!/usr/bin/env bash`, `.ci/run`)
+SHEBANGS = {"python": "python", "python3": "python", "bash": "bash", "sh": "bash", "zsh": "bash", "dash": "bash",
+            "node": "javascript", "ruby": "ruby"}
+
+
+def shebang_language(path: str | Path) -> str:
+    """The language a file without an extension declares on its ``#!`` line ('' when none, or not readable)."""
+    p = Path(str(path))
+    if p.suffix:
+        return ""
+    try:
+        with open(p, "rb") as f:
+            first = f.readline(200)
+    except OSError:
+        return ""
+    if not first.startswith(b"#!"):
+        return ""
+    words = first[2:].decode("utf-8", "replace").split()
+    if words and words[0].endswith("/env"):
+        words = [w for w in words[1:] if not w.startswith("-")]
+    name = Path(words[0]).name if words else ""
+    return SHEBANGS.get(name, SHEBANGS.get(name.rstrip("0123456789."), ""))
+
+
 def code_language(path: str | Path) -> str:
-    """The language of a source file by its extension ('' when it is not code)."""
-    return LANGUAGES.get(Path(str(path)).suffix.lower(), "")
+    """The language of a source file by its extension, or by its ``#!`` line when it has none ('' when the file
+    is not code)."""
+    return LANGUAGES.get(Path(str(path)).suffix.lower(), "") or shebang_language(path)
 
 
 def minified_reason(path: str | Path, text: str) -> str | None:

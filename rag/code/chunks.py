@@ -26,6 +26,8 @@ class Segment:
     symbol: str
     container: str  # the enclosing class's qualified name ('' = the file)
     statements: tuple = ()
+    part: int = 0  # a split definition's pieces count from 0
+    signature: str = ""  # the definition's first code line, carried by its later pieces (their breadcrumb)
 
 
 def segments(defs: list[Def], lo: int, hi: int, container: Def | None) -> list[Segment]:
@@ -81,19 +83,39 @@ def _split(seg: Segment, line_tokens: list[int], max_tokens: int) -> list[Segmen
     cuts = {ln for ln in seg.statements if seg.first < ln <= seg.last}
     allowed = lambda ln: not cuts or ln in cuts  # noqa: E731
     out, start, used = [], seg.first, 0
+
+    def piece(a, b):
+        return Segment(a, b, seg.kind, seg.symbol, seg.container, tuple(ln for ln in seg.statements if a < ln <= b),
+                       seg.part, seg.signature)
     for ln in range(seg.first, seg.last + 1):
         if used and used + line_tokens[ln] > max_tokens and allowed(ln):
-            out.append(Segment(start, ln - 1, seg.kind, seg.symbol, seg.container))
+            out.append(piece(start, ln - 1))
             start, used = ln, 0
         used += line_tokens[ln]
-    out.append(Segment(start, seg.last, seg.kind, seg.symbol, seg.container))
+    out.append(piece(start, seg.last))
     if cuts and any(sum(line_tokens[s.first:s.last + 1]) > max_tokens and s.last > s.first for s in out):
         # one statement alone is over the budget: cut that piece at line starts
         again = []
         for s in out:
-            again.extend(_split(Segment(s.first, s.last, s.kind, s.symbol, s.container), line_tokens, max_tokens))
+            again.extend(_split(Segment(s.first, s.last, s.kind, s.symbol, s.container, (), s.part, s.signature),
+                                line_tokens, max_tokens))
         out = again
     return out
+
+
+def _number_parts(pieces: list[Segment], lines: list[str]) -> list[Segment]:
+    """Pieces of one split definition: numbered, each later one carrying the definition's signature line."""
+    if len(pieces) < 2 or not pieces[0].symbol:
+        return pieces
+    sig = next((lines[i].strip() for i in range(pieces[0].first, pieces[0].last + 1)
+                if lines[i].strip() and not _COMMENT_OR_DECORATOR.match(lines[i])), "")
+    for k, p in enumerate(pieces):
+        p.part, p.signature = k, sig[:200]
+    return pieces
+
+
+_COMMENT_OR_DECORATOR = re.compile(r"^\s*(//|/\*|\*|#|@|--|;|\"\"\"|\'\'\')")
+BREADCRUMB_RESERVE = 48  # e5 tokens kept free for a chunk's breadcrumb (file · kind symbol · signature)
 
 
 def line_windows(n_lines: int, line_tokens: list[int], max_tokens: int, kind: str = "lines") -> list[Segment]:
@@ -117,9 +139,10 @@ def _pieces(segs: list[Segment], line_tokens: list[int], max_tokens: int) -> lis
     return out
 
 
-def code_segments(text: str, parsed: CodeParse, max_tokens: int, encoding: str
+def code_segments(text: str, parsed: CodeParse, max_tokens: int, encoding: str, embed_window: int = 0
                   ) -> tuple[list[Segment], list[str], list[int]]:
-    """(segments, lines with their newline, tokens per line)."""
+    """(segments, lines with their newline, tokens per line). A segment is cut to at most ``max_tokens`` tokens
+    of ``encoding`` and, with ``embed_window``, to what e5 reads (its own tokens, a breadcrumb's room kept)."""
     parts = text.split("\n")  # lines as parsers count them (str.splitlines also splits at \f and \u2028)
     lines = [x + "\n" for x in parts[:-1]] + ([parts[-1]] if parts[-1] else [])
     bare = [x.rstrip("\r\n") for x in lines]
@@ -128,11 +151,20 @@ def code_segments(text: str, parsed: CodeParse, max_tokens: int, encoding: str
         return [], lines, line_tokens
     if parsed.defs:
         segs = _merge_blank(segments(parsed.defs, 0, len(lines) - 1, None), bare)
-        out = []
-        for s in segs:
-            out.extend(_split(s, line_tokens, max_tokens))
     else:  # no definitions: module code if it parsed, line windows if it did not
-        out = line_windows(len(lines), line_tokens, max_tokens, "lines" if parsed.parser == "lines" else "module")
+        segs = [Segment(0, len(lines) - 1, "lines" if parsed.parser == "lines" else "module", "", "")]
+    fits = [(line_tokens, max_tokens)]
+    if embed_window:
+        from ..tokens import e5_overhead, e5_tokens
+
+        over = e5_overhead()
+        fits.append(([n - over for n in e5_tokens(lines)], embed_window - over - BREADCRUMB_RESERVE))
+    out = []
+    for s in segs:
+        pieces = [s]
+        for per_line, cap in fits:  # the tokenizer's budget, then the embedder's window
+            pieces = [x for p in pieces for x in _split(p, per_line, cap)]
+        out.extend(_number_parts(pieces, bare))
     return _no_blank_pieces(out, bare), lines, line_tokens
 
 

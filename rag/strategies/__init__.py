@@ -24,7 +24,7 @@ import json
 from dataclasses import dataclass, field
 
 from ..params import build_params
-from ..retrieval import CandidatePool, Retriever, SearchKey
+from ..retrieval import CandidatePool, Retriever, SearchKey, parse_where
 
 DEFAULT_POOL = 100
 
@@ -111,6 +111,9 @@ class BaseParams:
     overflow: str = "truncate"  # the block that overflows: truncate at a sentence boundary, or drop it
     query_template: str = "{question}"  # instruction-aware query embedding
     search_dim: int = 0  # Matryoshka fast mode when 0 < search_dim < dim
+    # only chunks whose fields match, e.g. "kind=method" or "file=src/*.py;symbol=Parser.*" (fnmatch globs over
+    # kind, symbol, file, language; rag.retrieval.parse_where): dense and BM25 search see nothing else
+    where: str = ""
 
     def validate(self) -> None:
         if self.overflow not in OVERFLOW_POLICIES:
@@ -131,9 +134,10 @@ class BaseParams:
             v = getattr(self, f.name)
             if isinstance(v, (int, float)) and not isinstance(v, bool) and v < 0:
                 raise ValueError(f"{f.name} must be >= 0, got {v}")
+        parse_where(self.where)  # an unknown field or kind is an error here, before any question
 
     def search_key(self, needed: int) -> SearchKey:
-        return SearchKey(self.query_template, self.search_dim, max(DEFAULT_POOL, needed))
+        return SearchKey(self.query_template, self.search_dim, max(DEFAULT_POOL, needed), self.where)
 
 
 STRATEGIES: dict[str, "Strategy"] = {}

@@ -85,7 +85,7 @@ class HybridStrategy(Strategy):
                 if p.hyde:
                     texts += [llm_hyde(r.llm, pool.question)]
                 vecs = r.embed_queries([p.query_template.format(question=t) for t in texts]) if texts else []
-                extra_lists = [r.dense(v, k, p.search_dim)[0].tolist() for v in vecs]
+                extra_lists = [r.dense(v, k, p.search_dim, pool.mask)[0].tolist() for v in vecs]
                 pool.extra[memo_key] = extra_lists
         return dense, sparse, extra_lists
 
