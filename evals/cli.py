@@ -764,8 +764,11 @@ def cmd_search(a) -> int:
 
     ws = Workspace(a.workspace)
     cfg = _index_config(a)
-    kw = {k: v[0] if len(v) == 1 else v for k, v in parse_sets([f"{a.strategy}.{x}" for x in a.set or []])
-          .get(a.strategy, {}).items()}
+    kw = {}
+    for k, v in parse_sets([f"{a.strategy}.{x}" for x in a.set or []]).get(a.strategy, {}).items():
+        if len(v) != 1:  # one query, one point: a grid is `ragwb run`'s
+            raise ValueError(f"--set {k}: search takes one value per budget, got {len(v)}")
+        kw[k] = v[0]
     if a.where:
         kw["where"] = a.where
     params = make_params(a.strategy, **kw)  # an unknown budget, field or kind errors here, before any ingest

@@ -546,23 +546,15 @@ class _Ignored:
                     return True
         return False
 
-    def dir_ignored(self, path: Path) -> bool:
-        rel = path.relative_to(self.root).as_posix() + "/"
-        if self._git(path, True):
-            self.by_gitignore += 1
-            return True
-        if self.exclude is not None and self.exclude.match_file(rel):
-            self.by_pattern += 1
-            return True
-        return False
-
-    def file_ignored(self, path: Path) -> bool:
-        rel = path.relative_to(self.root).as_posix()
-        if self._git(path, False):
+    def ignored(self, path: Path, is_dir: bool = False) -> bool:
+        """Whether a file or folder is left out (counted): a folder by .gitignore or --exclude (pruned whole), a
+        file by those or by not matching --include."""
+        rel = path.relative_to(self.root).as_posix() + ("/" if is_dir else "")
+        if self._git(path, is_dir):
             self.by_gitignore += 1
             return True
         if (self.exclude is not None and self.exclude.match_file(rel)) or (
-                self.include is not None and not self.include.match_file(rel)):
+                not is_dir and self.include is not None and not self.include.match_file(rel)):
             self.by_pattern += 1
             return True
         return False
@@ -615,7 +607,7 @@ def list_folder(folder: Path, follow_symlinks: bool = False, include: tuple = ()
                     continue
             except OSError:
                 pass
-            if _utf8_name(name) and ignored.dir_ignored(sub):
+            if _utf8_name(name) and ignored.ignored(sub, is_dir=True):
                 continue
             if not _utf8_name(name):
                 skipped.append(Skipped(_shown_path(sub), "folder name is not valid UTF-8 (skipped with its files; "
@@ -638,7 +630,7 @@ def list_folder(folder: Path, follow_symlinks: bool = False, include: tuple = ()
             if not _utf8_name(name):  # its id would not survive the store, the index or a report
                 skipped.append(Skipped(_shown_path(f), "file name is not valid UTF-8 (rename it to include it)"))
                 continue
-            if name == ".gitignore" or ignored.file_ignored(f):
+            if name == ".gitignore" or ignored.ignored(f):
                 continue
             if f.is_symlink():
                 target = Path(os.path.realpath(f))

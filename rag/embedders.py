@@ -310,7 +310,10 @@ class EmbeddingCache:
         return hashlib.sha256(f"{model_key}\x00{kind}\x00{text}".encode()).hexdigest()
 
     def embed(self, emb: Embedder, cfg_key: str, texts: list[str], kind: str = "passage",
-              progress: Callable[[int], None] | None = None, _retry: bool = False) -> np.ndarray:
+              progress: Callable[[int], None] | None = None, _retry: bool = False,
+              embedded: list | None = None) -> np.ndarray:
+        """Vectors of ``texts``, from the cache or embedded now; ``embedded`` (a list) receives the indices of the
+        texts the embedder was given (one per distinct text): what an over-window check has to look at."""
         keys = [self._key(cfg_key, kind, t) for t in texts]
         found: dict[str, np.ndarray] = {}
         with self._lock:
@@ -328,6 +331,8 @@ class EmbeddingCache:
         if progress and len(texts) > len(todo):
             progress(len(texts) - len(todo))
         idx = list(uniq.values())
+        if embedded is not None:
+            embedded.extend(idx)
         per_key: dict[str, int] = {}
         for i in todo:
             per_key[keys[i]] = per_key.get(keys[i], 0) + 1

@@ -76,8 +76,9 @@ class IngestSummary:
     vector_index: str = "exact"  # exact (in-memory flat search) | IVF_HNSW_SQ (LanceDB ANN index)
     vector_index_seconds: float = 0.0
     skipped: list = field(default_factory=list)
-    # chunks longer than the embedder reads (their tails are never embedded), counted over what this ingest
-    # embedded or took from the cache; the longest named
+    # chunks longer than the embedder reads (their tails are never embedded), the longest named: over the chunks
+    # this ingest embedded (local engine; a cached vector was checked when it was embedded), over every chunk of
+    # the changed documents with the Ray engine (counted in its parallel chunk tasks)
     over_window: int = 0
     window: int = 0
     over_window_worst: list = field(default_factory=list)  # (chunk_id, tokens), longest first
@@ -250,12 +251,9 @@ class Workspace:
         # the folder's remembered --include/--exclude/--no-gitignore apply unless given now (then remembered)
         given = {k: v for k, v in ((k, kw.pop(k, None)) for k in ("include", "exclude", "gitignore"))
                  if v is not None}
-        if given:
-            self.remember_filters(spec, tuple(given.get("include", ())), tuple(given.get("exclude", ())),
-                                  given.get("gitignore", True))
-        filters = {"include": tuple(given.get("include", ())), "exclude": tuple(given.get("exclude", ())),
-                   "gitignore": given.get("gitignore", True)} if given else {
-            k: tuple(v) if isinstance(v, list) else v for k, v in self.remembered_filters(spec).items()}
+        if given:  # what is given replaces what was remembered
+            self.remember_filters(spec, **given)
+        filters = self.remembered_filters(spec)
         # the workspace inside the corpus folder (`ragwb ingest .`) is never read back as documents
         return load_any(spec, questions, parse_cache=self.parse_cache, name=name,
                         previous=lambda doc_id: self.stored_document(index, doc_id), never=(self.root,),
@@ -430,7 +428,6 @@ class Workspace:
                 chunk_file.append(d.source_path)
                 chunk_ids.append(c.chunk_id)
         emb = get_embedder(cfg.embedder)
-        summ.note_over_window(emb, texts, chunk_ids)  # said, never silently cut
         te = time.perf_counter()
         m0 = self.embedding_cache.misses
         bar = _progress(len(texts), f"embedding {name}", progress)
@@ -442,9 +439,13 @@ class Workspace:
                 on_progress(n, len(texts))
             _crash_point("embedding")
 
-        vecs = self.embedding_cache.embed(emb, cfg.embedder.key, texts, "passage", progress=tick)
+        fresh: list[int] = []
+        vecs = self.embedding_cache.embed(emb, cfg.embedder.key, texts, "passage", progress=tick, embedded=fresh)
         if bar:
             bar.close()
+        # said, never silently cut: the texts embedded now (a cached vector was checked when it was embedded;
+        # counting every cached chunk again cost the main job ~3 s of e5 tokenizing)
+        summ.note_over_window(emb, [texts[i] for i in fresh], [chunk_ids[i] for i in fresh])
         summ.embed_seconds = time.perf_counter() - te
         summ.embedded = self.embedding_cache.misses - m0  # distinct texts actually embedded
         summ.cache_hits = len(texts) - summ.embedded

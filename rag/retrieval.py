@@ -8,6 +8,7 @@ versions, so a re-ingest is picked up. BM25 runs over the ``bm25_text`` column
 """
 from __future__ import annotations
 
+import fnmatch
 import math
 import threading
 import time
@@ -16,6 +17,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from .code import KINDS
 from .embedders import get_embedder
 from .index import IndexConfig, Workspace, mean_page_vector, vectors_of
 from .textproc import analyze
@@ -187,6 +189,7 @@ class IndexReader:
     doc_pages_cache: dict | None = None  # doc_id -> [(page_id, page row)] in page order
     rebuilt_cache: dict = field(default_factory=dict)  # page_id -> page text rebuilt from its chunks
     block_cache: dict = field(default_factory=dict)  # (kind, row, budget) -> a code block's text, spans, tokens
+    where_masks: dict = field(default_factory=dict)  # a `where` filter -> the chunk rows it keeps
     table: object = None  # the LanceDB chunks table (ANN search, vectors fetched on demand)
     page_vector_table: object = None  # an ANN index's stored page vectors (a Lance dataset) ...
     page_vector_rows: dict | None = None  # ... and page_id -> its offset there
@@ -396,10 +399,6 @@ WHERE_FIELDS = {"kind": "kinds", "symbol": "symbols", "file": "doc_ids", "langua
 def parse_where(where: str) -> list[tuple[str, str]]:
     """``"kind=method;file=src/*.py"`` -> [("kind", "method"), ("file", "src/*.py")]. An unknown field, or a
     kind no chunk can have, is an error naming the valid ones (a typo never filters everything away quietly)."""
-    import fnmatch
-
-    from .code import KINDS
-
     out = []
     for part in (where or "").split(";"):
         part = part.strip()
@@ -422,9 +421,7 @@ def where_mask(reader: "IndexReader", where: str) -> np.ndarray | None:
     conds = parse_where(where)
     if not conds:
         return None
-    import fnmatch
-
-    memo = reader.block_cache.get(("where", where))
+    memo = reader.where_masks.get(where)
     if memo is not None:
         return memo
     n = len(reader.chunk_ids)
@@ -435,7 +432,7 @@ def where_mask(reader: "IndexReader", where: str) -> np.ndarray | None:
         mask &= np.fromiter((fnmatch.fnmatchcase(v or "", glob) for v in vals), bool, n)
     if not mask.any():
         raise ValueError(f"where {where!r} matches no chunk of index {reader.index}")
-    reader.block_cache[("where", where)] = mask
+    reader.where_masks[where] = mask
     return mask
 
 

@@ -11,11 +11,12 @@ missing, a syntax error) is cut into line windows of at most ``leaf_max`` tokens
 """
 from __future__ import annotations
 
+import dataclasses
 import re
 from dataclasses import dataclass
 
 from ..tokens import count_tokens_batch
-from . import CodeParse, Def
+from . import _COMMENT_LINE, CodeParse, Def
 
 
 @dataclass
@@ -97,8 +98,7 @@ def _split(seg: Segment, line_tokens: list[int], max_tokens: int) -> list[Segmen
         # one statement alone is over the budget: cut that piece at line starts
         again = []
         for s in out:
-            again.extend(_split(Segment(s.first, s.last, s.kind, s.symbol, s.container, (), s.part, s.signature),
-                                line_tokens, max_tokens))
+            again.extend(_split(dataclasses.replace(s, statements=()), line_tokens, max_tokens))
         out = again
     return out
 
@@ -108,18 +108,13 @@ def _number_parts(pieces: list[Segment], lines: list[str]) -> list[Segment]:
     if len(pieces) < 2 or not pieces[0].symbol:
         return pieces
     sig = next((lines[i].strip() for i in range(pieces[0].first, pieces[0].last + 1)
-                if lines[i].strip() and not _COMMENT_OR_DECORATOR.match(lines[i])), "")
+                if lines[i].strip() and not _COMMENT_LINE.match(lines[i])), "")
     for k, p in enumerate(pieces):
         p.part, p.signature = k, sig[:200]
     return pieces
 
 
-_COMMENT_OR_DECORATOR = re.compile(r"^\s*(//|/\*|\*|#|@|--|;|\"\"\"|\'\'\')")
 BREADCRUMB_RESERVE = 48  # e5 tokens kept free for a chunk's breadcrumb (file · kind symbol · signature)
-
-
-def line_windows(n_lines: int, line_tokens: list[int], max_tokens: int, kind: str = "lines") -> list[Segment]:
-    return _split(Segment(0, n_lines - 1, kind, "", ""), line_tokens, max_tokens) if n_lines else []
 
 
 def _pieces(segs: list[Segment], line_tokens: list[int], max_tokens: int) -> list[tuple[int, int]]:
@@ -155,6 +150,8 @@ def code_segments(text: str, parsed: CodeParse, max_tokens: int, encoding: str, 
         segs = [Segment(0, len(lines) - 1, "lines" if parsed.parser == "lines" else "module", "", "")]
     fits = [(line_tokens, max_tokens)]
     if embed_window:
+        # e5's per-line counts less its fixed overhead add up to the whole; counting by line costs what counting
+        # the pieces would (e5's tokenizer is ~1.5 us a character either way, <1% of embedding them)
         from ..tokens import e5_overhead, e5_tokens
 
         over = e5_overhead()
