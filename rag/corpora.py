@@ -514,6 +514,9 @@ def _shown_path(path: Path) -> str:
     return os.fsencode(str(path)).decode("utf-8", "backslashreplace")
 
 
+GITIGNORE_MAX_BYTES = 1 << 20
+
+
 class _Ignored:
     """What `.gitignore` files (each applying below its own folder, as git reads them) and the user's
     --include/--exclude patterns (gitignore syntax, relative to the corpus folder) leave out; counted."""
@@ -526,6 +529,7 @@ class _Ignored:
         self.exclude = pathspec.GitIgnoreSpec.from_lines(exclude) if exclude else None
         self.specs: list[tuple[Path, object]] = []  # (folder, its .gitignore)
         self.by_gitignore = self.by_pattern = 0
+        self.unread: list[Skipped] = []  # .gitignore files that could not be read (said, never silently ignored)
 
     def enter(self, d: Path) -> None:
         g = d / ".gitignore"
@@ -533,8 +537,11 @@ class _Ignored:
             import pathspec
 
             try:
+                if g.stat().st_size > GITIGNORE_MAX_BYTES:  # a corpus file like any other: capped
+                    raise OSError(f"larger than {GITIGNORE_MAX_BYTES:,} bytes")
                 lines = g.read_text(encoding="utf-8", errors="replace").splitlines()
-            except OSError:
+            except OSError as e:
+                self.unread.append(Skipped(str(g), f"not read ({e}): its patterns leave nothing out", kind="warning"))
                 return
             self.specs.append((d, pathspec.GitIgnoreSpec.from_lines(lines)))
 
@@ -560,7 +567,7 @@ class _Ignored:
         return False
 
     def summary(self, folder: Path) -> list[Skipped]:
-        out = []
+        out = list(self.unread)
         if self.by_gitignore:
             out.append(Skipped(str(folder), f"{self.by_gitignore} files or folders left out by .gitignore "
                                             "(--no-gitignore reads them)"))

@@ -617,3 +617,18 @@ def test_folders_gitignore_include_exclude_workspace_shebang_and_one_skip_line(t
     capsys.readouterr()
     only = Workspace(ws).load(str(repo), None, IndexConfig(embedder=EmbedderConfig("hash")))
     assert sorted(d.doc_id for d in only.documents) == ["src/fmt.py", "src/gen/made.py"]
+
+
+def test_an_unreadable_gitignore_is_said_not_silently_dropped(tmp_path, monkeypatch):
+    """A .gitignore over the size cap (or unreadable) leaves nothing out, and the summary says so by name."""
+    import rag.corpora as corpora
+
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    (repo / "a.py").write_text("def a():\n    return 1\n")
+    (repo / ".gitignore").write_text("a.py\n" + "# padding\n" * 50)
+    monkeypatch.setattr(corpora, "GITIGNORE_MAX_BYTES", 100)
+    ds = load_folder(repo)
+    assert [d.doc_id for d in ds.documents] == ["a.py"]
+    (warn,) = [s for s in ds.skipped if s.kind == "warning"]
+    assert warn.path.endswith(".gitignore") and "larger than 100 bytes" in warn.reason
