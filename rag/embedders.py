@@ -21,6 +21,8 @@ from typing import Callable
 
 import numpy as np
 
+from .tokens import E5_WINDOW
+
 EMBEDDERS: dict[str, Callable[..., "Embedder"]] = {}
 
 
@@ -91,7 +93,7 @@ class E5Embedder(Embedder):
             out = [fn(texts[i:i + self.batch]) for i in range(0, len(texts), self.batch)]
         return _normalise(np.vstack(out)) if out else np.zeros((0, self.dim), np.float32)
 
-    max_tokens = 512  # rag.tokens.E5_WINDOW
+    max_tokens = E5_WINDOW
 
     def count_tokens(self, texts):
         from .tokens import e5_tokens
