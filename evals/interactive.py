@@ -15,15 +15,15 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from rag.answerers import make_answerer
-from rag.embedders import EmbedderConfig
-from rag.index import IndexConfig, Workspace
+from rag.answer.answerers import make_answerer
+from rag.index.embedders import EmbedderConfig
+from rag.index.workspace import IndexConfig, Workspace
 from rag.models import Evidence
-from rag.retrieval import Retriever
+from rag.index.retrieval import Retriever
 from rag.strategies import Block, get_strategy, make_params
 
-from .metrics import block_holds, get_scorers
-from .runner import ItemEvaluator, point_id, point_label
+from .score.metrics import block_holds, get_scorers
+from .run.runner import ItemEvaluator, point_id, point_label
 
 
 @dataclass
@@ -136,7 +136,7 @@ FRAME_COLUMNS = ["strategy", "point_label", "question_id", "repeat", "metric", "
 def summarize_session(sess: Session, scores: pd.DataFrame) -> pd.DataFrame:
     """``summarize_scores`` of the applied points, re-using the summary of every point already
     summarised over the same questions in this session (only a changed point is bootstrapped again)."""
-    from .summary import summarize_scores
+    from .analyze.summary import summarize_scores
 
     if scores.empty:
         return summarize_scores(scores)
@@ -190,8 +190,8 @@ def _highlight(text: str, block: dict, evidence: list, cited: list[str] | None =
 
 def _cited_sentences(answer: str) -> dict[int, list[str]]:
     """block number -> the answer's sentences (citations stripped) that cite it."""
-    from rag.answerers import split_sentences
-    from rag.prompts import strip_citations
+    from rag.answer.answerers import split_sentences
+    from rag.answer.prompts import strip_citations
 
     out: dict[int, list[str]] = {}
     for sent in split_sentences(answer or ""):
@@ -266,7 +266,7 @@ def _metric_table(score_sets: list[dict], names: list[str | None]) -> str:
 
 def item_for(sess: Session, point: str, qid: str):
     """(row, scores) of the item shown for ``point`` ("strategy · label") and a question, or None."""
-    from .explore import point_name
+    from .analyze.explore import point_name
 
     for (s, label, q), item in sess.items.items():
         if q == qid and point_name(s, label) == point:
@@ -383,7 +383,7 @@ def save_as_run(sess: Session, db: str, points: list[tuple[str, dict]], limit: i
     import time
     import uuid
 
-    from .runner import RunConfig, git_commit, package_versions
+    from .run.runner import RunConfig, git_commit, package_versions
     from .store import ResultStore
 
     qs = sess.dataset.questions[:limit]
@@ -437,7 +437,7 @@ def list_runs(db: str) -> pd.DataFrame:
 def stored_summary(db: str, run_id: str) -> pd.DataFrame:
     """The summary (means with intervals per point and metric) of a stored run: its budget curves."""
     from .store import ResultStore
-    from .summary import summarize
+    from .analyze.summary import summarize
 
     with ResultStore(db, read_only=True) as st:
         return summarize(st, run_id)
@@ -455,7 +455,7 @@ def coverage_line(cmp: pd.DataFrame | None) -> str:
 
 
 def compare_stored_runs(db: str, baseline: str, candidate: str) -> pd.DataFrame:
-    from .gate import compare_runs
+    from .analyze.gate import compare_runs
     from .store import ResultStore
 
     with ResultStore(db, read_only=True) as st:
@@ -475,10 +475,10 @@ def conversation_turn_html(sess: Session, conversation_id: str, turn: int, polic
                            strategy: str = "chunks", query_mode: str = "last_turn") -> str:
     """What each memory policy puts in the prompt at one turn of a conversation: the history messages
     (escaped), their tokens, and the blocks retrieved for the turn's query."""
-    from rag.memory import FillerDetector, MemoryContext, TurnRecord, build_history, make_memory_params, retrieval_query
-    from rag.prompts import prompt_tokens
+    from rag.answer.memory import FillerDetector, MemoryContext, TurnRecord, build_history, make_memory_params, retrieval_query
+    from rag.answer.prompts import prompt_tokens
 
-    from .conversations import conversations_of
+    from .run.conversations import conversations_of
 
     conv = next((c for c in conversations_of(sess.dataset.questions) if c[0].conversation_id == conversation_id), [])
     if not conv:

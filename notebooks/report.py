@@ -11,7 +11,7 @@ def _():
 
     import marimo as mo
 
-    from evals.reports import plain_table_html, report_sections
+    from evals.report.html import plain_table_html, report_sections
     from evals.store import ResultStore
 
     parser = argparse.ArgumentParser(description="Static report of a stored RAG Workbench run (or two compared).")

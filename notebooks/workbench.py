@@ -11,10 +11,11 @@ def _():
 
     import marimo as mo
 
-    from evals import explore, interactive
-    from evals.charts import quality_cost_figure
-    from evals.summary import HEADLINE, headline_table, summarize_scores
-    from rag.corpora import BUNDLED
+    from evals import interactive
+    from evals.analyze import explore
+    from evals.report.charts import quality_cost_figure
+    from evals.analyze.summary import HEADLINE, headline_table, summarize_scores
+    from rag.ingest.corpora import BUNDLED
     from rag.strategies import default_strategies
 
     parser = argparse.ArgumentParser(description="RAG Workbench: tune context budgets and compare strategies.")
@@ -158,8 +159,8 @@ def _(budgets, interactive, mo, strategies):
 def _(HEADLINE, cost, get_history, headline_table, history_key, mo, quality, quality_cost_figure, summary):
     import pandas as _pd
 
-    from evals.charts import PARETO_CAPTION
-    from evals.support import support_caption
+    from evals.report.charts import PARETO_CAPTION
+    from evals.score.support import support_caption
 
     _hist = [s for k, s in get_history()[:-1] if k == history_key]
     # as the CLI and the report: "mean [95% interval]" per metric, "n/a (why)" where a metric cannot apply,
@@ -197,7 +198,7 @@ def _(args, budgets, interactive, limit, mo, save_go, save_id, scores, session, 
     try:
         from pathlib import Path as _Path
 
-        from evals.reports import write_report
+        from evals.report.html import write_report
 
         _rid = interactive.save_as_run(session, args.db, interactive.points_from_budgets(
             strategies.value, budgets.value or {}), limit.value, save_id.value.strip() or None)
@@ -216,7 +217,7 @@ def _(args, budgets, interactive, limit, mo, save_go, save_id, scores, session, 
 @app.cell
 def _(mo, session):
     # the controls never read the scores, so an Apply keeps every tick, search, field, metric and sort as it was
-    from evals.metrics import METRICS as _METRICS
+    from evals.score.metrics import METRICS as _METRICS
 
     _fields = sorted({k for q in session.dataset.questions for k in (q.metadata or {})})
     m_metric = mo.ui.dropdown(sorted(_METRICS), value="f1", label="cell metric")
@@ -329,7 +330,7 @@ def _(mo):
 
 @app.cell
 def _(cost, mo, oracle_tol, quality, scores):
-    from evals.routing import oracle_bound as _oracle_bound
+    from evals.analyze.routing import oracle_bound as _oracle_bound
 
     try:
         _t, _info = _oracle_bound(scores, quality.value, cost.value, oracle_tol.value)
@@ -438,8 +439,8 @@ def _(mo):
 @app.cell
 def _(args, judge_button, mo, pick_a, session):
     mo.stop(not judge_button.value, mo.md("Nothing is sent to a judge until you press the button."))
-    from evals.judges import get_judge, judge_config_from_env
-    from rag.llm import LLMClient
+    from evals.score.judges import get_judge, judge_config_from_env
+    from rag.llm.client import LLMClient
 
     _cfg = judge_config_from_env()
     mo.stop(_cfg is None, mo.md("Set `RAGWB_JUDGE_BASE_URL` and `RAGWB_JUDGE_MODEL` (and the key's variable "
@@ -461,7 +462,7 @@ def _(args, judge_button, mo, pick_a, session):
 @app.cell
 def _(interactive, mo, session):
     # conversational sets (mtrag-govt, mtrag-clapnq): step through a conversation, policy by policy
-    from rag.memory import MEMORY_POLICIES
+    from rag.answer.memory import MEMORY_POLICIES
 
     _ids = interactive.conversation_ids(session)
     conv_pick = mo.ui.dropdown(_ids, value=_ids[0] if _ids else None, label="conversation")

@@ -1,6 +1,6 @@
 """The plain Python API: each step is one call.
 
-    from rag import api
+    from . import api
     r = api.open_index("squad2")                       # ingest if needed, returns a Retriever
     ctx = api.retrieve(r, "hybrid", "Who ruled Normandy?", alpha=0.5)
     pool = api.candidates(r, "chunks", "Who ruled Normandy?")      # the cached, expensive part
@@ -9,10 +9,10 @@
 """
 from __future__ import annotations
 
-from .answerers import Answer, make_answerer
-from .embedders import EmbedderConfig
-from .index import IndexConfig, Workspace
-from .retrieval import CandidatePool, Retriever
+from .answer.answerers import Answer, make_answerer
+from .index.embedders import EmbedderConfig
+from .index.workspace import IndexConfig, Workspace
+from .index.retrieval import CandidatePool, Retriever
 from .strategies import Context, get_strategy, make_params
 from .strategies import retrieve as _retrieve
 

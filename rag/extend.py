@@ -5,7 +5,7 @@ Three ways in (docs/your-system.md), one store out:
 1. **A strategy plugin** (your context builder, measured with the workbench's answerer and scorers)::
 
        from dataclasses import dataclass
-       from rag.extend import BaseParams, Context, Strategy, chunk_raw, counters, pack_blocks, params_dict, register_strategy
+       from .extend import BaseParams, Context, Strategy, chunk_raw, counters, pack_blocks, params_dict, register_strategy
 
        @dataclass(frozen=True)
        class MyParams(BaseParams):      # every field is a budget: --set mine.top_k=2,4,8
@@ -28,7 +28,7 @@ Three ways in (docs/your-system.md), one store out:
    built-in to copy.
 
 2. **A deployed service** (``ragwb run --system NAME=URL``): the request/response contract is
-   ``rag.systems`` (``DEFAULT_MAPPING``; a mapping file adapts other shapes).
+   ``rag.answer.systems`` (``DEFAULT_MAPPING``; a mapping file adapts other shapes).
 
 3. **Logged outputs** (``ragwb score FILE``): the record schema is ``LoggedRecord`` / ``read_logged``
    (ragas's column names or the workbench's).
@@ -38,12 +38,12 @@ workbench read with no special case.
 """
 from __future__ import annotations
 
-from .logged import LoggedRecord, read_logged
-from .prompts import PromptTemplate, load_prompt
+from .answer.logged import LoggedRecord, read_logged
+from .answer.prompts import PromptTemplate, load_prompt
 from .strategies import (BaseParams, Block, Context, Strategy, get_strategy, load_plugins, make_params,
                          pack_blocks, params_dict, register_strategy)
 from .strategies.packing import chunk_raw, counters, truncate_to_tokens
-from .systems import DEFAULT_MAPPING, SystemConfig, SystemResult, load_mapping
+from .answer.systems import DEFAULT_MAPPING, SystemConfig, SystemResult, load_mapping
 
 __all__ = ["BaseParams", "Block", "Context", "Strategy", "register_strategy", "get_strategy", "make_params",
            "pack_blocks", "params_dict", "chunk_raw", "counters", "truncate_to_tokens", "load_plugins",

@@ -130,16 +130,16 @@ SHIPPED_VECTOR_SETS = ("squad2", "xquad-en", "xquad-el", "xquad-ru", "docugami",
 
 def build_shipped(out: Path, only: list[str] | None = None) -> None:
     """Parsed pages of the bundled PDFs and the e5 vectors of every bundled chunk and question (turns and
-    their rewrites for the conversation sets), so a fresh clone parses and embeds nothing (rag/shipped.py),
+    their rewrites for the conversation sets), so a fresh clone parses and embeds nothing (rag/index/shipped.py),
     the conversation sets included. Reproducible: same inputs, same files. ``only``: just these sets."""
     import os
     import tempfile
 
     os.environ["RAGWB_DATASETS"] = str(out)
-    from rag.corpora import ParseCache, load_bundled
-    from rag.embedders import get_embedder
-    from rag.index import IndexConfig, Workspace
-    from rag.shipped import MANIFEST, write_vectors
+    from rag.ingest.corpora import ParseCache, load_bundled
+    from rag.index.embedders import get_embedder
+    from rag.index.workspace import IndexConfig, Workspace
+    from rag.index.shipped import MANIFEST, write_vectors
 
     parsed = out / "parsed"
     man = {}

@@ -1,4 +1,4 @@
-"""Train the offline support scorer (evals/support.py) on human labels, seeded and reproducible.
+"""Train the offline support scorer (evals/score/support.py) on human labels, seeded and reproducible.
 
 Data (read only here, never at run time):
   * ExpertQA rand_val (MIT): claims with their cited evidence; Complete = supported (1),
@@ -8,7 +8,7 @@ Data (read only here, never at run time):
   * RAGTruth QA slice (MIT; MS MARCO passages: never shipped): answer sentences, unsupported = 0.
 Evaluation: 5-fold cross-validation grouped by question (no question in both train and test), for
 each source separately and, for RAGTruth, at answer level (an answer's score = its weakest sentence).
-Then the final model is fitted on everything and written to evals/support_model.json.
+Then the final model is fitted on everything and written to evals/score/support_model.json.
 
     python scripts/train_support.py                      # full training (reads ../shared)
     python scripts/train_support.py --slice --out X.json # the shipped claims only (tests)
@@ -30,8 +30,8 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from evals.agreement import auroc  # noqa: E402
-from evals.support import FEATURES, features  # noqa: E402
+from evals.score.agreement import auroc  # noqa: E402
+from evals.score.support import FEATURES, features  # noqa: E402
 from rag.textproc import analyze  # noqa: E402
 
 SHIPPED = ROOT / "datasets" / "support" / "expertqa_agreement.jsonl.gz"
@@ -158,7 +158,7 @@ def predict(X, mean, scale, coef, intercept):
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--shared", default=str(ROOT.parent / "shared" / "datasets" / "support_dev"))
-    ap.add_argument("--out", default=str(ROOT / "evals" / "support_model.json"))
+    ap.add_argument("--out", default=str(ROOT / "evals" / "score" / "support_model.json"))
     ap.add_argument("--slice", action="store_true", help="train on the shipped ExpertQA claims only (no ../shared)")
     ap.add_argument("--seed", type=int, default=20261123)
     ap.add_argument("--C", type=float, default=0.5)
@@ -194,7 +194,7 @@ def main() -> None:
              "coef": [0.0] * len(FEATURES), "intercept": 0.0}
     embed = None
     if not a.no_e5:
-        from rag.embedders import EmbedderConfig, EmbeddingCache, get_embedder
+        from rag.index.embedders import EmbedderConfig, EmbeddingCache, get_embedder
 
         cfg = EmbedderConfig("e5")
         emb, cache = get_embedder(cfg), EmbeddingCache(Path(a.workspace) / "cache" / "embeddings.sqlite")

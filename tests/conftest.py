@@ -5,7 +5,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from rag.embedders import Embedder, register_embedder
+from rag.index.embedders import Embedder, register_embedder
 
 KEYWORDS = ["alpha", "beta", "gamma", "delta", "omega"]
 

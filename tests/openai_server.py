@@ -44,7 +44,7 @@ class _Block:
 
 
 def answer_messages(messages: list[dict]) -> str:
-    from rag.answerers import ExtractiveAnswerer
+    from rag.answer.answerers import ExtractiveAnswerer
 
     user = next((m["content"] for m in reversed(messages) if m.get("role") == "user"), "")
     q = re.search(r"\nQuestion: (.*?)\nAnswer:\s*$", user, re.S)
@@ -127,7 +127,7 @@ class Handler(BaseHTTPRequestHandler):
             if first:
                 return self._send(429, b'{"error": {"message": "try again"}}', {"Retry-After": "0.01"})
         if path.endswith("/embeddings"):
-            from rag.embedders import get_embedder
+            from rag.index.embedders import get_embedder
 
             inp = req.get("input", [])
             inp = [inp] if isinstance(inp, str) else inp

@@ -117,7 +117,7 @@ def send_trickle(handler, body: bytes, delay: float) -> None:
 
 
 def answer(question: str, k: int, drop_best: bool = False):
-    from rag.answerers import ExtractiveAnswerer
+    from rag.answer.answerers import ExtractiveAnswerer
     from rag.strategies import Block
 
     words = set(_WORD.findall(question.lower()))
@@ -136,7 +136,7 @@ class _Quiet(ThreadingHTTPServer):
 
 
 def start() -> tuple[ThreadingHTTPServer, str]:
-    from rag.corpora import load_bundled
+    from rag.ingest.corpora import load_bundled
 
     if not Service.paragraphs:
         ds = load_bundled("squad2")

@@ -2,12 +2,12 @@ import collections
 
 import pytest
 
-from rag.chunking import ChunkConfig, chunk_document, rebuild_page
-from rag.corpora import load_bundled, load_folder
-from rag.embedders import EmbedderConfig, get_embedder
-from rag.index import IndexConfig, Workspace
+from rag.ingest.chunking import ChunkConfig, chunk_document, rebuild_page
+from rag.ingest.corpora import load_bundled, load_folder
+from rag.index.embedders import EmbedderConfig, get_embedder
+from rag.index.workspace import IndexConfig, Workspace
 from rag.models import Document
-from rag.corpora import markdown_pages
+from rag.ingest.corpora import markdown_pages
 from rag.textproc import analyze
 
 

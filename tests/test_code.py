@@ -12,12 +12,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from rag.chunking import ChunkConfig, chunk_document, rebuild_page
-from rag.code import parse_code
-from rag.corpora import load_bundled, load_file, load_folder
-from rag.embedders import EmbedderConfig
-from rag.index import IndexConfig, Workspace
-from rag.retrieval import BM25, Retriever
+from rag.ingest.chunking import ChunkConfig, chunk_document, rebuild_page
+from rag.ingest.code import parse_code
+from rag.ingest.corpora import load_bundled, load_file, load_folder
+from rag.index.embedders import EmbedderConfig
+from rag.index.workspace import IndexConfig, Workspace
+from rag.index.retrieval import BM25, Retriever
 from rag.strategies import make_params, get_strategy
 from rag.textproc import analyze
 from rag.tokens import count_tokens
@@ -420,7 +420,7 @@ def test_run_on_the_code_set_breaks_down_by_kind(tmp_path):
 def test_evidence_ranking_metrics_by_hand():
     from rag.models import Evidence, Question
     from rag.strategies import Block
-    from evals.metrics import ScoringInput, score_retrieval
+    from evals.score.metrics import ScoringInput, score_retrieval
 
     ev = [Evidence("f.py", "f.py#p0", 100, 200)]
     q = Question("q", "?", ["x"], True, evidence=ev)
@@ -440,7 +440,7 @@ def test_evidence_ranking_metrics_by_hand():
 def test_gate_matches_a_baseline_stored_before_a_budget_existed():
     import pandas as pd
 
-    from evals.gate import with_point_keys
+    from evals.analyze.gate import with_point_keys
 
     old = json.dumps({"top_k": 8, "max_block_chars": 0, "max_context_tokens": 0, "overflow": "truncate",
                       "query_template": "{question}", "search_dim": 0})
@@ -456,8 +456,8 @@ def test_gate_matches_a_baseline_stored_before_a_budget_existed():
 def test_a_split_never_leaves_a_whitespace_only_chunk():
     """Issue 38, item 4: a long function whose last statement is cut alone left its trailing blank line as a
     chunk of its own ("\\n"); it now joins the piece before, and the file still rebuilds exactly."""
-    from rag.code import parse_code
-    from rag.code.chunks import code_segments
+    from rag.ingest.code import parse_code
+    from rag.ingest.code.chunks import code_segments
 
     text = "def f():\n    x = [\n" + "        1111,\n" * 6 + "    ]\n\n\ndef g():\n    pass\n"
     segs, lines, _ = code_segments(text, parse_code(text, "python"), 40, "o200k_base")
@@ -621,7 +621,7 @@ def test_folders_gitignore_include_exclude_workspace_shebang_and_one_skip_line(t
 
 def test_an_unreadable_gitignore_is_said_not_silently_dropped(tmp_path, monkeypatch):
     """A .gitignore over the size cap (or unreadable) leaves nothing out, and the summary says so by name."""
-    import rag.corpora as corpora
+    import rag.ingest.corpora as corpora
 
     repo = tmp_path / "repo"
     repo.mkdir()

@@ -7,9 +7,9 @@ import pandas as pd
 import pytest
 
 from evals.cli import main
-from rag.conversations import gold_bypass, load_mtrag, with_fillers
-from rag.corpora import datasets_dir, load_bundled, load_folder
-from rag.memory import (FillerDetector, MemoryContext, TurnRecord, build_history, filler_rule, make_memory_params,
+from rag.ingest.conversations import gold_bypass, load_mtrag, with_fillers
+from rag.ingest.corpora import datasets_dir, load_bundled, load_folder
+from rag.answer.memory import (FillerDetector, MemoryContext, TurnRecord, build_history, filler_rule, make_memory_params,
                         retrieval_query)
 
 

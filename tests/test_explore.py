@@ -5,8 +5,8 @@ from types import SimpleNamespace
 import numpy as np
 import pandas as pd
 
-from evals.charts import quality_cost_frame
-from evals.explore import filter_matrix, matrix_html, paired_points, question_matrix, quality_per_1k_tokens
+from evals.report.charts import quality_cost_frame
+from evals.analyze.explore import filter_matrix, matrix_html, paired_points, question_matrix, quality_per_1k_tokens
 
 
 def frame(values: dict, tokens: dict | None = None, status: dict | None = None) -> pd.DataFrame:
@@ -95,7 +95,7 @@ def _summarize_scores_reference(df, n_resamples=1000, seed=0):
     """The per-group pandas summary summarize_scores replaced (kept here as the oracle)."""
     import pandas as pd
 
-    from evals.metrics import METRICS
+    from evals.score.metrics import METRICS
     from evals.stats import bootstrap_ci
     rows = []
     for (strategy, label, metric), g in df.groupby(["strategy", "point_label", "metric"], sort=True):
@@ -115,7 +115,7 @@ def test_summarize_scores_equals_the_per_group_pandas_summary():
 
     import pandas as pd
 
-    from evals.summary import summarize_scores
+    from evals.analyze.summary import summarize_scores
     rng = random.Random(3)
     rows = []
     for strategy in ("chunks", "hybrid"):
@@ -144,7 +144,7 @@ def test_session_summary_groups_the_applied_frame_like_groupby(tmp_path):
     grouping ~100,000 string pairs; any other frame (filtered, shuffled) is grouped. Both equal the
     plain summary of the frame."""
     from evals.interactive import evaluate_points, open_session, points_from_budgets, summarize_session
-    from evals.summary import summarize_scores
+    from evals.analyze.summary import summarize_scores
 
     sess = open_session("xquad-en", str(tmp_path / "ws"), "hash")
     pts = points_from_budgets(["chunks", "hybrid", "full_documents"], {"chunks__top_k": 3})
@@ -209,7 +209,7 @@ def test_session_summary_groups_the_applied_frame_like_groupby(tmp_path):
 
 
 def test_a_click_on_a_filtered_matrix_opens_the_row_shown_and_apply_keeps_the_drilldown():
-    from evals.explore import clicked_question, drilldown_choice
+    from evals.analyze.explore import clicked_question, drilldown_choice
 
     sc = frame({"chunks · top_k=2": [1.0, 0.0, 0.5, 0.2], "hybrid · defaults": [0.9, 0.9, 0.5, 0.0]})
     m = filter_matrix(question_matrix(sc, QS), search="t?")  # q1 and q2 ("...start?", "...plant?")
@@ -228,8 +228,8 @@ def test_a_click_on_a_filtered_matrix_opens_the_row_shown_and_apply_keeps_the_dr
 
 
 def test_a_strategy_keeps_its_colour_whatever_else_the_chart_draws():
-    from evals.charts import quality_cost_figure, strategy_colour
-    from evals.summary import summarize_scores
+    from evals.report.charts import quality_cost_figure, strategy_colour
+    from evals.analyze.summary import summarize_scores
 
     now = summarize_scores(frame({"chunks · top_k=2": [1.0, 0.0, 0.5, 0.2], "hybrid · defaults": [0.9, 0.1, 0.5, 0.0]}))
     before = summarize_scores(frame({"chunks · top_k=8": [0.5, 0.5, 0.5, 0.5]}))
@@ -270,7 +270,7 @@ def test_chart_symbols_are_fixed_per_strategy_and_the_pareto_status_is_an_outlin
     outline (black: front, grey: tied), said in the caption; labels are not clipped; history is open circles."""
     import pandas as pd
 
-    from evals.charts import FRONT_OUTLINE, PARETO_CAPTION, TIE_OUTLINE, quality_cost_figure
+    from evals.report.charts import FRONT_OUTLINE, PARETO_CAPTION, TIE_OUTLINE, quality_cost_figure
 
     rows = []
     for strat, pts in {"chunks": [("top_k=2", 100, 0.30, 0.25, 0.35), ("top_k=8", 400, 0.50, 0.45, 0.55)],

@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 from evals.cli import main
-from rag.index import Workspace
+from rag.index.workspace import Workspace
 from openai_server import Handler, start
 
 REPO = Path(__file__).resolve().parents[1]
@@ -78,8 +78,8 @@ def test_two_folders_with_one_name_never_share_a_dataset_and_a_run_keeps_its_gol
 
 
 def test_duplicate_conversation_and_turn_ids_are_named_with_file_and_line(tmp_path):
-    from rag.conversations import load_conversations_jsonl
-    from rag.corpora import load_folder
+    from rag.ingest.conversations import load_conversations_jsonl
+    from rag.ingest.corpora import load_folder
 
     docs, _ = _folder(tmp_path / "c" / "docs", "east")
     conv = tmp_path / "conv.jsonl"
@@ -143,7 +143,7 @@ def test_an_unreadable_new_version_keeps_the_last_good_one(tmp_path, capsys, dam
 
 
 def test_nul_bytes_after_the_first_8kb_are_not_text(tmp_path):
-    from rag.corpora import load_folder
+    from rag.ingest.corpora import load_folder
 
     root = tmp_path / "n"
     root.mkdir()
@@ -257,7 +257,7 @@ def test_bad_embedding_responses_are_one_line_and_never_cached(server, tmp_path,
 
 
 def test_nan_vectors_an_older_version_cached_are_embedded_again(tmp_path):
-    from rag.embedders import EmbeddingCache, get_embedder
+    from rag.index.embedders import EmbeddingCache, get_embedder
 
     emb = get_embedder("hash")
     cache = EmbeddingCache(tmp_path / "e.sqlite")
@@ -378,7 +378,7 @@ def test_a_toml_file_that_is_not_utf8_is_named(tmp_path, capsys):
 
 
 def test_bad_bytes_and_utf16_in_a_gold_jsonl_cost_only_their_line(tmp_path):
-    from rag.corpora import load_folder
+    from rag.ingest.corpora import load_folder
 
     d, _ = _folder(tmp_path / "u" / "docs", "enc")
     good = json.dumps({"id": "a", "question": "How many crates does depot 0 store?", "answers": ["7 crates"]})
@@ -401,7 +401,7 @@ def test_pypdf_warnings_name_the_file(tmp_path):
     bad = tmp_path / "docs" / "t.pdf"
     bad.parent.mkdir()
     bad.write_bytes(good.read_bytes().replace(b"%%EOF", b""))
-    code = ("import sys\nfrom pathlib import Path\nfrom rag.corpora import ImportError_, read_pdf_pages\ntry:\n"
+    code = ("import sys\nfrom pathlib import Path\nfrom rag.ingest.corpora import ImportError_, read_pdf_pages\ntry:\n"
             "    read_pdf_pages(Path(sys.argv[1]))\nexcept ImportError_:\n    pass\n")
     p = subprocess.run([sys.executable, "-c", code, str(bad)],
                        cwd=REPO, capture_output=True, text=True, timeout=120)
@@ -433,7 +433,7 @@ def test_prompts_over_the_window_are_context_overflow_before_any_call(server, tm
     assert main(["show", "W", "--workspace", str(ws)]) == 0
     out = capsys.readouterr().out
     assert "4 (context_overflow)" in out and "On the 0 of 4 questions every point answered" in out
-    from evals.reports import write_report
+    from evals.report.html import write_report
     html = write_report("W", db=ws / "results.duckdb", out_dir=tmp_path / "rep").read_text()
     assert "4 (context_overflow)" in html and "questions every point answered" in html
     # the window reported by the endpoint's /models is used the same way; --fit-context fits instead
@@ -450,13 +450,13 @@ def test_prompts_over_the_window_are_context_overflow_before_any_call(server, tm
 
 
 def test_a_runaway_answer_is_scored_on_its_head_and_says_so(tmp_path):
-    from evals.metrics import get_scorers
-    from evals.runner import MAX_SCORED_ANSWER_CHARS, ItemEvaluator
-    from rag.answerers import Answer
-    from rag.corpora import load_bundled
-    from rag.index import IndexConfig
-    from rag.embedders import EmbedderConfig
-    from rag.retrieval import Retriever
+    from evals.score.metrics import get_scorers
+    from evals.run.runner import MAX_SCORED_ANSWER_CHARS, ItemEvaluator
+    from rag.answer.answerers import Answer
+    from rag.ingest.corpora import load_bundled
+    from rag.index.workspace import IndexConfig
+    from rag.index.embedders import EmbedderConfig
+    from rag.index.retrieval import Retriever
     from rag.strategies import make_params
 
     class Runaway:  # an answerer (the registry's protocol) whose model never stops

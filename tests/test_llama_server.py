@@ -11,7 +11,7 @@ import duckdb
 import pytest
 
 from evals.cli import main
-from evals.metrics import STATUSES
+from evals.score.metrics import STATUSES
 
 
 def _free_port() -> int:

@@ -3,7 +3,7 @@ import duckdb
 import pytest
 
 from evals.cli import main
-from rag.llm import LLMClient, LLMConfig
+from rag.llm.client import LLMClient, LLMConfig
 from openai_server import Handler, start
 
 

@@ -1,9 +1,9 @@
 import pytest
 
-from evals.metrics import (METRICS, ScoringInput, f1_score, exact_match, normalize_answer, ranking_metrics, score_all)
+from evals.score.metrics import (METRICS, ScoringInput, f1_score, exact_match, normalize_answer, ranking_metrics, score_all)
 from evals.stats import bootstrap_ci, paired_bootstrap
 from rag.models import Evidence, Question
-from rag.prompts import FALLBACK
+from rag.answer.prompts import FALLBACK
 from rag.strategies import Block
 
 

@@ -7,15 +7,15 @@ import numpy as np
 import pytest
 
 from evals.cli import main
-from evals.gate import gate, per_question
+from evals.analyze.gate import gate, per_question
 from evals.store import ResultStore
 from rag import api
-from rag.embedders import EmbedderConfig
-from rag.index import IndexConfig, Workspace
-from rag.llm import LLMClient, LLMConfig
+from rag.index.embedders import EmbedderConfig
+from rag.index.workspace import IndexConfig, Workspace
+from rag.llm.client import LLMClient, LLMConfig
 from openai_server import Handler, start
-from rag.corpora import load_bundled
-from rag.retrieval import Retriever
+from rag.ingest.corpora import load_bundled
+from rag.index.retrieval import Retriever
 from rag.strategies import retrieve
 
 
@@ -95,7 +95,7 @@ def test_price_table_is_editable(server, tmp_path):
     con.close()
     assert rows and all(v == pytest.approx((p * 1000 + c * 2000) / 1e6) for p, c, v in rows)
     with pytest.raises(ValueError, match="MODEL=INPUT,OUTPUT"):
-        from evals.cli import parse_prices
+        from evals.cli.run import parse_prices
         parse_prices(["oops"])
 
 

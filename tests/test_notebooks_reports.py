@@ -9,7 +9,7 @@ import pytest
 from PIL import Image
 
 from evals.cli import main
-from evals.serve import serve
+from evals.report.serve import serve
 
 ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.py"))

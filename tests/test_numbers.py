@@ -9,16 +9,16 @@ import string
 import pytest
 
 from evals.cli import main
-from evals.metrics import (ScoringInput, exact_match, f1_score, normalize_answer, ranking_metrics, score_all,
+from evals.score.metrics import (ScoringInput, exact_match, f1_score, normalize_answer, ranking_metrics, score_all,
                            squad_gold_answers)
-from rag.answerers import split_sentences
-from rag.corpora import load_folder
-from rag.embedders import EmbedderConfig
-from rag.index import IndexConfig, Workspace
+from rag.answer.answerers import split_sentences
+from rag.ingest.corpora import load_folder
+from rag.index.embedders import EmbedderConfig
+from rag.index.workspace import IndexConfig, Workspace
 from rag.models import Evidence, Question
-from rag.prompts import strip_citations
+from rag.answer.prompts import strip_citations
 from rag.strategies import Block, BaseParams, cut_provenance, pack_blocks
-from rag.textmatch import locate, normalize_with_map
+from rag.ingest.textmatch import locate, normalize_with_map
 from pdfgen import make_pdf
 
 HASH = IndexConfig(embedder=EmbedderConfig("hash"))
@@ -151,7 +151,7 @@ def test_faithfulness_counts_the_us_sentence_once():
 def test_extractive_answerer_metrics_by_construction_are_not_applicable():
     q = Question("q", "Who bought oil?", ["The U.S. Navy"], True, "extractive", "en", [])
     b = Block(1, "The U.S. Navy bought oil.", "chunks", ("d",), ("d#p0",), ("c",), (("d", 0, 25),), 8, 0.9)
-    from rag.answerers import ExtractiveAnswerer
+    from rag.answer.answerers import ExtractiveAnswerer
     s = score_all(ScoringInput(q, [b], "The U.S. Navy bought oil. [1]",
                                by_construction=ExtractiveAnswerer.by_construction))
     for m in ("faithfulness", "citation_validity", "statement_coverage"):
@@ -269,7 +269,7 @@ def test_full_documents_under_a_token_cap_lists_only_shown_pages(tmp_path):
                                  for i in range(12)])
     ds = load_folder(root)
     summ = Workspace(tmp_path / "ws").ingest(ds, HASH, progress=False)
-    from rag.retrieval import Retriever
+    from rag.index.retrieval import Retriever
     from rag.strategies import retrieve
     r = Retriever(Workspace(tmp_path / "ws"), summ.index)
     full = retrieve(r, "full_documents", "segment 3 revenue")
@@ -319,7 +319,7 @@ def test_run_without_questions_uses_the_remembered_file_and_never_scores_zero(tm
 
 
 def test_retrieve_ms_is_the_questions_own_search_in_any_grid(tmp_path):
-    from evals.runner import RunConfig, run_evaluation
+    from evals.run.runner import RunConfig, run_evaluation
     from evals.store import ResultStore
     ws = tmp_path / "ws"
     grid1 = {"hybrid": {}}

@@ -231,7 +231,7 @@ def test_export_and_report_write_under_their_own_workspace(tmp_path, monkeypatch
 
 
 def test_deeply_nested_code_falls_back_to_line_windows(tmp_path):
-    from rag.corpora import load_folder
+    from rag.ingest.corpora import load_folder
 
     folder = tmp_path / "code"
     folder.mkdir()
@@ -378,7 +378,7 @@ def test_a_router_without_a_valid_signature_is_never_unpickled(tmp_path, capsys)
     import hashlib
     import pickle
 
-    from rag.routing import load_router
+    from rag.strategies.routing import load_router
 
     marker = tmp_path / "pwned"
 
@@ -447,7 +447,7 @@ def test_a_query_key_is_sent_as_a_query_and_scrubbed_from_an_llm_echo(llm_server
     for secret in ("Q%2BSEC/RET%3D9", "Q+SEC/RET=9", "sk-live-Abcdefghijklmnop1234"):
         assert secret not in stored and secret not in out.out + out.err
     # the embeddings client sends its query as a query too (it used to glue it into the path: a 404)
-    from rag.embedders import EmbedderConfig, get_embedder
+    from rag.index.embedders import EmbedderConfig, get_embedder
 
     emb = get_embedder(EmbedderConfig("openai", url, "hash-model", "MY_KEY"))
     assert emb.embed_passages(["one", "two"]).shape[0] == 2
@@ -537,7 +537,7 @@ def test_hostile_inputs_are_one_line_each(service, tmp_path, capsys):
                                            {"id": 7, "question": "What?", "answers": []},
                                            {"id": "ok", "question": "What is green?",
                                             "answers": [{"text": "zorb", "answer_start": "x"}]}]}]}]}))
-    from rag.corpora import load_squad
+    from rag.ingest.corpora import load_squad
 
     ds = load_squad(sq)
     reasons = " | ".join(s.reason for s in ds.skipped)
@@ -650,7 +650,7 @@ def test_show_prompt_renders_each_points_prompt_and_stores_no_run(tmp_path, caps
 
 
 def test_unknown_ids_in_a_log_are_warned_and_unmatched_counts_show(tmp_path, capsys):
-    from rag.corpora import load_bundled
+    from rag.ingest.corpora import load_bundled
 
     real = load_bundled("squad2").questions[0].text
     recs = [{"question_id": "Normans", "question": real, "answer": "France",
@@ -669,7 +669,7 @@ def test_unknown_ids_in_a_log_are_warned_and_unmatched_counts_show(tmp_path, cap
 
 
 def test_an_embedding_sent_as_a_string_is_named_not_base64_decoded(llm_server):
-    from rag.embedders import EmbedderConfig, get_embedder
+    from rag.index.embedders import EmbedderConfig, get_embedder
     from rag.errors import EndpointError
 
     emb = get_embedder(EmbedderConfig("openai", llm_server, "fault-string"))
@@ -678,9 +678,9 @@ def test_an_embedding_sent_as_a_string_is_named_not_base64_decoded(llm_server):
 
 
 def test_score_batches_e5_without_changing_a_score_and_samples_or_skips_the_costly_scorer(tmp_path, capsys):
-    from evals.bench import logged_rows
-    from evals.metrics import ScoringInput, score_faithfulness
-    from evals.support import _e5_cache, _memo
+    from evals.bench.suite import logged_rows
+    from evals.score.metrics import ScoringInput, score_faithfulness
+    from evals.score.support import _e5_cache, _memo
     from rag.models import Question
     from rag.strategies import Block
 

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from rag.prompts import build_messages, count_prompt_tokens, prompt_tokens
+from rag.answer.prompts import build_messages, count_prompt_tokens, prompt_tokens
 from rag.strategies import Block
 
 DATA = Path(__file__).resolve().parents[1] / "datasets"

@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 
 from evals.cli import main
-from evals.engines import get_run_engine
-from evals.runner import RunConfig, run_evaluation
+from evals.run.engines import get_run_engine
+from evals.run.runner import RunConfig, run_evaluation
 from openai_server import Handler, start
 from tests.pdfgen import make_pdf
 
@@ -153,7 +153,7 @@ def test_a_killed_worker_leaves_no_missing_and_no_duplicated_rows(ingested):
 def test_llm_concurrency_is_bounded_across_the_cluster(ingested, tmp_path):
     srv, url = start()
     try:
-        from rag.llm import LLMConfig
+        from rag.llm.client import LLMConfig
 
         ws = tmp_path / "ws"
         shutil.copytree(ingested / "lancedb", ws / "lancedb")

@@ -113,7 +113,7 @@ def test_show_per_1k_and_compare_points_answer_which_shape_gives_most(tmp_path, 
     assert ctx.split()[1] == "30" and ctx.split()[-1] == "worse"  # whole documents cost more, and surely so
     assert main(["compare", "Q", "--points", "chunks", "nope", "--workspace", str(ws)]) == 2
     assert "point 'nope' is not in run Q" in capsys.readouterr().err
-    from evals.reports import write_report
+    from evals.report.html import write_report
     html = write_report("Q", db=ws / "results.duckdb", out_dir=tmp_path / "rep").read_text()
     assert "Quality per 1,000 prompt tokens" in html and "Each point against chunks · defaults" in html
     assert html.count(">evidence_recall</td>") == 2 and html.count(">f1</td>") >= 2  # every quality metric

@@ -3,7 +3,7 @@ cost, missing scores, not_applicable, and the tolerance."""
 import pandas as pd
 import pytest
 
-from evals.routing import oracle_bound
+from evals.analyze.routing import oracle_bound
 
 
 def _frame(rows):
@@ -56,7 +56,7 @@ def test_bad_tolerance_and_missing_metric_are_errors():
 
 def test_show_oracle_and_the_report_section(tmp_path, capsys):
     from evals.cli import main
-    from evals.reports import write_report
+    from evals.report.html import write_report
 
     ws = tmp_path / "ws"
     assert main(["run", "--dataset", "squad2", "--limit", "20", "--embedder", "hash", "--no-progress", "--no-report",
@@ -82,7 +82,7 @@ FAST = ["--embedder", "hash", "--no-progress", "--no-report"]
 
 
 def test_cross_validation_never_trains_on_a_question_it_tests():
-    from evals.routing import cv_folds
+    from evals.analyze.routing import cv_folds
 
     # a question's repeats and a conversation's turns share a group
     groups = ["q1", "q1", "q2", "c1", "c1", "c1", "q3", "q4", "q4", "q5", "c2", "c2"]
@@ -99,7 +99,7 @@ def test_cross_validation_never_trains_on_a_question_it_tests():
 
 
 def test_oracle_choice_and_sufficiency_by_hand():
-    from evals.routing import oracle_choice, sufficient
+    from evals.analyze.routing import oracle_choice, sufficient
 
     q = np.array([[1.0, 1.0, 0.2], [0.0, 0.8, 0.75], [0.7, 0.4, 0.9]])
     c = np.array([[100, 500, 300], [100, 500, 300], [100, 500, 100]], float)
@@ -123,11 +123,11 @@ def routed_run(tmp_path_factory):
 
 def test_router_cross_validated_saved_and_reproduced_by_the_routed_strategy(routed_run, capsys):
     from evals.cli import main
-    from evals.routing import learn_router
+    from evals.analyze.routing import learn_router
     from evals.store import ResultStore
-    from rag.index import Workspace
-    from rag.retrieval import Retriever
-    from rag.routing import load_router, question_features
+    from rag.index.workspace import Workspace
+    from rag.index.retrieval import Retriever
+    from rag.strategies.routing import load_router, question_features
 
     ws = routed_run
     out = ws / "route.json"
@@ -152,7 +152,7 @@ def test_router_cross_validated_saved_and_reproduced_by_the_routed_strategy(rout
     # the same run, the same seed: the same router, byte for byte
     with ResultStore(ws / "results.duckdb", read_only=True) as st:
         again = learn_router(st, Workspace(ws), "BASE", "f1", "prompt_tokens", 0.05, 5, 0)
-    from rag.routing import save_router
+    from rag.strategies.routing import save_router
 
     assert save_router(again.router, ws / "routers2").name == path.name
     # every fold's test questions are out of its training set (groups are questions here)
@@ -167,8 +167,8 @@ def test_router_cross_validated_saved_and_reproduced_by_the_routed_strategy(rout
                              "ON q.run_id = r.run_id AND q.question_id = r.question_id WHERE r.run_id = 'ROUTED'"
                              ).fetchall()
     router_obj = load_router(path)
-    r = Retriever(Workspace(ws), Workspace(ws).index_name("squad2", __import__("rag.index").index.IndexConfig(
-        embedder=__import__("rag.embedders").embedders.EmbedderConfig("hash"))))
+    r = Retriever(Workspace(ws), Workspace(ws).index_name("squad2", __import__("rag.index.workspace").index.workspace.IndexConfig(
+        embedder=__import__("rag.index.embedders").index.embedders.EmbedderConfig("hash"))))
     assert len(got) == 60
     picks = set()
     for _, text, counters in got:
@@ -201,7 +201,7 @@ def test_escalation_through_a_real_server_that_abstains_on_small_contexts(tmp_pa
     from openai_server import Handler, start
 
     from evals.cli import main
-    from evals.routing import escalation
+    from evals.analyze.routing import escalation
     from evals.store import ResultStore
 
     srv, url = start()
@@ -253,7 +253,7 @@ def test_escalate_on_a_conversation_set_answers_each_turn_again_where_it_abstain
     """Conversation turns are evaluated apart from single questions: escalate must escalate there too,
     and the live point must equal the composite of its two stored points."""
     from evals.cli import main
-    from evals.routing import escalation
+    from evals.analyze.routing import escalation
     from evals.store import ResultStore
 
     ws = tmp_path / "ws"

@@ -8,7 +8,7 @@ import sys
 import duckdb
 
 from evals.cli import main
-from evals.gate import gate, per_question
+from evals.analyze.gate import gate, per_question
 from evals.store import ResultStore
 
 RUN = ["run", "--dataset", "squad2", "--limit", "12", "--embedder", "hash", "--no-progress"]

@@ -13,9 +13,9 @@ import pytest
 
 from evals.cli import main
 from evals.store import ResultStore
-from rag.corpora import ParseCache, load_folder
-from rag.index import IndexConfig, Workspace, WorkspaceLock
-from rag.embedders import EmbedderConfig
+from rag.ingest.corpora import ParseCache, load_folder
+from rag.index.workspace import IndexConfig, Workspace, WorkspaceLock
+from rag.index.embedders import EmbedderConfig
 from pdfgen import make_pdf
 
 HASH = IndexConfig(embedder=EmbedderConfig("hash"))
@@ -220,8 +220,8 @@ def test_inputs_questions_dir_export_quote_strict_empty_and_url_keys(tmp_path, c
     out = tmp_path / "it's here"
     assert main(["export", "E", "--format", "csv", "--out", str(out), "--workspace", str(ws)]) == 0
     assert (out / "E_results.csv").exists() and (out / "E_scores.csv").read_text().count("\n") > 5
-    from evals.runner import RunConfig
-    from rag.llm import LLMConfig
+    from evals.run.runner import RunConfig
+    from rag.llm.client import LLMConfig
     cfg = RunConfig(llm=LLMConfig("http://user:SECRETKEY@127.0.0.1:9/v1?api_key=SECRET2", "m"),
                     index=IndexConfig(embedder=EmbedderConfig("openai", "https://u:SECRET3@h/v1", "m")))
     dumped = json.dumps(cfg.to_dict())
@@ -286,8 +286,8 @@ def test_gate_matches_points_by_parameters_and_fails_on_missing_points(tmp_path,
 
 
 def test_ann_index_on_a_small_table_recalls_exact_search(tmp_path):
-    from rag.corpora import load_bundled
-    from rag.retrieval import Retriever
+    from rag.ingest.corpora import load_bundled
+    from rag.index.retrieval import Retriever
     from rag.strategies import default_strategies, retrieve
     ds = load_bundled("squad2")
     exact_ws, ann_ws = Workspace(tmp_path / "exact"), Workspace(tmp_path / "ann")
@@ -315,7 +315,7 @@ def test_ann_index_on_a_small_table_recalls_exact_search(tmp_path):
 
 
 def test_report_of_a_run_that_committed_nothing(tmp_path):
-    from evals.reports import write_report
+    from evals.report.html import write_report
     st = ResultStore(tmp_path / "r.duckdb")
     st.create_run("Z", {"dataset": "squad2", "config": {}, "config_hash": "x", "planned": 10})  # killed at once
     html = write_report("Z", db=tmp_path / "r.duckdb", out_dir=tmp_path / "rep").read_text()

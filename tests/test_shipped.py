@@ -4,9 +4,9 @@ import shutil
 
 import numpy as np
 
-from rag.corpora import datasets_dir, load_bundled
-from rag.embedders import EmbedderConfig, get_embedder
-from rag.index import IndexConfig, Workspace
+from rag.ingest.corpora import datasets_dir, load_bundled
+from rag.index.embedders import EmbedderConfig, get_embedder
+from rag.index.workspace import IndexConfig, Workspace
 
 
 def test_fresh_workspace_on_a_bundled_set_embeds_nothing(tmp_path):
@@ -54,11 +54,11 @@ def test_ann_reader_is_arrow_backed_and_every_strategy_matches_exact(tmp_path, m
     """Above the ANN threshold the reader holds no vectors and no BM25 tokens (they stay in LanceDB)
     and keeps text in Arrow buffers; every strategy returns the blocks the exact reader returns. The
     page vectors are stored in batches smaller than some pages (each page whole in one batch)."""
-    import rag.index
+    import rag.index.workspace
 
-    monkeypatch.setattr(rag.index, "PAGE_VECTOR_BATCH", 3)
-    from rag.corpora import load_bundled
-    from rag.retrieval import ArrowColumn, ArrowRows, Retriever
+    monkeypatch.setattr(rag.index.workspace, "PAGE_VECTOR_BATCH", 3)
+    from rag.ingest.corpora import load_bundled
+    from rag.index.retrieval import ArrowColumn, ArrowRows, Retriever
     from rag.strategies import default_strategies, get_strategy, make_params
 
     ds = load_bundled("xquad-en")

@@ -1,12 +1,12 @@
 import pytest
 
-from rag.answerers import ExtractiveAnswerer
-from rag.embedders import EmbedderConfig
-from rag.index import IndexConfig, Workspace
+from rag.answer.answerers import ExtractiveAnswerer
+from rag.index.embedders import EmbedderConfig
+from rag.index.workspace import IndexConfig, Workspace
 from rag.models import Dataset, Document, pages_from_paragraphs
-from rag.chunking import ChunkConfig
-from rag.prompts import FALLBACK, build_messages, parse_citations, prompt_tokens
-from rag.retrieval import Retriever
+from rag.ingest.chunking import ChunkConfig
+from rag.answer.prompts import FALLBACK, build_messages, parse_citations, prompt_tokens
+from rag.index.retrieval import Retriever
 from rag.strategies import (FullDocumentsStrategy, make_params, pack_blocks, retrieve, rrf_fusion, weighted_fusion,
                             STRATEGIES, default_strategies)
 from rag.tokens import count_tokens
@@ -170,8 +170,8 @@ def test_truncated_block_reuses_its_parents_sentences_and_hits_exactly():
     from the longer text's for the part both share; pinned equal to computing them from scratch at
     every kind of cut: mid-word, after a sentence end, inside an abbreviation, inside a newline run,
     between a '.' and the "[n]" the sentence splitter looks ahead to."""
-    from rag import answerers as A
-    from rag.corpora import load_bundled
+    from rag.answer import answerers as A
+    from rag.ingest.corpora import load_bundled
     from rag.textproc import analyze, note_prefix
 
     messy = ("Dr. Smith moved to the U.S. in 1990. He said \"hi.\" [1] Then he left.\n\n\nNew para: 3.5 "
@@ -211,7 +211,7 @@ def test_bm25_scores_do_not_depend_on_the_process_hash_seed(tmp_path):
     import subprocess
     import sys
 
-    code = ("import numpy as np, hashlib\nfrom rag.retrieval import BM25\n"
+    code = ("import numpy as np, hashlib\nfrom rag.index.retrieval import BM25\n"
             "docs = [['alpha', 'beta', 'gamma', 'delta'] * 3, ['beta', 'omega', 'kappa'], ['gamma', 'zeta', 'eta', 'alpha']]\n"
             "b = BM25(docs)\nq = ['zeta', 'alpha', 'kappa', 'gamma', 'beta', 'eta', 'omega', 'delta']\n"
             "print(hashlib.md5(b.scores(q).tobytes()).hexdigest())\n")

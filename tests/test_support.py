@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from evals.cli import main
-from evals.metrics import support_score
-from evals.support import load_model, support_embedder, threshold
+from evals.score.metrics import support_score
+from evals.score.support import load_model, support_embedder, threshold
 
 REPO = Path(__file__).resolve().parents[1]
 PASSAGE = ("Acme Corp reported revenue of $4.1 billion in fiscal 2023, up 12% from the prior year. "
@@ -51,7 +51,7 @@ def test_scores_are_deterministic_and_ignore_passage_order(e5):
 
 def test_shipped_model_is_small_and_identified():
     m = load_model()
-    assert (REPO / "evals" / "support_model.json").stat().st_size < 1_000_000
+    assert (REPO / "evals" / "score" / "support_model.json").stat().st_size < 1_000_000
     assert m["id"].startswith("support-lr-") and len(m["coef"]) == len(m["features"])
     assert 0 < m["threshold"] < 1 and m["cv"]["expertqa_auroc"] > m["cv"]["expertqa_overlap_auroc"]
 
@@ -95,8 +95,8 @@ def test_a_long_passage_does_not_raise_the_support_of_an_unsupported_claim(e5):
     """Context features are taken on the statement's best-aligned region, never the whole block: the
     Normans document (~25,000 characters) supports 'The Normans were from Mars.' no more than one of its
     paragraphs does, and not above the threshold (issue 29: it scored 0.506 against the document)."""
-    from rag.corpora import load_bundled
-    from evals.support import support_score, threshold
+    from rag.ingest.corpora import load_bundled
+    from evals.score.support import support_score, threshold
 
     doc = next(d for d in load_bundled("squad2").documents if "Norman" in d.doc_id)
     claim = "The Normans were from Mars."

@@ -241,7 +241,7 @@ def test_bad_system_arguments_are_one_line(tmp_path, capsys, argv, needle):
 
 
 def test_a_mapping_file_with_a_wrong_key_names_it(tmp_path):
-    from rag.systems import load_mapping
+    from rag.answer.systems import load_mapping
 
     mp = tmp_path / "m.toml"
     mp.write_text('[response]\nanswr = "x"\n')
@@ -253,7 +253,7 @@ def test_a_mapping_file_with_a_wrong_key_names_it(tmp_path):
 
 def _ragas_records(n: int = 6):
     """ragas-format records of a pretend system: the gold paragraph plus a distractor as contexts."""
-    from rag.corpora import load_bundled
+    from rag.ingest.corpora import load_bundled
 
     ds = load_bundled("squad2")
     page = {pg.page_id: pg.text for d in ds.documents for pg in d.pages}
@@ -369,7 +369,7 @@ def test_a_prompt_template_is_sent_stored_by_hash_and_its_fallback_scores_absten
     assert cfg["prompt"]["sha256"] == hashlib.sha256(json.dumps(
         [cfg["prompt"]["system"], cfg["prompt"]["user"], cfg["prompt"]["fallback"]]).encode()).hexdigest()
     assert ans == {"NO ANSWER IN THE PASSAGES."} and tokens > 0
-    from rag.corpora import load_bundled
+    from rag.ingest.corpora import load_bundled
     answerable = {q.qid: q.answerable for q in load_bundled("squad2").questions}
     # the run's own abstention sentence counts as abstaining: right on unanswerable, wrong on answerable
     assert ab and all(v == (0.0 if answerable[qid] else 1.0) for qid, v in ab)

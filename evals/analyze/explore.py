@@ -12,8 +12,8 @@ from typing import NamedTuple
 import numpy as np
 import pandas as pd
 
-from .metrics import METRICS, NOT_FAILURES
-from .stats import DEFAULT_SEED, bootstrap_means, paired_bootstrap
+from evals.score.metrics import METRICS, NOT_FAILURES
+from evals.stats import DEFAULT_SEED, bootstrap_means, paired_bootstrap
 
 MATRIX_METRICS = ("f1", "faithfulness", "citation_precision", "doc_ndcg@10")  # cell contents, where scored
 DISAGREE_GAP = 0.5  # "strategies disagree": the best and worst point differ by at least this on the metric

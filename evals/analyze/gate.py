@@ -17,9 +17,9 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from .metrics import METRICS, NOT_FAILURES
-from .stats import DEFAULT_SEED, paired_bootstrap, paired_bootstrap_columns
-from .store import ResultStore
+from evals.score.metrics import METRICS, NOT_FAILURES
+from evals.stats import DEFAULT_SEED, paired_bootstrap, paired_bootstrap_columns
+from evals.store import ResultStore
 
 DEFAULT_TOLERANCES = {"default": 0.02, "context_tokens": "rel:0.05", "prompt_tokens": "rel:0.05",
                       "completion_tokens": "rel:0.10", "cost_usd": "rel:0.05", "context_tokens_est": "rel:0.05",
@@ -235,7 +235,7 @@ def to_markdown(res: dict, base_name: str, cand_name: str) -> str:
     if res["failures"]:
         lines += ["**Failures**", ""] + [f"- {f}" for f in res["failures"]] + [""]
     if any(r["metric"] == "faithfulness" for r in res["rows"]):
-        from .support import support_caption
+        from evals.score.support import support_caption
         lines += [f"_faithfulness (offline): {support_caption()}_", ""]
     lines += ["| strategy | point | metric | baseline | candidate | delta | 95% CI | tolerance | verdict |",
               "|---|---|---|---:|---:|---:|---|---:|---|"]

@@ -115,7 +115,7 @@ def _classifier(seed: int):
 
 def _fit(X: np.ndarray, good: np.ndarray, cost: np.ndarray, seed: int, confidence: float = 0.5):
     """A SufficiencyModel: per point, P(good enough | features); points tried cheapest first."""
-    from rag.routing import SufficiencyModel
+    from rag.strategies.routing import SufficiencyModel
 
     models, constants = [], []
     for j in range(good.shape[1]):
@@ -136,7 +136,7 @@ class RouteResult:
     paired: pd.DataFrame  # router minus the best fixed point, router minus the oracle
     info: dict = field(default_factory=dict)
     choices: pd.DataFrame | None = None  # per question: oracle and router choice (out of fold)
-    router: object = None  # rag.routing.Router trained on every question
+    router: object = None  # rag.strategies.routing.Router trained on every question
     folds: list = field(default_factory=list)
     groups: list = field(default_factory=list)
 
@@ -193,10 +193,10 @@ def learn_router(store, ws, run_id: str, metric: str = "f1", cost: str = "prompt
     """Train a router on a stored run and measure it out of fold against the best fixed point and the oracle.
     ``curve``: more confidence thresholds, each measured out of fold with the same fold models (the
     router's quality-vs-cost trade-off, rows of kind ``router-curve``)."""
-    from rag.retrieval import Retriever
-    from rag.routing import FEATURES_VERSION, Router, question_features
+    from rag.index.retrieval import Retriever
+    from rag.strategies.routing import FEATURES_VERSION, Router, question_features
 
-    from .stats import bootstrap_ci, paired_bootstrap
+    from evals.stats import bootstrap_ci, paired_bootstrap
 
     if tolerance < 0 or not np.isfinite(tolerance):
         raise ValueError(f"tolerance must be a finite number >= 0, got {tolerance}")
@@ -268,33 +268,6 @@ def learn_router(store, ws, run_id: str, metric: str = "f1", cost: str = "prompt
     return RouteResult(table, pd.DataFrame(paired), info, choices, router, folds_, groups)
 
 
-def route_figure(res: RouteResult, title: str = ""):
-    """Quality vs cost: every fixed point (strategy colours), the router and the oracle, with 95% intervals."""
-    import plotly.graph_objects as go
-
-    from .charts import strategy_colour
-
-    t = res.table
-    metric, cost = res.info["metric"], res.info["cost"]
-    fig = go.Figure()
-    for row in t.itertuples(index=False):
-        d = row._asdict()
-        kind = d["kind"]
-        colour = strategy_colour(d["point"].split(" · ")[0]) if kind == "fixed" else (
-            "#111111" if kind.startswith("router") else "#888888")
-        fig.add_trace(go.Scatter(
-            x=[d[cost]], y=[d[metric]], mode="markers+text", name=d["point"], text=[d["point"]],
-            textposition="top center", marker=dict(size=14 if kind in ("router", "oracle") else 10, color=colour,
-                                                   symbol={"fixed": "circle", "router": "star",
-                                                           "router-curve": "star-open"}.get(kind, "diamond")),
-            error_y=dict(type="data", symmetric=False, array=[d["high"] - d[metric]],
-                         arrayminus=[d[metric] - d["low"]])))
-    fig.update_layout(title=title or f"Routing on {metric}: router (out of fold) and oracle beside every fixed point",
-                      xaxis_title=f"mean {cost.replace('_', ' ')} per question", yaxis_title=f"mean {metric} (95% CI)",
-                      showlegend=False, template="plotly_white", height=520)
-    return fig
-
-
 # --------------------------------------------------------------------------- escalation on abstention
 
 def escalation(store, run_id: str, cheap: str, rich: str, metric: str = "f1", cost: str = "prompt_tokens",
@@ -304,7 +277,7 @@ def escalation(store, run_id: str, cheap: str, rich: str, metric: str = "f1", co
     and ``escalated`` says which questions went on. Exactly what running the two in sequence gives (the
     same prompts, the same cached answers), without calling anything again. Only questions where both
     points have an ok score for the metric, the cost and the abstention are used; the rest are counted."""
-    from .stats import bootstrap_ci, paired_bootstrap
+    from evals.stats import bootstrap_ci, paired_bootstrap
 
     scores = store.scores(run_id)
     pts = points_of(scores)

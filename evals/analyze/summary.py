@@ -6,9 +6,9 @@ import json
 import numpy as np
 import pandas as pd
 
-from .metrics import METRICS
-from .stats import bootstrap_ci
-from .store import ResultStore
+from evals.score.metrics import METRICS
+from evals.stats import bootstrap_ci
+from evals.store import ResultStore
 
 HEADLINE = ["f1", "em", "faithfulness", "citation_precision", "citation_recall", "abstention_accuracy",
             "evidence_recall", "doc_ndcg@10", "context_tokens", "cost_usd"]
@@ -200,8 +200,6 @@ def natural_key(label: str) -> tuple:
 def conversation_table(store: ResultStore, run_id: str) -> pd.DataFrame:
     """Per strategy x memory policy x query mode: passage recall@5, mean prompt tokens at turn 1 and at
     turns 6 and later, mean history tokens, bypass accuracy, and milliseconds per turn."""
-    from .charts import conversation_frame
-
     res = store.results(run_id)
     if res.empty or res.turn.isna().all():
         raise ValueError(f"run {run_id} has no conversational items")
@@ -252,9 +250,26 @@ def run_notes(run: dict, db=None) -> list[str]:
         notes.append(f"{len(ids)} logged records carry a question_id the gold set does not have: rows "
                      f"{', '.join(map(str, ids[:10]))}{' ...' if len(ids) > 10 else ''}")
     if run.get("status") == "running" and db is not None:
-        from .store import run_has_writer
+        from evals.store import run_has_writer
 
         if not run_has_writer(db, run["run_id"]):
             notes.append(f"interrupted: no process is writing this run; resume it with `ragwb run --resume "
                          f"{run['run_id']}`")
     return notes
+
+
+def conversation_frame(results: pd.DataFrame, scores: pd.DataFrame) -> pd.DataFrame:
+    """One row per conversational item: turn, memory policy label, query mode, prompt tokens, passage recall@5."""
+    import json
+
+    r = results[results.turn.notna()].copy()
+    if r.empty:
+        return r
+    mem = [json.loads(p).get("memory", {}) for p in r.params]
+    r["memory"] = [m.get("policy", "") + "".join(f",{k}={v}" for k, v in sorted(m.items()) if k != "policy")
+                   for m in mem]
+    rec = scores[scores.metric == "passage_recall@5"][["strategy", "point_id", "question_id", "repeat", "value"]]
+    r = r.merge(rec.rename(columns={"value": "passage_recall@5"}), how="left",
+                on=["strategy", "point_id", "question_id", "repeat"])
+    return r[["strategy", "point_label", "memory", "query_mode", "conversation_id", "turn", "prompt_tokens",
+              "passage_recall@5"]]

@@ -37,8 +37,8 @@ def measure(n: int, root: Path, seed: int = 7, queries: int = 100) -> dict:
     import pyarrow as pa
     from lancedb.index import IvfHnswSq
 
-    from rag.index import ANN_ROWS_PER_PARTITION
-    from rag.retrieval import ANN_EF, ANN_NPROBES, ANN_REFINE
+    from rag.index.workspace import ANN_ROWS_PER_PARTITION
+    from rag.index.retrieval import ANN_EF, ANN_NPROBES, ANN_REFINE
 
     centres = _centres(seed)
     db = lancedb.connect(str(root))
@@ -88,7 +88,7 @@ def scale_curve(sizes: list[int]) -> dict:
     points = []
     for n in sizes:
         with tempfile.TemporaryDirectory(prefix="ragwb-scale-") as tmp:
-            p = subprocess.run([sys.executable, "-m", "evals.scale", str(n), tmp], capture_output=True, text=True)
+            p = subprocess.run([sys.executable, "-m", "evals.bench.scale", str(n), tmp], capture_output=True, text=True)
             if p.returncode != 0:
                 points.append({"rows": n, "error": p.stderr.strip().splitlines()[-1][:300]})
             else:
@@ -108,10 +108,10 @@ def build_index(n: int, root: Path, mode: str, seed: int = 7) -> tuple[str, obje
     the vector index (exact / ann). Returns (index name, workspace)."""
     import pyarrow as pa
 
-    from rag.chunking import chunk_document
-    from rag.corpora import load_bundled
-    from rag.index import IndexConfig, Workspace
-    from rag.rows import SCHEMAS, chunk_schema
+    from rag.ingest.chunking import chunk_document
+    from rag.ingest.corpora import load_bundled
+    from rag.index.workspace import IndexConfig, Workspace
+    from rag.index.rows import SCHEMAS, chunk_schema
     from rag.textproc import analyze
     from rag.tokens import count_tokens
 
@@ -181,9 +181,9 @@ def measure_strategies(root: Path, questions: int = 50, passes: int = 3) -> dict
     Each question is timed ``passes`` times, every pass from scratch (no cached question vector,
     candidate pool, text or page vector), and its time is the fastest pass: timeit's rule, since on a
     shared 2-core VM noise only ever adds (two identical single passes at 1M measured 119 and 181 ms)."""
-    from rag.corpora import load_bundled
-    from rag.index import Workspace
-    from rag.retrieval import Retriever
+    from rag.ingest.corpora import load_bundled
+    from rag.index.workspace import Workspace
+    from rag.index.retrieval import Retriever
     from rag.strategies import STRATEGIES, get_strategy, make_params
 
     ws = Workspace(root)
@@ -233,7 +233,7 @@ def strategies_curve(sizes: list[tuple[int, str]], questions: int = 50) -> dict:
             pt = {"rows": n, "mode": mode}
             for step in (["build", str(n), tmp, mode], ["query", tmp, str(questions)]):
                 try:
-                    pt.update(python_json(["-m", "evals.scale", *step], step[0]))
+                    pt.update(python_json(["-m", "evals.bench.scale", *step], step[0]))
                 except RuntimeError as e:
                     pt["error"] = str(e)
                     break

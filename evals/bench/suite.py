@@ -60,16 +60,16 @@ def _median(fn, repeats: int) -> float:
 
 
 def main_bench(a) -> int:
-    from rag.corpora import load_bundled
-    from rag.chunking import chunk_document
-    from rag.embedders import EmbedderConfig, get_embedder
-    from rag.index import IndexConfig, Workspace
-    from rag.retrieval import Retriever
+    from rag.ingest.corpora import load_bundled
+    from rag.ingest.chunking import chunk_document
+    from rag.index.embedders import EmbedderConfig, get_embedder
+    from rag.index.workspace import IndexConfig, Workspace
+    from rag.index.retrieval import Retriever
     from rag.strategies import default_strategies, get_strategy, make_params
 
     STRATEGIES = default_strategies()  # routed is opt-in
 
-    from .runner import RunConfig, run_evaluation
+    from evals.run.runner import RunConfig, run_evaluation
 
     figs: dict = {"machine": {"cpus": os.cpu_count(), "platform": platform.platform(),
                               "python": platform.python_version()}, "dataset": a.dataset}
@@ -86,7 +86,7 @@ def main_bench(a) -> int:
             # every chunk is embedded, as in a user's own corpus (it used to time an ingest that embedded
             # nothing: "ratio 135")
             if want("ingest"):
-                from rag.chunking import ChunkConfig
+                from rag.ingest.chunking import ChunkConfig
 
                 icfg = IndexConfig(ChunkConfig(chunk_tokens=120, overlap=12), EmbedderConfig(a.embedder))
                 itexts = [c.embed_text for d in ds.documents for c in chunk_document(d, icfg.chunking)[0]]
@@ -203,12 +203,12 @@ def repack_figure(r, questions: list[str], repeats: int) -> dict:
 
 def _scoring_rows(ds, workspace, cfg, n):
     """Real rows to score: the chunks strategy's contexts and extractive answers for n questions."""
-    from rag.answerers import ExtractiveAnswerer
-    from rag.index import Workspace
-    from rag.retrieval import Retriever
+    from rag.answer.answerers import ExtractiveAnswerer
+    from rag.index.workspace import Workspace
+    from rag.index.retrieval import Retriever
     from rag.strategies import retrieve
 
-    from .metrics import ScoringInput
+    from evals.score.metrics import ScoringInput
 
     ws = Workspace(workspace)
     r = Retriever(ws, ws.index_name(ds.name, cfg))
@@ -234,7 +234,7 @@ def ragas_comparison(ds, workspace, cfg, n) -> dict:
         from ragas.metrics.collections import ExactMatch, NonLLMStringSimilarity, StringPresence
     except Exception as e:  # optional extra: say why the figure is missing
         return {"skipped": f"ragas not importable ({type(e).__name__}: {e}); pip install -e '.[ragas]'"}
-    from .metrics import score_all
+    from evals.score.metrics import score_all
 
     rows = _scoring_rows(ds, workspace, cfg, n)
     t = time.perf_counter()
@@ -265,16 +265,16 @@ def llm_rerun(dataset, workspace, n) -> dict:
     the second run must make 0 calls."""
     import sys
 
-    from rag.llm import LLMConfig
+    from rag.llm.client import LLMConfig
 
-    tests = Path(__file__).resolve().parents[1] / "tests"
+    tests = Path(__file__).resolve().parents[2] / "tests"
     if not (tests / "openai_server.py").is_file():
         return {"skipped": "needs a checkout (tests/openai_server.py)", "first_run_calls": 0, "rerun_calls": 0,
                 "rerun_cache_hits": 0, "target": "0 calls"}
     sys.path.insert(0, str(tests))
     from openai_server import Handler, start
 
-    from .runner import RunConfig, run_evaluation
+    from evals.run.runner import RunConfig, run_evaluation
 
     srv, url = start()
     try:
@@ -292,8 +292,8 @@ def llm_rerun(dataset, workspace, n) -> dict:
 
 
 def _hash_index_config():
-    from rag.embedders import EmbedderConfig
-    from rag.index import IndexConfig
+    from rag.index.embedders import EmbedderConfig
+    from rag.index.workspace import IndexConfig
 
     return IndexConfig(embedder=EmbedderConfig("hash"))
 
@@ -302,9 +302,9 @@ def growth(ds, cfg, copies: list[int], root) -> dict:
     """Ingest, retrieval and packing cost at k copies of the corpus (documents renamed per copy)."""
     import copy as _copy
 
-    from rag.index import Workspace
+    from rag.index.workspace import Workspace
     from rag.models import Dataset, Page
-    from rag.retrieval import Retriever
+    from rag.index.retrieval import Retriever
     from rag.strategies import default_strategies, get_strategy, make_params
 
     STRATEGIES = default_strategies()  # routed is opt-in
@@ -341,8 +341,8 @@ def rerun_cost(cfg, root: Path, n_files: int = 3) -> dict:
     """A user's PDF folder (copies of the bundled 10-Qs, not the bundled set, so nothing shipped helps):
     seconds before the first question can be scored (parse + chunk + embed + write), first run vs an
     unchanged second run (parsed pages and vectors cached in the workspace)."""
-    from rag.corpora import ParseCache, datasets_dir, load_any
-    from rag.index import Workspace
+    from rag.ingest.corpora import ParseCache, datasets_dir, load_any
+    from rag.index.workspace import Workspace
 
     folder = root / "filings"
     folder.mkdir(parents=True)
@@ -363,8 +363,8 @@ def rerun_cost(cfg, root: Path, n_files: int = 3) -> dict:
 def support_speed(n: int) -> dict:
     """Statements per second of the offline support scorer with e5, on the held-out ExpertQA claims:
     cold (empty vector memo) and warm (the same statements again, as across strategies and budgets)."""
-    from . import support
-    from .agreement import agreement_set
+    from evals.score import support
+    from evals.score.agreement import agreement_set
 
     rows = agreement_set()[:n]
     embed = support.support_embedder()
@@ -406,11 +406,11 @@ def apply_figure(dataset: str, workspace: Path, embedder: str, n: int) -> dict:
     the shipped budgets, each change is a budget not seen before in the session."""
     import pandas as pd
 
-    from . import explore
-    from .charts import quality_cost_figure
-    from .interactive import (evaluate_points, open_session, points_from_budgets, side_by_side_html,
+    from evals.analyze import explore
+    from evals.report.charts import quality_cost_figure
+    from evals.interactive import (evaluate_points, open_session, points_from_budgets, side_by_side_html,
                               summarize_session)
-    from .summary import HEADLINE, headline_table
+    from evals.analyze.summary import HEADLINE, headline_table
     from rag.strategies import default_strategies
 
     STRATEGIES = default_strategies()
@@ -460,7 +460,7 @@ def apply_sessions(runs: list[dict]) -> dict:
 def apply_figure_fresh(dataset: str, workspace: Path, embedder: str, n: int) -> dict:
     """``apply_figure`` in a fresh process, as the notebook's kernel is: not one that has just
     ingested and embedded (its heap and caches would slow every allocation after)."""
-    code = ("import json, sys; from pathlib import Path; from evals.bench import apply_figure; "
+    code = ("import json, sys; from pathlib import Path; from evals.bench.suite import apply_figure; "
             "print(json.dumps(apply_figure(sys.argv[1], Path(sys.argv[2]), sys.argv[3], int(sys.argv[4]))))")
     from .scale import python_json
 
@@ -471,13 +471,13 @@ def engine_overhead(dataset: str, root: Path, questions: int, cpus: int) -> dict
     """--engine ray against local on one machine (a Ray runtime with ``cpus`` CPUs): ingest with an
     empty embedding cache and a chunking the shipped vectors do not cover (so every chunk is embedded),
     and an offline run; the Ray runtime's start is reported apart (a cluster is started once)."""
-    from rag.chunking import ChunkConfig
-    from rag.corpora import load_any
-    from rag.engines import ensure_ray, get_engine
-    from rag.index import IndexConfig, Workspace
+    from rag.ingest.chunking import ChunkConfig
+    from rag.ingest.corpora import load_any
+    from rag.index.engines import ensure_ray, get_engine
+    from rag.index.workspace import IndexConfig, Workspace
 
-    from .engines import get_run_engine
-    from .runner import RunConfig, run_evaluation
+    from evals.run.engines import get_run_engine
+    from evals.run.runner import RunConfig, run_evaluation
 
     t = time.perf_counter()
     ensure_ray(None, cpus)
@@ -514,8 +514,8 @@ def gate_figure(root: Path, items: int = 50_000, points: int = 5) -> dict:
     import numpy as np
     import pandas as pd
 
-    from .gate import compare_runs, gate, per_question
-    from .store import ResultStore
+    from evals.analyze.gate import compare_runs, gate, per_question
+    from evals.store import ResultStore
 
     root.mkdir(parents=True, exist_ok=True)
     db = root / "gate.duckdb"
@@ -674,8 +674,8 @@ def logged_rows(n: int, distinct_contexts: int | None = None, seed: int = 0) -> 
     that many paragraphs (real logs repeat their contexts), else each record has its own paragraph."""
     import random
 
-    from rag.answerers import split_sentences
-    from rag.corpora import load_bundled
+    from rag.answer.answerers import split_sentences
+    from rag.ingest.corpora import load_bundled
 
     ds = load_bundled("squad2")
     paras = [pg.text for d in ds.documents for pg in d.pages if len(pg.text) > 300]
@@ -697,8 +697,8 @@ def logged_rows(n: int, distinct_contexts: int | None = None, seed: int = 0) -> 
 def score_figure(root: Path, distinct: int = 300, repeated: int = 20_000, bulk: int = 100_000) -> dict:
     """``ragwb score`` at the size of real logs (issue 33): distinct contexts (each embeds), repeated contexts
     (each distinct text embeds once), and a bulk log without the support scorer."""
-    from .logged import score_logged
-    from .support import _e5_cache, _memo, collect_embeds, support_embedder
+    from evals.run.logged import score_logged
+    from evals.score.support import _e5_cache, _memo, collect_embeds, support_embedder
 
     root.mkdir(parents=True, exist_ok=True)
     figs = {}
@@ -711,7 +711,7 @@ def score_figure(root: Path, distinct: int = 300, repeated: int = 20_000, bulk: 
     # 1. distinct: the raw embedder on exactly the texts scoring must embed, then scoring itself
     recs = logged_rows(distinct)
     path = write("distinct", recs)
-    from evals.metrics import ScoringInput, score_faithfulness
+    from evals.score.metrics import ScoringInput, score_faithfulness
     from rag.models import Question
     from rag.strategies import Block
 
@@ -797,10 +797,10 @@ def system_overhead(root: Path, latency: float = 0.2, cases=((100, 1), (200, 4),
     """``--system`` against a 127.0.0.1 service that sleeps ``latency`` s, at concurrency C: wall time vs the
     ideal N x latency / C, the start (until the first request) apart. Scored on every metric but the offline
     support scorer (its e5 time is the scorer's, not the path's: `ragwb bench --only support`)."""
-    from rag.corpora import load_bundled
-    from rag.systems import SystemConfig
+    from rag.ingest.corpora import load_bundled
+    from rag.answer.systems import SystemConfig
 
-    from .runner import RunConfig, run_evaluation
+    from evals.run.runner import RunConfig, run_evaluation
 
     ds = load_bundled("squad2")
     pg = ds.documents[0].pages[0]

@@ -124,27 +124,12 @@ def quality_cost_figure(summary: pd.DataFrame, quality: str, cost: str = "contex
     return fig
 
 
-def conversation_frame(results: pd.DataFrame, scores: pd.DataFrame) -> pd.DataFrame:
-    """One row per conversational item: turn, memory policy label, query mode, prompt tokens, passage recall@5."""
-    import json
-
-    r = results[results.turn.notna()].copy()
-    if r.empty:
-        return r
-    mem = [json.loads(p).get("memory", {}) for p in r.params]
-    r["memory"] = [m.get("policy", "") + "".join(f",{k}={v}" for k, v in sorted(m.items()) if k != "policy")
-                   for m in mem]
-    rec = scores[scores.metric == "passage_recall@5"][["strategy", "point_id", "question_id", "repeat", "value"]]
-    r = r.merge(rec.rename(columns={"value": "passage_recall@5"}), how="left",
-                on=["strategy", "point_id", "question_id", "repeat"])
-    return r[["strategy", "point_label", "memory", "query_mode", "conversation_id", "turn", "prompt_tokens",
-              "passage_recall@5"]]
-
-
 def conversation_figures(results: pd.DataFrame, scores: pd.DataFrame) -> list:
     """The bloat curve (prompt tokens by turn, a line per memory policy) and passage recall@5 by turn,
     a line per query mode. Empty when the run has no conversations."""
     import plotly.graph_objects as go
+
+    from evals.analyze.summary import conversation_frame
 
     df = conversation_frame(results, scores)
     if df.empty:
@@ -169,3 +154,28 @@ def conversation_figures(results: pd.DataFrame, scores: pd.DataFrame) -> list:
                           template="plotly_white", height=420)
         figs.append(fig)
     return figs
+
+
+def route_figure(res, title: str = ""):
+    """Quality vs cost: every fixed point (strategy colours), the router and the oracle, with 95% intervals."""
+    import plotly.graph_objects as go
+
+    t = res.table
+    metric, cost = res.info["metric"], res.info["cost"]
+    fig = go.Figure()
+    for row in t.itertuples(index=False):
+        d = row._asdict()
+        kind = d["kind"]
+        colour = strategy_colour(d["point"].split(" · ")[0]) if kind == "fixed" else (
+            "#111111" if kind.startswith("router") else "#888888")
+        fig.add_trace(go.Scatter(
+            x=[d[cost]], y=[d[metric]], mode="markers+text", name=d["point"], text=[d["point"]],
+            textposition="top center", marker=dict(size=14 if kind in ("router", "oracle") else 10, color=colour,
+                                                   symbol={"fixed": "circle", "router": "star",
+                                                           "router-curve": "star-open"}.get(kind, "diamond")),
+            error_y=dict(type="data", symmetric=False, array=[d["high"] - d[metric]],
+                         arrayminus=[d[metric] - d["low"]])))
+    fig.update_layout(title=title or f"Routing on {metric}: router (out of fold) and oracle beside every fixed point",
+                      xaxis_title=f"mean {cost.replace('_', ' ')} per question", yaxis_title=f"mean {metric} (95% CI)",
+                      showlegend=False, template="plotly_white", height=520)
+    return fig

@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pandas as pd
 
-from .store import ResultStore
-from .summary import headline_table, summarize_scores
-from .support import support_caption
+from evals.store import ResultStore
+from evals.analyze.summary import headline_table, summarize_scores
+from evals.score.support import support_caption
 from .charts import PARETO_CAPTION, quality_cost_figure
 
 QUALITY = ["f1", "faithfulness", "citation_precision", "evidence_recall", "abstention_accuracy"]
@@ -109,7 +109,7 @@ def worst_questions(store: ResultStore, run_id: str, metric: str = "f1", n: int 
 def breakdown_tables(store: ResultStore, run_id: str, dataset: str, max_groups: int = 30) -> dict[str, pd.DataFrame]:
     """Quality means per strategy x point x group, for the language, the gold document and every
     question metadata field with 2..max_groups values (company, document type, ...)."""
-    from .summary import question_groups
+    from evals.analyze.summary import question_groups
 
     q = store.run_questions(run_id)
     fields = ["language", "document"]
@@ -156,7 +156,7 @@ def report_sections(store: ResultStore, run_id: str, compare: str | None = None)
         "JOIN run_gold q ON q.run_id = r.run_id AND q.question_id = r.question_id "
         "WHERE s.run_id = ? AND s.metric = 'f1' AND s.status = 'ok' GROUP BY ALL ORDER BY 1, 2, 3, 4", [run_id]).df()
     if len(breakdown):  # budget points in numeric order (top_k=2 before top_k=16); 3 decimals
-        from .summary import natural_key
+        from evals.analyze.summary import natural_key
 
         breakdown = breakdown.iloc[sorted(range(len(breakdown)), key=lambda i: (
             breakdown.strategy.iloc[i], natural_key(str(breakdown.point.iloc[i])),
@@ -171,7 +171,7 @@ def report_sections(store: ResultStore, run_id: str, compare: str | None = None)
                                  "status <> 'ok' GROUP BY ALL ORDER BY n DESC LIMIT 30", [run_id]).df()
     comparison = None
     if compare:
-        from .gate import compare_runs
+        from evals.analyze.gate import compare_runs
         comparison = compare_runs(store, compare, run_id)
     worst = []
     for _, r in worst_questions(store, run_id).iterrows():
@@ -187,7 +187,7 @@ def report_sections(store: ResultStore, run_id: str, compare: str | None = None)
                      f"<p>answer: <i>{html.escape(r['answer'] or '')}</i> (F1 {r['score']:.2f})</p><ol>{items}</ol></div>")
     from types import SimpleNamespace
 
-    from .explore import matrix_html, question_matrix, quality_per_1k_tokens
+    from evals.analyze.explore import matrix_html, question_matrix, quality_per_1k_tokens
 
     qdf = store.run_questions(run_id)
     qs = [SimpleNamespace(qid=r.question_id, text=r.text, answerable=bool(r.answerable),
@@ -202,7 +202,7 @@ def report_sections(store: ResultStore, run_id: str, compare: str | None = None)
         if parts:
             per_1k = pd.concat(parts, ignore_index=True)[["metric", "point", "n", "mean", "prompt_tokens",
                                                           "per_1k_tokens", "low", "high"]]
-    from .explore import paired_points, points_of
+    from evals.analyze.explore import paired_points, points_of
 
     pts = points_of(scores) if len(scores) else []
     paired = pd.DataFrame()
@@ -212,12 +212,12 @@ def report_sections(store: ResultStore, run_id: str, compare: str | None = None)
             t = paired_points(scores, pts[0], p, ["f1", "prompt_tokens"], n_resamples=1000)
             parts.append(t.assign(point=p)[["point", "metric", "n", "a", "b", "delta", "low", "high", "verdict"]])
         paired = pd.concat(parts, ignore_index=True).rename(columns={"a": pts[0][:40], "b": "point's"})
-    from .summary import run_notes
+    from evals.analyze.summary import run_notes
 
     header = (f"dataset <b>{html.escape(str(run['dataset']))}</b>, commit {html.escape(str(run['git_commit']))}, "
               f"created {html.escape(str(run['created_at']))}, status {html.escape(str(run['status']))}"
               + "".join(f"<br><b>Note:</b> {html.escape(n)}" for n in run_notes(run, store.path)))
-    from .summary import headline_metrics, item_losses, shared_questions, with_losses
+    from evals.analyze.summary import headline_metrics, item_losses, shared_questions, with_losses
 
     heads = headline_metrics(store, run_id)  # code sets: function-level ranking; escalate: the escalation rate
     losses = item_losses(store, run_id) if len(scores) else pd.DataFrame()
@@ -228,7 +228,7 @@ def report_sections(store: ResultStore, run_id: str, compare: str | None = None)
                           headline_table(summarize_scores(scores[scores.question_id.isin(keep)]), heads))
     oracle = None
     if len(pts) > 1 and "f1" in ok_metrics and "prompt_tokens" in ok_metrics:
-        from .routing import oracle_bound
+        from evals.analyze.routing import oracle_bound
 
         oracle = oracle_bound(scores, "f1", "prompt_tokens", 0.0)
     return {"run_id": run_id, "compare": compare, "header_md": header, "judged": judged, "oracle": oracle,
@@ -294,7 +294,7 @@ def build_report_html(store: ResultStore, run_id: str, compare: str | None = Non
               "<h2>Question x point matrix (click a header to sort)</h2>",
               "<div class='scroll'>" + sec["matrix_html"] + "</div>",
               "<h2>Worst questions (lowest F1) with their contexts</h2>", sec["worst_html"]]
-    from .explore import SORT_JS
+    from evals.analyze.explore import SORT_JS
 
     # the page uses the window's width (a wide matrix scrolls inside its own box); prose stays readable
     css = ("body{font-family:system-ui,sans-serif;margin:2em}p,h1,h2{max-width:75em}.tbl{border-collapse:collapse;"

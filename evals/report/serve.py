@@ -3,7 +3,7 @@
 ``marimo export html`` writes a page that loads marimo's frontend from a CDN. The same
 frontend ships inside the marimo package (``marimo/_static``); this serves the page and those
 assets on 127.0.0.1 so an export renders on a machine with no network:
-``python -m evals.serve results/reports/report.marimo.html``.
+``python -m evals.report.serve results/reports/report.marimo.html``.
 The self-contained report that needs nothing at all is the one ``ragwb report`` writes.
 """
 from __future__ import annotations

@@ -13,7 +13,7 @@ import itertools
 import json
 from dataclasses import dataclass
 
-from rag.memory import (MEMORY_POLICIES, FillerDetector, MemoryContext, TurnRecord, build_history, get_memory,
+from rag.answer.memory import (MEMORY_POLICIES, FillerDetector, MemoryContext, TurnRecord, build_history, get_memory,
                         get_query_mode, make_memory_params, retrieval_query)
 from rag.strategies import Context
 

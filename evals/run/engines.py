@@ -9,7 +9,7 @@
   LLM calls from every actor go through one named limiter actor: at most ``--concurrency`` calls in
   flight in the whole cluster, and a 429 seen by one actor pauses them all.
 
-The ingest half (parse -> chunk -> embed -> write) is in ``rag/engines.py``; docs/scale.md.
+The ingest half (parse -> chunk -> embed -> write) is in ``rag/index/engines.py``; docs/scale.md.
 """
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ import dataclasses
 import time
 from typing import Callable, Iterator
 
-from rag.engines import ensure_ray, get_engine
+from rag.index.engines import ensure_ray, get_engine
 
 from .items import RunJob, build_parts, evaluate_shard
 
@@ -48,7 +48,7 @@ class RunEngine:
         self._stats: dict = {}
 
     def ingest_engine(self):
-        """The ingest engine of the same name (rag/engines.py)."""
+        """The ingest engine of the same name (rag/index/engines.py)."""
         return get_engine("local")
 
     def evaluate(self, job: RunJob) -> Iterator[tuple]:
@@ -70,7 +70,7 @@ def _add_stats(total: dict, clients) -> None:
 @register_run_engine("local")
 class LocalRunEngine(RunEngine):
     def evaluate(self, job: RunJob):
-        from rag.index import Workspace
+        from rag.index.workspace import Workspace
 
         parts = build_parts(job.cfg, Workspace(job.workspace), job.index)
         try:
@@ -113,7 +113,7 @@ class _ClusterLimiter:
 
 
 class RayLimiter:
-    """The ``rag.llm.Limiter`` interface backed by a ``_ClusterLimiter`` actor."""
+    """The ``rag.llm.client.Limiter`` interface backed by a ``_ClusterLimiter`` actor."""
 
     def __init__(self, handle):
         self.handle = handle
@@ -140,7 +140,7 @@ class _RunWorker:
     """Ray actor: builds the run's parts once, then evaluates shards and returns plain rows."""
 
     def __init__(self, job: RunJob, limiters: dict):
-        from rag.index import Workspace
+        from rag.index.workspace import Workspace
 
         self.job = job
         self.parts = build_parts(job.cfg, Workspace(job.workspace), job.index,
@@ -183,7 +183,7 @@ class RayRunEngine(RunEngine):
         return s + ")"
 
     def evaluate(self, job: RunJob):
-        from evals.metrics import Score
+        from evals.score.metrics import Score
 
         ray = ensure_ray(self.address, self.num_cpus)
         n = self.workers or max(1, int(ray.cluster_resources().get("CPU", 1)))

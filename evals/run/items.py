@@ -1,8 +1,8 @@
 """The unit of work of a run: one item (retrieve, pack, answer, score) and one shard of questions.
 
-Every engine (evals/engines.py: this process, or Ray workers) rebuilds a run's parts from its config
+Every engine (evals/run/engines.py: this process, or Ray workers) rebuilds a run's parts from its config
 with ``build_parts`` and evaluates shards with ``evaluate_shard``: the same code, so the same rows.
-The driver (evals/runner.py) plans the run and writes the store; this module never imports it.
+The driver (evals/run/runner.py) plans the run and writes the store; this module never imports it.
 """
 from __future__ import annotations
 
@@ -13,20 +13,18 @@ import json
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
 
-from rag.answerers import Answer, make_answerer
-from rag.index import Workspace
-from rag.llm import PRICES, LLMClient, price_of
-from rag.prompts import FALLBACK, is_fallback, parse_citations, prompt_tokens
-from rag.retrieval import Retriever
+from rag.answer.answerers import Answer, make_answerer
+from rag.index.workspace import Workspace
+from rag.llm.client import PRICES, LLMClient, price_of
+from rag.answer.prompts import FALLBACK, is_fallback, parse_citations, prompt_tokens
+from rag.index.retrieval import Retriever
 from rag.strategies import (BUILTIN, DEFAULT_POOL, Context, Strategy, blocks_json, get_strategy, make_params,
                             params_dict)
 
-from .metrics import Score, ScoringInput, get_scorers, score_all
+from evals.score.metrics import Score, ScoringInput, get_scorers, score_all
 
-if TYPE_CHECKING:  # the config's type only: the runner imports this module, never the other way
-    from .runner import RunConfig
+from .config import RunConfig
 
 
 def point_id(kw: dict) -> str:
@@ -46,7 +44,7 @@ class ItemEvaluator:
                  plugin_timeout: float = 60.0):
         self.r, self.answerer, self.scorers, self.model = retriever, answerer, scorers, model
         self.plugin_timeout = plugin_timeout  # seconds a plugin's shape may take per item (0 = no limit)
-        self.systems = systems or {}  # name -> rag.systems.SystemClient
+        self.systems = systems or {}  # name -> rag.answer.systems.SystemClient
         tpl = getattr(answerer, "template", None)
         self.fallback = tpl.fallback if tpl is not None else FALLBACK  # what abstaining reads as
         self.fit_context = fit_context and hasattr(answerer, "overflow_tokens")
@@ -108,9 +106,9 @@ class ItemEvaluator:
         contexts (located in the corpus) are scored like any point's; latency is end to end; a failed call is
         the item's status. The runner asks on worker threads and scores here as replies come back, so scoring
         overlaps the waiting."""
-        from rag.prompts import count_prompt_tokens
+        from rag.answer.prompts import count_prompt_tokens
         from rag.strategies import BaseParams
-        from rag.systems import context_blocks
+        from rag.answer.systems import context_blocks
         from rag.tokens import count_tokens
 
         enc = self.r.reader.config.chunking.encoding
@@ -322,7 +320,7 @@ def build_parts(cfg: RunConfig, ws: Workspace, index: str, limiter_for=None) -> 
     if cfg.answerer == "openai":
         if llm is None:
             raise ValueError("answerer 'openai' needs --llm-base-url and --llm-model")
-        from rag.prompts import PromptTemplate
+        from rag.answer.prompts import PromptTemplate
 
         answerer = make_answerer("openai", client=llm, encoding=enc,
                                  template=PromptTemplate.from_dict(cfg.prompt) if cfg.prompt else None)
@@ -331,14 +329,14 @@ def build_parts(cfg: RunConfig, ws: Workspace, index: str, limiter_for=None) -> 
                                  **cfg.answerer_params)
     judges = []
     if cfg.judge is not None:
-        from .judges import get_judge
+        from evals.score.judges import get_judge
 
         jclient = LLMClient(cfg.judge, ws.root / "cache" / "llm.sqlite", use_cache=cfg.use_cache, prices=prices,
                             limiter=lim("judge", cfg.judge))
         judges = [get_judge(n, jclient) for n in (cfg.judges or ("ragas_faithfulness",))]
     systems = {}
     if cfg.systems:
-        from rag.systems import SystemClient
+        from rag.answer.systems import SystemClient
 
         systems = {x.name: SystemClient(x, ws.root / "cache" / "llm.sqlite", use_cache=cfg.use_cache)
                    for x in cfg.systems}

@@ -14,16 +14,16 @@ import time
 import uuid
 from pathlib import Path
 
-from rag.answerers import Answer
-from rag.logged import read_logged
+from rag.answer.answerers import Answer
+from rag.answer.logged import read_logged
 from rag.models import Question
 from rag.strategies import STRATEGIES, BaseParams, Block, Context
 from rag.tokens import count_tokens_memo
 from tqdm import tqdm
 
 from .items import ItemEvaluator
-from .metrics import FAMILIES, get_scorers
-from .store import ResultStore
+from evals.score.metrics import FAMILIES, get_scorers
+from evals.store import ResultStore
 
 GOLD_FAMILIES = ("answer", "abstention", "retrieval")  # need a gold answer or gold evidence
 GOLD_METRICS = ("citation_precision", "citation_recall")  # need gold evidence in the blocks
@@ -33,7 +33,7 @@ COSTLY = ("faithfulness",)  # families that embed (the offline support scorer): 
 def scorers_for(metrics: list[str] | None) -> dict:
     """Scorer families for metric or family names (cost metrics always: every row has a cost). An unknown
     name is an error listing the valid ones."""
-    from .metrics import METRICS, SCORERS
+    from evals.score.metrics import METRICS, SCORERS
 
     if not metrics:
         return get_scorers()
@@ -64,7 +64,7 @@ def score_logged(path: str | Path, workspace: str | Path = "results", db: str | 
     support scorer) score a seeded sample of that many records, the others every record."""
     if sample is not None and sample < 1:
         raise ValueError(f"--sample must be >= 1, got {sample}")
-    from rag.prompts import count_prompt_tokens
+    from rag.answer.prompts import count_prompt_tokens
 
     recs, vocab = read_logged(path)
     # the system's name, not the file's: the same records from a renamed file are the same point (gate)
@@ -73,8 +73,8 @@ def score_logged(path: str | Path, workspace: str | Path = "results", db: str | 
         raise ValueError(f"--name {name!r} is a strategy's; pick another")
     retriever, ds, gold_by_id, gold_by_text = None, None, {}, {}
     if dataset:
-        from rag.index import IndexConfig, Workspace
-        from rag.retrieval import Retriever
+        from rag.index.workspace import IndexConfig, Workspace
+        from rag.index.retrieval import Retriever
 
         ws = Workspace(workspace)
         cfg = index_cfg or IndexConfig()
@@ -114,7 +114,7 @@ def score_logged(path: str | Path, workspace: str | Path = "results", db: str | 
         seen.add(q.qid)
         qs.append(q)
         if retriever is not None:
-            from rag.systems import context_blocks
+            from rag.answer.systems import context_blocks
 
             blocks, how = context_blocks(retriever.reader, rec.contexts, enc)
             if how.get("unknown_ids"):
@@ -140,8 +140,8 @@ def score_logged(path: str | Path, workspace: str | Path = "results", db: str | 
         prepared = [(rec, q, na if i in sampled else {**skip, **na}, ctx, ans)
                     for i, (rec, q, na, ctx, ans) in enumerate(prepared)]
     if "faithfulness" in scorers:  # e5 once per distinct text, in batches, before any row is scored
-        from .metrics import ScoringInput, score_faithfulness
-        from .support import collect_embeds, prefetch_embeds
+        from evals.score.metrics import ScoringInput, score_faithfulness
+        from evals.score.support import collect_embeds, prefetch_embeds
 
         todo = [(q, ctx, ans) for i, (_, q, _, ctx, ans) in enumerate(prepared) if sampled is None or i in sampled]
         texts = collect_embeds(lambda: [score_faithfulness(ScoringInput(q, ctx.blocks, ans.text)) for q, ctx, ans

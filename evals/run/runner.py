@@ -8,7 +8,6 @@ dies resumes (``resume=RUN``) with no lost and no duplicated rows.
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import itertools
 import json
 import subprocess
@@ -19,80 +18,15 @@ from dataclasses import dataclass, field
 from importlib import metadata
 from pathlib import Path
 
-from rag.index import IndexConfig, Workspace
-from rag.urls import redact_url
-from rag.llm import LLMConfig
+from rag.index.workspace import Workspace
+from rag.llm.urls import redact_url
 from rag.strategies import (get_strategy, make_params)
 
 from .items import (MAX_SCORED_ANSWER_CHARS, SHARD_QUESTIONS, ItemEvaluator, RunJob, RunParts,  # noqa: F401
                     build_parts, evaluate_shard, load_run_plugins, make_shards, point_id, point_label, pool_map)
-from .store import ResultStore
+from evals.store import ResultStore
 
-
-@dataclass(frozen=True)
-class RunConfig:
-    dataset: str = "squad2"
-    questions_file: str | None = None
-    index: IndexConfig = field(default_factory=IndexConfig)
-    grid: dict = field(default_factory=dict)  # strategy -> {param: [values]}; {} = every strategy at defaults
-    answerer: str = "extractive"
-    answerer_params: dict = field(default_factory=dict)
-    llm: LLMConfig | None = None
-    judge: LLMConfig | None = None  # an LLM judge endpoint (costs money; off by default)
-    judges: tuple = ()  # judge names (default: ragas_faithfulness when a judge is configured)
-    scorers: tuple = ()
-    prices: dict = field(default_factory=dict)  # model -> [input, output] dollars per million tokens
-    repeats: int = 1
-    limit: int = 0  # first N questions (0 = all)
-    use_cache: bool = True
-    memory: dict = field(default_factory=dict)  # conversations: policy -> {param: [values]} ({} = every policy)
-    query_modes: tuple = ()  # conversations: retrieval query modes (() = last_turn)
-    insert_fillers: float = 0.0  # conversations: seeded filler turns inserted at this rate (bypass tests)
-    vector_index: str = "auto"  # auto | ann | exact (rag/index.py)
-    fit_context: bool = False  # LLM answers: a prompt over the model's window is re-packed to fit by the
-    #                            point's own overflow policy (default: the item is status context_overflow)
-    plugins: dict = field(default_factory=dict)  # strategy plugin file or module -> sha256 of its source
-    systems: tuple = ()  # deployed RAG services measured beside the strategies (rag/systems.py SystemConfig)
-    prompt: dict | None = None  # a user's prompt template for the LLM answerer (rag/prompts.py), stored whole
-    plugin_timeout: float = 60.0  # seconds a plugin's shape may take for one item (0 = no limit)
-
-    def __post_init__(self):
-        if not isinstance(self.repeats, int) or self.repeats < 1:
-            raise ValueError(f"repeats must be an integer >= 1, got {self.repeats!r}")
-        if not isinstance(self.limit, int) or self.limit < 0:
-            raise ValueError(f"limit must be an integer >= 0 (0 = all questions), got {self.limit!r}")
-        t = self.plugin_timeout
-        if isinstance(t, bool) or not isinstance(t, (int, float)) or not (t >= 0) or t == float("inf"):
-            raise ValueError(f"plugin_timeout must be seconds >= 0 (0 = no limit), got {t!r}")
-
-    def to_dict(self) -> dict:
-        d = dataclasses.asdict(self)
-        d["index"] = self.index.to_dict()
-        d["llm"] = self.llm.public() if self.llm else None
-        d["judge"] = self.judge.public() if self.judge else None
-        d["systems"] = [x.public() for x in self.systems]
-        d.pop("use_cache")  # a cache switch must not change what a run *is*
-        if d.get("plugin_timeout") == 60.0:  # the default: runs stored before the limit keep their hash
-            d.pop("plugin_timeout")
-        return d
-
-    @property
-    def hash(self) -> str:
-        return hashlib.sha256(json.dumps(self.to_dict(), sort_keys=True, default=str).encode()).hexdigest()[:12]
-
-    @classmethod
-    def from_dict(cls, d: dict) -> "RunConfig":
-        d = dict(d)
-        d["index"] = IndexConfig.from_dict(d["index"])
-        d["llm"] = LLMConfig(**d["llm"]) if d.get("llm") else None
-        d["judge"] = LLMConfig(**d["judge"]) if d.get("judge") else None
-        d["judges"] = tuple(d.get("judges") or ())
-        d["scorers"] = tuple(d.get("scorers") or ())
-        d["query_modes"] = tuple(d.get("query_modes") or ())
-        from rag.systems import SystemConfig
-
-        d["systems"] = tuple(SystemConfig.from_dict(x) for x in d.get("systems") or ())
-        return cls(**d)
+from .config import RunConfig  # noqa: F401  (callers import it from here too)
 
 
 def expand_grid(grid: dict, notice: bool = True) -> list[tuple[str, dict]]:
@@ -122,7 +56,7 @@ def expand_grid(grid: dict, notice: bool = True) -> list[tuple[str, dict]]:
 def git_commit() -> str | None:
     try:
         return subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
-                              timeout=5, cwd=Path(__file__).resolve().parents[1]).stdout.strip() or None
+                              timeout=5, cwd=Path(__file__).resolve().parents[2]).stdout.strip() or None
     except Exception:
         return None
 
@@ -193,14 +127,14 @@ def check_same_corpus(run_id: str, before: dict, now: dict) -> None:
 def check_config(cfg: RunConfig) -> None:
     """What can be checked without the corpus, checked before any ingest or run row: a bad grid, an
     answerer without its endpoint, judges without a judge, gold questions for a bundled set."""
-    from rag.corpora import BUNDLED
+    from rag.ingest.corpora import BUNDLED
 
     load_run_plugins(cfg)
     expand_grid(cfg.grid, notice=False)  # validated here; the run says what it dropped
     if cfg.answerer == "openai" and cfg.llm is None:
         raise ValueError("answerer 'openai' needs --llm-base-url and --llm-model")
     if cfg.judges:
-        from .judges import JUDGES
+        from evals.score.judges import JUDGES
 
         bad = [j for j in cfg.judges if j not in JUDGES]
         if bad:
@@ -228,7 +162,7 @@ def with_secrets(stored: RunConfig, given: RunConfig, run_id: str) -> RunConfig:
     redact to the stored one. Without it the resume is refused, naming what is needed."""
     import os
 
-    from rag.urls import same_redacted
+    from rag.llm.urls import same_redacted
 
     def restore(kind: str, flag: str, stored_url, given_url):
         if not stored_url or "***" not in stored_url:
@@ -294,10 +228,10 @@ def run_evaluation(cfg: RunConfig, workspace: str | Path = "results", db: str | 
                    shard_questions: int = SHARD_QUESTIONS) -> RunSummary:
     """Run (or resume) one evaluation. Items are committed in batches every ``flush_seconds`` or
     ``flush_every`` items; ``on_flush(n_items_committed)`` is called after each commit. ``engine``
-    (evals/engines.py): where items are evaluated; the driver (this process) always writes the store."""
+    (evals/run/engines.py): where items are evaluated; the driver (this process) always writes the store."""
     import contextlib
 
-    from .store import run_writer
+    from evals.store import run_writer
 
     t0 = time.perf_counter()
     ws = Workspace(workspace)
@@ -463,8 +397,8 @@ def show_prompts(cfg: RunConfig, workspace: str | Path = "results", out=None) ->
     """``ragwb run --show-prompt``: the prompt the LLM answerer would be sent for the first question under
     each point (the run's --prompt or the built-in one, the context each shape packs, exact token counts).
     Calls no endpoint and stores no run (the index is built if missing: retrieval needs it)."""
-    from rag.prompts import PromptTemplate, build_messages, prompt_tokens, template_messages
-    from rag.retrieval import Retriever
+    from rag.answer.prompts import PromptTemplate, build_messages, prompt_tokens, template_messages
+    from rag.index.retrieval import Retriever
     from rag.strategies import get_strategy
 
     out = out or sys.stdout

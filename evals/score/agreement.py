@@ -15,9 +15,9 @@ from pathlib import Path
 
 import numpy as np
 
-from rag.corpora import datasets_dir
+from rag.ingest.corpora import datasets_dir
 
-from .stats import DEFAULT_SEED
+from evals.stats import DEFAULT_SEED
 
 
 def agreement_set() -> list[dict]:
@@ -163,7 +163,7 @@ def render(rows: list[dict], n_pos: int, n_neg: int) -> str:
 def main_agreement(a) -> int:
     client, judges = None, tuple(a.judges or ())
     if a.judge_base_url:
-        from rag.llm import LLMClient, LLMConfig
+        from rag.llm.client import LLMClient, LLMConfig
 
         client = LLMClient(LLMConfig(a.judge_base_url, a.judge_model or "", a.judge_key_env, 0.0,
                                      a.judge_max_tokens, a.timeout),

@@ -7,9 +7,9 @@ import os
 import re
 from dataclasses import dataclass
 
-from rag.answerers import split_sentences
-from rag.llm import LLMClient, LLMConfig
-from rag.prompts import is_fallback, parse_citations, strip_citations
+from rag.answer.answerers import split_sentences
+from rag.llm.client import LLMClient, LLMConfig
+from rag.answer.prompts import is_fallback, parse_citations, strip_citations
 
 from .metrics import Score
 
@@ -146,7 +146,7 @@ class _RagasJudge:
         import httpx
         from openai import AsyncOpenAI
 
-        from rag.http_cache import CachingAsyncTransport
+        from rag.llm.cache import CachingAsyncTransport
 
         os.environ.setdefault("RAGAS_DO_NOT_TRACK", "true")
         check_ragas()
@@ -156,7 +156,7 @@ class _RagasJudge:
         cfg = client.cfg
         self.client, self.stats = client, client.stats
         http = httpx.AsyncClient(transport=CachingAsyncTransport(client.cache, client.stats), timeout=cfg.timeout)
-        from rag.urls import split_query
+        from rag.llm.urls import split_query
 
         base, query = split_query(cfg.base_url)  # a ?api_key= stays a query parameter, as in our client
         aclient = AsyncOpenAI(base_url=base, api_key=os.environ.get(cfg.api_key_env) or "not-needed",
@@ -180,7 +180,7 @@ class _RagasJudge:
         import asyncio
         import math
 
-        from rag.llm import current_repeat
+        from rag.llm.client import current_repeat
 
         if self.needs_response and is_fallback(answer):
             return Score(None, "undetermined", "fallback answer: nothing to judge")
@@ -196,7 +196,7 @@ class _RagasJudge:
         try:
             res = asyncio.run_coroutine_threadsafe(asyncio.wait_for(go(), self.timeout), self.loop).result()
         except BaseException as e:  # noqa: BLE001 - every failure becomes a status
-            from rag.urls import scrub
+            from rag.llm.urls import scrub
 
             detail = f"{type(e).__name__}: {str(e)[:250]}"
             if not str(e).strip() or any(w in str(e).lower() for w in ("max_tokens", "length", "incomplete")):

@@ -15,9 +15,9 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Callable
 
-from rag.answerers import split_sentences
+from rag.answer.answerers import split_sentences
 from rag.models import Evidence, Question
-from rag.prompts import FALLBACK, is_fallback, parse_citations, strip_citations
+from rag.answer.prompts import FALLBACK, is_fallback, parse_citations, strip_citations
 from rag.tokens import estimate_tokens
 
 STATUSES = ("ok", "undetermined", "parse_error", "timeout", "rate_limited", "error", "not_applicable",
@@ -75,7 +75,7 @@ def scorer(family: str, metrics: dict[str, tuple[bool, str]]):
     return deco
 
 
-# LLM judges (evals/judges.py) write these; they run only when a judge endpoint is configured
+# LLM judges (evals/score/judges.py) write these; they run only when a judge endpoint is configured
 for _name, _desc in (("ragas_faithfulness", "ragas Faithfulness judged by an LLM"),
                      ("ragas_context_recall", "ragas ContextRecall (LLM): reference claims found in the context"),
                      ("ragas_answer_accuracy", "ragas AnswerAccuracy (LLM): answer vs the reference answer"),
@@ -307,7 +307,7 @@ def evidence_ranking(blocks, evs: list[Evidence]) -> list:
 
 def support_score(statement: str, passages: list[str], lang: str = "en", embed=None) -> float:
     """The probability that ``passages`` support ``statement`` (the shipped offline model; see
-    evals/support.py and docs/metrics.md, "Support scorer"). Order of passages does not matter."""
+    evals/score/support.py and docs/metrics.md, "Support scorer"). Order of passages does not matter."""
     from .support import support_score as _score
 
     return _score(statement, passages, lang, embed)
@@ -388,7 +388,7 @@ def score_conversation(inp: ScoringInput) -> dict[str, Score]:
     q = inp.question
     if not q.conversation_id:
         return {}
-    from rag.conversations import gold_bypass
+    from rag.ingest.conversations import gold_bypass
 
     out = {"history_tokens": Score(float(inp.history_tokens or 0))}
     if inp.bypassed is not None:

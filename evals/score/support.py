@@ -3,7 +3,7 @@
 
 A small logistic regression over features computed from what the project already has (stemmed
 terms, IDF, numbers, capitalised names, negation, e5 vectors); weights, feature scaling and the IDF
-table ship in ``evals/support_model.json`` (trained by ``scripts/train_support.py`` on human labels).
+table ship in ``evals/score/support_model.json`` (trained by ``scripts/train_support.py`` on human labels).
 Deterministic: the same inputs give the same score, bit for bit; invariant to passage order.
 """
 from __future__ import annotations
@@ -17,8 +17,8 @@ from pathlib import Path
 
 import numpy as np
 
-from rag.answerers import split_sentences
-from rag.prompts import strip_citations
+from rag.answer.answerers import split_sentences
+from rag.answer.prompts import strip_citations
 from rag.textproc import STOPWORDS, analyze, term_set, words
 
 MODEL_PATH = Path(__file__).with_name("support_model.json")
@@ -181,7 +181,7 @@ def probability(x: np.ndarray, model: dict | None = None) -> float:
 
 def support_score(statement: str, passages: list[str], lang: str = "en", embed=None) -> float:
     """The probability (0..1) that ``passages`` support ``statement``: the shipped offline model
-    (``evals/support_model.json``). ``embed`` (texts -> normalised vectors) adds the e5 similarity of
+    (``evals/score/support_model.json``). ``embed`` (texts -> normalised vectors) adds the e5 similarity of
     the statement to its best-aligned passage window; without it the model's e5 features take their
     training means. Order of ``passages`` does not matter. Memoised per (statement, passages): logs and
     sweeps repeat answers and contexts (never while texts are only being collected)."""
@@ -248,7 +248,7 @@ def support_embedder():
     this process: statements and blocks repeat across strategies and budget points. ``None`` when the
     e5 model cannot load (the model then uses neutral e5 features)."""
     try:
-        from rag.embedders import EmbedderConfig, get_embedder
+        from rag.index.embedders import EmbedderConfig, get_embedder
 
         emb = get_embedder(EmbedderConfig("e5"))
     except Exception:
@@ -272,7 +272,7 @@ def support_embedder():
 
 def support_agreement() -> dict:
     """The offline support model's agreement with people on the shipped held-out labels, as measured by
-    ``ragwb agreement`` (evals/support_agreement.json; re-measure with ``ragwb agreement --json FILE``)."""
+    ``ragwb agreement`` (evals/score/support_agreement.json; re-measure with ``ragwb agreement --json FILE``)."""
     path = Path(__file__).with_name("support_agreement.json")
     try:
         d = json.loads(path.read_text())

@@ -17,8 +17,8 @@ from dataclasses import dataclass, field
 from typing import NamedTuple
 
 from .prompts import FALLBACK, build_messages, count_prompt_tokens, prompt_tokens, template_messages
-from .textproc import analyze, bounded_put, prefix_parent, term_set
-from .tokens import count_tokens, count_tokens_memo
+from rag.textproc import analyze, bounded_put, prefix_parent, term_set
+from rag.tokens import count_tokens, count_tokens_memo
 
 @dataclass
 class Answer:

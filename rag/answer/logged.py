@@ -17,8 +17,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .llm import MAX_USAGE_TOKENS
-from .jsonsafe import loads_bounded
+from rag.llm.client import MAX_USAGE_TOKENS
+from rag.jsonsafe import loads_bounded
 
 RAGAS = {"question": "user_input", "contexts": "retrieved_contexts", "answer": "response"}
 OWN = {"question": "question", "contexts": "contexts", "answer": "answer"}
@@ -61,7 +61,7 @@ def _rows(path: Path) -> list[dict]:
             raise ValueError(f"{path}: not a readable CSV file ({e})") from None
     if suffix not in (".jsonl", ".json", ".ndjson"):
         raise ValueError(f"{path}: unsupported file type {suffix!r}; use .jsonl, .csv or .parquet")
-    from .conversations import decode_lines
+    from rag.ingest.conversations import decode_lines
 
     out = []
     for line_no, line, why in decode_lines(path.read_bytes()):

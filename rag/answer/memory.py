@@ -21,9 +21,9 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .answerers import split_sentences
-from .params import build_params
+from rag.params import build_params
 from .prompts import render_context
-from .tokens import count_tokens
+from rag.tokens import count_tokens
 
 
 @dataclass

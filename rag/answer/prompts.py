@@ -6,7 +6,7 @@ import json
 import re
 from dataclasses import dataclass
 
-from .tokens import count_tokens, count_tokens_memo as _piece_tokens
+from rag.tokens import count_tokens, count_tokens_memo as _piece_tokens
 
 FALLBACK = "The document does not mention this."
 
@@ -47,7 +47,7 @@ def render_context(blocks) -> str:
 
 def build_messages(question: str, blocks, system_prompt: str = SYSTEM_PROMPT,
                    history: list[dict] | None = None) -> list[dict]:
-    """System prompt, then the conversation history a memory policy chose (rag/memory.py), then the
+    """System prompt, then the conversation history a memory policy chose (rag/answer/memory.py), then the
     current turn with its numbered context blocks."""
     user = f"Context blocks:\n\n{render_context(blocks) or '(none)'}\n\nQuestion: {question}\nAnswer:"
     return [{"role": "system", "content": system_prompt}, *(history or []), {"role": "user", "content": user}]

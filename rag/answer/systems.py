@@ -13,7 +13,7 @@ A mapping file (TOML or JSON) adapts other shapes: dotted field paths for the re
 constant request fields, and headers whose values may come from environment variables
 (``"env:MY_KEY"``: only the variable's name is stored). Retries (429, 5xx, timeouts), timeouts,
 bounded concurrency, the response cache and the statuses are the LLM path's; latency is end to end.
-Contexts without ids are located in the ingested corpus by their text (rag/textmatch.py), so
+Contexts without ids are located in the ingested corpus by their text (rag/ingest/textmatch.py), so
 evidence recall, page metrics and citations work for any service.
 """
 from __future__ import annotations
@@ -27,11 +27,11 @@ import tomllib
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from .errors import EndpointError
-from .http_guard import ResponseTooLarge
-from .jsonsafe import loads_bounded
-from .llm import MAX_USAGE_TOKENS
-from .urls import redact_url, register_secret, scrub, scrub_obj, url_secrets
+from rag.errors import EndpointError
+from rag.llm.guard import ResponseTooLarge
+from rag.jsonsafe import loads_bounded
+from rag.llm.client import MAX_USAGE_TOKENS
+from rag.llm.urls import redact_url, register_secret, scrub, scrub_obj, url_secrets
 
 REQUEST_KEYS = {"question", "question_id", "history", "extra", "headers"}
 RESPONSE_KEYS = {"answer", "contexts", "context_text", "context_doc_id", "context_page_id", "context_source",
@@ -144,7 +144,7 @@ class SystemClient:
 
     def __init__(self, cfg: SystemConfig, cache_path: str | Path | None = None, use_cache: bool = True):
 
-        from .llm import Limiter, ResponseCache
+        from rag.llm.client import Limiter, ResponseCache
 
         self.cfg = cfg
         self.headers, header_secrets = {}, []
@@ -159,9 +159,9 @@ class SystemClient:
             self.headers[k] = str(v)
         self.secrets = [s for s in [*header_secrets, *url_secrets(cfg.url)] if len(s) >= 3]
         register_secret(*self.secrets)
-        from .http_guard import guarded_http_client
+        from rag.llm.guard import guarded_http_client
 
-        # one deadline for the whole response and a size cap (rag/http_guard.py); a redirect is reported,
+        # one deadline for the whole response and a size cap (rag/llm/guard.py); a redirect is reported,
         # never followed (the request carries the service's credentials)
         self.http = guarded_http_client(cfg.timeout)
         self.cache = ResponseCache(cache_path) if (use_cache and cache_path) else None
@@ -207,7 +207,7 @@ class SystemClient:
     def _post(self, body: dict) -> tuple[SystemResult, object]:
         import httpx
 
-        from .llm import retry_delay
+        from rag.llm.client import retry_delay
 
         t0 = time.perf_counter()
         status, err = "error", ""
@@ -310,11 +310,11 @@ class SystemClient:
 
 def context_blocks(reader, contexts: list[dict], encoding: str = "o200k_base") -> tuple[list, dict]:
     """A service's contexts as numbered blocks located in the ingested corpus: by its page or document id
-    when it gives one, else by its text (exact, normalised, then fuzzy; rag/textmatch.py), so evidence,
+    when it gives one, else by its text (exact, normalised, then fuzzy; rag/ingest/textmatch.py), so evidence,
     page and citation metrics work for any system. Returns (blocks, counters: how each was located)."""
-    from .strategies import Block
-    from .textmatch import locate
-    from .tokens import count_tokens_memo
+    from rag.strategies import Block
+    from rag.ingest.textmatch import locate
+    from rag.tokens import count_tokens_memo
 
     rd = reader
     how = {"by_id": 0, "by_text": 0, "unmatched": 0}
@@ -358,7 +358,7 @@ def context_blocks(reader, contexts: list[dict], encoding: str = "o200k_base") -
 def _find_text(rd, text: str) -> tuple[str | None, tuple | None]:
     """The document holding ``text``: exact first (every document), else normalised / fuzzy against the
     documents sharing most of its words."""
-    from .textmatch import locate
+    from rag.ingest.textmatch import locate
 
     docs = getattr(rd, "_system_docs", None)
     if docs is None:  # once per reader: (doc_id, text, word set)
@@ -411,7 +411,7 @@ def parse_system_args(items: list[str], maps: list[str] | None = None, timeout: 
             raise ValueError(f"--system expects NAME=URL (http or https), got {it!r}")
         if name in names:
             raise ValueError(f"--system {name} given twice; names must be unique (v1=..., v2=...)")
-        from .strategies import STRATEGIES
+        from rag.strategies import STRATEGIES
 
         if name in STRATEGIES:
             raise ValueError(f"--system name {name!r} is a strategy's; pick another (e.g. {name}_service)")

@@ -21,7 +21,7 @@ from typing import Callable
 
 import numpy as np
 
-from .tokens import E5_WINDOW
+from rag.tokens import E5_WINDOW
 
 EMBEDDERS: dict[str, Callable[..., "Embedder"]] = {}
 
@@ -96,7 +96,7 @@ class E5Embedder(Embedder):
     max_tokens = E5_WINDOW
 
     def count_tokens(self, texts):
-        from .tokens import e5_tokens
+        from rag.tokens import e5_tokens
 
         return e5_tokens(list(texts))
 
@@ -149,7 +149,7 @@ def with_retries(fn, *, retries: int = 5, base_delay: float = 0.5, max_delay: fl
     which honours Retry-After); other errors, and the last failure, are raised."""
     import openai
 
-    from .llm import retry_delay
+    from rag.llm.client import retry_delay
 
     for attempt in range(retries + 1):
         try:
@@ -171,8 +171,8 @@ class OpenAIEmbedder(Embedder):
 
         if not cfg.model:
             raise ValueError("the openai embedder needs a model name (--embed-model)")
-        from .http_guard import guarded_http_client
-        from .urls import register_secret, split_query, url_secrets
+        from rag.llm.guard import guarded_http_client
+        from rag.llm.urls import register_secret, split_query, url_secrets
 
         self.cfg = cfg
         key = os.environ.get(cfg.api_key_env) or ""
@@ -184,15 +184,15 @@ class OpenAIEmbedder(Embedder):
         self.dim = 0
 
     def where(self) -> str:
-        from .urls import redact_url
+        from rag.llm.urls import redact_url
 
         return f"embeddings endpoint {redact_url(self.cfg.base_url) or '(default OpenAI URL)'} (model {self.cfg.model})"
 
     def embed_passages(self, texts):
         import openai
 
-        from .errors import EndpointError
-        from .urls import scrub, url_secrets
+        from rag.errors import EndpointError
+        from rag.llm.urls import scrub, url_secrets
 
         texts, out = list(texts), []
         for i in range(0, len(texts), self.cfg.batch_size):
@@ -216,7 +216,7 @@ class OpenAIEmbedder(Embedder):
     def _checked(self, resp, n: int) -> np.ndarray:
         """The batch's vectors, or an error naming the endpoint: wrong count, ragged or wrong dimension,
         NaN or infinite values are rejected before anything is cached."""
-        from .errors import EndpointError
+        from rag.errors import EndpointError
 
         data = sorted(getattr(resp, "data", None) or [], key=lambda d: d.index)
         if len(data) != n:
@@ -278,7 +278,7 @@ class EmbeddingCache:
     """sha256(embedder key + kind + text) -> float32 vector, in a SQLite file in the workspace."""
 
     def __init__(self, path: str | Path):
-        from .llm import open_cache_db
+        from rag.llm.client import open_cache_db
 
         # several processes may share it (Ray embedding actors, a notebook beside a run): wait for locks;
         # a damaged file is moved aside and a fresh cache starts (open_cache_db)
@@ -292,7 +292,7 @@ class EmbeddingCache:
             return self.db.execute("SELECT 1 FROM seeds WHERE sha = ?", [sha]).fetchone() is not None
 
     def seed(self, keys: list[str], vecs: np.ndarray, sha: str) -> None:
-        """Add shipped vectors (rag/shipped.py); existing entries are kept. One transaction."""
+        """Add shipped vectors (rag/index/shipped.py); existing entries are kept. One transaction."""
         with self._lock:
             self.db.executemany("INSERT OR IGNORE INTO emb VALUES (?, ?)",
                                 [(k, v.astype(np.float32).tobytes()) for k, v in zip(keys, vecs)])

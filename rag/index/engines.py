@@ -12,7 +12,7 @@ code), vectors equal within float tolerance (batches differ), and the same commi
 document's ``documents`` row is written after all its other rows). The content-hash embedding cache
 (``WORKSPACE/cache/embeddings.sqlite``) is read and filled by the embedding actors, so a chunk embedded
 once is never embedded again, whichever engine ran. The evaluation half of the engines is in
-``evals/engines.py``.
+``evals/run/engines.py``.
 """
 from __future__ import annotations
 
@@ -54,7 +54,7 @@ class Engine:
 
 @register_engine("local")
 class LocalEngine(Engine):
-    """Everything in this process (rag/index.py ``Workspace._ingest_here``)."""
+    """Everything in this process (rag/index/workspace.py ``Workspace._ingest_here``)."""
 
 
 # ------------------------------------------------------------------------------------------- Ray
@@ -91,7 +91,7 @@ def ensure_ray(address: str | None = None, num_cpus: int | None = None):
 
 def _parse_batch(batch: dict, language: str | None, cache_root: str | None, shipped: str | None) -> dict:
     """Ray task: parse files (one bad file is a skip row, never a failed task)."""
-    from .corpora import ParseCache, parse_one
+    from rag.ingest.corpora import ParseCache, parse_one
 
     cache = ParseCache(cache_root, shipped) if (cache_root or shipped) else None
     out = {"path": [], "doc": [], "skip": [], "seconds": []}
@@ -111,7 +111,7 @@ def _doc_to_dict(d) -> dict:
 
 
 def _doc_from_dict(d: dict):
-    from .models import Document, Page
+    from rag.models import Document, Page
 
     return Document(**{**d, "pages": [Page(**p) for p in d["pages"]]})
 
@@ -120,7 +120,7 @@ def _chunk_batch(batch: dict, chunking: dict, embedder: dict | None = None) -> d
     """Ray task: chunk documents. One output row per document: its parents (JSON), its chunk rows
     (JSON, with the text to embed), their counts, and the chunks longer than the embedder reads
     ((chunk_id, tokens) JSON: the driver reports them as the local engine does)."""
-    from .chunking import ChunkConfig, chunk_document
+    from rag.ingest.chunking import ChunkConfig, chunk_document
     from .embedders import EmbedderConfig, get_embedder
     from .rows import chunk_row, parent_row
 
@@ -197,7 +197,7 @@ class RayEngine(Engine):
 
     # parsing: map_batches over files ------------------------------------------------------------
     def parse_files(self, files: list[tuple[Path, str]], language: str | None, cache) -> tuple[list, list, dict]:
-        from .models import Skipped
+        from rag.models import Skipped
 
         ray = self.ray()
         items = [{"path": str(p), "doc_id": d} for p, d in files]

@@ -17,10 +17,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .code import KINDS
+from rag.ingest.code import KINDS
 from .embedders import get_embedder
-from .index import IndexConfig, Workspace, mean_page_vector, vectors_of
-from .textproc import analyze
+from .workspace import IndexConfig, Workspace, mean_page_vector, vectors_of
+from rag.textproc import analyze
 
 
 class BM25:
@@ -198,7 +198,7 @@ class IndexReader:
     _dataset: object = None  # the chunks table's Lance dataset, opened on first use
 
     _language: str | None = None
-    # source code (rag/code), per chunk row: language ('' = prose), symbol, kind, 1-based lines
+    # source code (rag/ingest/code), per chunk row: language ('' = prose), symbol, kind, 1-based lines
     code_languages: list = field(default_factory=list)
     symbols: list = field(default_factory=list)
     kinds: list = field(default_factory=list)

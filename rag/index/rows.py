@@ -1,12 +1,12 @@
 """The LanceDB tables of an index: their schemas and how a document, page, parent or chunk becomes a
-row. Shared by the workspace (rag/index.py) and the execution engines (rag/engines.py), so neither
+row. Shared by the workspace (rag/index/workspace.py) and the execution engines (rag/index/engines.py), so neither
 imports the other back."""
 from __future__ import annotations
 
 import pyarrow as pa
 
-from .textproc import analyze
-from .tokens import count_tokens
+from rag.textproc import analyze
+from rag.tokens import count_tokens
 
 _STR, _INT = pa.string(), pa.int64()
 SCHEMAS = {

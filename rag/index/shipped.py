@@ -18,7 +18,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .corpora import datasets_dir
+from rag.ingest.corpora import datasets_dir
 
 MANIFEST = "MANIFEST.json"
 

@@ -21,14 +21,14 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 
-from .chunking import ChunkConfig, chunk_document
-from .corpora import BUNDLED, slug
+from rag.ingest.chunking import ChunkConfig, chunk_document
+from rag.ingest.corpora import BUNDLED, slug
 from .embedders import EmbedderConfig, EmbeddingCache, get_embedder
 from .engines import get_engine
 from .rows import SCHEMAS, chunk_row, chunk_schema, document_row, page_rows, parent_row  # noqa: F401
-from .errors import env_number
-from .models import Dataset, Question
-from .urls import redact_url
+from rag.errors import env_number
+from rag.models import Dataset, Question
+from rag.llm.urls import redact_url
 
 DEFAULT_WORKSPACE = Path("results")
 
@@ -240,8 +240,8 @@ class Workspace:
 
     def load(self, spec: str, questions: str | None = None, cfg: "IndexConfig | None" = None, **kw) -> Dataset:
         """``load_any`` with this workspace's dataset names (folders) and the last good version of any
-        document whose file cannot be read now (kept, said aloud; rag/corpora.py ``_keep_last_good``)."""
-        from .corpora import load_any
+        document whose file cannot be read now (kept, said aloud; rag/ingest/corpora.py ``_keep_last_good``)."""
+        from rag.ingest.corpora import load_any
 
         wait = kw.pop("wait", None)
         if spec in BUNDLED or not Path(spec).is_dir():
@@ -284,7 +284,7 @@ class Workspace:
 
     def stored_document(self, index: str, doc_id: str):
         """A document as its committed rows hold it (text and pages), or None."""
-        from .models import Document, Page
+        from rag.models import Document, Page
 
         if not self.has_table(f"{index}__documents"):
             return None
@@ -300,7 +300,7 @@ class Workspace:
                 return None
         except Exception:
             return None
-        from .code import code_language
+        from rag.ingest.code import code_language
 
         return Document(doc_id, r["title"], r["language"], r["source_path"], r["text"],
                         [Page(p["page_id"], doc_id, p["page_no"], p["start"], p["end"], p["text"]) for p in pages],
@@ -327,7 +327,7 @@ class Workspace:
     # ------------------------------------------------------------------ ingest
     @property
     def parse_cache(self):
-        from .corpora import ParseCache
+        from rag.ingest.corpora import ParseCache
 
         return ParseCache(self.root / "cache" / "parsed")
 
@@ -341,7 +341,7 @@ class Workspace:
         """Sync the index of ``ds`` under ``cfg``: crash-safe (a document counts as ingested only once
         all its rows are committed, its ``documents`` row last) and self-repairing (every ingest
         verifies each document's rows and redoes incomplete, duplicated or orphaned ones).
-        ``engine`` (rag/engines.py, default local): where chunking and embedding run.
+        ``engine`` (rag/index/engines.py, default local): where chunking and embedding run.
         ``on_progress(n_done, n_total)``: called as chunks are embedded (a notebook's progress bar)."""
         if vector_index not in VECTOR_INDEX_MODES:
             raise ValueError(f"vector index must be one of {', '.join(VECTOR_INDEX_MODES)}, not {vector_index!r}")

@@ -14,8 +14,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from .models import Document
-from .tokens import count_tokens, token_char_offsets
+from rag.models import Document
+from rag.tokens import count_tokens, token_char_offsets
 
 _HEADER = re.compile(r"^(#{1,3})[ \t]+(.+?)[ \t]*#*[ \t]*$", re.M)
 _SENT_END = re.compile(r"(?<=[.!?;。！？])[\"')\]]*\s+|\n")
@@ -34,7 +34,7 @@ class Chunk:
     parent_id: str
     header_path: list[str] = field(default_factory=list)
     breadcrumb: str = ""
-    # source code (rag/code): the language, the definition (Class.method), its kind, 1-based lines
+    # source code (rag/ingest/code): the language, the definition (Class.method), its kind, 1-based lines
     code_language: str = ""
     symbol: str = ""
     kind: str = ""
@@ -252,7 +252,7 @@ def code_breadcrumb(doc_id: str, sg) -> str:
 
 
 def code_chunks(doc: Document, cfg: ChunkConfig) -> tuple[list[Chunk], list[Parent]]:
-    """Function-level chunks of a source file (rag/code/chunks.py); the page is the whole file."""
+    """Function-level chunks of a source file (rag/ingest/code/chunks.py); the page is the whole file."""
     from .code.chunks import code_segments, parent_ranges
 
     parsed = code_parse(doc)

@@ -21,13 +21,13 @@ import unicodedata
 from pathlib import Path
 
 from .code import CODE_SUFFIXES, code_language, minified_reason, shebang_language
-from .models import Dataset, Document, Evidence, Page, Question, Skipped, pages_from_paragraphs
+from rag.models import Dataset, Document, Evidence, Page, Question, Skipped, pages_from_paragraphs
 from .textmatch import locate
-from .jsonsafe import loads_bounded
+from rag.jsonsafe import loads_bounded
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
+REPO_ROOT = Path(__file__).resolve().parents[2]
 DOCUMENT_SUFFIXES = (".md", ".markdown", ".txt", ".pdf", ".docx", ".html", ".htm")
-SUPPORTED_SUFFIXES = DOCUMENT_SUFFIXES + CODE_SUFFIXES  # source code: rag/code
+SUPPORTED_SUFFIXES = DOCUMENT_SUFFIXES + CODE_SUFFIXES  # source code: rag/ingest/code
 
 
 class ImportError_(ValueError):
@@ -362,7 +362,7 @@ def load_file(path: Path, doc_id: str, language: str | None = None, cache: Parse
 
 
 def load_code_file(path: Path, doc_id: str, language: str | None = None, text: str | None = None) -> Document:
-    """A source file: one page (the file), parsed for its definitions (rag/code). A binary or
+    """A source file: one page (the file), parsed for its definitions (rag/ingest/code). A binary or
     minified file raises ImportError_ (skipped and counted); one that does not parse keeps a
     warning (``doc.code_parse.warning``) and is chunked by line windows."""
     if text is None:
@@ -408,7 +408,7 @@ def load_code_set(path: str | Path, name: str | None = None) -> Dataset:
 def parse_one(path: Path, doc_id: str, language: str | None, cache: ParseCache | None
               ) -> tuple[Document | None, Skipped | None, float]:
     """(document or None, the reason it was skipped or None, seconds): never raises, so one bad file
-    never stops the rest, here or in an engine's worker (rag/engines.py)."""
+    never stops the rest, here or in an engine's worker (rag/index/engines.py)."""
     t0 = time.perf_counter()
     doc = skip = None
     try:
@@ -423,7 +423,7 @@ def parse_one(path: Path, doc_id: str, language: str | None, cache: ParseCache |
 def _parse_files(files: list[tuple[Path, str]], language: str | None, cache: ParseCache | None,
                  progress: bool, desc: str, engine=None) -> tuple[list[Document], list[Skipped], dict]:
     """Parse files into documents, one bad file never stopping the rest; per-file seconds.
-    ``engine`` (rag/engines.py) parses them elsewhere, e.g. in Ray tasks."""
+    ``engine`` (rag/index/engines.py) parses them elsewhere, e.g. in Ray tasks."""
     if engine is not None and engine.name != "local" and files:
         return engine.parse_files(files, language, cache)
     docs, skipped, seconds = [], [], {}
@@ -917,7 +917,7 @@ def load_any(spec: str, questions: str | None = None, parse_cache: ParseCache | 
              exclude: tuple = (), gitignore: bool = True, never: tuple = ()) -> Dataset:
     """A bundled name, a SQuAD-style JSON file, or a folder (+ JSONL questions). ``insert_fillers``:
     seeded filler turns ("thanks", "ok") inserted into conversations at that rate (bypass tests).
-    ``engine`` (rag/engines.py): where files are parsed (default: here)."""
+    ``engine`` (rag/index/engines.py): where files are parsed (default: here)."""
     if spec in BUNDLED:
         if questions:
             raise ValueError(f"--questions {questions} is for folder datasets; the bundled set {spec!r} has its "

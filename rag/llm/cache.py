@@ -10,7 +10,7 @@ import json
 
 import httpx
 
-from .llm import CacheStats, ResponseCache, current_repeat
+from .client import CacheStats, ResponseCache, current_repeat
 
 # Third-party clients (ragas via instructor) call the endpoint themselves; an httpx transport
 # that caches by request body gives their calls the same response cache and the same keying
@@ -42,10 +42,10 @@ class CachingAsyncTransport(httpx.AsyncBaseTransport):
                                       content=hit["body"].encode(), request=request)
         self.stats.misses += 1
         self.stats.calls += 1
-        from .http_guard import ReadBudget, max_response_bytes
+        from .guard import ReadBudget, max_response_bytes
         from .urls import scrub
 
-        # the same deadline and size cap as every other client (rag/http_guard.py)
+        # the same deadline and size cap as every other client (rag/llm/guard.py)
         budget = ReadBudget(request, (request.extensions.get("timeout") or {}).get("read") or 60.0,
                             max_response_bytes())
         resp = await self.inner.handle_async_request(request)

@@ -160,7 +160,7 @@ class ResponseCache:
 class Limiter:
     """At most ``n`` calls in flight, and one shared backoff: when any caller is rate-limited every
     caller waits (a 429 is about the account, not the thread). The Ray engine swaps in one shared by
-    the whole cluster (evals/engines.py); the interface is ``slot()`` and ``pause(seconds)``."""
+    the whole cluster (evals/run/engines.py); the interface is ``slot()`` and ``pause(seconds)``."""
 
     def __init__(self, n: int):
         self._sem = threading.Semaphore(max(1, n))
@@ -208,9 +208,9 @@ class LLMClient:
         # sent as they are; scrubbed from every error text this client returns (stored, printed)
         self.secrets = [x for x in [key, *url_secrets(cfg.base_url)] if len(x) >= 3]
         register_secret(*self.secrets)  # every stored or printed text of the process hides them
-        from .http_guard import guarded_http_client
+        from .guard import guarded_http_client
 
-        # the timeout is a deadline for the whole response, and its size is capped (rag/http_guard.py)
+        # the timeout is a deadline for the whole response, and its size is capped (rag/llm/guard.py)
         self.client = OpenAI(base_url=base, api_key=key or "not-needed", default_query=query or None,
                              max_retries=0, timeout=cfg.timeout, http_client=guarded_http_client(cfg.timeout))
         self.cache = ResponseCache(cache_path) if (use_cache and cache_path) else None
@@ -328,7 +328,7 @@ class LLMClient:
                     return LLMResult(None, "error", error=last_err, latency_s=time.perf_counter() - t0, calls=calls,
                                      http_status=e.status_code)  # a client error will not fix itself
             except openai.APIConnectionError as e:
-                from .http_guard import too_large_cause
+                from .guard import too_large_cause
 
                 big = too_large_cause(e)
                 if big is not None:  # the same request would get the same flood: not retried, not stored

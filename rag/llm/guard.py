@@ -18,7 +18,7 @@ import time
 
 import httpx
 
-from .errors import env_number
+from rag.errors import env_number
 
 DEFAULT_MAX_RESPONSE_MB = 8.0
 
@@ -39,7 +39,7 @@ def too_large_message(limit: int) -> str:
 
 class ReadBudget:
     """One response's budget while its body is read, chunk by chunk: the deadline and the size cap (the sync
-    transport below and the judges' async one in rag/http_cache.py both read through it)."""
+    transport below and the judges' async one in rag/llm/cache.py both read through it)."""
 
     def __init__(self, request: httpx.Request, timeout: float, max_bytes: int):
         self.request, self.timeout, self.max_bytes = request, float(timeout), int(max_bytes)

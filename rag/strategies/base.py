@@ -1,20 +1,7 @@
-"""Context strategies by name: the five reference shapes of docs/strategies.md, and yours.
-
-The protocol (this module, the public surface a plugin uses; docs/your-system.md):
-
-* ``Params``: a frozen dataclass subclassing ``BaseParams``; every field is a budget a user sweeps
-  with ``--set NAME.FIELD=V1,V2`` (typed: ints stay ints, a typo is an error naming the valid ones).
-* ``candidates(r, question, p) -> CandidatePool``: the expensive part (question embedding and search),
-  cached per question by the Retriever; the default searches the dense pool of ``needed(p)`` chunks.
-* ``pack(r, pool, p) -> Context``: cheap, turns the cached pool into numbered ``Block``s under the budgets
-  (``pack_blocks`` applies the shared token budget and overflow policy). A budget that only changes
-  packing re-uses the pool: that is what keeps notebook sliders fast.
-* Code with no cheap re-pack overrides ``retrieve(r, question, p) -> Context`` instead.
-
-``@register_strategy`` puts a class in the registry ``STRATEGIES``; ``get_strategy`` and ``make_params``
-look names up and error with the valid ones. One file per shape beside this one (``chunks.py`` is the
-one to copy); plugins load through ``load_plugins`` (files, ``plugins = [...]`` in a sweep file, or the
-``rag_workbench.plugins`` entry-point group).
+"""The strategy protocol and its registry: ``BaseParams``, ``Block``, ``Context``, ``Strategy``,
+``register_strategy``. Every shape in this package imports from here (never from the package's
+``__init__``, which imports the shapes: that was an import circle). The protocol itself is described in
+``rag/strategies/__init__.py``.
 """
 from __future__ import annotations
 
@@ -23,8 +10,8 @@ import functools
 import json
 from dataclasses import dataclass, field
 
-from ..params import build_params
-from ..retrieval import CandidatePool, Retriever, SearchKey, parse_where
+from rag.params import build_params
+from rag.index.retrieval import CandidatePool, Retriever, SearchKey, parse_where
 
 DEFAULT_POOL = 100
 
@@ -112,7 +99,7 @@ class BaseParams:
     query_template: str = "{question}"  # instruction-aware query embedding
     search_dim: int = 0  # Matryoshka fast mode when 0 < search_dim < dim
     # only chunks whose fields match, e.g. "kind=method" or "file=src/*.py;symbol=Parser.*" (fnmatch globs over
-    # kind, symbol, file, language; rag.retrieval.parse_where): dense and BM25 search see nothing else
+    # kind, symbol, file, language; rag.index.retrieval.parse_where): dense and BM25 search see nothing else
     where: str = ""
 
     def validate(self) -> None:
@@ -188,41 +175,3 @@ class Strategy:
 
     def retrieve(self, r: Retriever, question: str, p) -> Context:
         return self.pack(r, self.candidates(r, question, p), p)
-
-
-
-# --------------------------------------------------------------------------- the shapes (registered on import)
-
-from .packing import chunk_raw, counters, cut_provenance, pack_blocks, truncate_to_tokens  # noqa: E402,F401
-from .llm_helpers import llm_hyde, llm_paraphrases, llm_rerank  # noqa: E402,F401
-from .chunks import ChunksParams, ChunksStrategy  # noqa: E402,F401
-from .full_documents import FullDocumentsParams, FullDocumentsStrategy  # noqa: E402,F401
-from .two_phase_pages import TwoPhasePagesParams, TwoPhasePagesStrategy  # noqa: E402,F401
-from .hybrid import HybridParams, HybridStrategy, minmax, rrf_fusion, weighted_fusion  # noqa: E402,F401
-from .parent_child import ParentChildParams, ParentChildStrategy  # noqa: E402,F401
-from .routed import RoutedParams, RoutedStrategy  # noqa: E402,F401
-from .escalate import EscalateParams, EscalateStrategy  # noqa: E402,F401
-from .plugins import load_plugins, plugin_hashes  # noqa: E402,F401
-
-BUILTIN = tuple(STRATEGIES)  # the five reference shapes and routed; anything registered later is a plugin
-
-
-def default_strategies() -> list[str]:
-    """What runs when no strategy is named: every registered shape except opt-in ones (routed needs a router)."""
-    return [n for n, s in STRATEGIES.items() if not getattr(s, "opt_in", False)]
-
-# --------------------------------------------------------------------------- plain Python API
-
-def retrieve(retriever: Retriever, strategy: str, question: str, **params) -> Context:
-    """Run one strategy for one question: ``retrieve(r, "hybrid", "Who ...?", alpha=0.5)``."""
-    s = get_strategy(strategy)
-    return s.retrieve(retriever, question, make_params(strategy, **params))
-
-
-def describe_strategies() -> list[dict]:
-    out = []
-    for name, s in STRATEGIES.items():
-        defaults = s.Params()
-        out.append({"name": name, "description": s.description,
-                    "params": {f.name: getattr(defaults, f.name) for f in dataclasses.fields(s.Params)}})
-    return out

@@ -3,7 +3,7 @@ fallback sentence (the model abstained), answer again with a rich shape. One com
 prompt tokens and price count both calls, its blocks are the ones finally answered from, and every item
 says whether it escalated (counter ``escalated``, metric ``escalated``: the mean is the escalation rate).
 
-The answering happens in the evaluator (evals/items.py), because only an answer can abstain; this
+The answering happens in the evaluator (evals/run/items.py), because only an answer can abstain; this
 strategy names the two points and packs the cheap one. Opt-in: ``--strategies escalate`` (defaults:
 chunks, then full_documents), budgets as ``--set escalate.cheap_params="top_k=4"``."""
 from __future__ import annotations
@@ -12,7 +12,7 @@ import functools
 import shlex
 from dataclasses import dataclass
 
-from . import BaseParams, Strategy, get_strategy, make_params, register_strategy
+from .base import BaseParams, Strategy, get_strategy, make_params, register_strategy
 
 
 def parse_point_params(text: str, owner: str) -> dict:

@@ -4,8 +4,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 
-from ..tokens import count_tokens_memo
-from . import (STRATEGIES, BaseParams, Context, Strategy, make_params, params_dict, register_strategy)
+from rag.tokens import count_tokens_memo
+from .base import (STRATEGIES, BaseParams, Context, Strategy, make_params, params_dict, register_strategy)
 from .packing import _prefetch, _text_prefix, counters, pack_blocks
 
 
@@ -27,7 +27,7 @@ class FullDocumentsParams(BaseParams):
 def _load_source_text(path: str) -> str | None:
     from pathlib import Path
 
-    from ..corpora import ImportError_, load_file
+    from rag.ingest.corpora import ImportError_, load_file
 
     p = Path(path)
     if not p.is_file():

@@ -6,10 +6,10 @@ import functools
 import re
 
 
-from ..retrieval import Retriever
-from ..textproc import note_prefix
-from ..tokens import count_tokens, count_tokens_memo
-from . import (BaseParams, Block)
+from rag.index.retrieval import Retriever
+from rag.textproc import note_prefix
+from rag.tokens import count_tokens, count_tokens_memo
+from .base import (BaseParams, Block)
 
 # --------------------------------------------------------------------------- packing
 
@@ -21,7 +21,7 @@ def truncate_to_tokens(text: str, budget: int, encoding: str = "o200k_base") -> 
     """The longest prefix of ``text`` that ends at a sentence boundary and fits ``budget`` tokens."""
     if budget <= 0:
         return ""
-    from ..tokens import get_encoding
+    from rag.tokens import get_encoding
 
     enc = get_encoding(encoding)
     # one encode finds where the budget runs out; then walk back to a sentence boundary

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from . import (BaseParams, Context, Strategy, params_dict, register_strategy)
+from .base import (BaseParams, Context, Strategy, params_dict, register_strategy)
 from .packing import _prefetch, counters, pack_blocks
 
 

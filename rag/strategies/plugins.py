@@ -15,7 +15,7 @@ import sys
 import traceback
 from pathlib import Path
 
-from . import STRATEGIES
+from .base import STRATEGIES
 
 ENTRY_POINT_GROUP = "rag_workbench.plugins"
 ORIGIN: dict[str, str] = {}  # strategy name -> the plugin that registered it
@@ -254,8 +254,8 @@ def checked_context(ctx, name: str, p, encoding: str):
     overflow policy, as for every built-in shape. Counters say when a claim or the budget changed anything."""
     import dataclasses
 
-    from ..tokens import count_tokens_memo
-    from . import Block, Context
+    from rag.tokens import count_tokens_memo
+    from .base import Block, Context
     from .packing import pack_blocks
 
     if not isinstance(ctx, Context):

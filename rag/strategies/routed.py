@@ -1,12 +1,12 @@
 """routed: a router trained on a stored run (``ragwb route``) picks one of that run's points per question,
-from features known before answering (rag/routing.py); the chosen point then retrieves as itself. The
+from features known before answering (rag/strategies/routing.py); the chosen point then retrieves as itself. The
 choice and its reason are in the item's counters (``routed_to``, ``route_p``, ``router``), so a routed
 configuration is stored, shown and gated like any shape. Opt-in: it needs ``--set routed.model=PATH``."""
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from . import BaseParams, Context, Strategy, get_strategy, make_params, params_dict, register_strategy
+from .base import BaseParams, Context, Strategy, get_strategy, make_params, params_dict, register_strategy
 
 
 @dataclass(frozen=True)
@@ -18,7 +18,7 @@ class RoutedParams(BaseParams):
         if not self.model:
             raise ValueError("routed needs a router: --set routed.model=PATH (train one with "
                              "`ragwb route RUN --metric M`)")
-        from ..routing import load_router
+        from .routing import load_router
 
         load_router(self.model)  # a missing, changed or foreign file is an error before any item runs
 
@@ -31,7 +31,7 @@ class RoutedStrategy(Strategy):
     opt_in = True  # not in the default list: it needs a router file
 
     def pack(self, r, pool, p):
-        from ..routing import load_router, question_features
+        from .routing import load_router, question_features
 
         router = load_router(p.model)
         question = pool.question

@@ -3,7 +3,7 @@
 Features are known before answering (docs/metrics.md, "The learned router"): the question's length and
 type words, its script-detected language, and the shape of the shared candidate pool (top dense score,
 the gaps to the 5th and 10th, dense/BM25 agreement in the top 10, how many distinct documents and
-pages the top 10 chunks come from). Training lives in evals/routing.py (``ragwb route``); this module
+pages the top 10 chunks come from). Training lives in evals/analyze/routing.py (``ragwb route``); this module
 is what the ``routed`` strategy needs at run time, so rag never imports evals.
 """
 from __future__ import annotations
@@ -28,7 +28,7 @@ FEATURE_NAMES = (["chars", "words", "has_digit", "has_quote"] + [f"type_{w}" for
 
 
 def text_features(question: str) -> list[float]:
-    from .corpora import detect_language
+    from rag.ingest.corpora import detect_language
 
     words = question.split()
     low = [w.strip("¿¡\"'()").casefold() for w in words]
@@ -41,14 +41,14 @@ def text_features(question: str) -> list[float]:
 
 def pool_features(r, question: str, key=None) -> list[float]:
     """The candidate pool's shape for a question (the same pool every shape searches)."""
-    from .retrieval import SearchKey
+    from rag.index.retrieval import SearchKey
 
     pool = r.pool(question, key or SearchKey())
     s = np.asarray(pool.dense_scores, float)
     top = [int(i) for i in pool.dense_idx[:10]]
     if not len(s):
         return [0.0] * 8
-    from .strategies import DEFAULT_POOL
+    from .base import DEFAULT_POOL
 
     # the pool size hybrid asks for at its defaults: one BM25 scoring per question, shared through the memo
     bm_idx, bm_s = (x[:10] for x in r.bm25_pool(pool, DEFAULT_POOL))

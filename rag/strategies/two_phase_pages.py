@@ -4,10 +4,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 
-from ..chunking import rebuild_page
-from ..retrieval import CandidatePool, Retriever
-from ..tokens import count_tokens
-from . import (BaseParams, Context, Strategy, params_dict, register_strategy)
+from rag.ingest.chunking import rebuild_page
+from rag.index.retrieval import CandidatePool, Retriever
+from rag.tokens import count_tokens
+from .base import (BaseParams, Context, Strategy, params_dict, register_strategy)
 from .packing import chunk_raw, _prefetch, counters, pack_blocks
 from .llm_helpers import llm_rerank
 

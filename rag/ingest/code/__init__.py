@@ -1,9 +1,9 @@
 """Source code as a corpus: which files are code, and their definitions (functions, methods,
 classes) found by a parser from the registry ``PARSERS``.
 
-* ``tree-sitter`` (rag/code/treesitter.py): compiled grammars from ``tree-sitter-language-pack``
+* ``tree-sitter`` (rag/ingest/code/treesitter.py): compiled grammars from ``tree-sitter-language-pack``
   for Python, JavaScript, TypeScript/TSX, Go, Java, Rust, C, C++, Ruby and shell.
-* ``python-ast`` (rag/code/python_ast.py): Python's own ``ast``, the floor when the grammars are
+* ``python-ast`` (rag/ingest/code/python_ast.py): Python's own ``ast``, the floor when the grammars are
   not installed.
 * ``lines``: no parser (a grammar missing, or a file with nothing readable): the chunker falls back
   to line windows and the file gets a warning naming it. A syntax error tree-sitter reads around keeps
@@ -11,14 +11,15 @@ classes) found by a parser from the registry ``PARSERS``.
   kept). A parser returns ``list[Def]``, or ``(list[Def], note)`` when it read around an error.
 
 A definition (``Def``) is a whole-line range: chunks are cut at line starts, never mid-line. The
-chunker (rag/code/chunks.py) turns the definitions into function-level chunks; docs/datasets.md
+chunker (rag/ingest/code/chunks.py) turns the definitions into function-level chunks; docs/datasets.md
 ("Code") documents the model: a page is a file, a parent the enclosing class or the file.
 """
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
 from pathlib import Path
+
+from .base import _COMMENT_LINE, PARSERS, CodeParse, CodeParseError, Def, register_parser  # noqa: F401
 
 # extension -> language (the tree-sitter grammar name)
 LANGUAGES = {
@@ -80,37 +81,6 @@ def minified_reason(path: str | Path, text: str) -> str | None:
     return None
 
 
-@dataclass
-class Def:
-    """A definition: 0-based first and last line (inclusive, decorators and leading comments in),
-    qualified name (``Class.method``), kind, nested definitions (a class's methods) and the lines
-    where its body's statements start (where a long definition may be split)."""
-    name: str
-    kind: str
-    first: int
-    last: int
-    children: list["Def"] = field(default_factory=list)
-    statements: list[int] = field(default_factory=list)
-
-    @property
-    def container(self) -> bool:
-        return bool(self.children) or self.kind == "class"
-
-
-@dataclass
-class CodeParse:
-    defs: list[Def]
-    parser: str  # the PARSERS name that produced them
-    warning: str = ""  # why the file fell back to line windows ('' when it did not)
-
-
-class CodeParseError(ValueError):
-    """A file a parser could not read (syntax error): the message says where."""
-
-
-_COMMENT_LINE = re.compile(r"^\s*(//|/\*|\*|#(\s|$|#)|@|--|;)")
-
-
 def attach_leading_comments(defs: list[Def], lines: list[str], floor: int = 0) -> None:
     """Extend each definition upward over the comment and decorator lines right above it (no blank
     line between): a doc comment belongs to its function. Never past the previous definition."""
@@ -150,18 +120,6 @@ def annotate_questions(questions: list, docs: list) -> None:
         if ev.start is not None and d.code_parse is not None:
             meta["symbol"], meta["kind"] = symbol_at(d.code_parse.defs, d.text.count("\n", 0, ev.start))
         q.metadata = {**meta, **q.metadata}
-
-
-# --------------------------------------------------------------------------- registry
-
-PARSERS: dict[str, object] = {}  # name -> parse(text, language) -> list[Def]; raises CodeParseError
-
-
-def register_parser(name: str):
-    def deco(fn):
-        PARSERS[name] = fn
-        return fn
-    return deco
 
 
 def available_parser(language: str) -> str | None:

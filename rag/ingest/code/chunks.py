@@ -15,8 +15,8 @@ import dataclasses
 import re
 from dataclasses import dataclass
 
-from ..tokens import count_tokens_batch
-from . import _COMMENT_LINE, CodeParse, Def
+from rag.tokens import count_tokens_batch
+from .base import _COMMENT_LINE, CodeParse, Def
 
 
 @dataclass
@@ -152,7 +152,7 @@ def code_segments(text: str, parsed: CodeParse, max_tokens: int, encoding: str, 
     if embed_window:
         # e5's per-line counts less its fixed overhead add up to the whole; counting by line costs what counting
         # the pieces would (e5's tokenizer is ~1.5 us a character either way, <1% of embedding them)
-        from ..tokens import e5_overhead, e5_tokens
+        from rag.tokens import e5_overhead, e5_tokens
 
         over = e5_overhead()
         fits.append(([n - over for n in e5_tokens(lines)], embed_window - over - BREADCRUMB_RESERVE))

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import ast
 
-from . import CodeParseError, Def, register_parser
+from .base import CodeParseError, Def, register_parser
 
 _COMPOUND = (ast.If, ast.Try, ast.With, ast.AsyncWith, ast.For, ast.AsyncFor, ast.While)
 if hasattr(ast, "TryStar"):

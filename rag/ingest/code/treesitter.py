@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import functools
 
-from . import CodeParseError, Def, register_parser
+from .base import CodeParseError, Def, register_parser
 
 # node type -> kind, per language. A "class" is a container: functions inside it are its methods.
 DEFS = {

@@ -1,0 +1,1 @@
+"""``ragwb bench``: the speed benchmark with its targets (``suite``) and the ANN scale curve (``scale``)."""

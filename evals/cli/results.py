@@ -1,0 +1,187 @@
+"""``ragwb runs``, ``show``, ``compare``, ``export``: reading stored runs."""
+from __future__ import annotations
+
+from pathlib import Path
+
+from .common import add_store_args, non_negative_float, open_store
+
+
+def cmd_runs(a) -> int:
+    import pandas as pd
+
+    if not Path(a.db or Path(a.workspace) / "results.duckdb").exists():
+        print("no runs yet: try `ragwb run`")
+        return 0
+    with open_store(a) as st:
+        df = st.runs()
+    if df.empty:
+        print("no runs yet: try `ragwb run`")
+        return 0
+    import json
+
+    # a run's strategy plugins as file@sha256[:12]: a changed plugin shows as a different hash
+    df["plugins"] = [", ".join(f"{Path(k).name}@{v[:12]}" for k, v in json.loads(p).items()) if p else ""
+                     for p in df["plugins"].fillna("")]
+    if not df["plugins"].any():
+        df = df.drop(columns=["plugins"])
+    with pd.option_context("display.width", 200, "display.max_columns", 20):
+        print(df.to_string(index=False))
+    return 0
+
+
+def cmd_show(a) -> int:
+    import pandas as pd
+
+    from evals.analyze.summary import (headline_metrics, headline_table, item_losses, shared_questions, summarize, summarize_by,
+                          summarize_scores, with_losses)
+
+    with open_store(a) as st:
+        rid = st.resolve_run(a.run)
+        run = st.run(rid)
+        if a.per_1k:  # which point gives the most quality per 1,000 tokens, with intervals
+            from evals.analyze.explore import quality_per_1k_tokens
+
+            sc = st.scores(rid)
+            t = quality_per_1k_tokens(sc, a.per_1k, cost=a.cost)
+            if a.per_1k not in set(sc.metric):
+                raise ValueError(f"run {rid} has no metric {a.per_1k!r}; it has: {', '.join(sorted(set(sc.metric)))}")
+            print(f"run {rid}: {a.per_1k} per 1,000 {a.cost.replace('_', ' ')} (1000 x mean {a.per_1k} / mean "
+                  f"{a.cost}, 95% bootstrap interval of the ratio; n = questions with both scored)")
+            with pd.option_context("display.width", 250, "display.max_columns", 30):
+                print(t.sort_values("per_1k_tokens", ascending=False).to_string(index=False))
+            return 0
+        if a.oracle:  # how much could routing save at most on this run?
+            from evals.score.metrics import METRICS
+            from evals.analyze.routing import oracle_bound
+
+            t, info = oracle_bound(st.scores(rid), a.oracle, a.cost, a.tolerance,
+                                   getattr(METRICS.get(a.oracle), "higher_is_better", True))
+            print(f"run {rid}: the oracle router picks, per question, the cheapest point whose {a.oracle} is within "
+                  f"{a.tolerance:g} of the best any point reached ({info['questions']} questions; {info['left_out']} "
+                  f"with no ok score left out). No router can beat it on this run.")
+            with pd.option_context("display.width", 250, "display.max_columns", 30):
+                print(t.to_string(index=False))
+            if info["summary"]:
+                print(info["summary"])
+            return 0
+        if a.turns:
+            from evals.analyze.summary import conversation_table
+            with pd.option_context("display.width", 250, "display.max_columns", 30):
+                print(conversation_table(st, rid).to_string(index=False))
+            return 0
+        metrics = a.metrics or headline_metrics(st, rid)
+        summ = summarize_by(st, rid, a.by, metrics) if a.by else summarize(st, rid, metrics)
+        statuses = st.con.execute("SELECT status, count(*) FROM scores WHERE run_id=? GROUP BY 1 ORDER BY 1",
+                                  [rid]).fetchall()
+        losses = item_losses(st, rid)
+        timing = st.con.execute(
+            "SELECT count(*) FILTER (WHERE NOT coalesce(cached, false)), "
+            "median(answer_ms) FILTER (WHERE NOT coalesce(cached, false)), count(*) FILTER (WHERE cached) "
+            "FROM results WHERE run_id = ? AND usage_source = 'endpoint'", [rid]).fetchone()
+        shared = None
+        if not a.by and len(losses) > 1 and losses["lost"].any():  # compare points on the items they share
+            keep = shared_questions(st, rid)
+            sc = st.scores(rid)
+            shared = (len(keep), len(set(sc.question_id)),
+                      summarize_scores(sc[sc.question_id.isin(keep)], metrics))
+    from evals.analyze.summary import run_notes
+
+    print(f"run {rid}  dataset {run['dataset']}  status {run['status']}  commit {run['git_commit']}")
+    for note in run_notes(run, a.db or Path(a.workspace) / "results.duckdb"):
+        print(f"note: {note}")
+    print("score statuses: " + ", ".join(f"{s}={n}" for s, n in statuses))
+    if timing and timing[2]:  # a resumed or repeated LLM run: cached answers take ~0 ms; never averaged in
+        print(f"answers: {timing[0]} called the endpoint (median {timing[1] or 0:.0f} ms), {timing[2]} came from the "
+              "response cache (not timed)")
+    with pd.option_context("display.width", 250, "display.max_columns", 30, "display.max_colwidth", 40):
+        table = headline_table(summ, metrics, a.by)
+        if not a.by:
+            table = with_losses(table, losses)
+        print(table.to_string(index=False) if len(table) else "no items committed yet")
+        if "faithfulness" in metrics and len(table):
+            from evals.score.support import support_caption
+            print(f"\nfaithfulness (offline): {support_caption()}")
+        if shared is not None:
+            n, total, ssum = shared
+            print(f"\nsome points lost items (column 'lost': answers that failed, left out of their means), so "
+                  f"the rows above are means over different questions. On the {n} of {total} questions every "
+                  "point answered:")
+            t = headline_table(ssum, metrics)
+            print(t.to_string(index=False) if len(t) else "no question was answered by every point")
+    return 0
+
+
+def cmd_compare(a) -> int:
+    """Two points of one run, paired on the questions both scored: deltas with intervals and verdicts."""
+    import pandas as pd
+
+    from evals.analyze.explore import paired_points, pick_point, points_of
+
+    with open_store(a) as st:
+        rid = st.resolve_run(a.run)
+        sc = st.scores(rid)
+    pts = points_of(sc)
+    a_, b_ = pick_point(pts, a.points[0], rid), pick_point(pts, a.points[1], rid)
+    t = paired_points(sc, a_, b_, a.metrics or None, first=a.first)
+    print(f"run {rid}: {b_} (B) against {a_} (A), paired over the questions both scored; delta = B - A with a 95% "
+          "paired bootstrap interval; better / worse when the interval excludes 0 in the metric's direction")
+    with pd.option_context("display.width", 250, "display.max_columns", 30):
+        print(t.to_string(index=False))
+    return 0
+
+
+def cmd_export(a) -> int:
+    with open_store(a) as st:
+        rid = st.resolve_run(a.run)
+        for p in st.export(rid, a.out or Path(a.workspace) / "export", a.format):
+            print(p)
+    return 0
+
+
+def add_runs(sub) -> None:
+    s = sub.add_parser("runs", help="list stored runs", description="List stored runs, newest first.")
+    add_store_args(s)
+    s.set_defaults(fn=cmd_runs)
+
+
+def add_show(sub) -> None:
+    s = sub.add_parser("show", help="summary table of a run (means with 95%% bootstrap intervals)")
+    s.add_argument("run", help="run id, unique prefix, or 'latest'")
+    s.add_argument("--metrics", nargs="*", default=None, help="metrics to show (default: headline set, plus page "
+                   "metrics when the dataset has page evidence)")
+    s.add_argument("--by", default=None, metavar="FIELD", help="break every metric down by a question field: "
+                   "language, qtype, answerable, document, or any metadata field of the gold set (company; on code sets "
+                   "code_language, kind, file)")
+    s.add_argument("--per-1k", default=None, metavar="METRIC",
+                   help="quality per 1,000 tokens of each point for METRIC (f1, faithfulness, ...), with 95%% "
+                        "intervals, best first")
+    s.add_argument("--oracle", default=None, metavar="METRIC",
+                   help="the routing oracle for METRIC: per question the cheapest point within --tolerance of the "
+                        "best, beside every fixed point (how much routing could save at most)")
+    s.add_argument("--tolerance", type=non_negative_float, default=0.0, help="--oracle: quality tolerance (0)")
+    s.add_argument("--cost", default="prompt_tokens", choices=["prompt_tokens", "context_tokens"],
+                   help="the tokens --per-1k divides by (default prompt_tokens: what an LLM call is billed for)")
+    s.add_argument("--turns", action="store_true", help="conversational runs: recall@5, prompt tokens at turn 1 and "
+                   "turns 6+, history tokens, bypass accuracy and time per turn, per memory policy and query mode")
+    add_store_args(s)
+    s.set_defaults(fn=cmd_show)
+
+
+def add_compare(sub) -> None:
+    s = sub.add_parser("compare", help="two points of one run, paired: deltas with 95%% intervals and verdicts")
+    s.add_argument("run", help="run id, unique prefix, or 'latest'")
+    s.add_argument("--points", nargs=2, required=True, metavar=("A", "B"),
+                   help="the two points: 'strategy · label' as `ragwb show` lists them, or a strategy with one point")
+    s.add_argument("--metrics", nargs="*", default=None, help="metrics to compare (default: all)")
+    s.add_argument("--first", default="f1", help="the metric listed first (default f1)")
+    add_store_args(s)
+    s.set_defaults(fn=cmd_compare)
+
+
+def add_export(sub) -> None:
+    s = sub.add_parser("export", help="write a run's results and scores as parquet or CSV")
+    s.add_argument("run", help="run id, unique prefix, or 'latest'")
+    s.add_argument("--format", choices=["parquet", "csv"], default="parquet", help="file format (parquet)")
+    s.add_argument("--out", default=None, help="output folder (default: WORKSPACE/export)")
+    add_store_args(s)
+    s.set_defaults(fn=cmd_export)

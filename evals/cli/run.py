@@ -1,0 +1,445 @@
+"""``ragwb run`` and ``ragwb score``: evaluate strategies x budgets (or a system's logged outputs) into the store."""
+from __future__ import annotations
+
+import math
+import os
+import sys
+import tomllib
+from pathlib import Path
+
+from .common import (add_index_args, at_least, engine_address, index_config, non_negative_float, parse_sets,
+                     positive_float, run_id_arg, share_arg, temperature_arg)
+from .report import finish_report_notebook, start_report_notebook
+
+
+def parse_prices(items: list[str], base: dict | None = None) -> dict:
+    """['gpt-x=0.5,1.5'] -> {'gpt-x': [0.5, 1.5]} (dollars per million input, output tokens)."""
+    out = {k: [float(x) for x in v] for k, v in (base or {}).items()}
+    for it in items:
+        try:
+            model, vals = it.split("=", 1)
+            pin, pout = (float(x) for x in vals.split(","))
+        except ValueError:
+            raise ValueError(f"--price expects MODEL=INPUT,OUTPUT dollars per million tokens, got {it!r}") from None
+        if not model or not all(math.isfinite(x) and x >= 0 for x in (pin, pout)):
+            raise ValueError(f"--price {it!r}: prices must be finite numbers >= 0 (dollars per million tokens)")
+        out[model] = [pin, pout]
+    return out
+
+
+SWEEP_SECTIONS = {"run", "strategies", "prices"}
+
+RUN_KEYS = {"datasets": "a list of dataset names", "strategies": "a list of strategy names",
+            "answerer": "extractive or openai", "limit": "an integer >= 1", "repeats": "an integer >= 1",
+            "prices": "a table MODEL = [input, output]", "plugins": "a list of strategy plugin files or modules"}
+
+
+def load_sweep(path: str) -> dict:
+    """Read and check a sweep TOML: an unknown section, key, strategy or parameter, or a value of the
+    wrong type, is an error naming the file and the key (a typo must never run the defaults)."""
+    try:
+        with open(path, "rb") as f:
+            d = tomllib.load(f)
+    except OSError as e:
+        raise ValueError(f"{path}: cannot read the sweep file ({e.strerror})") from None
+    except tomllib.TOMLDecodeError as e:
+        raise ValueError(f"{path}: not valid TOML ({e})") from None
+    except UnicodeDecodeError as e:
+        raise ValueError(f"{path}: not UTF-8 text, so not TOML (byte {e.start}: {e.reason})") from None
+    from rag.strategies import STRATEGIES, make_params
+
+    for k in d:
+        if k not in SWEEP_SECTIONS:
+            raise ValueError(f"{path}: unknown section [{k}]; valid: {', '.join(sorted(SWEEP_SECTIONS))}")
+    run = d.get("run", {})
+    if not isinstance(run, dict):
+        raise ValueError(f"{path}: [run] must be a table")
+    for k, v in run.items():
+        if k not in RUN_KEYS:
+            raise ValueError(f"{path}: unknown key [run] {k}; valid: {', '.join(RUN_KEYS)}")
+        bad = ((k in ("limit", "repeats") and (not isinstance(v, int) or isinstance(v, bool) or v < 1))
+               or (k in ("datasets", "strategies", "plugins") and not (isinstance(v, str) or
+                                                             (isinstance(v, list) and all(isinstance(x, str) for x in v))))
+               or (k == "answerer" and v not in ("extractive", "openai")))
+        if bad:
+            raise ValueError(f"{path}: [run] {k} must be {RUN_KEYS[k]}, got {v!r}")
+    if run.get("plugins"):  # loaded before the strategy tables are checked: they may name a plugin's shapes
+        from rag.strategies import load_plugins
+
+        plugs = [run["plugins"]] if isinstance(run["plugins"], str) else run["plugins"]
+        here = Path(path).parent
+        run["plugins"] = [str(here / x) if (here / x).is_file() else x for x in plugs]
+        load_plugins(run["plugins"])
+    strategies = d.get("strategies", {})
+    for name, axes in strategies.items():
+        if name not in STRATEGIES:
+            raise ValueError(f"{path}: unknown strategy [strategies.{name}]; valid: {', '.join(STRATEGIES)}")
+        if not isinstance(axes, dict):
+            raise ValueError(f"{path}: [strategies.{name}] must be a table of PARAM = value or [values]")
+        for param, vals in axes.items():
+            if isinstance(vals, list) and not vals:  # an empty axis would drop the strategy without a word
+                raise ValueError(f"{path}: [strategies.{name}] {param} is an empty list; give at least one value")
+            for v in (vals if isinstance(vals, list) else [vals]):
+                try:
+                    make_params(name, **{param: v})
+                except ValueError as e:
+                    raise ValueError(f"{path}: [strategies.{name}] {param}: {e}") from None
+    for model, pr in {**d.get("prices", {}), **run.get("prices", {})}.items():
+        if not (isinstance(pr, list) and len(pr) == 2 and all(isinstance(x, (int, float)) and not isinstance(x, bool)
+                                                               and math.isfinite(x) and x >= 0 for x in pr)):
+            raise ValueError(f"{path}: prices {model} must be [input, output] dollars per million tokens, got {pr!r}")
+    return d
+
+
+def memory_grid(names: str | None, axes: dict) -> dict:
+    """--memory a,b and --set memory.PARAM=V1,V2 -> {policy: {}, "*": {PARAM: [V1, V2]}} ({} = every policy)."""
+    from rag.answer.memory import get_memory
+
+    chosen = [get_memory(x.strip()).name for x in (names or "").split(",") if x.strip()]
+    if not chosen and not axes:
+        return {}
+    if not chosen:
+        from evals.run.conversations import DEFAULT_MEMORY
+        chosen = list(DEFAULT_MEMORY)
+    grid = {m: {} for m in chosen}
+    if axes:
+        grid["*"] = axes
+    return grid
+
+
+MAIN_JOB_LIMIT = 200  # questions per bundled set when `ragwb run` is called bare (the main job)
+
+
+def refuse_empty_plugins(specs) -> None:
+    """A plugin file that registers no strategy was probably meant to (a missing decorator): loud."""
+    from rag.strategies.plugins import ORIGIN
+
+    for spec in specs:
+        key = str(Path(spec).resolve()) if Path(spec).is_file() else str(spec)
+        if not any(v == key for v in ORIGIN.values()):
+            raise ValueError(f"plugin {spec} registers no strategy (a class decorated with @register_strategy, "
+                             "docs/your-system.md); nothing of it would run")
+
+
+def refuse_ignored_run_flags(a) -> None:
+    """Flags that would do nothing in this combination are refused, never silently ignored."""
+    if a.dataset is not None and any(not str(d).strip() for d in a.dataset):
+        raise ValueError("--dataset '' names no dataset (give a bundled set's name or a folder; 'all' runs every "
+                         "bundled set)")
+    if a.llm_model and not a.llm_base_url:
+        raise ValueError("--llm-model needs --llm-base-url (the endpoint serving it); without it the run would use "
+                         "the offline answerer")
+    if a.judge_model and not a.judge_base_url:
+        raise ValueError("--judge-model needs --judge-base-url; without it no judge would run")
+    if a.judge_base_url and any(j.startswith("ragas") for j in (a.judges or ["ragas_faithfulness"])):
+        from evals.score.judges import check_ragas
+
+        check_ragas()  # before any run row or call: which extra is missing
+
+
+def cmd_run(a) -> int:
+    from rag.ingest.corpora import BUNDLED, MAIN_JOB_SETS
+    from rag.llm.client import LLMConfig
+
+    from evals.run.runner import RunConfig, run_evaluation
+
+    import time
+
+    t_start = time.perf_counter()
+    from rag.strategies import load_plugins, plugin_hashes
+
+    refuse_ignored_run_flags(a)
+    if a.max_response_mb is not None:  # every client of this process (and the workers it starts) reads it
+        os.environ["RAGWB_MAX_RESPONSE_MB"] = f"{a.max_response_mb:g}"
+    load_plugins(a.plugins or [])  # before anything names a strategy: --set and the sweep may use them
+    refuse_empty_plugins(a.plugins or [])
+    sweep = load_sweep(a.config) if a.config else {}
+    run_sec = sweep.get("run", {})
+    main_job = not (a.dataset or run_sec.get("datasets") or a.resume)
+    datasets = a.dataset or run_sec.get("datasets") or (["squad2"] if a.resume else list(MAIN_JOB_SETS))
+    if isinstance(datasets, str):
+        datasets = [datasets]
+    if datasets == ["all"]:
+        datasets = list(BUNDLED)
+    grid = dict(sweep.get("strategies", {}))
+    cli_axes = parse_sets(a.set or [])
+    memory = memory_grid(a.memory, cli_axes.pop("memory", {}))
+    query_modes = tuple(x.strip() for x in (a.query_mode or "").split(",") if x.strip())
+    if query_modes:
+        from rag.answer.memory import get_query_mode
+        for m in query_modes:
+            get_query_mode(m)
+    for k, v in cli_axes.items():
+        grid.setdefault(k, {}).update(v)
+    from rag.strategies import default_strategies, get_strategy
+
+    chosen = a.strategies or run_sec.get("strategies")
+    if isinstance(chosen, str):
+        chosen = [x.strip() for x in chosen.split(",") if x.strip()]
+    from rag.answer.systems import parse_system_args
+
+    systems = tuple(parse_system_args(a.system or [], a.system_map or [], a.timeout, a.retries, a.concurrency))
+    if chosen == ["none"]:  # only the deployed systems (--system), no reference shapes
+        if not systems:
+            raise ValueError("--strategies none leaves nothing to run: add --system NAME=URL")
+        chosen, strategies = [], []
+    else:
+        strategies = [get_strategy(x).name for x in chosen] if chosen else default_strategies()
+    # the chosen strategies, plus any that a --set axis names
+    named = [x for x in cli_axes if x not in strategies]
+    # ... and every strategy the sweep file configures: a configured strategy is never silently left out
+    named += [x for x in sweep.get("strategies", {}) if x not in strategies + named]
+    grid = {s: grid.get(s, {}) for s in strategies + named}
+    if a.where:  # one chunk filter for every strategy of the run (it shows in each point's label)
+        from rag.index.retrieval import parse_where
+
+        parse_where(a.where)
+        clash = [s for s in grid if "where" in grid[s]]
+        if clash:
+            raise ValueError(f"--where and a `where` axis for {', '.join(clash)}: give one of them")
+        grid = {s: {**g, "where": [a.where]} for s, g in grid.items()}
+    llm = None
+    if a.llm_base_url:
+        if not a.llm_model and not a.resume:  # resuming: the URL only restores the run's credentials
+            raise ValueError("--llm-base-url needs --llm-model")
+        llm = LLMConfig(a.llm_base_url, a.llm_model or "", a.llm_key_env, a.temperature, a.max_tokens, a.timeout,
+                        a.retries, max_concurrency=a.concurrency, context_window=a.context_window or 0)
+    elif a.context_window or a.fit_context:
+        raise ValueError(f"{'--context-window' if a.context_window else '--fit-context'} is about an LLM answerer's "
+                         "window: pass --llm-base-url and --llm-model too")
+    prompt = None
+    if a.prompt:
+        from rag.answer.prompts import load_prompt
+
+        prompt = load_prompt(a.prompt).to_dict()
+    judge = None
+    if a.judge_base_url:
+        if not a.judge_model and not a.resume:
+            raise ValueError("--judge-base-url needs --judge-model")
+        judge = LLMConfig(a.judge_base_url, a.judge_model or "", a.judge_key_env, 0.0, a.judge_max_tokens, a.timeout,
+                          a.retries, max_concurrency=a.concurrency, response_format=a.judge_format)
+    answerer = a.answerer or run_sec.get("answerer") or ("openai" if llm else "extractive")
+    limit = a.limit if a.limit is not None else int(run_sec.get("limit", 0))
+    if main_job and a.limit is None and "limit" not in run_sec:
+        limit = MAIN_JOB_LIMIT  # the two-command main job stays quick; said aloud, never silent
+        print(f"main job: every bundled set ({', '.join(datasets)}), every strategy, the first {limit} questions of "
+              "each set (--limit N for more; --dataset NAME for one whole set)", file=sys.stderr)
+    repeats = a.repeats if a.repeats is not None else int(run_sec.get("repeats", 1))
+    status = 0
+    run_ids, done_runs = [], []
+    from evals.run.engines import get_run_engine
+
+    engine = get_run_engine(a.engine, engine_address(a))
+    for ds in ([None] if a.resume else datasets):
+        cfg = RunConfig(dataset=ds or "squad2", questions_file=a.questions, index=index_config(a), grid=grid,
+                        answerer=answerer, answerer_params={"threshold": a.threshold} if answerer == "extractive" else {},
+                        prices=parse_prices(a.price or [], run_sec.get("prices", {}) | sweep.get("prices", {})),
+                        llm=llm, judge=judge, judges=tuple(a.judges or ()), scorers=tuple(a.scorers or ()),
+                        repeats=repeats, limit=limit, memory=memory, query_modes=query_modes,
+                        insert_fillers=a.insert_fillers, vector_index=a.vector_index, use_cache=not a.no_cache,
+                        fit_context=a.fit_context, systems=systems, prompt=prompt, plugin_timeout=a.plugin_timeout,
+                        plugins=plugin_hashes(list(a.plugins or []) + list(run_sec.get("plugins") or [])))
+        if a.show_prompt:
+            from evals.run.runner import show_prompts
+
+            show_prompts(cfg, a.workspace)
+            continue
+        summ = run_evaluation(cfg, a.workspace, a.db, run_id=a.run_id if len(datasets) == 1 else None,
+                              resume=a.resume, progress=not a.no_progress,
+                              allow_changed_corpus=a.allow_changed_corpus, lock_wait=a.wait,
+                              follow_symlinks=a.follow_symlinks, engine=engine)
+        print(summ.render())
+        if summ.incomplete:  # stored items differ from the plan: said, and the exit status says it too
+            status = 5
+        failed = failed_answers(a, summ.run_id)
+        if failed:  # every answer failed, or more than the cap: the exit status says so (CI must not pass)
+            print(f"ragwb run: error: {failed}", file=sys.stderr)
+            status = status or 6
+        run_ids.append(summ.run_id)
+        done_runs.append((summ.run_id, summ.items))
+    if not a.no_report:
+        from evals.report.html import write_report
+        db = a.db or Path(a.workspace) / "results.duckdb"
+        exports = []
+        for rid in run_ids:
+            try:
+                print(f"report: {write_report(rid, db=db, out_dir=Path(a.workspace) / 'reports')}")
+                # the notebook exports run side by side (each is a marimo kernel in its own process)
+                exports.append((rid, start_report_notebook(rid, db, Path(a.workspace) / "reports")))
+            except Exception as e:  # the results are stored; a report failure must say so, not hide it
+                print(f"report for {rid} failed: {type(e).__name__}: {e}", file=sys.stderr)
+                status = 4
+        for rid, job in exports:
+            try:
+                nb = finish_report_notebook(job)
+                if nb:
+                    print(f"notebook report: {nb}  (offline: python -m evals.report.serve {nb})")
+            except Exception as e:
+                print(f"notebook report for {rid} failed: {type(e).__name__}: {e}", file=sys.stderr)
+                status = 4
+    n_items = sum(items for _, items in done_runs)
+    print(f"finished {len(run_ids)} run(s), {n_items} items, in {time.perf_counter() - t_start:.1f}s wall time"
+          + (f"; reports in {Path(a.workspace) / 'reports'}" if not a.no_report else ""))
+    return status
+
+
+def failed_answers(a, run_id: str) -> str:
+    """'' when the run's answers are healthy, else a summary of their statuses: every answer failed, or
+    more than --max-failure-rate of them (docs/llm.md)."""
+    from evals.store import ResultStore
+
+    with ResultStore(a.db or Path(a.workspace) / "results.duckdb", read_only=True) as st:
+        rows = st.con.execute("SELECT answer_status, count(*) FROM results WHERE run_id = ? GROUP BY 1 ORDER BY 2 DESC",
+                              [run_id]).fetchall()
+    total = sum(n for _, n in rows)
+    bad = {s: n for s, n in rows if s != "ok"}
+    nbad = sum(bad.values())
+    if not total or not nbad or (nbad < total and nbad / total <= a.max_failure_rate):
+        return ""
+    what = "every answer failed" if nbad == total else f"{nbad / total:.0%} of answers failed (cap {a.max_failure_rate:.0%})"
+    return (f"run {run_id}: {what}: {nbad} of {total} items ("
+            + ", ".join(f"{s}={n}" for s, n in bad.items()) + "); the items and their errors are stored "
+            f"(ragwb show {run_id}; ragwb export {run_id})")
+
+
+def cmd_score(a) -> int:
+    from evals.run.logged import score_logged
+
+    res = score_logged(a.file, a.workspace, a.db, a.dataset, a.questions, a.name, a.run_id,
+                       index_config(a) if a.dataset else None, progress=not a.no_progress,
+                       metrics=[m.strip() for x in (a.metrics or []) for m in x.split(",") if m.strip()] or None,
+                       sample=a.sample, seed=a.seed)
+    print(f"scored {res['items']} records of {a.file} ({res['vocabulary']} columns) as {res['name']} in run "
+          f"{res['run_id']}" + (f"; {res['matched']} matched the gold set, {len(res['unmatched'])} did not"
+                                if a.dataset else "; no gold set: reference-free metrics only"))
+    if not a.no_report:
+        from evals.report.html import write_report
+        print(f"report: {write_report(res['run_id'], db=a.db or Path(a.workspace) / 'results.duckdb', out_dir=Path(a.workspace) / 'reports')}")
+    return 0
+
+
+def add_run(sub) -> None:
+    s = sub.add_parser("run", help="evaluate strategies and budget grids; store every item in DuckDB",
+                       description="Evaluate strategies x budget points x questions offline (or with an LLM) and "
+                       "write per-question results and scores to DuckDB, then an HTML report. With no arguments "
+                       "it runs every bundled set with every strategy at its shipped defaults.")
+    s.add_argument("--dataset", action="append", help="dataset to run (repeatable; 'all' = every bundled set)")
+    s.add_argument("--questions", default=None, help="JSONL gold questions for a folder dataset")
+    s.add_argument("--strategies", default=None, help="comma-separated strategy names (default: all)")
+    s.add_argument("--plugins", nargs="*", default=None, metavar="FILE",
+                   help="your own strategies: Python files or modules with @register_strategy classes "
+                        "(docs/your-system.md); their sha256 is recorded with the run")
+    s.add_argument("--system", action="append", metavar="NAME=URL",
+                   help="a deployed RAG service measured beside the strategies (repeatable: v1=..., v2=...); it gets "
+                        "POST {question, question_id, history} and returns {answer, contexts, usage} "
+                        "(docs/your-system.md); --strategies none runs only the systems")
+    s.add_argument("--system-map", action="append", metavar="NAME=FILE",
+                   help="a TOML/JSON mapping of a system's request and response fields, headers from environment "
+                        "variables (docs/your-system.md)")
+    s.add_argument("--set", action="append", metavar="STRATEGY.PARAM=V1,V2",
+                   help="a budget axis of the grid, e.g. chunks.top_k=4,8,16 (repeatable)")
+    s.add_argument("--where", default="", metavar="FIELD=GLOB",
+                   help="every strategy searches only chunks whose kind, symbol, file or language match, e.g. "
+                        "kind=method or 'file=src/*.py;symbol=Parser.*' (per strategy: --set chunks.where=...)")
+    s.add_argument("--config", default=None, help="TOML sweep file ([run] and [strategies.NAME] tables)")
+    s.add_argument("--limit", type=at_least(1, " (omit --limit for all questions)"), default=None,
+                   help="only the first N questions (N >= 1; omit for all)")
+    s.add_argument("--repeats", type=at_least(1), default=None, help="repeat each item k times, k >= 1 (judge/answer "
+                   "noise; the LLM cache is keyed on the repeat index; default 1)")
+    s.add_argument("--answerer", default=None, choices=["extractive", "openai"],
+                   help="extractive (offline default) or openai (needs --llm-base-url)")
+    s.add_argument("--threshold", type=non_negative_float, default=0.35, help="extractive: support below this gives the fallback")
+    s.add_argument("--scorers", nargs="*", default=None, help="scorer families (default: all; see `ragwb metrics`)")
+    s.add_argument("--memory", default=None, metavar="P1,P2",
+                   help="conversational sets: memory policies to compare (none, full_history, window, "
+                        "retrieved_turns, recent_summaries; default all); their budgets with "
+                        "--set memory.window_turns=2,4 (see `ragwb memory`)")
+    s.add_argument("--query-mode", default=None, metavar="M1,M2",
+                   help="conversational sets: retrieval query modes: last_turn (default), history_concat, "
+                        "rewrite (needs an LLM), gold_rewrite (oracle)")
+    s.add_argument("--insert-fillers", type=non_negative_float, default=0.0, metavar="RATE",
+                   help="conversational sets: insert seeded filler turns ('thanks', 'ok') after each turn with "
+                        "this probability, to measure retrieval bypass (default 0)")
+    s.add_argument("--llm-base-url", default=None, help="OpenAI-compatible base URL, e.g. http://127.0.0.1:8080/v1")
+    s.add_argument("--llm-model", default=None, help="model name at that endpoint")
+    s.add_argument("--llm-key-env", default="OPENAI_API_KEY", help="environment variable holding the API key")
+    s.add_argument("--prompt", default=None, metavar="FILE",
+                   help="your prompt for the LLM answerer: a text file (the user message, with {question} and "
+                        "{context}, optionally {history}) or TOML with user, system ({fallback}) and fallback (the "
+                        "abstention sentence); stored with the run by sha256 (docs/your-system.md)")
+    s.add_argument("--temperature", type=temperature_arg, default=0.0,
+                   help="sampling temperature of the answer model, 0..2 (0)")
+    s.add_argument("--max-tokens", type=at_least(1), default=256, help="max completion tokens per answer (256)")
+    s.add_argument("--timeout", type=positive_float, default=60.0, help="per-call timeout in seconds (> 0; 60)")
+    s.add_argument("--retries", type=at_least(0), default=3,
+                   help="retries on 429/5xx/timeouts, >= 0 (exponential backoff; 3)")
+    s.add_argument("--concurrency", type=at_least(1), default=4, help="max concurrent LLM calls, >= 1 (4)")
+    s.add_argument("--context-window", type=at_least(1), default=None, metavar="TOKENS",
+                   help="the answer model's context window; a prompt + --max-tokens that cannot fit is stored as "
+                        "status context_overflow before any call (default: what the endpoint's /models reports, "
+                        "else unchecked)")
+    s.add_argument("--fit-context", action="store_true",
+                   help="instead of context_overflow, re-pack an overflowing context to fit the window with the "
+                        "point's own overflow policy (truncate or drop the last block); the item's counters say so")
+    s.add_argument("--no-cache", action="store_true", help="do not use the LLM response cache")
+    s.add_argument("--judge-base-url", default=None, help="OpenAI-compatible endpoint of an LLM judge (costs money; "
+                   "off by default)")
+    s.add_argument("--judge-model", default=None, help="judge model name")
+    s.add_argument("--judge-key-env", default="OPENAI_API_KEY", help="environment variable holding the judge's key")
+    s.add_argument("--judge-max-tokens", type=at_least(1), default=1024, help="max tokens per judge call")
+    s.add_argument("--judge-format", default="", choices=["", "json_object", "json_schema"],
+                   help="constrain the judge's reply: json_schema sends llm_faithfulness's verdict schema (llama.cpp's "
+                        "server, vLLM and OpenAI enforce it), json_object asks for any JSON (default: neither)")
+    s.add_argument("--judges", nargs="*", default=None,
+                   help="judges to run: ragas_faithfulness (default), ragas_context_recall, "
+                        "ragas_answer_accuracy, llm_faithfulness")
+    s.add_argument("--price", action="append", metavar="MODEL=IN,OUT",
+                   help="price of a model in dollars per million input and output tokens (repeatable; a [prices] "
+                        "table in --config works too); built-in table: rag/llm/client.py PRICES")
+    s.add_argument("--max-failure-rate", type=share_arg, default=0.5, metavar="SHARE",
+                   help="exit 6 when more than this share of a run's answers failed (timeouts, errors, context "
+                        "overflow; default 0.5), or when every answer failed")
+    s.add_argument("--plugin-timeout", type=non_negative_float, default=60.0, metavar="SECONDS",
+                   help="time limit of a strategy plugin for one item; past it the item fails with that reason and "
+                        "the run goes on (default 60; 0 = none)")
+    s.add_argument("--max-response-mb", type=positive_float, default=None, metavar="MB",
+                   help="cap on one response body from an LLM, judge, embeddings endpoint or --system service; a "
+                        "bigger one fails its item and is stored nowhere (default 8, or RAGWB_MAX_RESPONSE_MB)")
+    s.add_argument("--show-prompt", action="store_true",
+                   help="dry run: render the prompt of the first question for each point (your --prompt, the "
+                        "context each shape packs, token counts) and exit; calls nothing, stores nothing")
+    s.add_argument("--resume", default=None, metavar="RUN", help="continue a run that stopped")
+    s.add_argument("--allow-changed-corpus", action="store_true",
+                   help="--resume even though documents changed since the run started (default: refuse, naming them)")
+    s.add_argument("--run-id", default=None, type=run_id_arg,
+                   help="id for the new run (default: time + random); must not exist yet")
+    s.add_argument("--db", default=None, help="DuckDB file (default: WORKSPACE/results.duckdb)")
+    s.add_argument("--no-report", action="store_true", help="skip writing the HTML report")
+    add_index_args(s)
+    s.set_defaults(fn=cmd_run)
+
+
+def add_score(sub) -> None:
+    s = sub.add_parser("score", help="score a system's logged outputs (JSONL/CSV/parquet) and store them as a run",
+                       description="Score logged records of your RAG system: ragas columns (user_input, "
+                       "retrieved_contexts, response, reference) or the workbench's (question_id, question, contexts, "
+                       "answer, prompt_tokens, completion_tokens, latency_ms). With --dataset they join the gold set by "
+                       "question id, else by exact question text, and every metric applies; without, the "
+                       "reference-free metrics (docs/your-system.md).")
+    s.add_argument("file", help="the logged records (.jsonl, .csv, .parquet)")
+    s.add_argument("--dataset", default=None, help="gold set to join (bundled name or folder; ingested if needed)")
+    s.add_argument("--questions", default=None, help="JSONL gold questions for a folder dataset")
+    s.add_argument("--name", default=None, help="the system's name in the store (default: logged; the file name is kept in the run config)")
+    s.add_argument("--metrics", nargs="*", default=None, metavar="NAME",
+                   help="score only these metrics or families (e.g. answer,retrieval,citations; default every one; "
+                        "cost is always scored). Without faithfulness no text is embedded: fast on any log size")
+    s.add_argument("--sample", type=at_least(1), default=None, metavar="N",
+                   help="score the costly offline support scorer (faithfulness, citation_support) on a seeded "
+                        "sample of N records, every other metric on all; the rest are not_applicable with the "
+                        "reason, so intervals say n=N")
+    s.add_argument("--seed", type=int, default=0, help="seed of --sample (0)")
+    s.add_argument("--run-id", default=None, type=run_id_arg, help="id for the new run")
+    s.add_argument("--db", default=None, help="DuckDB file (default: WORKSPACE/results.duckdb)")
+    s.add_argument("--no-report", action="store_true", help="skip writing the HTML report")
+    add_index_args(s)
+    s.set_defaults(fn=cmd_score)

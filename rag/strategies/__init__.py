@@ -1,0 +1,60 @@
+"""Context strategies by name: the five reference shapes of docs/strategies.md, and yours.
+
+The protocol (this module, the public surface a plugin uses; docs/your-system.md):
+
+* ``Params``: a frozen dataclass subclassing ``BaseParams``; every field is a budget a user sweeps
+  with ``--set NAME.FIELD=V1,V2`` (typed: ints stay ints, a typo is an error naming the valid ones).
+* ``candidates(r, question, p) -> CandidatePool``: the expensive part (question embedding and search),
+  cached per question by the Retriever; the default searches the dense pool of ``needed(p)`` chunks.
+* ``pack(r, pool, p) -> Context``: cheap, turns the cached pool into numbered ``Block``s under the budgets
+  (``pack_blocks`` applies the shared token budget and overflow policy). A budget that only changes
+  packing re-uses the pool: that is what keeps notebook sliders fast.
+* Code with no cheap re-pack overrides ``retrieve(r, question, p) -> Context`` instead.
+
+``@register_strategy`` puts a class in the registry ``STRATEGIES``; ``get_strategy`` and ``make_params``
+look names up and error with the valid ones. One file per shape beside this one (``chunks.py`` is the
+one to copy); plugins load through ``load_plugins`` (files, ``plugins = [...]`` in a sweep file, or the
+``rag_workbench.plugins`` entry-point group).
+"""
+from __future__ import annotations
+
+import dataclasses
+
+from rag.index.retrieval import Retriever
+
+from .base import (DEFAULT_POOL, OVERFLOW_POLICIES, STRATEGIES, BaseParams, Block, Context, Strategy,  # noqa: F401
+                   blocks_json, get_strategy, make_params, params_dict, register_strategy)
+# the shapes register themselves on import; one file each
+from .packing import chunk_raw, counters, cut_provenance, pack_blocks, truncate_to_tokens  # noqa: F401
+from .llm_helpers import llm_hyde, llm_paraphrases, llm_rerank  # noqa: F401
+from .chunks import ChunksParams, ChunksStrategy  # noqa: F401
+from .full_documents import FullDocumentsParams, FullDocumentsStrategy  # noqa: F401
+from .two_phase_pages import TwoPhasePagesParams, TwoPhasePagesStrategy  # noqa: F401
+from .hybrid import HybridParams, HybridStrategy, minmax, rrf_fusion, weighted_fusion  # noqa: F401
+from .parent_child import ParentChildParams, ParentChildStrategy  # noqa: F401
+from .routed import RoutedParams, RoutedStrategy  # noqa: F401
+from .escalate import EscalateParams, EscalateStrategy  # noqa: F401
+from .plugins import load_plugins, plugin_hashes  # noqa: F401
+
+BUILTIN = tuple(STRATEGIES)  # the five reference shapes and routed; anything registered later is a plugin
+
+
+def default_strategies() -> list[str]:
+    """What runs when no strategy is named: every registered shape except opt-in ones (routed needs a router)."""
+    return [n for n, s in STRATEGIES.items() if not getattr(s, "opt_in", False)]
+
+# --------------------------------------------------------------------------- plain Python API
+
+def retrieve(retriever: Retriever, strategy: str, question: str, **params) -> Context:
+    """Run one strategy for one question: ``retrieve(r, "hybrid", "Who ...?", alpha=0.5)``."""
+    s = get_strategy(strategy)
+    return s.retrieve(retriever, question, make_params(strategy, **params))
+
+
+def describe_strategies() -> list[dict]:
+    out = []
+    for name, s in STRATEGIES.items():
+        defaults = s.Params()
+        out.append({"name": name, "description": s.description,
+                    "params": {f.name: getattr(defaults, f.name) for f in dataclasses.fields(s.Params)}})
+    return out
