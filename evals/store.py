@@ -113,6 +113,22 @@ CREATE TABLE IF NOT EXISTS scores (
     detail VARCHAR,
     PRIMARY KEY (run_id, strategy, point_id, question_id, repeat, metric)
 );
+-- relevance judgments (docs/judgments.md): keyed by question and passage *content*, so any run that shows
+-- the same passage for the same question reuses them; one row per judge (human:NAME, llm:MODEL, gold:evidence)
+CREATE TABLE IF NOT EXISTS judgments (
+    question_key VARCHAR,
+    passage_key VARCHAR,
+    judge VARCHAR,
+    grade INTEGER,             -- 0 not relevant, 1 related, 2 partly answers, 3 answers (NULL when status <> ok)
+    question_id VARCHAR,
+    question VARCHAR,
+    text VARCHAR,
+    status VARCHAR,            -- ok | parse_error | error (an LLM judge's failure is kept, and retried next time)
+    detail VARCHAR,
+    source VARCHAR,            -- the run or file it came from
+    judged_at TIMESTAMP,
+    PRIMARY KEY (question_key, passage_key, judge)
+);
 CREATE OR REPLACE VIEW run_gold AS
 SELECT run_id, question_id, text, answerable, qtype, language, answers, evidence, metadata FROM run_questions
 UNION ALL
@@ -511,6 +527,36 @@ class ResultStore:
         with self.session() as con:
             return con.execute("SELECT s.*, r.point_label FROM scores s JOIN results r USING "
                                "(run_id, strategy, point_id, question_id, repeat) WHERE s.run_id = ?", [run_id]).df()
+
+    JUDGMENT_COLUMNS = ["question_key", "passage_key", "judge", "grade", "question_id", "question", "text", "status",
+                        "detail", "source"]
+
+    def add_judgments(self, rows: list[dict], source: str) -> int:
+        """Store grades in one transaction (all or none); a judge's new grade of a pair replaces its old one."""
+        if not rows:
+            return 0
+        df = pd.DataFrame([{**r, "source": source} for r in rows], columns=self.JUDGMENT_COLUMNS)
+        df["grade"] = df["grade"].astype("Int64")
+        with self.transaction() as con:
+            con.register("_j", df)
+            con.execute(f"INSERT OR REPLACE INTO judgments ({', '.join(self.JUDGMENT_COLUMNS)}, judged_at) "
+                        f"SELECT {', '.join(self.JUDGMENT_COLUMNS)}, now() FROM _j")
+            con.unregister("_j")
+        return len(df)
+
+    def judgments(self, question_keys=None) -> pd.DataFrame:
+        """Every judgment, or those of these questions (by question key)."""
+        with self.session() as con:
+            if not con.execute("SELECT count(*) FROM information_schema.tables WHERE table_name = 'judgments'"
+                               ).fetchall()[0][0]:  # a store written before judgments existed, opened read-only
+                return pd.DataFrame(columns=self.JUDGMENT_COLUMNS + ["judged_at"])
+            if question_keys is None:
+                return con.execute("SELECT * FROM judgments").df()
+            con.register("_k", pd.DataFrame({"question_key": sorted(question_keys)}, dtype=str))
+            try:
+                return con.execute("SELECT j.* FROM judgments j JOIN _k USING (question_key)").df()
+            finally:
+                con.unregister("_k")
 
     def results(self, run_id: str) -> pd.DataFrame:
         with self.session() as con:

@@ -16,7 +16,8 @@ are picked per request by the model name: ``fault-429`` (429 with Retry-After),
 sent one byte every ``Handler.trickle`` seconds), ``fault-huge`` (a valid reply of ``Handler.huge_mb`` MB),
 ``abstain`` (always the sentence after "reply with exactly:" in the system prompt), ``abstain-short``
 (that sentence when the user message is shorter than ``Handler.abstain_below`` characters: a small
-context abstains, a rich one answers; escalation tests);
+context abstains, a rich one answers; escalation tests); ``grader`` (a relevance judge: ``##final score: N`` from
+the share of the query's words in the passage);
 embeddings: ``fault-nan`` (NaN vectors), ``fault-string`` (each embedding a string, not a list), ``fault-short`` (one vector fewer than asked), ``fault-500``.
 ``Handler.peak`` is the most chat requests it has served at once (concurrency limits are checked
 against it); ``Handler.requests`` records (path with query, Authorization header) of each POST;
@@ -41,6 +42,19 @@ class _Block:
         self.n, self.text, self.score, self.group = n, text, 1.0, "chunks"
         self.doc_ids = self.page_ids = self.chunk_ids = self.spans = ()
         self.n_tokens = 0
+
+
+def relevance_grade(prompt: str) -> str:
+    """``grader`` model: a deterministic relevance grade of the ``Query:`` / ``Passage:`` of a judge prompt, by the
+    share of the query's longer words found in the passage (>= 0.75: 3, >= 0.5: 2, >= 0.25: 1, else 0)."""
+    q = re.search(r"^Query: (.*)$", prompt, re.M)
+    p = re.search(r"^Passage: (.*?)\n\n", prompt, re.M | re.S)
+    if not (q and p):
+        return "no query"
+    words = {w for w in re.findall(r"\w+", q.group(1).lower()) if len(w) > 3}
+    found = {w for w in words if w in p.group(1).lower()}
+    share = len(found) / len(words) if words else 0.0
+    return f"##final score: {3 if share >= 0.75 else 2 if share >= 0.5 else 1 if share >= 0.25 else 0}"
 
 
 def answer_messages(messages: list[dict]) -> str:
@@ -156,7 +170,7 @@ class Handler(BaseHTTPRequestHandler):
 
     def _chat(self, req: dict, model: str):
         msgs = req.get("messages", [])
-        text = answer_messages(msgs)
+        text = relevance_grade(msgs[-1].get("content") or "") if model == "grader" else answer_messages(msgs)
         user = sum(len(m.get("content") or "") for m in msgs if m.get("role") == "user")
         if model == "abstain" or (model == "abstain-short" and user < Handler.abstain_below):
             sysmsg = next((m["content"] for m in msgs if m.get("role") == "system"), "")

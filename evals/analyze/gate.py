@@ -27,6 +27,9 @@ DEFAULT_TOLERANCES = {"default": 0.02, "context_tokens": "rel:0.05", "prompt_tok
 GATED_DEFAULT = ["em", "f1", "abstention_accuracy", "citation_validity", "citation_precision", "citation_recall",
                  "statement_coverage", "faithfulness", "evidence_recall", "doc_ndcg@10", "page_ndcg@10",
                  "context_tokens", "prompt_tokens", "cost_usd"]
+JUDGED_GATED = ["judged_ndcg@10", "judged_recall@10", "judged_precision@5"]  # gated by default where judged
+JUDGED_GAP = 0.10  # judged@10 of a point may differ this much between the runs before its judged metrics are
+#                    left uncompared (a system that finds new, unjudged passages looks worse until they are judged)
 
 
 def add_gate_args(p) -> None:
@@ -46,6 +49,9 @@ def add_gate_args(p) -> None:
                    help="write the candidate's per-question scores to FILE (a committed baseline) and exit")
     p.add_argument("--allow-missing-points", action="store_true",
                    help="gate only the points both runs have (default: fail when a candidate point has no baseline)")
+    p.add_argument("--judged-gap", type=float, default=JUDGED_GAP, metavar="SHARE",
+                   help="judged metrics of a point are compared only when its judged@10 differs by at most this "
+                        "between the runs (default 0.10); past it they are left out and the gate says so")
     p.add_argument("--workspace", default="results", help="workspace folder (default: results)")
     p.add_argument("--db", default=None, help="DuckDB file (default: WORKSPACE/results.duckdb)")
 
@@ -56,6 +62,14 @@ def per_question(store: ResultStore, run_id: str) -> tuple[str, pd.DataFrame]:
         "SELECT s.strategy, r.point_label, r.params, s.question_id, s.repeat, s.metric, s.value, s.status "
         "FROM scores s JOIN results r USING (run_id, strategy, point_id, question_id, repeat) WHERE s.run_id = ?",
         [run_id]).df()
+    from .judgments import judged_scores
+
+    j = judged_scores(store, run_id)  # the judged metrics, from the judgments stored now (none without)
+    if len(j):
+        pts = store.con.execute("SELECT DISTINCT strategy, point_id, point_label, params FROM results WHERE run_id = ?",
+                                [run_id]).df()
+        j = j.merge(pts, on=["strategy", "point_id"])[df.columns]
+        df = pd.concat([df, j], ignore_index=True)
     return run["dataset"], with_point_keys(df)
 
 
@@ -138,7 +152,8 @@ def point_error_rates(df: pd.DataFrame) -> dict[str, float]:
 
 def gate(base: tuple[str, pd.DataFrame], cand: tuple[str, pd.DataFrame], metrics: list[str] | None = None,
          tolerances: dict | None = None, max_error_rate: float = 0.02, aa_noise: bool = False,
-         resamples: int = 2000, seed: int = DEFAULT_SEED, allow_missing_points: bool = False) -> dict:
+         resamples: int = 2000, seed: int = DEFAULT_SEED, allow_missing_points: bool = False,
+         judged_gap: float = JUDGED_GAP) -> dict:
     (bds, b), (cds, c) = base, cand
     b, c = with_point_keys(b), with_point_keys(c)
     # compare points by parameters; the candidate's labels name them
@@ -173,8 +188,22 @@ def gate(base: tuple[str, pd.DataFrame], cand: tuple[str, pd.DataFrame], metrics
                 sub = df[(df.point_key == k) & ~df.status.isin(NOT_FAILURES)]
                 failures.append(f"{name} point {labels.get(k, k)} lost {r:.1%} of its items (cap "
                                 f"{max_error_rate:.1%}): {sub.status.value_counts().to_dict()}")
-    metrics = metrics or GATED_DEFAULT
+    metrics = metrics or (GATED_DEFAULT + [m for m in JUDGED_GATED if m in set(c.metric) and m in set(b.metric)])
     shared = bq & cq
+    warnings, uncompared = [], set()
+    jb = b[(b.metric == "judged@10") & (b.status == "ok") & b.question_id.isin(shared)].groupby(
+        ["strategy", "point_label"]).value.mean()
+    jc = c[(c.metric == "judged@10") & (c.status == "ok") & c.question_id.isin(shared)].groupby(
+        ["strategy", "point_label"]).value.mean()
+    in_both = set(zip(b.strategy, b.point_label)) & set(zip(c.strategy, c.point_label))
+    for point in sorted((set(jb.index) | set(jc.index)) & in_both):  # a point only one run has is said above
+        vb, vc = jb.get(point), jc.get(point)
+        if vb is None or vc is None or abs(vb - vc) > judged_gap:
+            uncompared.add(point)
+            warnings.append(f"{point[0]} [{point[1]}]: judged metrics not compared: judged@10 is "
+                            f"{'none' if vb is None else f'{vb:.2f}'} in the baseline and "
+                            f"{'none' if vc is None else f'{vc:.2f}'} in the candidate (gap over {judged_gap:.2f}); "
+                            "judge the new passages (`ragwb judge CANDIDATE --export`) and gate again")
 
     def mean_per_q(df):
         ok = df[(df.status == "ok") & df.question_id.isin(shared) & df.metric.isin(metrics)]
@@ -203,6 +232,8 @@ def gate(base: tuple[str, pd.DataFrame], cand: tuple[str, pd.DataFrame], metrics
             boot.update({(strategy, point, m): r for (m, _, _), r in zip(cols, res)})
     for (strategy, point, metric) in sorted(boot):
         pb = boot[(strategy, point, metric)]
+        if metric.startswith("judged") and (strategy, point) in uncompared:
+            continue
         hib = METRICS[metric].higher_is_better if metric in METRICS else True
         tol = max(_tol(tols, metric, pb["baseline"]), noise.get((strategy, point, metric), 0.0))
         worse = (pb["high"] < -tol) if hib else (pb["low"] > tol)
@@ -215,7 +246,7 @@ def gate(base: tuple[str, pd.DataFrame], cand: tuple[str, pd.DataFrame], metrics
         if worse:
             failures.append(f"{strategy} [{point}] {metric}: delta {pb['delta']:+.4f} "
                             f"(95% CI {pb['low']:+.4f} .. {pb['high']:+.4f}) beyond tolerance {tol:.4f}")
-    return {"passed": not failures, "failures": failures, "rows": rows,
+    return {"passed": not failures, "failures": failures, "warnings": warnings, "rows": rows,
             "error_rates": {"baseline": error_rate(b), "candidate": error_rate(c)},
             "coverage": {"points_compared": len(bp & cp), "candidate_points": len(cp), "baseline_points": len(bp),
                          "candidate_only": [named(k) for k in cand_only],
@@ -234,6 +265,8 @@ def to_markdown(res: dict, base_name: str, cand_name: str) -> str:
              + (f"; baseline only: {', '.join(cov['baseline_only'])}" if cov.get("baseline_only") else ""), ""]
     if res["failures"]:
         lines += ["**Failures**", ""] + [f"- {f}" for f in res["failures"]] + [""]
+    if res.get("warnings"):
+        lines += ["**Not compared**", ""] + [f"- {w}" for w in res["warnings"]] + [""]
     if any(r["metric"] == "faithfulness" for r in res["rows"]):
         from evals.score.support import support_caption
         lines += [f"_faithfulness (offline): {support_caption()}_", ""]
@@ -284,7 +317,7 @@ def main_gate(a) -> int:
         with open(a.tolerances, "rb") as f:
             tols = tomllib.load(f).get("tolerances", {})
     res = gate(base, cand, a.metrics, tols, a.max_error_rate, a.aa_noise, a.resamples, a.seed,
-               a.allow_missing_points)
+               a.allow_missing_points, a.judged_gap)
     md = to_markdown(res, bname, cid)
     print(md)
     if a.markdown:

@@ -27,10 +27,20 @@ def headline_metrics(store: ResultStore, run_id: str) -> list[str]:
     esc = ["escalated"] if store.con.execute("SELECT count(*) FROM scores WHERE run_id = ? AND metric = 'escalated'",
                                              [run_id]).fetchone()[0] else []
     if code:
-        return HEADLINE[:7] + CODE_METRICS + HEADLINE[7:-2] + esc + HEADLINE[-2:]
+        return HEADLINE[:7] + CODE_METRICS + HEADLINE[7:-2] + esc + HEADLINE[-2:] + judged_metrics(store, run_id)
     has_page = store.con.execute("SELECT count(*) FROM scores WHERE run_id = ? AND metric = 'page_recall@10'",
                                  [run_id]).fetchone()[0]
-    return HEADLINE[:8] + (PAGE_METRICS if has_page else []) + esc + HEADLINE[8:]
+    return HEADLINE[:8] + (PAGE_METRICS if has_page else []) + esc + HEADLINE[8:] + judged_metrics(store, run_id)
+
+
+def judged_metrics(store: ResultStore, run_id: str) -> list[str]:
+    """The judged metrics, judged@10 first, when any question of the run has a relevance judgment."""
+    from .judgments import JUDGED_METRICS, question_key
+
+    texts = store.con.execute("SELECT text FROM run_gold WHERE run_id = ?", [run_id]).fetchall()
+    if store.judgments({question_key(t) for (t,) in texts}).empty:
+        return []
+    return ["judged@10"] + [m for m in JUDGED_METRICS if m != "judged@10"]
 
 
 def question_groups(store: ResultStore, run_id: str, by: str) -> pd.Series:
@@ -55,7 +65,7 @@ def summarize_by(store: ResultStore, run_id: str, by: str, metrics: list[str] | 
                  seed: int = 0, n_resamples: int = 1000) -> pd.DataFrame:
     """The run summary split by a question field; column ``by`` holds the group."""
     groups = question_groups(store, run_id, by)
-    df = store.scores(run_id)
+    df = run_scores(store, run_id)
     df = df.assign(**{"_group": df.question_id.map(groups).fillna("(none)")})
     parts = []
     for g, sub in df.groupby("_group", sort=True):
@@ -65,10 +75,26 @@ def summarize_by(store: ResultStore, run_id: str, by: str, metrics: list[str] | 
     return pd.concat(parts, ignore_index=True) if parts else pd.DataFrame()
 
 
+def run_scores(store: ResultStore, run_id: str) -> pd.DataFrame:
+    """A run's stored scores plus its judged metrics (from the relevance judgments stored now; none when no
+    question of the run has one). Everything that summarises, compares, reports or gates a run reads this."""
+    from .judgments import judged_scores
+
+    sc = store.scores(run_id)
+    j = judged_scores(store, run_id)
+    if j.empty:
+        return sc
+    labels = sc[["strategy", "point_id", "point_label"]].drop_duplicates(["strategy", "point_id"])
+    if labels.empty:
+        labels = store.con.execute("SELECT DISTINCT strategy, point_id, point_label FROM results WHERE run_id = ?",
+                                   [run_id]).df()
+    return pd.concat([sc, j.merge(labels, on=["strategy", "point_id"], how="left")], ignore_index=True)
+
+
 def summarize(store: ResultStore, run_id: str, metrics: list[str] | None = None, seed: int = 0,
               n_resamples: int = 1000) -> pd.DataFrame:
     """strategy, point, metric, n, n_ok, mean, low, high (95% bootstrap over questions)."""
-    return summarize_scores(store.scores(run_id), metrics, seed, n_resamples)
+    return summarize_scores(run_scores(store, run_id), metrics, seed, n_resamples)
 
 
 def summarize_scores(df: pd.DataFrame, metrics: list[str] | None = None, seed: int = 0,

@@ -32,8 +32,8 @@ def cmd_runs(a) -> int:
 def cmd_show(a) -> int:
     import pandas as pd
 
-    from evals.analyze.summary import (headline_metrics, headline_table, item_losses, shared_questions, summarize, summarize_by,
-                          summarize_scores, with_losses)
+    from evals.analyze.summary import (headline_metrics, headline_table, item_losses, run_scores, shared_questions,
+                                       summarize_by, summarize_scores, with_losses)
 
     with open_store(a) as st:
         rid = st.resolve_run(a.run)
@@ -70,7 +70,11 @@ def cmd_show(a) -> int:
                 print(conversation_table(st, rid).to_string(index=False))
             return 0
         metrics = a.metrics or headline_metrics(st, rid)
-        summ = summarize_by(st, rid, a.by, metrics) if a.by else summarize(st, rid, metrics)
+        sc_all = run_scores(st, rid)  # the stored scores and the judged metrics, read once
+        summ = summarize_by(st, rid, a.by, metrics) if a.by else summarize_scores(sc_all, metrics)
+        from evals.analyze.judgments import judged_notes
+
+        judged = judged_notes(st, rid, sc_all)
         statuses = st.con.execute("SELECT status, count(*) FROM scores WHERE run_id=? GROUP BY 1 ORDER BY 1",
                                   [rid]).fetchall()
         losses = item_losses(st, rid)
@@ -81,13 +85,12 @@ def cmd_show(a) -> int:
         shared = None
         if not a.by and len(losses) > 1 and losses["lost"].any():  # compare points on the items they share
             keep = shared_questions(st, rid)
-            sc = st.scores(rid)
-            shared = (len(keep), len(set(sc.question_id)),
-                      summarize_scores(sc[sc.question_id.isin(keep)], metrics))
+            shared = (len(keep), len(set(sc_all.question_id)),
+                      summarize_scores(sc_all[sc_all.question_id.isin(keep)], metrics))
     from evals.analyze.summary import run_notes
 
     print(f"run {rid}  dataset {run['dataset']}  status {run['status']}  commit {run['git_commit']}")
-    for note in run_notes(run, a.db or Path(a.workspace) / "results.duckdb"):
+    for note in run_notes(run, a.db or Path(a.workspace) / "results.duckdb") + judged:
         print(f"note: {note}")
     print("score statuses: " + ", ".join(f"{s}={n}" for s, n in statuses))
     if timing and timing[2]:  # a resumed or repeated LLM run: cached answers take ~0 ms; never averaged in
@@ -116,10 +119,11 @@ def cmd_compare(a) -> int:
     import pandas as pd
 
     from evals.analyze.explore import paired_points, pick_point, points_of
+    from evals.analyze.summary import run_scores
 
     with open_store(a) as st:
         rid = st.resolve_run(a.run)
-        sc = st.scores(rid)
+        sc = run_scores(st, rid)
     pts = points_of(sc)
     a_, b_ = pick_point(pts, a.points[0], rid), pick_point(pts, a.points[1], rid)
     t = paired_points(sc, a_, b_, a.metrics or None, first=a.first)

@@ -140,10 +140,12 @@ def report_sections(store: ResultStore, run_id: str, compare: str | None = None)
     """Everything a report shows, as data (tables, plotly figures, escaped HTML): shared by the
     static HTML writer and notebooks/report.py."""
     run = store.run(run_id)
-    scores = store.scores(run_id)  # read once: the summary, the conversation charts and the matrix use it
+    from evals.analyze.summary import run_scores
+
+    scores = run_scores(store, run_id)  # read once (judged metrics included): the summary, the charts, the matrix
     summ = summarize_scores(scores)
     present = set(scores.metric) if len(scores) else set()
-    judged = [m for m in JUDGE_METRICS if m in present]  # LLM judges, when the run had one
+    judged = [m for m in JUDGE_METRICS + ["judged_ndcg@10", "judged_recall@10"] if m in present]  # LLM judges, relevance judgments
     # conversations: the cost that differs between memory policies is the prompt (history included)
     cost = "prompt_tokens" if store.con.execute("SELECT count(*) FROM results WHERE run_id = ? AND turn IS NOT NULL",
                                                 [run_id]).fetchone()[0] else "context_tokens"
@@ -212,11 +214,13 @@ def report_sections(store: ResultStore, run_id: str, compare: str | None = None)
             t = paired_points(scores, pts[0], p, ["f1", "prompt_tokens"], n_resamples=1000)
             parts.append(t.assign(point=p)[["point", "metric", "n", "a", "b", "delta", "low", "high", "verdict"]])
         paired = pd.concat(parts, ignore_index=True).rename(columns={"a": pts[0][:40], "b": "point's"})
+    from evals.analyze.judgments import judged_notes
     from evals.analyze.summary import run_notes
 
     header = (f"dataset <b>{html.escape(str(run['dataset']))}</b>, commit {html.escape(str(run['git_commit']))}, "
               f"created {html.escape(str(run['created_at']))}, status {html.escape(str(run['status']))}"
-              + "".join(f"<br><b>Note:</b> {html.escape(n)}" for n in run_notes(run, store.path)))
+              + "".join(f"<br><b>Note:</b> {html.escape(n)}" for n in run_notes(run, store.path)
+                        + judged_notes(store, run_id, scores)))
     from evals.analyze.summary import headline_metrics, item_losses, shared_questions, with_losses
 
     heads = headline_metrics(store, run_id)  # code sets: function-level ranking; escalate: the escalation rate

@@ -75,6 +75,14 @@ def scorer(family: str, metrics: dict[str, tuple[bool, str]]):
     return deco
 
 
+# judged metrics (docs/judgments.md): computed when a run is read, from the relevance judgments stored then
+# (evals/analyze/judgments.py); never written into a run's scores, so judgments added later apply to old runs too
+for _name, _desc in (("judged_ndcg@10", "nDCG@10 over blocks, graded 0-3 by the stored judgments (unjudged = 0)"),
+                     ("judged_recall@10", "share of the question's passages judged >= 2 found in the top 10 blocks"),
+                     ("judged_precision@5", "share of the top 5 blocks judged >= 2 (of 5)"),
+                     ("judged@10", "share of the top 10 blocks with a judgment: how far the judged metrics can be trusted")):
+    METRICS[_name] = MetricInfo(_name, "judged", True, _desc)
+
 # LLM judges (evals/score/judges.py) write these; they run only when a judge endpoint is configured
 for _name, _desc in (("ragas_faithfulness", "ragas Faithfulness judged by an LLM"),
                      ("ragas_context_recall", "ragas ContextRecall (LLM): reference claims found in the context"),
