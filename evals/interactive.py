@@ -514,3 +514,69 @@ def conversation_turn_html(sess: Session, conversation_id: str, turn: int, polic
             f"<li><code>{html.escape(', '.join(b.page_ids[:1]))}</code> {b.n_tokens} tokens: "
             f"{html.escape(b.text[:300])}</li>" for b in ctx.blocks) + "</ol>")
     return "".join(parts)
+
+
+# --------------------------------------------------------------------------- grading passages (docs/judgments.md)
+
+GRADE_LABELS = {0: "0 not relevant", 1: "1 related", 2: "2 partly answers", 3: "3 answers"}
+
+
+def gradable_passages(sess: Session, point: str, qid: str) -> list[dict]:
+    """The blocks point A showed for a question, as passages to grade: rank, source, key and text."""
+    from .analyze.judgments import passage_key
+
+    item = item_for(sess, point, qid)
+    if item is None:
+        return []
+    blocks = json.loads(item[0]["blocks"]) if isinstance(item[0]["blocks"], str) else item[0]["blocks"]
+    return [{"rank": b["n"], "source": ", ".join((b.get("page_ids") or b.get("doc_ids") or [])[:1]),
+             "passage_key": passage_key(b["text"]), "text": b["text"]} for b in blocks]
+
+
+def grade_passage(db: str, sess: Session, qid: str, passage: dict, grade: int, judge: str) -> None:
+    """Store one person's grade of one passage: the same table, keys and checks as ``ragwb judge --import``."""
+    from .analyze.judgments import GRADES, question_key
+    from .store import ResultStore
+
+    if grade not in GRADES:
+        raise ValueError(f"grade {grade!r} is outside 0-3")
+    name = (judge or "").strip()
+    if not name:
+        raise ValueError("who is grading? type your name first")
+    q = next(x for x in sess.dataset.questions if x.qid == qid)
+    with ResultStore(db) as st:
+        st.add_judgments([{"question_key": question_key(q.text), "passage_key": passage["passage_key"],
+                           "judge": name if ":" in name else f"human:{name}", "grade": grade, "question_id": qid,
+                           "question": q.text, "text": passage["text"], "status": "ok", "detail": "workbench"}],
+                         source="workbench")
+
+
+def stored_grades(db: str, sess: Session, qid: str) -> dict[str, str]:
+    """passage_key -> "human:ana=3; llm:m=2" for a question, from the store (empty when there is none yet)."""
+    from .analyze.judgments import question_key
+    from .store import ResultStore
+
+    if not Path(db).exists():
+        return {}
+    q = next((x for x in sess.dataset.questions if x.qid == qid), None)
+    if q is None:
+        return {}
+    with ResultStore(db, read_only=True) as st:
+        j = st.judgments({question_key(q.text)})
+    j = j[j.status == "ok"]
+    out: dict[str, list[str]] = {}
+    for pk, judge, g in zip(j.passage_key, j.judge, j.grade):
+        out.setdefault(pk, []).append(f"{judge}={int(g)}")
+    return {k: "; ".join(v) for k, v in out.items()}
+
+
+def grading_table_html(db: str, sess: Session, qid: str, passages: list[dict]) -> str:
+    """The passages being graded with every grade stored for them so far (the report's plain table)."""
+    import pandas as pd
+
+    from .report.html import plain_table_html
+
+    stored = stored_grades(db, sess, qid) if passages else {}
+    return plain_table_html(pd.DataFrame([{"rank": p["rank"], "source": p["source"],
+                                           "grades": stored.get(p["passage_key"], ""), "text": p["text"]}
+                                          for p in passages]))

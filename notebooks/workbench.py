@@ -297,6 +297,49 @@ def _(interactive, mo, pick_a, pick_b, pick_q, scores, session):
 
 
 @app.cell
+def _(interactive, mo, pick_a, pick_q, scores, session):
+    scores  # noqa: B018  (the passages of the applied budgets)
+    passages = (interactive.gradable_passages(session, pick_a.value, pick_q.value)
+                if pick_q.value and pick_a.value else [])
+    grader = mo.ui.text(label="your name", placeholder="ana (stored as human:ana)")
+    passage_pick = mo.ui.dropdown({f"[{p['rank']}] {p['source']}": i for i, p in enumerate(passages)},
+                                  value=f"[{passages[0]['rank']}] {passages[0]['source']}" if passages else None,
+                                  label="passage")
+    return grader, passage_pick, passages
+
+
+@app.cell
+def _(args, grader, interactive, mo, passage_pick, passages, pick_q, session):
+    def _grade(g):
+        def _store(_):
+            try:
+                _p = passages[passage_pick.value]
+                interactive.grade_passage(args.db, session, pick_q.value, _p, g, grader.value)
+                return f"stored: {grader.value.strip()} graded passage [{_p['rank']}] {g}"
+            except (ValueError, KeyError, TypeError, IndexError) as _e:
+                return f"not stored: {_e.args[0] if _e.args else _e}"
+        return _store
+
+    # keys 0-3 grade the passage picked above (the UMBRELA scale: docs/judgments.md)
+    grade_buttons = mo.ui.array([mo.ui.button(label=interactive.GRADE_LABELS[_g], on_click=_grade(_g),
+                                              keyboard_shortcut=str(_g)) for _g in range(4)])
+    return (grade_buttons,)
+
+
+@app.cell
+def _(args, grade_buttons, grader, interactive, mo, passage_pick, passages, pick_q, session):
+    _said = [v for v in grade_buttons.value if v] if grade_buttons.value else []
+    (mo.vstack([mo.md("**Grade point A's passages** for this question (0 not relevant, 1 related, 2 partly answers, "
+                      "3 answers; keys 0-3). Each grade is stored at once in the results store, keyed by question and "
+                      "passage text, as `ragwb judge --import` stores them; `ragwb show` adds the judged metrics."),
+                mo.hstack([grader, passage_pick], justify="start"), mo.hstack(list(grade_buttons), justify="start"),
+                mo.md(_said[-1] if _said else ""),
+                mo.Html(interactive.grading_table_html(args.db, session, pick_q.value, passages))])
+     if passages else mo.md(""))
+    return
+
+
+@app.cell
 def _(explore, mo, scores):
     _pts = explore.points_of(scores)
     pair_a = mo.ui.dropdown(_pts, value=_pts[0] if _pts else None, label="A")

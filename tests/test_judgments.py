@@ -220,6 +220,7 @@ def test_parse_grade_reads_the_final_score_and_nothing_else():
     assert parse_grade("M: 2\nT: 3\n##final score: 2") == 2
     assert parse_grade("##final score: **3**") == 3
     assert parse_grade("3") == 3
+    assert parse_grade('{"grade": 2}') == 2 and parse_grade('{"grade": 9}') is None  # --judge-format json_schema
     assert parse_grade("##final score: N") is None
     assert parse_grade("I think it is relevant") is None
     assert parse_grade("final score: 7") is None

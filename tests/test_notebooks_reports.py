@@ -273,6 +273,20 @@ def test_workbench_in_chromium_apply_matrix_drilldown_pairs_offline(browser, tmp
         saved = con.execute("SELECT run_id, status FROM runs WHERE run_id LIKE 'wb-%'").fetchall()
         con.close()
         assert len(saved) == 1 and saved[0][1] == "finished"
+        # 3c'. grading point A's passages (issue 35): a click on "3 answers", then the key 1 (the last grade wins);
+        # each lands in the store's judgments at once, as `ragwb judge --import` stores them
+        page.get_by_placeholder("ana (stored as human:ana)").fill("tess")
+        page.keyboard.press("Tab")
+        page.get_by_role("button", name="3 answers").click()
+        page.wait_for_selector("text=/stored: tess graded passage \\[1\\] 3/", timeout=30000)
+        page.evaluate("document.activeElement && document.activeElement.blur()")
+        page.keyboard.press("1")
+        page.wait_for_selector("text=/stored: tess graded passage \\[1\\] 1/", timeout=30000)
+        page.wait_for_selector("text=human:tess=1", timeout=30000)  # the table shows the stored grade
+        con = duckdb.connect(str(db), read_only=True)
+        graded = con.execute("SELECT judge, grade, status FROM judgments").fetchall()
+        con.close()
+        assert graded == [("human:tess", 1, "ok")], graded
         # 3d. the run just saved is offered in the stored-run dropdowns without a reload (issue 37, item 6)
         page.wait_for_function("rid => Array.from(document.querySelectorAll('*')).some(e => e.shadowRoot && "
                                "Array.from(e.shadowRoot.querySelectorAll('option')).some(o => o.textContent.includes(rid)))"

@@ -29,14 +29,19 @@ Think about what the person searching most likely wants, how well the passage ma
 trustworthy it is (T); weigh them and decide a final grade (O), an integer from 0 to 3.
 Reply with one line in the format ##final score: N and no reasoning."""
 
+_JSON = re.compile(r'"grade"\s*:\s*"?([0-3])\b')
 _FINAL = re.compile(r"final\s*score\s*[:=]?\s*\**\s*([0-3])\b", re.I)
 _LONE = re.compile(r"^\s*\**\s*([0-3])\s*\**\s*\.?\s*$")
 
 
 def parse_grade(text: str | None) -> int | None:
-    """The grade of a judge's reply: the last ``final score: N`` (N in 0-3), or a reply that is only a digit."""
+    """The grade of a judge's reply: ``{"grade": N}``, else the last ``final score: N`` (N in 0-3), else a reply
+    that is only the digit."""
     if not text:
         return None
+    j = _JSON.search(text)  # the structured reply (--judge-format json_schema): {"grade": N}
+    if j:
+        return int(j.group(1))
     found = _FINAL.findall(text)
     if found:
         return int(found[-1])
@@ -54,8 +59,14 @@ def judge_pairs(client: LLMClient, pairs: list[dict], progress=None) -> list[dic
     ``ResultStore.add_judgments`` (judge ``llm:MODEL``), one per pair, in order, failures included."""
     judge = f"llm:{client.cfg.model}"
 
+    extra = {}
+    if client.cfg.response_format == "json_schema":  # the server constrains the reply to one grade (small models)
+        extra["response_format"] = {"type": "json_schema", "json_schema": {"name": "grade", "strict": True, "schema": {
+            "type": "object", "additionalProperties": False, "required": ["grade"],
+            "properties": {"grade": {"type": "integer", "enum": list(range(4))}}}}}
+
     def one(p: dict) -> dict:
-        res = client.chat(messages_for(p["question"], p["text"]), purpose="relevance_judge")
+        res = client.chat(messages_for(p["question"], p["text"]), purpose="relevance_judge", **extra)
         row = {k: p[k] for k in ("question_key", "passage_key", "question_id", "question", "text")}
         row["judge"] = judge
         if res.status != "ok":
@@ -63,7 +74,7 @@ def judge_pairs(client: LLMClient, pairs: list[dict], progress=None) -> list[dic
         g = parse_grade(res.text)
         if g is None:
             return {**row, "grade": None, "status": "parse_error",
-                    "detail": f"no '##final score: 0-3' in the reply: {(res.text or '')[:200]!r}"}
+                    "detail": f"no grade 0-3 in the reply: {(res.text or '')[:200]!r}"}
         cut = len(p["text"]) > MAX_PASSAGE_CHARS
         return {**row, "grade": g, "status": "ok",
                 "detail": f"{PROMPT_VERSION}" + (f"; passage cut to {MAX_PASSAGE_CHARS} characters" if cut else "")}
