@@ -580,3 +580,22 @@ def grading_table_html(db: str, sess: Session, qid: str, passages: list[dict]) -
     return plain_table_html(pd.DataFrame([{"rank": p["rank"], "source": p["source"],
                                            "grades": stored.get(p["passage_key"], ""), "text": p["text"]}
                                           for p in passages]))
+
+
+_CLICKS = __import__("itertools").count(1)
+
+
+def grade_click(db: str, sess: Session, qid: str, passages: list[dict], index, grade: int, judge: str) -> tuple:
+    """A grade button's value: (click number, what happened). The notebook shows the latest click's message,
+    whichever button it was; a refusal (no name, no passage) is a message, never a traceback."""
+    try:
+        p = passages[index]
+        grade_passage(db, sess, qid, p, grade, judge)
+        return next(_CLICKS), f"stored: {judge.strip()} graded passage [{p['rank']}] {grade}"
+    except (ValueError, KeyError, TypeError, IndexError) as e:
+        return next(_CLICKS), f"not stored: {e.args[0] if e.args else e}"
+
+
+def latest_click(values) -> str:
+    clicks = [v for v in (values or []) if v]
+    return max(clicks)[1] if clicks else ""

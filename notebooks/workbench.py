@@ -311,14 +311,8 @@ def _(interactive, mo, pick_a, pick_q, scores, session):
 @app.cell
 def _(args, grader, interactive, mo, passage_pick, passages, pick_q, session):
     def _grade(g):
-        def _store(_):
-            try:
-                _p = passages[passage_pick.value]
-                interactive.grade_passage(args.db, session, pick_q.value, _p, g, grader.value)
-                return f"stored: {grader.value.strip()} graded passage [{_p['rank']}] {g}"
-            except (ValueError, KeyError, TypeError, IndexError) as _e:
-                return f"not stored: {_e.args[0] if _e.args else _e}"
-        return _store
+        return lambda _: interactive.grade_click(args.db, session, pick_q.value, passages, passage_pick.value, g,
+                                                 grader.value)
 
     # keys 0-3 grade the passage picked above (the UMBRELA scale: docs/judgments.md)
     grade_buttons = mo.ui.array([mo.ui.button(label=interactive.GRADE_LABELS[_g], on_click=_grade(_g),
@@ -328,12 +322,12 @@ def _(args, grader, interactive, mo, passage_pick, passages, pick_q, session):
 
 @app.cell
 def _(args, grade_buttons, grader, interactive, mo, passage_pick, passages, pick_q, session):
-    _said = [v for v in grade_buttons.value if v] if grade_buttons.value else []
+    _said = interactive.latest_click(grade_buttons.value)
     (mo.vstack([mo.md("**Grade point A's passages** for this question (0 not relevant, 1 related, 2 partly answers, "
                       "3 answers; keys 0-3). Each grade is stored at once in the results store, keyed by question and "
                       "passage text, as `ragwb judge --import` stores them; `ragwb show` adds the judged metrics."),
                 mo.hstack([grader, passage_pick], justify="start"), mo.hstack(list(grade_buttons), justify="start"),
-                mo.md(_said[-1] if _said else ""),
+                mo.md(_said),
                 mo.Html(interactive.grading_table_html(args.db, session, pick_q.value, passages))])
      if passages else mo.md(""))
     return
