@@ -82,7 +82,8 @@ def main() -> int:
     ap.add_argument("--llm-base-url", default=None)
     ap.add_argument("--llm-model", default=None)
     ap.add_argument("--llm-sample", type=int, default=200, help="pooled pairs the LLM judge grades (200)")
-    ap.add_argument("--llm-format", default="", choices=["", "json_schema"], help="as ragwb judge --judge-format")
+    ap.add_argument("--llm-format", default="", choices=["", "json_schema", "json_object"],
+                    help="as ragwb judge --judge-format")
     ap.add_argument("--seed", type=int, default=0)
     a = ap.parse_args()
     ws = Path(a.workspace or tempfile.mkdtemp(prefix="ragwb-validate-"))

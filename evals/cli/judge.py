@@ -163,9 +163,10 @@ def add_judge(sub) -> None:
     s.add_argument("--judge-model", default=None, help="judge model name (stored as llm:MODEL)")
     s.add_argument("--judge-key-env", default="OPENAI_API_KEY", help="environment variable holding the judge's key")
     s.add_argument("--judge-max-tokens", type=at_least(1), default=64, help="max tokens per grade reply (64)")
-    s.add_argument("--judge-format", default="", choices=["", "json_schema"],
-                   help="json_schema: the server constrains each reply to {\"grade\": 0-3} (llama.cpp, vLLM, OpenAI); "
-                        "small models that cannot follow the rubric's reply format need it (default: plain text)")
+    s.add_argument("--judge-format", default="", choices=["", "json_schema", "json_object"],
+                   help="the server constrains each reply to {\"grade\": 0-3}: json_schema in OpenAI's form (OpenAI, "
+                        "vLLM, llama.cpp's server), json_object with a schema (llama-cpp-python's server); small "
+                        "models that cannot follow the rubric's reply format need it (default: plain text)")
     s.add_argument("--timeout", type=positive_float, default=60.0, help="per-call timeout in seconds (60)")
     s.add_argument("--retries", type=at_least(0), default=3, help="retries on 429/5xx/timeouts (3)")
     s.add_argument("--concurrency", type=at_least(1), default=4, help="concurrent judge calls (4)")

@@ -60,10 +60,14 @@ def judge_pairs(client: LLMClient, pairs: list[dict], progress=None) -> list[dic
     judge = f"llm:{client.cfg.model}"
 
     extra = {}
-    if client.cfg.response_format == "json_schema":  # the server constrains the reply to one grade (small models)
-        extra["response_format"] = {"type": "json_schema", "json_schema": {"name": "grade", "strict": True, "schema": {
-            "type": "object", "additionalProperties": False, "required": ["grade"],
-            "properties": {"grade": {"type": "integer", "enum": list(range(4))}}}}}
+    schema = {"type": "object", "additionalProperties": False, "required": ["grade"],
+              "properties": {"grade": {"type": "integer", "enum": list(range(4))}}}
+    # the server constrains the reply to one grade: what small models need (Gemma 270M echoes the rubric without)
+    if client.cfg.response_format == "json_schema":  # OpenAI's form (OpenAI, vLLM, llama.cpp's C++ server)
+        extra["response_format"] = {"type": "json_schema", "json_schema": {"name": "grade", "strict": True,
+                                                                           "schema": schema}}
+    elif client.cfg.response_format == "json_object":  # llama-cpp-python's server: json_object with a schema
+        extra["response_format"] = {"type": "json_object", "schema": schema}
 
     def one(p: dict) -> dict:
         res = client.chat(messages_for(p["question"], p["text"]), purpose="relevance_judge", **extra)
