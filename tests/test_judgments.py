@@ -87,6 +87,10 @@ def test_pool_export_import_and_judged_metrics_in_show_and_gate(run_ws, tmp_path
     out = capsys.readouterr().out
     assert "judged@10" in out and "judged_ndcg@10" in out and "human:ana" in out
     assert "judged@10 below 0.8" in out  # depth 3 of 10: most of every top 10 is unjudged, and it says so
+    # ... and so does the HTML report
+    assert main(["report", "R1", "--workspace", str(ws), "--out", str(tmp_path / "rep")]) == 0
+    page = next((tmp_path / "rep").glob("*.html")).read_text()
+    assert "judged_ndcg@10" in page and "human:ana" in page and "judged@10 below 0.8" in page
 
     # a later run reuses the judgments (keyed by content, not by run); the gate compares its judged metrics
     assert main(RUN + ["--workspace", str(ws), "--run-id", "R2"]) == 0
