@@ -17,7 +17,8 @@ sent one byte every ``Handler.trickle`` seconds), ``fault-huge`` (a valid reply 
 ``abstain`` (always the sentence after "reply with exactly:" in the system prompt), ``abstain-short``
 (that sentence when the user message is shorter than ``Handler.abstain_below`` characters: a small
 context abstains, a rich one answers; escalation tests); ``grader`` (a relevance judge: ``##final score: N`` from
-the share of the query's words in the passage);
+the share of the query's words in the passage); ``questioner`` (and ``-text``, ``-empty``, ``-wrong``, ``-same``:
+ragwb generate's replies, good and bad);
 embeddings: ``fault-nan`` (NaN vectors), ``fault-string`` (each embedding a string, not a list), ``fault-short`` (one vector fewer than asked), ``fault-500``.
 ``Handler.peak`` is the most chat requests it has served at once (concurrency limits are checked
 against it); ``Handler.requests`` records (path with query, Authorization header) of each POST;
@@ -55,6 +56,24 @@ def relevance_grade(prompt: str) -> str:
     found = {w for w in words if w in p.group(1).lower()}
     share = len(found) / len(words) if words else 0.0
     return f"##final score: {3 if share >= 0.75 else 2 if share >= 0.5 else 1 if share >= 0.25 else 0}"
+
+
+def question_reply(prompt: str, model: str) -> str:
+    """``questioner`` models (ragwb generate): a question and answer built from the prompt's passage, as JSON.
+    ``questioner-text`` replies in prose, ``questioner-empty`` with an empty question, ``questioner-wrong`` with
+    an answer the passage does not hold, ``questioner-same`` with one question for every passage."""
+    m = re.search(r"Passage(?: 1)?:\n(.*?)\n\n", prompt, re.S)
+    if not m:
+        return "no passage"
+    words = re.findall(r"\b[A-Z][a-z]{3,}\b", m.group(1)) or m.group(1).split()[:3]
+    a, b, c = (words * 3)[len(words) // 2], (words * 3)[1], (words * 3)[2]
+    if model == "questioner-text":
+        return "Sure! Here is a good question about the passage."
+    question = "What is this text about?" if model == "questioner-same" else f"How are {b} and {c} related to it?"
+    answer = "zebra crossing unicorn" if model == "questioner-wrong" else a
+    if "does NOT answer" in prompt:
+        question, answer = f"When did {b} of {c} close its {a} office?", ""
+    return json.dumps({"question": "" if model == "questioner-empty" else question, "answer": answer})
 
 
 def answer_messages(messages: list[dict]) -> str:
@@ -170,7 +189,9 @@ class Handler(BaseHTTPRequestHandler):
 
     def _chat(self, req: dict, model: str):
         msgs = req.get("messages", [])
-        text = relevance_grade(msgs[-1].get("content") or "") if model == "grader" else answer_messages(msgs)
+        text = (relevance_grade(msgs[-1].get("content") or "") if model == "grader" else
+                question_reply(msgs[-1].get("content") or "", model) if model.startswith("questioner") else
+                answer_messages(msgs))
         user = sum(len(m.get("content") or "") for m in msgs if m.get("role") == "user")
         if model == "abstain" or (model == "abstain-short" and user < Handler.abstain_below):
             sysmsg = next((m["content"] for m in msgs if m.get("role") == "system"), "")

@@ -1,0 +1,81 @@
+"""``ragwb generate``: gold questions written by an LLM from the corpus, evidence by construction (docs/generate.md)."""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from .common import add_index_args, at_least, index_config, positive_float
+
+
+def cmd_generate(a) -> int:
+    from tqdm import tqdm
+
+    from evals.generate import TYPES, generate, write_jsonl
+    from rag.index.embedders import get_embedder
+    from rag.index.workspace import Workspace
+    from rag.llm.client import LLMClient, LLMConfig
+
+    if not (a.llm_base_url and a.llm_model):
+        raise ValueError("generating questions needs an LLM endpoint: --llm-base-url URL --llm-model M (offline: "
+                         "a local llama.cpp server, docs/llm.md 'A local model')")
+    types = tuple(t.strip() for t in a.types.split(",") if t.strip())
+    unknown = [t for t in types if t not in TYPES]
+    if unknown or not types:
+        raise ValueError(f"--types: unknown type(s) {', '.join(unknown) or '(none)'}; valid: {', '.join(TYPES)}")
+    cfg = index_config(a)
+    ws = Workspace(a.workspace)
+    ds = ws.load(a.dataset, None, cfg)
+    if not ds.documents:
+        raise ValueError(f"dataset {a.dataset!r} has no documents to ask about")
+    client = LLMClient(LLMConfig(a.llm_base_url, a.llm_model, a.llm_key_env, max_tokens=a.max_tokens,
+                                 timeout=a.timeout, retries=a.retries, max_concurrency=a.concurrency,
+                                 response_format=a.llm_format, temperature=0.0),
+                       Path(a.workspace) / "cache" / "llm.sqlite", use_cache=not a.no_cache)
+    embedder = get_embedder(cfg.embedder)
+    with tqdm(total=a.n, desc="generating", unit="question", disable=not sys.stderr.isatty()) as bar:
+        res = generate(client, ds.documents, a.n, types, a.seed, embed=embedder.embed_queries,
+                       max_overlap=a.max_overlap, progress=bar)
+    out = write_jsonl(res.questions, a.out)
+    by_type = {t: sum(q["type"] == t for q in res.questions) for t in types}
+    print(f"wrote {out}: {len(res.questions)} questions ({', '.join(f'{t} {n}' for t, n in by_type.items())}) "
+          f"from {a.dataset} with {a.llm_model} (seed {a.seed})")
+    if res.skipped_pages:
+        print("pages not asked about: " + ", ".join(f"{k} {v}" for k, v in res.skipped_pages.items()))
+    print("dropped or flagged: " + (", ".join(f"{k} {v}" for k, v in sorted(res.counts.items())) or "none"))
+    lexical = sum(q["metadata"]["generator"]["overlap_words"] >= 6 for q in res.questions)
+    if res.questions:
+        print(f"lexical share: {lexical / len(res.questions):.0%} of the questions copy 6 or more words in a row "
+              "from their passage (they favour BM25; --max-overlap K drops those over K)")
+    s = res.stats
+    print(f"calls {s.calls:,} (cache hits {s.hits:,}); tokens {s.tokens_used:,}; ${s.dollars_spent:.4f}")
+    print(f"next: ragwb run --dataset {a.dataset} --questions {out}")
+    return 0
+
+
+def add_generate(sub) -> None:
+    s = sub.add_parser("generate", help="write gold questions for a corpus with an LLM (evidence by construction)",
+                       description="Sample passages of an ingested corpus (stratified by document, seeded, "
+                       "tables of contents and pages under 40 words skipped), ask an LLM for a question and a short "
+                       "answer per passage, keep those whose answer is found in the passage (that span is the "
+                       "evidence), drop near-duplicates, and write the gold JSONL the workbench reads "
+                       "(docs/generate.md). Needs an OpenAI-compatible endpoint; a local llama.cpp server works.")
+    s.add_argument("dataset", help="bundled set name or a folder")
+    s.add_argument("--n", type=at_least(1), default=50, help="questions to ask for (50)")
+    s.add_argument("--out", required=True, help="the gold JSONL to write (replaced whole when done)")
+    s.add_argument("--types", default="single", help="comma-separated: single, multi, unanswerable (single)")
+    s.add_argument("--seed", type=int, default=0, help="sampling seed (0)")
+    s.add_argument("--max-overlap", type=at_least(0), default=0, metavar="K",
+                   help="drop questions that copy more than K words in a row from their passage (0 = keep, flag)")
+    s.add_argument("--llm-base-url", default=None, help="OpenAI-compatible base URL")
+    s.add_argument("--llm-model", default=None, help="model name at that endpoint")
+    s.add_argument("--llm-key-env", default="OPENAI_API_KEY", help="environment variable holding the API key")
+    s.add_argument("--llm-format", default="", choices=["", "json_schema", "json_object"],
+                   help="constrain replies to {question, answer}: json_schema (OpenAI's form) or json_object with a "
+                        "schema (llama-cpp-python); default: plain text, parsed")
+    s.add_argument("--max-tokens", type=at_least(1), default=200, help="max tokens per reply (200)")
+    s.add_argument("--timeout", type=positive_float, default=60.0, help="per-call timeout in seconds (60)")
+    s.add_argument("--retries", type=at_least(0), default=3, help="retries on 429/5xx/timeouts (3)")
+    s.add_argument("--concurrency", type=at_least(1), default=4, help="concurrent calls (4)")
+    s.add_argument("--no-cache", action="store_true", help="do not use the LLM response cache")
+    add_index_args(s)
+    s.set_defaults(fn=cmd_generate)

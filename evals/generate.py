@@ -1,0 +1,247 @@
+"""Questions generated from a corpus, with evidence by construction (docs/generate.md).
+
+Passages are sampled from the corpus (stratified by document, seeded, boilerplate skipped); an LLM writes one
+question and a short answer per passage (two passages of one document for ``multi``); the answer must be found
+in its passage, and that span becomes the gold evidence. Every drop is counted by its reason; nothing is
+written until the whole set is done, and then in one atomic replace, so a killed run leaves no half file (the
+LLM cache makes the rerun cheap: only what was not answered is asked).
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import random
+import re
+from collections import Counter
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from rag.ingest.textmatch import locate
+from rag.llm.client import LLMClient
+
+TYPES = ("single", "multi", "unanswerable")
+MIN_WORDS = 40  # a page shorter than this is a header, a caption or a stub: no question is asked of it
+NEAR_DUPLICATE = 0.95  # cosine of two questions' embeddings above which the later one is dropped
+FLAG_OVERLAP = 6  # a question sharing a run of this many words with its passage is lexical (favours BM25)
+MAX_PASSAGE_CHARS = 6_000
+
+PROMPTS = {
+    "single": (
+        "Write one question that a user of this document collection could ask and that the passage below "
+        "answers, and its short answer copied word for word from the passage (a few words). Do not copy long "
+        "phrases from the passage into the question.\n\nPassage:\n{p1}\n\n"
+        'Reply with JSON only: {{"question": "...", "answer": "..."}}'),
+    "multi": (
+        "Write one question that needs BOTH passages below to answer, and its short answer copied word for word "
+        "from one of them (a few words). Do not copy long phrases into the question.\n\nPassage 1:\n{p1}\n\n"
+        'Passage 2:\n{p2}\n\nReply with JSON only: {{"question": "...", "answer": "..."}}'),
+    "unanswerable": (
+        "Write one question on the topic of the passage below that the passage does NOT answer (a reader would "
+        "expect the answer nearby, but it is not there).\n\nPassage:\n{p1}\n\n"
+        'Reply with JSON only: {{"question": "...", "answer": ""}}'),
+}
+PROMPT_SHA = hashlib.sha256(json.dumps(PROMPTS, sort_keys=True).encode()).hexdigest()[:16]
+_TOC = re.compile(r"(\.{4,}|\s)\d{1,4}\s*$")
+
+
+def boilerplate(text: str) -> str | None:
+    """Why a page is no place for a question ('' when it is fine): too short, or a table of contents."""
+    words = len(text.split())
+    if words < MIN_WORDS:
+        return "short"
+    lines = [ln for ln in text.splitlines() if ln.strip()]
+    if len(lines) >= 5 and sum(bool(_TOC.search(ln)) for ln in lines) / len(lines) > 0.5:
+        return "table of contents"
+    return None
+
+
+def sample_passages(documents, n: int, types: tuple, seed: int = 0) -> tuple[list[tuple[str, list]], Counter]:
+    """``n`` (type, [pages]) jobs: types in turn, documents in a seeded round robin (stratified: no document
+    gives a second passage before every document gave one), each document's pages in a seeded order."""
+    rng = random.Random(seed)
+    skipped = Counter()
+    pools = {}
+    for d in documents:
+        ok = []
+        for p in d.pages:
+            why = boilerplate(p.text)
+            if why:
+                skipped[why] += 1
+            else:
+                ok.append(p)
+        if ok:
+            rng.shuffle(ok)
+            pools[d.doc_id] = ok
+    order = sorted(pools)
+    rng.shuffle(order)
+    jobs, cursor, t, di, stuck = [], {d: 0 for d in order}, 0, 0, 0
+    while len(jobs) < n and order:
+        kind = types[t % len(types)]
+        need = 2 if kind == "multi" else 1  # multi: two passages of one document
+        for _ in range(len(order)):  # the next document in the round robin that still has `need` pages
+            doc = order[di % len(order)]
+            di += 1
+            if cursor[doc] + need <= len(pools[doc]):
+                break
+        else:  # no document can serve this type any more: the next type, or stop when none can
+            stuck += 1
+            if stuck >= len(types):
+                break
+            t += 1
+            continue
+        stuck = 0
+        jobs.append((kind, pools[doc][cursor[doc]:cursor[doc] + need]))
+        cursor[doc] += need
+        t += 1
+    return jobs, skipped
+
+
+def parse_reply(text: str | None) -> dict | None:
+    """{"question", "answer"} from a reply (a JSON object, possibly inside a code fence), else None."""
+    if not text:
+        return None
+    m = re.search(r"\{.*\}", text, re.S)
+    if not m:
+        return None
+    try:
+        d = json.loads(m.group(0))
+    except ValueError:
+        return None
+    if not isinstance(d, dict) or not isinstance(d.get("question"), str) or not isinstance(d.get("answer", ""), str):
+        return None
+    return {"question": d["question"].strip(), "answer": (d.get("answer") or "").strip()}
+
+
+def longest_shared_run(question: str, passage: str) -> int:
+    """The longest run of consecutive words (case folded) the question copies from the passage."""
+    q = re.findall(r"\w+", question.casefold())
+    p = re.findall(r"\w+", passage.casefold())
+    grams = {}
+    best = 0
+    for k in range(1, len(q) + 1):
+        grams = {tuple(p[i:i + k]) for i in range(len(p) - k + 1)}
+        if any(tuple(q[i:i + k]) in grams for i in range(len(q) - k + 1)):
+            best = k
+        else:
+            break
+    return best
+
+
+@dataclass
+class GenerateResult:
+    questions: list[dict] = field(default_factory=list)
+    counts: Counter = field(default_factory=Counter)  # drops and flags by reason
+    skipped_pages: Counter = field(default_factory=Counter)
+    stats: object = None
+
+
+def _ask(client: LLMClient, kind: str, pages: list, extra: dict) -> tuple[dict | None, str]:
+    texts = [p.text[:MAX_PASSAGE_CHARS] for p in pages]
+    msgs = [{"role": "user", "content": PROMPTS[kind].format(p1=texts[0], p2=texts[1] if len(texts) > 1 else "")}]
+    for attempt in range(2):  # a reply that is not the JSON asked for is asked once more, then counted
+        res = client.chat(msgs, purpose="generate", repeat=attempt, **extra)
+        if res.status != "ok":
+            return None, f"error ({res.status}: {res.error[:120]})"
+        d = parse_reply(res.text)
+        if d is not None:
+            return d, ""
+    return None, "not the JSON asked for (after one retry)"
+
+
+def generate(client: LLMClient, documents, n: int, types: tuple = ("single",), seed: int = 0,
+             embed=None, max_overlap: int = 0, progress=None) -> GenerateResult:
+    unknown = [t for t in types if t not in TYPES]
+    if unknown or not types:
+        raise ValueError(f"--types: unknown type(s) {', '.join(unknown) or '(none)'}; valid: {', '.join(TYPES)}")
+    if n < 1:
+        raise ValueError(f"--n must be >= 1, got {n}")
+    out = GenerateResult()
+    jobs, out.skipped_pages = sample_passages(documents, n, types, seed)
+    if not jobs:
+        raise ValueError("no passage to ask about: every page is shorter than "
+                         f"{MIN_WORDS} words or a table of contents")
+    if len(jobs) < n:
+        out.counts[f"asked for {n}, the corpus has passages for {len(jobs)}"] += 1
+    language = {d.doc_id: d.language for d in documents}
+    extra = {}
+    if client.cfg.response_format == "json_schema":
+        extra["response_format"] = {"type": "json_schema", "json_schema": {"name": "qa", "strict": True, "schema": {
+            "type": "object", "additionalProperties": False, "required": ["question", "answer"],
+            "properties": {"question": {"type": "string"}, "answer": {"type": "string"}}}}}
+    elif client.cfg.response_format == "json_object":
+        extra["response_format"] = {"type": "json_object", "schema": {
+            "type": "object", "required": ["question", "answer"],
+            "properties": {"question": {"type": "string"}, "answer": {"type": "string"}}}}
+
+    def one(job):
+        kind, pages = job
+        d, why = _ask(client, kind, pages, extra)
+        if progress is not None:
+            progress.update(1)
+        return kind, pages, d, why
+
+    with ThreadPoolExecutor(max_workers=client.cfg.max_concurrency) as ex:
+        replies = list(ex.map(one, jobs))
+    kept = []
+    for kind, pages, d, why in replies:
+        if d is None:
+            out.counts[why.split(" (")[0]] += 1
+            continue
+        if not d["question"]:
+            out.counts["empty question"] += 1
+            continue
+        evidence, answers = [], []
+        if kind == "unanswerable":
+            evidence = [{"doc": p.doc_id, "page": p.page_no} for p in pages]
+        else:
+            hit = next(((p, m) for p in pages if d["answer"] for m in [locate(d["answer"], p.text)] if m), None)
+            if hit is None:
+                out.counts["answer not found in its passage"] += 1
+                continue
+            p, m = hit
+            answers = [p.text[m.start:m.end]]
+            evidence = [{"doc": q.doc_id, "page": q.page_no, **({"text": answers[0]} if q is p else {})}
+                        for q in pages]
+        overlap = max(longest_shared_run(d["question"], p.text) for p in pages)
+        if max_overlap and overlap > max_overlap:
+            out.counts["copies the passage (--max-overlap)"] += 1
+            continue
+        if overlap >= FLAG_OVERLAP:
+            out.counts[f"flagged lexical (shares >= {FLAG_OVERLAP} words in a row)"] += 1
+        key = hashlib.sha256("\0".join(p.text for p in pages).encode()).hexdigest()[:16]
+        kept.append({"id": f"gen-{key[:12]}-{kind}", "question": d["question"], "answers": answers,
+                     "answerable": kind != "unanswerable", "type": kind,
+                     "language": language.get(pages[0].doc_id, "en"), "evidence": evidence,
+                     "metadata": {"generator": {"model": client.cfg.model, "prompt_sha256": PROMPT_SHA, "seed": seed,
+                                                "passage_key": key, "overlap_words": overlap,
+                                                "verified": "answer span found in the passage" if answers else
+                                                "not checked: the LLM's word that the passage does not answer it"}}})
+    if embed is not None and len(kept) > 1:  # near-duplicate questions: the later one goes
+        vecs = np.asarray(embed([k["question"] for k in kept]), dtype=np.float32)
+        vecs /= np.maximum(np.linalg.norm(vecs, axis=1, keepdims=True), 1e-12)
+        keep = []
+        for i in range(len(kept)):
+            if keep and float(np.max(vecs[keep] @ vecs[i])) >= NEAR_DUPLICATE:
+                out.counts["near-duplicate question"] += 1
+                continue
+            keep.append(i)
+        kept = [kept[i] for i in keep]
+    out.questions = kept
+    out.stats = client.stats
+    return out
+
+
+def write_jsonl(rows: list[dict], path: str | Path) -> Path:
+    """All at once: a temporary file beside the target, then one atomic replace (never a half-written set)."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".partial")
+    with open(tmp, "w", encoding="utf-8") as f:
+        for r in rows:
+            f.write(json.dumps(r, ensure_ascii=False) + "\n")
+    os.replace(tmp, path)
+    return path

@@ -1,0 +1,135 @@
+"""ragwb generate through a real 127.0.0.1 OpenAI-compatible server: evidence by construction, every drop
+counted by its reason, nothing half-written, the set runs as gold (docs/generate.md)."""
+import json
+
+import pytest
+
+from evals.cli import main
+from evals.generate import boilerplate, longest_shared_run, parse_reply, sample_passages
+from openai_server import Handler, start
+from rag.models import Document, Page
+
+WORDS = ("The Harbour Board of Lindenport met in March to discuss the new Ferry Terminal and its Budget. "
+         "Members from Ostvale and Kirrin argued about the Tolls while the Mayor asked for a Survey. ")
+
+
+@pytest.fixture(scope="module")
+def server():
+    srv, url = start()
+    yield url
+    srv.shutdown()
+
+
+@pytest.fixture()
+def corpus(tmp_path):
+    d = tmp_path / "corpus"
+    d.mkdir()
+    from pdfgen import make_pdf
+
+    import random
+
+    rng = random.Random(7)
+    names = [a + b for a in ("Kor", "Vel", "Mar", "Tis", "Bran", "Olm", "Quen", "Hal") for b in ("ada", "ino", "ept",
+                                                                                               "urg", "esk", "oth")]
+    for n in ["Alder", "Birch", "Cedar", "Daphne", "Elm", "Fir"]:  # three pages each: multi needs two of one
+        pages = []
+        for k in range(3):  # every page its own names, so no two generated questions are near-duplicates
+            w = rng.sample(names, 6)
+            pages.append([f"{n} Report section {k}.", f"The {w[0]} Board of {w[1]} met in {w[2]} to discuss",
+                          f"the new {w[3]} terminal and its budget. Members from {w[4]} and {w[5]}"]
+                         + WORDS.split(". "))
+        make_pdf(d / f"{n.lower()}.pdf", pages)
+    (d / "toc.md").write_text("# Contents\n\n" + "\n".join(f"Chapter {i} .......... {i * 7}" for i in range(1, 12)))
+    return d
+
+
+def _gen(corpus, ws, url, model, out, *extra):
+    return main(["generate", str(corpus), "--workspace", str(ws), "--embedder", "hash", "--no-progress",
+                 "--llm-base-url", url, "--llm-model", model, "--llm-key-env", "RAGWB_TEST_KEY", "--out", str(out),
+                 *extra])
+
+
+def test_generated_questions_carry_their_evidence_and_run_as_gold(corpus, server, tmp_path, capsys):
+    ws, out = tmp_path / "ws", tmp_path / "gold.jsonl"
+    assert _gen(corpus, ws, server, "questioner", out, "--n", "8", "--types", "single,multi,unanswerable",
+                "--seed", "3") == 0
+    said = capsys.readouterr().out
+    rows = [json.loads(x) for x in out.read_text().splitlines()]
+    assert len(rows) == 8 and {r["type"] for r in rows} == {"single", "multi", "unanswerable"}, said
+    docs = {p.name: p.read_text() for p in corpus.iterdir()}
+    for r in rows:
+        g = r["metadata"]["generator"]
+        assert g["model"] == "questioner" and g["seed"] == 3 and len(g["prompt_sha256"]) == 16
+        assert r["evidence"] and all(e["doc"] in docs and e["doc"] != "toc.md" for e in r["evidence"])
+        if r["type"] == "unanswerable":
+            assert r["answerable"] is False and r["answers"] == []
+        else:  # the answer is a span of its evidence, found in the passage
+            span = next(e["text"] for e in r["evidence"] if "text" in e)
+            assert r["answers"] == [span] and span in docs[next(e["doc"] for e in r["evidence"] if "text" in e)]
+        if r["type"] == "multi":
+            assert len(r["evidence"]) == 2 and r["evidence"][0]["doc"] == r["evidence"][1]["doc"]
+    # stratified: 8 questions over 6 documents touch every document
+    per_doc = {}
+    for r in rows:
+        for e in r["evidence"]:
+            per_doc[e["doc"]] = per_doc.get(e["doc"], 0) + 1
+    assert len(per_doc) == 6
+    assert "table of contents 1" in said and "lexical share:" in said and "tokens" in said
+    # the same seed gives the same set; the cache answers the rerun
+    calls = Handler.calls
+    again = tmp_path / "again.jsonl"
+    assert _gen(corpus, ws, server, "questioner", again, "--n", "8", "--types", "single,multi,unanswerable",
+                "--seed", "3") == 0
+    assert again.read_text() == out.read_text() and Handler.calls == calls
+    # the generated set is gold the workbench runs
+    capsys.readouterr()
+    assert main(["run", "--dataset", str(corpus), "--questions", str(out), "--workspace", str(ws), "--embedder",
+                 "hash", "--no-progress", "--no-report", "--strategies", "chunks"]) == 0
+    assert "8 items" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("model,reason", [
+    ("questioner-text", "not the JSON asked for 4"),
+    ("questioner-empty", "empty question 4"),
+    ("questioner-wrong", "answer not found in its passage 4"),
+    ("questioner-same", "near-duplicate question 3"),
+    ("fault-500", "error 4"),
+])
+def test_bad_replies_are_counted_and_nothing_is_half_written(corpus, server, tmp_path, capsys, model, reason):
+    ws, out = tmp_path / "ws", tmp_path / "gold.jsonl"
+    out.write_text("the previous set\n")
+    assert _gen(corpus, ws, server, model, out, "--n", "4", "--retries", "0") == 0
+    said = capsys.readouterr().out
+    assert reason in said, said
+    kept = out.read_text().splitlines()
+    assert len(kept) == (1 if model == "questioner-same" else 0)
+    assert not list(tmp_path.glob("*.partial"))
+
+
+def test_without_an_endpoint_it_says_so_in_one_line(corpus, tmp_path, capsys):
+    assert main(["generate", str(corpus), "--workspace", str(tmp_path / "ws"), "--embedder", "hash",
+                 "--out", str(tmp_path / "g.jsonl")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "needs an LLM endpoint" in err[0] and "docs/llm.md" in err[0]
+    assert main(["generate", str(corpus), "--out", "x", "--types", "single,tricky", "--llm-base-url", "u",
+                 "--llm-model", "m"]) == 2
+    assert "unknown type(s) tricky; valid: single, multi, unanswerable" in capsys.readouterr().err
+
+
+def test_sampling_filters_and_overlap_on_hand_made_cases():
+    assert boilerplate("too short") == "short"
+    toc = "\n".join(f"Section {i} ........ {i}" for i in range(1, 20)) + "\n" + "word " * 50
+    assert boilerplate(toc) == "table of contents"
+    assert boilerplate("word " * 60) is None
+    assert parse_reply('```json\n{"question": "Why?", "answer": "Because"}\n```') == {"question": "Why?",
+                                                                                     "answer": "Because"}
+    assert parse_reply("no json here") is None and parse_reply('{"question": 3}') is None
+    assert longest_shared_run("What did the Harbour Board discuss in March?", WORDS) == 3  # "the harbour board"
+    docs = [Document(f"d{i}", "", "en", "", "", [Page(f"d{i}#p{k}", f"d{i}", k, 0, 1, "w " * 60) for k in range(3)])
+            for i in range(4)]
+    jobs, skipped = sample_passages(docs, 6, ("single",), seed=1)
+    firsts = [j[1][0].doc_id for j in jobs[:4]]
+    assert len(set(firsts)) == 4  # every document once before any twice
+    assert sample_passages(docs, 6, ("single",), seed=1)[0] == jobs  # seeded
+    multi, _ = sample_passages(docs, 10, ("multi",), seed=0)
+    assert len(multi) == 4 and all(len(p) == 2 and p[0].doc_id == p[1].doc_id for _, p in multi)
