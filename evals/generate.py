@@ -245,3 +245,66 @@ def write_jsonl(rows: list[dict], path: str | Path) -> Path:
             f.write(json.dumps(r, ensure_ascii=False) + "\n")
     os.replace(tmp, path)
     return path
+
+
+# --------------------------------------------------------------------------- do generated questions rank like real ones?
+
+VALIDATION_POINTS = [("chunks", {"top_k": 2}), ("chunks", {"top_k": 5}), ("chunks", {"top_k": 10}),
+                     ("hybrid", {"alpha": 0.2}), ("hybrid", {"alpha": 0.8}), ("parent_child", {"top_k": 3}),
+                     ("parent_child", {"top_k": 6}), ("two_phase_pages", {}), ("full_documents", {})]
+VALIDATION_METRICS = ("evidence_recall", "doc_ndcg@10", "page_ndcg@10")
+
+
+def kendall_tau_b(x, y) -> float:
+    """Kendall's tau-b of two equally long sequences (ties in either counted as tau-b counts them)."""
+    x, y = np.asarray(x, float), np.asarray(y, float)
+    i, j = np.triu_indices(len(x), 1)
+    dx, dy = np.sign(x[i] - x[j]), np.sign(y[i] - y[j])
+    s = float(np.sum(dx * dy))
+    den = float(np.sqrt(np.sum(dx != 0) * np.sum(dy != 0)))
+    return s / den if den else float("nan")
+
+
+def _point_means(frame, metrics) -> dict:
+    ok = frame[(frame.status == "ok") & frame.metric.isin(metrics)]
+    return {k: g.groupby("question_id").value.mean() for k, g in ok.groupby(["metric", "strategy", "point_label"])}
+
+
+def validate(sess, generated: list, points=None, limit: int = 200, resamples: int = 300, seed: int = 0) -> list[dict]:
+    """The same points over the set's human questions and the generated ones: per metric, Kendall's tau of the
+    points' means (95% bootstrap interval, questions resampled in both sets) and the share of point pairs whose
+    paired difference has the same sign in both."""
+    from dataclasses import replace
+
+    from .interactive import Session, evaluate_points
+
+    points = points or VALIDATION_POINTS
+    human = evaluate_points(sess, points, limit)
+    gen_sess = Session(replace(sess.dataset, questions=generated), sess.retriever, sess.evaluator)
+    gen = evaluate_points(gen_sess, points, len(generated))
+    mh, mg = _point_means(human, VALIDATION_METRICS), _point_means(gen, VALIDATION_METRICS)
+    rng = np.random.default_rng(seed)
+    rows = []
+    for metric in VALIDATION_METRICS:
+        keys = sorted(k[1:] for k in mh if k[0] == metric and (metric,) + k[1:] in mg)
+        if len(keys) < 3:
+            continue
+        h = [mh[(metric,) + k] for k in keys]
+        g = [mg[(metric,) + k] for k in keys]
+        xh, xg = [s.mean() for s in h], [s.mean() for s in g]
+        tau = kendall_tau_b(xh, xg)
+        i, j = np.triu_indices(len(keys), 1)
+        differ = np.sign(np.asarray(xh)[i] - np.asarray(xh)[j]) != 0
+        same = np.sign(np.asarray(xh)[i] - np.asarray(xh)[j]) == np.sign(np.asarray(xg)[i] - np.asarray(xg)[j])
+        qh = sorted(set().union(*[s.index for s in h]))
+        qg = sorted(set().union(*[s.index for s in g]))
+        boots = []
+        for _ in range(resamples):
+            bh = rng.choice(qh, len(qh))
+            bg = rng.choice(qg, len(qg))
+            boots.append(kendall_tau_b([s.reindex(bh).mean() for s in h], [s.reindex(bg).mean() for s in g]))
+        lo, hi = np.nanpercentile(boots, [2.5, 97.5])
+        rows.append({"metric": metric, "points": len(keys), "human_questions": len(qh),
+                     "generated_questions": len(qg), "kendall_tau": tau, "low": float(lo), "high": float(hi),
+                     "sign_agreement": float(same[differ].mean()) if differ.any() else float("nan")})
+    return rows

@@ -133,3 +133,29 @@ def test_sampling_filters_and_overlap_on_hand_made_cases():
     assert sample_passages(docs, 6, ("single",), seed=1)[0] == jobs  # seeded
     multi, _ = sample_passages(docs, 10, ("multi",), seed=0)
     assert len(multi) == 4 and all(len(p) == 2 and p[0].doc_id == p[1].doc_id for _, p in multi)
+
+
+def test_validate_ranks_the_same_points_over_human_and_generated_questions(server, tmp_path, capsys):
+    out = tmp_path / "sq.jsonl"
+    assert main(["generate", "squad2", "--workspace", str(tmp_path / "ws"), "--embedder", "hash", "--no-progress",
+                 "--llm-base-url", server, "--llm-model", "questioner", "--out", str(out), "--n", "24",
+                 "--validate", "--validate-limit", "40"]) == 0
+    said = capsys.readouterr().out
+    table = said.split("validation on squad2")[1]
+    rows = [ln.split() for ln in table.splitlines() if ln.strip().startswith(("evidence_recall", "doc_ndcg@10",
+                                                                              "page_ndcg@10"))]
+    assert [r[0] for r in rows] == ["evidence_recall", "doc_ndcg@10", "page_ndcg@10"]
+    for r in rows:
+        points, n_human, n_gen, tau, low, high, sign = r[1:]
+        assert points == "9" and int(n_human) == 40 and int(n_gen) == 24
+        assert -1 <= float(low) <= float(tau) <= float(high) <= 1 and 0 <= float(sign) <= 1
+
+
+def test_kendall_tau_b_matches_scipy_with_ties():
+    from scipy.stats import kendalltau
+
+    from evals.generate import kendall_tau_b
+
+    x, y = [0.1, 0.4, 0.4, 0.9, 0.2, 0.7], [0.2, 0.3, 0.5, 0.5, 0.1, 0.9]
+    assert kendall_tau_b(x, y) == pytest.approx(kendalltau(x, y).statistic, abs=1e-12)
+    assert kendall_tau_b([1, 2, 3], [3, 2, 1]) == -1.0

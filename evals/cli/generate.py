@@ -48,8 +48,34 @@ def cmd_generate(a) -> int:
               "from their passage (they favour BM25; --max-overlap K drops those over K)")
     s = res.stats
     print(f"calls {s.calls:,} (cache hits {s.hits:,}); tokens {s.tokens_used:,}; ${s.dollars_spent:.4f}")
-    print(f"next: ragwb run --dataset {a.dataset} --questions {out}")
+    if a.validate:
+        _validate(a, out)
+    elif Path(a.dataset).is_dir():
+        print(f"next: ragwb run --dataset {a.dataset} --questions {out}")
     return 0
+
+
+def _validate(a, out) -> None:
+    import pandas as pd
+
+    from evals.generate import validate
+    from evals.interactive import open_session
+    from rag.ingest.corpora import load_questions_jsonl
+
+    sess = open_session(a.dataset, a.workspace, a.embedder)
+    human = [q for q in sess.dataset.questions if q.answerable and q.evidence]
+    if not human:
+        raise ValueError(f"--validate needs a set with human questions and evidence; {a.dataset!r} has none")
+    sess.dataset.questions = human
+    generated, skipped = load_questions_jsonl(out, sess.dataset.documents)
+    generated = [q for q in generated if q.answerable and q.evidence]
+    for sk in skipped:
+        print(f"validate: {sk}")
+    rows = validate(sess, generated, limit=a.validate_limit)
+    print(f"\nvalidation on {a.dataset}: the same 9 points over its human questions and the generated ones "
+          "(Kendall tau of the points' means with a 95% bootstrap interval; sign agreement of paired differences)")
+    with pd.option_context("display.width", 200, "display.float_format", "{:.3f}".format):
+        print(pd.DataFrame(rows).to_string(index=False) if rows else "too few points scored on both sets")
 
 
 def add_generate(sub) -> None:
@@ -66,6 +92,10 @@ def add_generate(sub) -> None:
     s.add_argument("--seed", type=int, default=0, help="sampling seed (0)")
     s.add_argument("--max-overlap", type=at_least(0), default=0, metavar="K",
                    help="drop questions that copy more than K words in a row from their passage (0 = keep, flag)")
+    s.add_argument("--validate", action="store_true",
+                   help="then run 9 points over the set's human questions and the generated ones and report how "
+                        "alike they rank the points (Kendall tau, sign agreement; docs/generate.md)")
+    s.add_argument("--validate-limit", type=at_least(1), default=200, help="human questions used by --validate (200)")
     s.add_argument("--llm-base-url", default=None, help="OpenAI-compatible base URL")
     s.add_argument("--llm-model", default=None, help="model name at that endpoint")
     s.add_argument("--llm-key-env", default="OPENAI_API_KEY", help="environment variable holding the API key")
