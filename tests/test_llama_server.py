@@ -105,3 +105,37 @@ def test_answers_and_ragas_judge_through_llama_cpp_then_the_rerun_calls_only_wha
     ok1 = con.execute("SELECT count(*) FROM results WHERE run_id='G1' AND answer_status='ok'").fetchone()[0]
     con.close()
     assert same == ok1  # a completed answer is the same answer on the re-run
+
+
+def test_generate_and_judge_through_llama_cpp_count_every_reply(llama_server, tmp_path, capsys):
+    """The offline Gemma 270M writes questions (constrained to JSON) and grades pooled passages: whatever it
+    says, every reply is kept, dropped with a counted reason, or stored with a status; nothing half-written."""
+    import json
+
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    for i, topic in enumerate(["the harbour of Lindenport", "the orchards of Ostvale", "the mines of Kirrin"]):
+        (docs / f"d{i}.txt").write_text(
+            f"This note describes {topic}. It was founded in 18{i}4 by a guild of eleven families. "
+            f"Its council meets every spring to set the tolls, and its records are kept in the old town hall. "
+            f"Visitors come in summer for the fair, which lasts nine days and ends with a lantern parade. " * 2)
+    out = tmp_path / "gen.jsonl"
+    assert main(["generate", str(docs), "--workspace", str(tmp_path / "ws"), "--embedder", "hash", "--no-progress",
+                 "--llm-base-url", llama_server, "--llm-model", "gemma", "--llm-format", "json_object", "--n", "3",
+                 "--out", str(out), "--max-tokens", "96"]) == 0
+    said = capsys.readouterr().out
+    rows = [json.loads(x) for x in out.read_text().splitlines()]
+    assert len(rows) <= 3 and "dropped or flagged:" in said, said
+    assert len(rows) == 3 or "dropped or flagged: none" not in said, said  # a missing question has a counted reason
+    assert all(r["evidence"] and r["answers"][0] in (docs / r["evidence"][0]["doc"]).read_text() for r in rows)
+    # the relevance judge on a pooled run of the same folder: every pair ok, error or parse_error, never lost
+    qs = tmp_path / "q.jsonl"
+    qs.write_text(json.dumps({"id": "q1", "question": "When is the lantern parade?"}) + "\n")
+    assert main(["run", "--dataset", str(docs), "--questions", str(qs), "--workspace", str(tmp_path / "ws"),
+                 "--embedder", "hash", "--no-progress", "--no-report", "--strategies", "chunks", "--run-id", "G"]) == 0
+    assert main(["judge", "G", "--workspace", str(tmp_path / "ws"), "--depth", "3", "--judge-base-url", llama_server,
+                 "--judge-model", "gemma", "--judge-format", "json_object"]) == 0
+    con = duckdb.connect(str(tmp_path / "ws" / "results.duckdb"), read_only=True)
+    got = con.execute("SELECT status, grade FROM judgments WHERE judge = 'llm:gemma'").fetchall()
+    con.close()
+    assert got and all((s == "ok" and g in (0, 1, 2, 3)) or (s != "ok" and g is None) for s, g in got)
