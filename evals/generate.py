@@ -28,6 +28,8 @@ MIN_WORDS = 40  # a page shorter than this is a header, a caption or a stub: no 
 NEAR_DUPLICATE = 0.95  # cosine of two questions' embeddings above which the later one is dropped
 FLAG_OVERLAP = 6  # a question sharing a run of this many words with its passage is lexical (favours BM25)
 MAX_PASSAGE_CHARS = 6_000
+MAX_ANSWER_WORDS = 25  # the prompt asks for a short answer; a longer one is a passage copied, not an answer
+MIN_VALIDATE = 10  # generated questions --validate needs before ranking nine points means anything
 
 PROMPTS = {
     "single": (
@@ -195,6 +197,9 @@ def generate(client: LLMClient, documents, n: int, types: tuple = ("single",), s
             out.counts["empty question"] += 1
             continue
         evidence, answers = [], []
+        if kind != "unanswerable" and len(d["answer"].split()) > MAX_ANSWER_WORDS:
+            out.counts[f"answer longer than {MAX_ANSWER_WORDS} words"] += 1
+            continue
         if kind == "unanswerable":
             evidence = [{"doc": p.doc_id, "page": p.page_no} for p in pages]
         else:

@@ -61,7 +61,7 @@ def relevance_grade(prompt: str) -> str:
 def question_reply(prompt: str, model: str) -> str:
     """``questioner`` models (ragwb generate): a question and answer built from the prompt's passage, as JSON.
     ``questioner-text`` replies in prose, ``questioner-empty`` with an empty question, ``questioner-wrong`` with
-    an answer the passage does not hold, ``questioner-same`` with one question for every passage."""
+    an answer the passage does not hold, ``questioner-same`` with one question for every passage, ``questioner-long`` with 30 words of the passage."""
     m = re.search(r"Passage(?: 1)?:\n(.*?)\n\n", prompt, re.S)
     if not m:
         return "no passage"
@@ -70,7 +70,8 @@ def question_reply(prompt: str, model: str) -> str:
     if model == "questioner-text":
         return "Sure! Here is a good question about the passage."
     question = "What is this text about?" if model == "questioner-same" else f"How are {b} and {c} related to it?"
-    answer = "zebra crossing unicorn" if model == "questioner-wrong" else a
+    answer = ("zebra crossing unicorn" if model == "questioner-wrong" else
+              " ".join(m.group(1).split()[:30]) if model == "questioner-long" else a)
     if "does NOT answer" in prompt:
         question, answer = f"When did {b} of {c} close its {a} office?", ""
     return json.dumps({"question": "" if model == "questioner-empty" else question, "answer": answer})

@@ -159,3 +159,19 @@ def test_kendall_tau_b_matches_scipy_with_ties():
     x, y = [0.1, 0.4, 0.4, 0.9, 0.2, 0.7], [0.2, 0.3, 0.5, 0.5, 0.1, 0.9]
     assert kendall_tau_b(x, y) == pytest.approx(kendalltau(x, y).statistic, abs=1e-12)
     assert kendall_tau_b([1, 2, 3], [3, 2, 1]) == -1.0
+
+
+def test_a_long_answer_is_not_an_answer_and_too_few_questions_are_not_validated(server, tmp_path, capsys):
+    from evals.generate import MAX_ANSWER_WORDS, generate
+    from rag.llm.client import LLMClient, LLMConfig
+
+    page_text = " ".join(f"word{i}" for i in range(60))
+    docs = [Document("d", "", "en", "", page_text, [Page("d#p0", "d", 0, 0, len(page_text), page_text)])]
+    client = LLMClient(LLMConfig(server, "questioner-long"), None)
+    res = generate(client, docs, 1)
+    assert res.questions == [] and res.counts[f"answer longer than {MAX_ANSWER_WORDS} words"] == 1
+    out = tmp_path / "sq.jsonl"
+    assert main(["generate", "squad2", "--workspace", str(tmp_path / "ws"), "--embedder", "hash", "--no-progress",
+                 "--llm-base-url", server, "--llm-model", "questioner", "--out", str(out), "--n", "5",
+                 "--validate"]) == 0
+    assert "not run: 5 answerable generated question(s)" in capsys.readouterr().out

@@ -71,6 +71,13 @@ def _validate(a, out) -> None:
     generated = [q for q in generated if q.answerable and q.evidence]
     for sk in skipped:
         print(f"validate: {sk}")
+    from evals.generate import MIN_VALIDATE
+
+    if len(generated) < MIN_VALIDATE:
+        print(f"\nvalidation on {a.dataset}: not run: {len(generated)} answerable generated question(s) survived the "
+              f"filters, fewer than the {MIN_VALIDATE} that ranking nine points needs (see the drops above; a "
+              "stronger model, or more --n)")
+        return
     rows = validate(sess, generated, limit=a.validate_limit)
     print(f"\nvalidation on {a.dataset}: the same 9 points over its human questions and the generated ones "
           "(Kendall tau of the points' means with a 95% bootstrap interval; sign agreement of paired differences)")
