@@ -313,3 +313,65 @@ def validate(sess, generated: list, points=None, limit: int = 200, resamples: in
                      "generated_questions": len(qg), "kendall_tau": tau, "low": float(lo), "high": float(hi),
                      "sign_agreement": float(same[differ].mean()) if differ.any() else float("nan")})
     return rows
+
+
+# --------------------------------------------------------------------------- review before use (notebooks/review.py)
+
+def read_generated(path: str | Path) -> list[dict]:
+    """A generated (or any gold) JSONL as rows; a line that is not a JSON object is an error naming it."""
+    rows = []
+    for i, line in enumerate(Path(path).read_text(encoding="utf-8").splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            r = json.loads(line)
+        except ValueError as e:
+            raise ValueError(f"{path} line {i}: not JSON ({e})") from None
+        if not isinstance(r, dict) or "id" not in r or "question" not in r:
+            raise ValueError(f"{path} line {i}: a question needs 'id' and 'question'")
+        rows.append(r)
+    ids = [r["id"] for r in rows]
+    if len(set(ids)) != len(ids):
+        dup = sorted({i for i in ids if ids.count(i) > 1})
+        raise ValueError(f"{path}: question id(s) used twice: {', '.join(map(str, dup[:10]))}")
+    return rows
+
+
+def review_frame(rows: list[dict]):
+    """One row per question for the review table: id, type, question, answer, evidence, copied words."""
+    import pandas as pd
+
+    return pd.DataFrame([{"id": r["id"], "type": r.get("type", ""), "question": r["question"],
+                          "answer": "; ".join(r.get("answers") or []),
+                          "evidence": "; ".join(f"{e.get('doc')}#p{e.get('page')}" for e in r.get("evidence") or []),
+                          "copied_words": ((r.get("metadata") or {}).get("generator") or {}).get("overlap_words")}
+                         for r in rows])
+
+
+def apply_review(rows: list[dict], kept_ids, edits: dict, reviewer: str) -> list[dict]:
+    """The accepted set: the kept questions, edited where the reviewer rewrote them, each with its review
+    (who, when, whether edited and the original text) beside the generator's provenance."""
+    import copy
+    import datetime
+
+    who = (reviewer or "").strip()
+    if not who:
+        raise ValueError("who reviewed? type your name first")
+    kept_ids = set(kept_ids)
+    unknown = sorted(set(edits) - {r["id"] for r in rows}, key=str)
+    if unknown:
+        raise ValueError(f"edits of unknown question id(s): {', '.join(map(str, unknown))}")
+    at = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
+    out = []
+    for r in rows:
+        if r["id"] not in kept_ids:
+            continue
+        r2 = copy.deepcopy(r)
+        new = (edits.get(r["id"]) or "").strip()
+        edited = bool(new) and new != r["question"]
+        if edited:
+            r2["question"] = new
+        r2.setdefault("metadata", {})["review"] = {"reviewer": who, "at": at, "edited": edited,
+                                                   **({"original": r["question"]} if edited else {})}
+        out.append(r2)
+    return out
