@@ -141,9 +141,12 @@ class GenerateResult:
     stats: object = None
 
 
-def _ask(client: LLMClient, kind: str, pages: list, extra: dict) -> tuple[dict | None, str]:
+def _ask(client: LLMClient, kind: str, pages: list, extra: dict, language: str = "auto") -> tuple[dict | None, str]:
     texts = [p.text[:MAX_PASSAGE_CHARS] for p in pages]
-    msgs = [{"role": "user", "content": PROMPTS[kind].format(p1=texts[0], p2=texts[1] if len(texts) > 1 else "")}]
+    prompt = PROMPTS[kind].format(p1=texts[0], p2=texts[1] if len(texts) > 1 else "")
+    if language != "auto":  # auto: the prompts leave the language to the passage's own
+        prompt += f"\nWrite the question and the answer in this language: {language}."
+    msgs = [{"role": "user", "content": prompt}]
     for attempt in range(2):  # a reply that is not the JSON asked for is asked once more, then counted
         res = client.chat(msgs, purpose="generate", repeat=attempt, **extra)
         if res.status != "ok":
@@ -155,7 +158,7 @@ def _ask(client: LLMClient, kind: str, pages: list, extra: dict) -> tuple[dict |
 
 
 def generate(client: LLMClient, documents, n: int, types: tuple = ("single",), seed: int = 0,
-             embed=None, max_overlap: int = 0, progress=None) -> GenerateResult:
+             embed=None, max_overlap: int = 0, progress=None, language: str = "auto") -> GenerateResult:
     unknown = [t for t in types if t not in TYPES]
     if unknown or not types:
         raise ValueError(f"--types: unknown type(s) {', '.join(unknown) or '(none)'}; valid: {', '.join(TYPES)}")
@@ -168,7 +171,7 @@ def generate(client: LLMClient, documents, n: int, types: tuple = ("single",), s
                          f"{MIN_WORDS} words or a table of contents")
     if len(jobs) < n:
         out.counts[f"asked for {n}, the corpus has passages for {len(jobs)}"] += 1
-    language = {d.doc_id: d.language for d in documents}
+    doc_language = {d.doc_id: d.language for d in documents}
     extra = {}
     if client.cfg.response_format == "json_schema":
         extra["response_format"] = {"type": "json_schema", "json_schema": {"name": "qa", "strict": True, "schema": {
@@ -181,7 +184,7 @@ def generate(client: LLMClient, documents, n: int, types: tuple = ("single",), s
 
     def one(job):
         kind, pages = job
-        d, why = _ask(client, kind, pages, extra)
+        d, why = _ask(client, kind, pages, extra, language)
         if progress is not None:
             progress.update(1)
         return kind, pages, d, why
@@ -220,7 +223,8 @@ def generate(client: LLMClient, documents, n: int, types: tuple = ("single",), s
         key = hashlib.sha256("\0".join(p.text for p in pages).encode()).hexdigest()[:16]
         kept.append({"id": f"gen-{key[:12]}-{kind}", "question": d["question"], "answers": answers,
                      "answerable": kind != "unanswerable", "type": kind,
-                     "language": language.get(pages[0].doc_id, "en"), "evidence": evidence,
+                     "language": doc_language.get(pages[0].doc_id, "en") if language == "auto" else language,
+                     "evidence": evidence,
                      "metadata": {"generator": {"model": client.cfg.model, "prompt_sha256": PROMPT_SHA, "seed": seed,
                                                 "passage_key": key, "overlap_words": overlap,
                                                 "verified": "answer span found in the passage" if answers else

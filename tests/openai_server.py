@@ -61,7 +61,7 @@ def relevance_grade(prompt: str) -> str:
 def question_reply(prompt: str, model: str) -> str:
     """``questioner`` models (ragwb generate): a question and answer built from the prompt's passage, as JSON.
     ``questioner-text`` replies in prose, ``questioner-empty`` with an empty question, ``questioner-wrong`` with
-    an answer the passage does not hold, ``questioner-same`` with one question for every passage, ``questioner-long`` with 30 words of the passage."""
+    an answer the passage does not hold, ``questioner-same`` with one question for every passage, ``questioner-long`` with 30 words of the passage, ``questioner-slow`` as ``questioner`` after 0.3 s."""
     m = re.search(r"Passage(?: 1)?:\n(.*?)\n\n", prompt, re.S)
     if not m:
         return "no passage"
@@ -180,8 +180,8 @@ class Handler(BaseHTTPRequestHandler):
                 Handler.inflight += 1
                 Handler.peak = max(Handler.peak, Handler.inflight)
             try:
-                if model == "slow-extractive":
-                    time.sleep(0.1)
+                if model in ("slow-extractive", "questioner-slow"):
+                    time.sleep(0.1 if model == "slow-extractive" else 0.3)
                 return self._chat(req, model)
             finally:
                 with Handler.lock:

@@ -94,6 +94,7 @@ def test_generated_questions_carry_their_evidence_and_run_as_gold(corpus, server
     ("questioner-wrong", "answer not found in its passage 4"),
     ("questioner-same", "near-duplicate question 3"),
     ("fault-500", "error 4"),
+    ("fault-echo-400", "error 4"),
 ])
 def test_bad_replies_are_counted_and_nothing_is_half_written(corpus, server, tmp_path, capsys, model, reason):
     ws, out = tmp_path / "ws", tmp_path / "gold.jsonl"
@@ -175,3 +176,33 @@ def test_a_long_answer_is_not_an_answer_and_too_few_questions_are_not_validated(
                  "--llm-base-url", server, "--llm-model", "questioner", "--out", str(out), "--n", "5",
                  "--validate"]) == 0
     assert "not run: 5 answerable generated question(s)" in capsys.readouterr().out
+
+
+def test_a_killed_generate_leaves_no_file_and_the_rerun_asks_only_the_rest(corpus, server, tmp_path):
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    ws, out = tmp_path / "ws", tmp_path / "gold.jsonl"
+    cmd = [sys.executable, "-m", "evals.cli", "generate", str(corpus), "--workspace", str(ws), "--embedder", "hash",
+           "--no-progress", "--llm-base-url", server, "--llm-model", "questioner-slow", "--out", str(out), "--n", "14",
+           "--concurrency", "1", "--language", "en"]
+    assert main(["ingest", str(corpus), "--workspace", str(ws), "--embedder", "hash", "--no-progress"]) == 0
+    before = Handler.calls
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.time() + 120
+    while Handler.calls - before < 5 and time.time() < deadline:
+        time.sleep(0.05)
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+    first = Handler.calls - before
+    assert 5 <= first < 14
+    assert not out.exists() and not list(tmp_path.glob("*.partial"))  # nothing half-written
+    mid = Handler.calls
+    assert subprocess.run(cmd, capture_output=True, text=True, timeout=300).returncode == 0
+    # the rerun asked only what the killed run never got an answer for (a call in flight at the kill is asked again)
+    assert Handler.calls - mid <= 14 - first + 1
+    rows = [json.loads(x) for x in out.read_text().splitlines()]
+    assert 1 <= len(rows) <= 14 and {r["language"] for r in rows} == {"en"}  # (near-duplicates are dropped)

@@ -34,7 +34,7 @@ def cmd_generate(a) -> int:
     embedder = get_embedder(cfg.embedder)
     with tqdm(total=a.n, desc="generating", unit="question", disable=not sys.stderr.isatty()) as bar:
         res = generate(client, ds.documents, a.n, types, a.seed, embed=embedder.embed_queries,
-                       max_overlap=a.max_overlap, progress=bar)
+                       max_overlap=a.max_overlap, progress=bar, language=a.language)
     out = write_jsonl(res.questions, a.out)
     by_type = {t: sum(q["type"] == t for q in res.questions) for t in types}
     print(f"wrote {out}: {len(res.questions)} questions ({', '.join(f'{t} {n}' for t, n in by_type.items())}) "
@@ -97,6 +97,9 @@ def add_generate(sub) -> None:
     s.add_argument("--out", required=True, help="the gold JSONL to write (replaced whole when done)")
     s.add_argument("--types", default="single", help="comma-separated: single, multi, unanswerable (single)")
     s.add_argument("--seed", type=int, default=0, help="sampling seed (0)")
+    s.add_argument("--language", default="auto", metavar="LANG",
+                   help="auto: each question in its passage's language (the document's, stored with it); a name or "
+                        "code (en, Greek, ...) asks for that language instead")
     s.add_argument("--max-overlap", type=at_least(0), default=0, metavar="K",
                    help="drop questions that copy more than K words in a row from their passage (0 = keep, flag)")
     s.add_argument("--validate", action="store_true",
