@@ -21,7 +21,7 @@ from pathlib import Path
 import numpy as np
 
 from rag.ingest.textmatch import locate
-from rag.llm.client import LLMClient
+from rag.llm.client import LLMClient, structured_format
 
 TYPES = ("single", "multi", "unanswerable")
 MIN_WORDS = 40  # a page shorter than this is a header, a caption or a stub: no question is asked of it
@@ -172,15 +172,9 @@ def generate(client: LLMClient, documents, n: int, types: tuple = ("single",), s
     if len(jobs) < n:
         out.counts[f"asked for {n}, the corpus has passages for {len(jobs)}"] += 1
     doc_language = {d.doc_id: d.language for d in documents}
-    extra = {}
-    if client.cfg.response_format == "json_schema":
-        extra["response_format"] = {"type": "json_schema", "json_schema": {"name": "qa", "strict": True, "schema": {
-            "type": "object", "additionalProperties": False, "required": ["question", "answer"],
-            "properties": {"question": {"type": "string"}, "answer": {"type": "string"}}}}}
-    elif client.cfg.response_format == "json_object":
-        extra["response_format"] = {"type": "json_object", "schema": {
-            "type": "object", "required": ["question", "answer"],
-            "properties": {"question": {"type": "string"}, "answer": {"type": "string"}}}}
+    extra = structured_format(client.cfg.response_format, "qa", {
+        "type": "object", "additionalProperties": False, "required": ["question", "answer"],
+        "properties": {"question": {"type": "string"}, "answer": {"type": "string"}}})
 
     def one(job):
         kind, pages = job

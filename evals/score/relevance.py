@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from concurrent.futures import ThreadPoolExecutor
 
-from rag.llm.client import LLMClient
+from rag.llm.client import LLMClient, structured_format
 
 PROMPT_VERSION = "umbrela-0-3/1"
 MAX_PASSAGE_CHARS = 8_000  # a pooled block is a chunk, a page or a document: the judge sees at most this much
@@ -59,15 +59,10 @@ def judge_pairs(client: LLMClient, pairs: list[dict], progress=None) -> list[dic
     ``ResultStore.add_judgments`` (judge ``llm:MODEL``), one per pair, in order, failures included."""
     judge = f"llm:{client.cfg.model}"
 
-    extra = {}
-    schema = {"type": "object", "additionalProperties": False, "required": ["grade"],
-              "properties": {"grade": {"type": "integer", "enum": list(range(4))}}}
     # the server constrains the reply to one grade: what small models need (Gemma 270M echoes the rubric without)
-    if client.cfg.response_format == "json_schema":  # OpenAI's form (OpenAI, vLLM, llama.cpp's C++ server)
-        extra["response_format"] = {"type": "json_schema", "json_schema": {"name": "grade", "strict": True,
-                                                                           "schema": schema}}
-    elif client.cfg.response_format == "json_object":  # llama-cpp-python's server: json_object with a schema
-        extra["response_format"] = {"type": "json_object", "schema": schema}
+    extra = structured_format(client.cfg.response_format, "grade", {
+        "type": "object", "additionalProperties": False, "required": ["grade"],
+        "properties": {"grade": {"type": "integer", "enum": list(range(4))}}})
 
     def one(p: dict) -> dict:
         res = client.chat(messages_for(p["question"], p["text"]), purpose="relevance_judge", **extra)

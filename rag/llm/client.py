@@ -197,6 +197,17 @@ def check_usage(pt, ct) -> str:
     return ""
 
 
+def structured_format(fmt: str, name: str, schema: dict) -> dict:
+    """The ``response_format`` that constrains a reply to ``schema``: ``json_schema`` in OpenAI's form (OpenAI,
+    vLLM, llama.cpp's server), ``json_object`` with the schema (llama-cpp-python's server); {} for plain text."""
+    if fmt == "json_schema":
+        return {"response_format": {"type": "json_schema", "json_schema": {"name": name, "strict": True,
+                                                                            "schema": schema}}}
+    if fmt == "json_object":
+        return {"response_format": {"type": "json_object", "schema": schema}}
+    return {}
+
+
 class LLMClient:
     def __init__(self, cfg: LLMConfig, cache_path: str | Path | None = None, use_cache: bool = True,
                  prices: dict | None = None, limiter=None):
