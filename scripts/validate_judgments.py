@@ -26,8 +26,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from evals.analyze.judgments import (agreement_table, build_pool, judged_item_scores, passage_key,  # noqa: E402
-                                     question_key)
+from evals.analyze.judgments import agreement_table, build_pool, judged_item_scores, question_key  # noqa: E402
 from evals.cli import main as ragwb  # noqa: E402
 from evals.score.metrics import block_holds  # noqa: E402
 from evals.store import ResultStore  # noqa: E402
@@ -159,7 +158,6 @@ def main() -> int:
               next((g["detail"][:160] for g in got if g["status"] != "ok"), "none"))
         for cm in conf.values():
             print(cm.to_string())
-    _ = passage_key
     return 0
 
 
