@@ -20,6 +20,8 @@ from pathlib import Path
 
 import numpy as np
 
+from rag.jsonsafe import loads_bounded
+
 from rag.ingest.textmatch import locate
 from rag.llm.client import LLMClient, structured_format
 
@@ -193,6 +195,13 @@ def generate(client: LLMClient, documents, n: int, types: tuple = ("single",), s
         if not d["question"]:
             out.counts["empty question"] += 1
             continue
+        # lengths first: a 1 MB "question" must not reach the fuzzy match, the overlap scan or the embedder
+        if len(d["question"]) > MAX_QUESTION_CHARS:
+            out.counts[f"question longer than {MAX_QUESTION_CHARS:,} characters"] += 1
+            continue
+        if len(d.get("answer") or "") > MAX_ANSWER_CHARS:
+            out.counts[f"answer longer than {MAX_ANSWER_CHARS:,} characters"] += 1
+            continue
         evidence, answers = [], []
         if kind != "unanswerable" and len(d["answer"].split()) > MAX_ANSWER_WORDS:
             out.counts[f"answer longer than {MAX_ANSWER_WORDS} words"] += 1
@@ -221,6 +230,8 @@ def generate(client: LLMClient, documents, n: int, types: tuple = ("single",), s
                      "evidence": evidence,
                      "metadata": {"generator": {"model": client.cfg.model, "prompt_sha256": PROMPT_SHA, "seed": seed,
                                                 "passage_key": key, "overlap_words": overlap,
+                                                # what the reviewer reads beside the question (capped)
+                                                "passage": "\n\n".join(p.text for p in pages)[:PASSAGE_CHARS],
                                                 "verified": "answer span found in the passage" if answers else
                                                 "not checked: the LLM's word that the passage does not answer it"}}})
     if embed is not None and len(kept) > 1:  # near-duplicate questions: the later one goes
@@ -251,6 +262,10 @@ def write_jsonl(rows: list[dict], path: str | Path) -> Path:
 
 
 # --------------------------------------------------------------------------- do generated questions rank like real ones?
+
+PASSAGE_CHARS = 4000  # the passage stored beside a generated question for its reviewer
+MAX_QUESTION_CHARS = 1000  # a generated question longer than this is dropped before any costly check
+MAX_ANSWER_CHARS = 1000
 
 VALIDATION_POINTS = [("chunks", {"top_k": 2}), ("chunks", {"top_k": 5}), ("chunks", {"top_k": 10}),
                      ("hybrid", {"alpha": 0.2}), ("hybrid", {"alpha": 0.8}), ("parent_child", {"top_k": 3}),
@@ -322,7 +337,7 @@ def read_generated(path: str | Path) -> list[dict]:
         if not line.strip():
             continue
         try:
-            r = json.loads(line)
+            r = loads_bounded(line)  # a 100,000-deep line is an error naming it, never a RecursionError
         except ValueError as e:
             raise ValueError(f"{path} line {i}: not JSON ({e})") from None
         if not isinstance(r, dict) or "id" not in r or "question" not in r:
@@ -336,14 +351,57 @@ def read_generated(path: str | Path) -> list[dict]:
 
 
 def review_frame(rows: list[dict]):
-    """One row per question for the review table: id, type, question, answer, evidence, copied words."""
+    """One row per question for the review table: id, type, question, answer, evidence, copied words and the
+    passage it was written from (its head; ``passage_text`` has it whole)."""
     import pandas as pd
 
     return pd.DataFrame([{"id": r["id"], "type": r.get("type", ""), "question": r["question"],
                           "answer": "; ".join(r.get("answers") or []),
                           "evidence": "; ".join(f"{e.get('doc')}#p{e.get('page')}" for e in r.get("evidence") or []),
-                          "copied_words": ((r.get("metadata") or {}).get("generator") or {}).get("overlap_words")}
+                          "copied_words": ((r.get("metadata") or {}).get("generator") or {}).get("overlap_words"),
+                          "passage": (passage_text(r)[:160] + ("…" if len(passage_text(r)) > 160 else ""))}
                          for r in rows])
+
+
+def passage_text(row: dict) -> str:
+    """The passage a generated question was written from (stored by ``ragwb generate``), else its evidence
+    texts, else ''."""
+    gen = (row.get("metadata") or {}).get("generator") or {}
+    if isinstance(gen.get("passage"), str):
+        return gen["passage"]
+    return " … ".join(e["text"] for e in row.get("evidence") or [] if isinstance(e, dict) and
+                      isinstance(e.get("text"), str))
+
+
+def review_paths(questions: str | Path, out: str | Path | None) -> Path:
+    """Where the accepted set goes: ``--out``, else QUESTIONS.accepted.jsonl. The generated file itself is
+    never the target (a review must not rewrite what it reviews)."""
+    q = Path(questions)
+    target = Path(out) if out else q.with_name(q.name.removesuffix(".jsonl") + ".accepted.jsonl")
+    if target.resolve() == q.resolve():
+        raise ValueError(f"--out {out} is the generated file itself; the review never rewrites it: give another "
+                         "--out (default: QUESTIONS.accepted.jsonl)")
+    return target
+
+
+def resume_review(rows: list[dict], accepted: list[dict]) -> tuple[list, dict, str]:
+    """A review saved before: (the ids it kept, its rewrites, its reviewer), so a second Save starts from the
+    last accepted file instead of the generated one. Accepted rows whose id is not generated are an error."""
+    by_id = {r["id"]: r for r in rows}
+    stray = [a["id"] for a in accepted if a.get("id") not in by_id]
+    if stray:
+        raise ValueError(f"the accepted file has question id(s) the generated file lacks: {', '.join(map(str, stray[:10]))}")
+    edits = {a["id"]: a["question"] for a in accepted if a["question"] != by_id[a["id"]]["question"]}
+    who = next((((a.get("metadata") or {}).get("review") or {}).get("reviewer", "") for a in accepted), "")
+    return [a["id"] for a in accepted], edits, who
+
+
+def pending_edit(edits: dict, qid, typed: str, original: str) -> dict:
+    """The rewrites to save, with the one typed in the box but not yet kept (a Save never drops typing)."""
+    typed = (typed or "").strip()
+    if qid is None or not typed or typed == (edits.get(qid) or original):
+        return dict(edits)
+    return {**edits, qid: typed}
 
 
 def apply_review(rows: list[dict], kept_ids, edits: dict, reviewer: str) -> list[dict]:

@@ -232,10 +232,16 @@ def run_writer(db: str | Path, run_id: str):
             who = "another process"
         raise RunBusy(f"run {run_id} is being written by {who}; one writer per run: wait for it to end (or stop "
                       f"it), then `ragwb run --resume {run_id}`") from None
+    from rag.llm.urls import redact_argv
+
     try:
-        note.write_text(json.dumps({"pid": os.getpid(), "argv": sys.argv[:20]}))
+        # who holds the run, for a second writer's message: the pid and the command, its URLs redacted and
+        # secrets scrubbed (the note is a file others can read); removed when the run ends
+        note.write_text(json.dumps({"pid": os.getpid(), "argv": redact_argv(sys.argv[:20])}))
         yield
     finally:
+        note.unlink(missing_ok=True)
+        # the empty .lock stays: unlinking an OS lock file while another process opens it would split the lock
         lock.release()
 
 

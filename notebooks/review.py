@@ -15,19 +15,33 @@ def _():
 
     parser = argparse.ArgumentParser(description="Review generated questions (docs/generate.md): keep, edit, drop.")
     parser.add_argument("--questions", default="gold.jsonl", help="the generated JSONL (ragwb generate --out)")
-    parser.add_argument("--out", default=None, help="where the accepted set goes (default: QUESTIONS.accepted.jsonl)")
+    parser.add_argument("--out", default=None, help="where the accepted set goes (default: QUESTIONS.accepted.jsonl; "
+                        "never the generated file itself)")
     args, _unknown = parser.parse_known_args(sys.argv[1:])
-    out_path = args.out or args.questions.removesuffix(".jsonl") + ".accepted.jsonl"
-    return args, generate, mo, out_path
+    try:
+        out_path, setup_error = str(generate.review_paths(args.questions, args.out)), ""
+    except ValueError as _e:
+        out_path, setup_error = None, _e.args[0]
+    return args, generate, mo, out_path, setup_error
 
 
 @app.cell
-def _(args, generate, mo):
+def _(args, generate, mo, out_path, setup_error):
+    mo.stop(bool(setup_error), mo.callout(mo.md(f"**Not opened:** {setup_error}"), kind="danger"))
+    from pathlib import Path as _Path
+
     rows = generate.read_generated(args.questions)
-    table = mo.ui.table(generate.review_frame(rows), selection="multi", initial_selection=list(range(len(rows))),
+    # a second Save (or a reopened review) starts from the last accepted file: its kept rows and rewrites
+    _kept, _edits, _who = ([r["id"] for r in rows], {}, "")
+    if _Path(out_path).is_file():
+        _kept, _edits, _who = generate.resume_review(rows, generate.read_generated(out_path))
+    _keep = set(_kept)
+    table = mo.ui.table(generate.review_frame(rows), selection="multi",
+                        initial_selection=[i for i, r in enumerate(rows) if r["id"] in _keep],
                         page_size=50, label="Selected rows are kept (all are, until you untick them)")
-    get_edits, set_edits = mo.state({})
-    return get_edits, rows, set_edits, table
+    get_edits, set_edits = mo.state({str(k): v for k, v in _edits.items()})
+    resumed_from = (out_path, len(_kept), _who) if _Path(out_path).is_file() else None
+    return get_edits, resumed_from, rows, set_edits, table
 
 
 @app.cell
@@ -38,13 +52,18 @@ def _(mo, rows):
 
 
 @app.cell
-def _(get_edits, mo, pick, rows, set_edits):
+def _(generate, get_edits, mo, pick, rows, set_edits):
     _by_id = {str(r["id"]): r for r in rows}
     _now = get_edits().get(pick.value) or (_by_id[pick.value]["question"] if pick.value else "")
     rewrite = mo.ui.text_area(value=_now, label="question text", full_width=True)
     apply_edit = mo.ui.button(label="Keep this rewrite", on_click=lambda _: set_edits(
         lambda e: {**e, pick.value: rewrite.value}))
-    return apply_edit, rewrite
+    # the passage the question was written from, so a reviewer judges it against its source
+    _passage = generate.passage_text(_by_id[pick.value]) if pick.value else ""
+    passage_view = mo.Html("<details open><summary>passage</summary><pre style='white-space:pre-wrap;max-height:16em;"
+                           "overflow:auto'>" + __import__("html").escape(_passage or "(not stored with this question)")
+                           + "</pre></details>")
+    return apply_edit, passage_view, rewrite
 
 
 @app.cell
@@ -55,26 +74,35 @@ def _(mo):
 
 
 @app.cell
-def _(apply_edit, get_edits, mo, out_path, pick, reviewer, rewrite, rows, save, table):
+def _(apply_edit, get_edits, mo, out_path, passage_view, pick, resumed_from, reviewer, rewrite, rows, save, table):
     _edits = get_edits()
     mo.vstack([mo.md(f"**{len(rows)} generated questions.** Untick what to drop, rewrite what reads badly, then save: "
                      f"the accepted set goes to `{out_path}` with who reviewed it and when "
-                     f"({len(_edits)} rewrite(s) so far)."),
-               table, mo.hstack([pick, apply_edit], justify="start"), rewrite,
+                     f"({len(_edits)} rewrite(s) so far)."
+                     + (f" Started from the last accepted file ({resumed_from[1]} kept by "
+                        f"{resumed_from[2] or 'an unnamed reviewer'})." if resumed_from else "")),
+               table, mo.hstack([pick, apply_edit], justify="start"), passage_view, rewrite,
                mo.hstack([reviewer, save], justify="start")])
     return
 
 
 @app.cell
-def _(generate, get_edits, mo, out_path, reviewer, rows, save, table):
+def _(generate, get_edits, mo, out_path, pick, reviewer, rewrite, rows, save, set_edits, table):
     mo.stop(not save.value)
     try:
         _kept = [r["id"] for r in rows if str(r["id"]) in set(table.value["id"].astype(str))]
         _by_str = {str(r["id"]): r["id"] for r in rows}
-        _acc = generate.apply_review(rows, _kept, {_by_str[k]: v for k, v in get_edits().items()}, reviewer.value)
+        # a rewrite typed in the box but not kept with its button is saved too, and said (never dropped)
+        _orig = next((r["question"] for r in rows if str(r["id"]) == pick.value), "")
+        _all = generate.pending_edit(get_edits(), pick.value, rewrite.value, _orig)
+        _typed = len(_all) != len(get_edits()) or _all != get_edits()
+        _acc = generate.apply_review(rows, _kept, {_by_str[k]: v for k, v in _all.items()}, reviewer.value)
         generate.write_jsonl(_acc, out_path)
+        if _typed:
+            set_edits(_all)
         _msg = mo.md(f"Saved **{len(_acc)} of {len(rows)}** questions "
-                     f"({sum(r['metadata']['review']['edited'] for r in _acc)} rewritten) to `{out_path}`.")
+                     f"({sum(r['metadata']['review']['edited'] for r in _acc)} rewritten) to `{out_path}`"
+                     + (f", including the rewrite of {pick.value} typed but not kept." if _typed else "."))
     except ValueError as _e:
         _msg = mo.callout(mo.md(f"**Not saved:** {_e.args[0]}"), kind="danger")
     _msg

@@ -6,7 +6,6 @@ app = marimo.App(width="full", app_title="RAG Workbench", html_head_file="head.h
 
 @app.cell
 def _():
-    import argparse
     import sys
 
     import marimo as mo
@@ -15,34 +14,53 @@ def _():
     from evals.analyze import explore
     from evals.report.charts import quality_cost_figure
     from evals.analyze.summary import HEADLINE, headline_table, summarize_scores
-    from rag.ingest.corpora import BUNDLED
     from rag.strategies import default_strategies
 
-    parser = argparse.ArgumentParser(description="RAG Workbench: tune context budgets and compare strategies.")
-    parser.add_argument("--workspace", default="results", help="workspace folder (LanceDB index, caches)")
-    parser.add_argument("--db", default="results/results.duckdb", help="DuckDB results of stored runs")
-    parser.add_argument("--dataset", default="squad2", choices=list(BUNDLED), help="bundled dataset")
-    parser.add_argument("--limit", type=int, default=50, help="questions evaluated interactively")
-    parser.add_argument("--embedder", default="e5", help="embedder of the index (e5, use, hash)")
-    parser.add_argument("--plugins", nargs="*", default=[], help="your own strategy files (docs/your-system.md)")
-    args, _unknown = parser.parse_known_args(sys.argv[1:])
+    # the flags of `ragwb run` that make sense in a page (or RAGWB_LLM_* variables); a bad one is shown, not exited
+    wb = interactive.workbench_args(sys.argv[1:])
+    args = wb.args
     from rag.strategies import load_plugins
 
     load_plugins(args.plugins)  # the user's shapes join the strategy list beside the five
     STRATEGIES = default_strategies()  # plugins in; routed and escalate are opt-in (not slider shapes)
-    return (BUNDLED, HEADLINE, STRATEGIES, args, explore, headline_table, interactive, mo, quality_cost_figure,
-            summarize_scores)
+    SYSTEMS = [x.name for x in wb.systems]  # deployed services (--system NAME=URL): points beside the shapes
+    return (HEADLINE, STRATEGIES, SYSTEMS, args, explore, headline_table, interactive, mo, quality_cost_figure,
+            summarize_scores, wb)
 
 
 @app.cell
-def _(BUNDLED, STRATEGIES, args, mo):
-    dataset = mo.ui.dropdown(list(BUNDLED), value=args.dataset, label="dataset")
-    strategies = mo.ui.multiselect(list(STRATEGIES), value=list(STRATEGIES), label="strategies")
+def _(args, interactive, mo, wb):
+    # bundled sets first, then every folder this workspace holds; --dataset PATH opens a folder not ingested yet
+    datasets = interactive.workspace_datasets(args.workspace)
+    try:
+        _spec = interactive.resolve_dataset(args.dataset, args.workspace)
+        dataset_error = wb.error
+    except ValueError as _e:
+        _spec, dataset_error = None, wb.error or f"workbench: {_e.args[0]}"
+    if _spec and _spec not in datasets.values():
+        from pathlib import Path as _P
+
+        datasets = {**datasets, f"{_P(_spec).name} ({_P(_spec).resolve()})": _spec}
+    # an unknown --dataset selects nothing: the page waits for a pick from the list instead of loading another set
+    _first = next((k for k, v in datasets.items() if v == _spec), None)
+    dataset_pick = mo.ui.dropdown(datasets, value=_first, label="dataset")
+    (mo.callout(mo.md(f"**{dataset_error}**"), kind="danger") if dataset_error else mo.md(""))
+    return dataset_error, dataset_pick
+
+
+@app.cell
+def _(STRATEGIES, SYSTEMS, args, dataset_pick, mo, wb):
+    dataset = dataset_pick  # .value: the spec (a bundled name or a folder path)
+    strategies = mo.ui.multiselect(list(STRATEGIES) + SYSTEMS, value=list(STRATEGIES) + SYSTEMS, label="strategies")
     # debounce: the questions slider evaluates once, on release (every intermediate value was a whole evaluation)
     limit = mo.ui.slider(10, 500, step=10, value=max(10, min(500, args.limit)), label="questions", show_value=True,
                          debounce=True)
-    mo.hstack([dataset, strategies, limit], justify="start")
-    return dataset, limit, strategies
+    _answerers = ["offline (extractive)"] + ([f"LLM: {wb.llm.model}"] if wb.llm else [])
+    answerer = mo.ui.dropdown(_answerers, value=_answerers[-1], label="answerer")
+    mo.vstack([mo.hstack([dataset_pick, strategies, limit, answerer], justify="start", wrap=True),
+               mo.md("<small>An LLM answerer: `--llm-base-url URL --llm-model M` after `--`, or RAGWB_LLM_BASE_URL "
+                     "and RAGWB_LLM_MODEL (docs/llm.md).</small>") if not wb.llm else mo.md("")])
+    return answerer, dataset, limit, strategies
 
 
 @app.cell
@@ -80,7 +98,8 @@ def _(mo):
 
 
 @app.cell
-def _(args, dataset, interactive, mo):
+def _(args, dataset, dataset_error, interactive, mo):
+    mo.stop(dataset.value is None, mo.md("Pick a dataset above to load it."))
     # a long first ingest (a set whose vectors are not shipped for this embedder) says what it costs first
     ingest_cost = interactive.ingest_cost(dataset.value, args.workspace, args.embedder)
     ingest_go = mo.ui.run_button(label=f"Embed {ingest_cost['chunks']:,} chunks now")
@@ -93,7 +112,7 @@ def _(args, dataset, interactive, mo):
 
 
 @app.cell
-def _(args, dataset, ingest_cost, ingest_go, interactive, mo):
+def _(args, dataset, ingest_cost, ingest_go, interactive, mo, wb):
     mo.stop(ingest_cost["seconds"] > 60 and not ingest_go.value,
             mo.md(f"Waiting for *Embed {ingest_cost['chunks']:,} chunks now* before loading {dataset.value}."))
     # a set not ingested yet shows a progress bar with rate and ETA while its chunks are embedded
@@ -109,10 +128,19 @@ def _(args, dataset, ingest_cost, ingest_go, interactive, mo):
 
     with mo.status.spinner(title=f"Loading {dataset.value}"):
         try:
-            session = interactive.open_session(dataset.value, args.workspace, args.embedder, on_progress=_embedded)
+            base_session = interactive.open_session(dataset.value, args.workspace, args.embedder,
+                                                    on_progress=_embedded, questions=args.questions,
+                                                    systems=wb.systems)
         finally:
             if "cm" in _bar:
                 _bar["cm"].__exit__(None, None, None)
+    answerer_sessions = {}  # one session per answerer, kept: switching back costs nothing
+    return answerer_sessions, base_session
+
+
+@app.cell
+def _(answerer, answerer_sessions, base_session, interactive, wb):
+    session = interactive.session_for_answerer(answerer_sessions, base_session, answerer.value, wb.llm)
     return (session,)
 
 
@@ -124,17 +152,53 @@ def _(mo):
 
 
 @app.cell
-def _(budgets, dataset, interactive, limit, mo, session, set_history, strategies, summarize_scores):
-    _points = interactive.points_from_budgets(strategies.value, budgets.value or {})
-    with mo.status.spinner(title="Evaluating (cached candidates: only packing, answering and scoring re-run)"):
-        scores = interactive.evaluate_points(session, _points, limit.value)
+def _(SYSTEMS, budgets, interactive, limit, mo, session, strategies):
+    # before an Apply sends anything: the calls, prompt tokens and dollars it would cost, and what is cached
+    applied_points = interactive.points_from_budgets(strategies.value, budgets.value or {}, systems=SYSTEMS)
+    plan = interactive.answer_plan(session, applied_points, limit.value)
+    _model = session.client.cfg.model if session.client is not None else ""
+    send_go = mo.ui.run_button(label=f"Send {plan.new_calls + plan.service_requests:,} call(s)")
+    needs_ok = plan.new_calls + plan.service_requests > 0
+    mo.vstack([mo.md(f"**{session.answerer_label}**: {plan.line(_model)}"
+                     + (" " + "; ".join(plan.notes) if plan.notes else "")),
+               send_go if needs_ok else mo.md("")])
+    return applied_points, needs_ok, plan, send_go
+
+
+@app.cell
+def _(applied_points, args, dataset, interactive, limit, mo, needs_ok, plan, send_go, session, set_history,
+      summarize_scores):
+    mo.stop(needs_ok and not (send_go.value or args.send),
+            mo.md("Nothing sent yet: press *Send* above to answer the new items (the cost line says what it costs)."))
+    # a progress bar per item; the notebook's stop (marimo edit) keeps every item already answered
+    with mo.status.progress_bar(total=max(plan.items, 1), title="Evaluating",
+                                subtitle="cached candidates: only packing, answering and scoring re-run",
+                                show_rate=True, show_eta=True, remove_on_exit=True) as _bar:
+        scores = interactive.evaluate_points(session, applied_points, limit.value,
+                                             on_item=lambda n: _bar.update(increment=n))
         summary = interactive.summarize_session(session, scores)
-    # earlier budgets belong to this dataset and this question set: another set's points are not history
-    history_key = (dataset.value, limit.value)
+    # earlier budgets belong to this dataset, answerer and question set: another set's points are not history
+    history_key = (dataset.value, session.answerer_label, limit.value)
     set_history(lambda h: (h + [(history_key, summary)])[-40:])
     # the per-question frame, for pandas users: `rows` (one row per question x point x metric)
     rows = scores
     return history_key, rows, scores, summary
+
+
+@app.cell
+def _(mo):
+    # (grades so far, the passage graded last), bumped by every grade: the judged metrics and the picker follow
+    get_graded, set_graded = mo.state((0, None))
+    get_said, set_said = mo.state("")
+    return get_graded, get_said, set_graded, set_said
+
+
+@app.cell
+def _(args, get_graded, interactive, scores, session):
+    get_graded()  # noqa: B018  (a new grade changes the judged metrics)
+    # judged_ndcg@10, judged_recall@10, judged_precision@5 and judged@10 from the grades stored now (as `ragwb show`)
+    judged_scores = interactive.session_judged_scores(args.db, session, scores)
+    return (judged_scores,)
 
 
 @app.cell
@@ -147,25 +211,20 @@ def _(mo):
 
 
 @app.cell
-def _(budgets, interactive, mo, strategies):
-    # what each point on the chart is: the applied budgets and their changes since the shipped defaults
-    mo.ui.table(interactive.applied_budgets_table(interactive.points_from_budgets(strategies.value,
-                                                                                  budgets.value or {})),
-                selection=None, label="applied budgets (each point's label names its changed budgets)")
-    return
-
-
-@app.cell
 def _(HEADLINE, cost, get_history, headline_table, history_key, mo, quality, quality_cost_figure, summary):
     import pandas as _pd
 
+    from evals.analyze.summary import drop_na_columns
     from evals.report.charts import PARETO_CAPTION
     from evals.score.support import support_caption
 
     _hist = [s for k, s in get_history()[:-1] if k == history_key]
     # as the CLI and the report: "mean [95% interval]" per metric, "n/a (why)" where a metric cannot apply,
     # and n, the questions each point scored
-    _table = headline_table(summary, HEADLINE)
+    # the answer-side metrics an LLM answer is scored on join the headline (faithfulness and citations against
+    # token cost: what the budgets trade); columns n/a on every row are named in one line, not shown
+    _metrics = HEADLINE[:4] + ["citation_validity", "citation_support", "statement_coverage"] + HEADLINE[4:]
+    _table, _dropped = drop_na_columns(headline_table(summary, _metrics))
     if len(summary) and "n_ok" in summary:
         _n = summary.groupby(["strategy", "point"])["n_ok"].max()
         _table.insert(2, "n", [int(_n.get((r.strategy, r.point), 0)) for r in _table.itertuples()])
@@ -173,9 +232,19 @@ def _(HEADLINE, cost, get_history, headline_table, history_key, mo, quality, qua
         mo.ui.plotly(quality_cost_figure(summary, quality.value, cost.value,
                                          _pd.concat(_hist, ignore_index=True) if _hist else None)),
         mo.ui.table(_table, selection=None, freeze_columns_left=["strategy", "point"]),
+        mo.md("<small>not shown (n/a on every row): " + "; ".join(f"{m} ({why})" for m, why in _dropped.items())
+              + "</small>") if _dropped else mo.md(""),
         mo.md(f"<small>{PARETO_CAPTION}</small>"),
         mo.md(f"<small>faithfulness (offline): {support_caption()}</small>"),
     ]) if len(summary) else mo.md("Pick at least one strategy.")
+    return
+
+
+@app.cell
+def _(applied_points, interactive, mo):
+    # what each point on the chart is: the applied budgets and their changes since the shipped defaults
+    mo.ui.table(interactive.applied_budgets_table(applied_points),
+                selection=None, label="applied budgets (each point's label names its changed budgets)")
     return
 
 
@@ -192,7 +261,7 @@ def _(mo):
 
 
 @app.cell
-def _(args, budgets, interactive, limit, mo, save_go, save_id, scores, session, set_saved, strategies):
+def _(applied_points, args, interactive, limit, mo, save_go, save_id, scores, session, set_saved):
     mo.stop(not save_go.value)
     scores  # noqa: B018  (saves what is applied now)
     try:
@@ -200,8 +269,8 @@ def _(args, budgets, interactive, limit, mo, save_go, save_id, scores, session, 
 
         from evals.report.html import write_report
 
-        _rid = interactive.save_as_run(session, args.db, interactive.points_from_budgets(
-            strategies.value, budgets.value or {}), limit.value, save_id.value.strip() or None)
+        _rid = interactive.save_as_run(session, args.db, applied_points, limit.value,
+                                       save_id.value.strip() or None)
         _rep = write_report(_rid, db=args.db, out_dir=_Path(args.workspace) / "reports")
         set_saved(lambda n: n + 1)
         _out = mo.vstack([mo.md(f"Saved run **{_rid}** ({_rep}); `ragwb show {_rid}`, "
@@ -235,9 +304,13 @@ def _(mo, session):
 
 
 @app.cell
-def _(explore, f_disagree, f_fail, f_field, f_search, f_unans, f_value, f_worse, m_metric, mo, pair_a, pair_b,
-      scores, session):
-    _m = explore.question_matrix(scores, session.dataset.questions, m_metric.value or "f1")
+def _(explore, f_disagree, f_fail, f_field, f_search, f_unans, f_value, f_worse, judged_scores, m_metric, mo,
+      pair_a, pair_b, scores, session):
+    import pandas as _pd
+
+    # the judged metrics are computed from the grades stored now, beside the item scores
+    _sc = _pd.concat([scores, judged_scores], ignore_index=True) if len(judged_scores) else scores
+    _m = explore.question_matrix(_sc, session.dataset.questions, m_metric.value or "f1")
     matrix = explore.filter_matrix(_m, f_disagree.value, f_fail.value, f_unans.value,
                                    None if f_field.value == "(none)" else f_field.value, f_value.value,
                                    f_search.value, (pair_a.value, pair_b.value) if f_worse.value else None)
@@ -297,22 +370,36 @@ def _(interactive, mo, pick_a, pick_b, pick_q, scores, session):
 
 
 @app.cell
-def _(interactive, mo, pick_a, pick_q, scores, session):
+def _(args, get_graded, interactive, mo, pick_a, pick_q, scores, session):
     scores  # noqa: B018  (the passages of the applied budgets)
+    _last = get_graded()[1]  # after a grade the picker moves to the next ungraded passage
     passages = (interactive.gradable_passages(session, pick_a.value, pick_q.value)
                 if pick_q.value and pick_a.value else [])
-    grader = mo.ui.text(label="your name", placeholder="ana (stored as human:ana)")
-    passage_pick = mo.ui.dropdown({f"[{p['rank']}] {p['source']}": i for i, p in enumerate(passages)},
-                                  value=f"[{passages[0]['rank']}] {passages[0]['source']}" if passages else None,
+    _stored = interactive.stored_grades(args.db, session, pick_q.value) if passages else {}
+    _labels = {f"[{p['rank']}] {p['source']}": i for i, p in enumerate(passages)}
+    _next = interactive.next_ungraded(passages, _stored, _last)
+    passage_pick = mo.ui.dropdown(_labels, value=next((k for k, v in _labels.items() if v == _next), None),
                                   label="passage")
-    return grader, passage_pick, passages
+    return passage_pick, passages
 
 
 @app.cell
-def _(args, grader, interactive, mo, passage_pick, passages, pick_q, session):
+def _(mo):
+    grader = mo.ui.text(label="your name", placeholder="ana (stored as human:ana)")
+    return (grader,)
+
+
+@app.cell
+def _(args, grader, interactive, mo, passage_pick, passages, pick_q, session, set_graded, set_said):
     def _grade(g):
-        return lambda _: interactive.grade_click(args.db, session, pick_q.value, passages, passage_pick.value, g,
-                                                 grader.value)
+        def _click(_):
+            _n, _msg = interactive.grade_click(args.db, session, pick_q.value, passages, passage_pick.value, g,
+                                               grader.value)
+            set_said(_msg)
+            if _msg.startswith("stored"):
+                set_graded(lambda st: (st[0] + 1, passage_pick.value))
+            return _n, _msg
+        return _click
 
     # keys 0-3 grade the passage picked above (the UMBRELA scale: docs/judgments.md)
     grade_buttons = mo.ui.array([mo.ui.button(label=interactive.GRADE_LABELS[_g], on_click=_grade(_g),
@@ -321,13 +408,20 @@ def _(args, grader, interactive, mo, passage_pick, passages, pick_q, session):
 
 
 @app.cell
-def _(args, grade_buttons, grader, interactive, mo, passage_pick, passages, pick_q, session):
-    _said = interactive.latest_click(grade_buttons.value)
+def _(args, get_said, grade_buttons, grader, interactive, mo, passage_pick, passages, pick_q, session):
+    _p = passages[passage_pick.value] if passages and passage_pick.value is not None else None
+    # the buttons above the passage's text, so a grader reads down and presses a key
     (mo.vstack([mo.md("**Grade point A's passages** for this question (0 not relevant, 1 related, 2 partly answers, "
                       "3 answers; keys 0-3). Each grade is stored at once in the results store, keyed by question and "
-                      "passage text, as `ragwb judge --import` stores them; `ragwb show` adds the judged metrics."),
-                mo.hstack([grader, passage_pick], justify="start"), mo.hstack(list(grade_buttons), justify="start"),
-                mo.md(_said),
+                      "passage text, as `ragwb judge --import` stores them; the picker then moves to the next "
+                      "ungraded passage, and the matrix's judged metrics follow."),
+                mo.hstack([grader], justify="start"),
+                # one box around the picker and the buttons: keys 0-3 grade while focus is on either (head.html)
+                mo.Html(f"<div data-ragwb-grading='1'>{mo.hstack([passage_pick] + list(grade_buttons), justify='start')}"
+                        "</div>"),
+                mo.md(get_said()),
+                mo.Html("<pre style='white-space:pre-wrap;max-height:14em;overflow:auto'>"
+                        + __import__("html").escape(_p["text"]) + "</pre>") if _p else mo.md(""),
                 mo.Html(interactive.grading_table_html(args.db, session, pick_q.value, passages))])
      if passages else mo.md(""))
     return
@@ -421,15 +515,16 @@ def _(mo, rows):
 
 
 @app.cell
-def _(args, dataset, get_saved, interactive, mo):
+def _(args, get_saved, interactive, mo, session):
     get_saved()  # re-read after a save (Save as run, a stored sweep)
     runs = interactive.list_runs(args.db)
-    # the stored runs of the dataset picked at the top (a comparison across datasets means nothing)
-    _ids = list(runs[runs["dataset"] == dataset.value]["run_id"]) if len(runs) else []
+    # the stored runs of the dataset picked at the top (a comparison across datasets means nothing); a folder's
+    # runs are stored under its workspace name, not its path
+    _ids = list(runs[runs["dataset"] == session.dataset.name]["run_id"]) if len(runs) else []
     base_run = mo.ui.dropdown(_ids, value=_ids[1] if len(_ids) > 1 else None, label="baseline run")
     cand_run = mo.ui.dropdown(_ids, value=_ids[0] if _ids else None, label="candidate run")
     sweep_run = mo.ui.dropdown(_ids, value=_ids[0] if _ids else None, label="stored sweep")
-    mo.vstack([mo.md(f"## Stored runs of {dataset.value}: budget curves of a sweep, and two runs compared "
+    mo.vstack([mo.md(f"## Stored runs of {session.dataset.name}: budget curves of a sweep, and two runs compared "
                      "(paired bootstrap deltas, points matched by parameters)"),
                mo.hstack([sweep_run, base_run, cand_run], justify="start")])
     return base_run, cand_run, sweep_run

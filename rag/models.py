@@ -59,7 +59,7 @@ class Question:
     qid: str
     text: str
     answers: list[str]
-    answerable: bool
+    answerable: bool | None  # None: unknown (a gold line without 'answers'); answer/abstention metrics n/a
     qtype: str = ""
     language: str = "en"
     evidence: list[Evidence] = field(default_factory=list)

@@ -19,6 +19,8 @@ sent one byte every ``Handler.trickle`` seconds), ``fault-huge`` (a valid reply 
 context abstains, a rich one answers; escalation tests); ``grader`` (a relevance judge: ``##final score: N`` from
 the share of the query's words in the passage); ``questioner`` (and ``-text``, ``-empty``, ``-wrong``, ``-same``:
 ragwb generate's replies, good and bad);
+``fault-gzip-bomb`` (``Handler.huge_mb`` MB gzipped), ``fault-deep`` (JSON nested 100,000 deep),
+``fault-header-trickle`` (the status line and headers one byte every ``Handler.trickle`` s);
 embeddings: ``fault-nan`` (NaN vectors), ``fault-string`` (each embedding a string, not a list), ``fault-short`` (one vector fewer than asked), ``fault-500``.
 ``Handler.peak`` is the most chat requests it has served at once (concurrency limits are checked
 against it); ``Handler.requests`` records (path with query, Authorization header) of each POST;
@@ -61,7 +63,7 @@ def relevance_grade(prompt: str) -> str:
 def question_reply(prompt: str, model: str) -> str:
     """``questioner`` models (ragwb generate): a question and answer built from the prompt's passage, as JSON.
     ``questioner-text`` replies in prose, ``questioner-empty`` with an empty question, ``questioner-wrong`` with
-    an answer the passage does not hold, ``questioner-same`` with one question for every passage, ``questioner-long`` with 30 words of the passage, ``questioner-slow`` as ``questioner`` after 0.3 s."""
+    an answer the passage does not hold, ``questioner-same`` with one question for every passage, ``questioner-long`` with 30 words of the passage, ``questioner-huge`` with a 1 MB question, ``questioner-slow`` as ``questioner`` after 0.3 s."""
     m = re.search(r"Passage(?: 1)?:\n(.*?)\n\n", prompt, re.S)
     if not m:
         return "no passage"
@@ -70,6 +72,8 @@ def question_reply(prompt: str, model: str) -> str:
     if model == "questioner-text":
         return "Sure! Here is a good question about the passage."
     question = "What is this text about?" if model == "questioner-same" else f"How are {b} and {c} related to it?"
+    if model == "questioner-huge":  # a 1 MB "question" (under the response cap)
+        question = "word " * 200_000
     answer = ("zebra crossing unicorn" if model == "questioner-wrong" else
               " ".join(m.group(1).split()[:30]) if model == "questioner-long" else a)
     if "does NOT answer" in prompt:
@@ -100,6 +104,7 @@ class Handler(BaseHTTPRequestHandler):
     abstain_below = 2000  # abstain-short: user messages shorter than this abstain
     trickle = 0.2
     huge_mb = 12
+    gzipped: dict = {}
 
     def log_message(self, *a):  # quiet
         pass
@@ -146,6 +151,29 @@ class Handler(BaseHTTPRequestHandler):
         if model == "fault-echo-400":
             echo = {"error": {"message": f"bad request {self.path} headers {dict(self.headers)}"}}
             return self._send(400, json.dumps(echo).encode())
+        if model == "fault-gzip-bomb":  # a valid reply of Handler.huge_mb MB, gzipped to a few hundred KB
+            import gzip
+
+            if Handler.huge_mb not in Handler.gzipped:  # built once per size (a memory test traces the client)
+                text = " " * int(Handler.huge_mb * 1_000_000)
+                body = json.dumps({"id": "g", "object": "chat.completion", "created": 0, "model": model,
+                                   "choices": [{"index": 0, "finish_reason": "stop",
+                                                "message": {"role": "assistant", "content": text}}]}).encode()
+                Handler.gzipped[Handler.huge_mb] = gzip.compress(body, 9)
+            return self._send(200, Handler.gzipped[Handler.huge_mb], {"Content-Encoding": "gzip"})
+        if model == "fault-deep":  # 200 OK whose JSON nests 100,000 deep
+            return self._send(200, b"[" * 100_000 + b"]" * 100_000)
+        if model == "fault-header-trickle":  # the status line and headers one byte every Handler.trickle s
+            head = b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nX-Pad: " + b"x" * 400 + b"\r\n"
+            try:
+                for i in range(len(head)):
+                    self.wfile.write(head[i:i + 1])
+                    self.wfile.flush()
+                    time.sleep(Handler.trickle)
+            except OSError:
+                pass
+            self.close_connection = True
+            return None
         if model == "fault-trickle":
             body = json.dumps({"id": "t", "object": "chat.completion", "created": 0, "model": model,
                                "choices": [{"index": 0, "finish_reason": "stop",

@@ -120,9 +120,9 @@ def test_a_bad_pool_file_says_each_problem_and_stores_nothing(run_ws, tmp_path, 
     assert "line 3: grade 5 is outside 0-3" in err
     assert "line 4: unknown question_id 'nope'" in err
     assert "line 5: unknown passage_key '0000000000000000'" in err
-    assert "line 6: the text of passage" in err and "was edited" in err
+    assert "line 6" not in err  # an edited text cell is no error: the grade is keyed by passage_key (issue 44, 12)
     assert "line 7: grade 'high' is not a number" in err
-    assert "5 bad row(s); nothing was stored" in err
+    assert "4 bad row(s); nothing was stored" in err
     assert _judgments(ws) == before  # the good first row was not stored either
 
     # one judge grading a pair twice: the last grade wins, said; two judges' grades are both kept
@@ -142,7 +142,7 @@ def test_llm_judge_through_a_real_server_statuses_cache_agreement_and_ppi(run_ws
     base = ["judge", "R1", "--workspace", str(ws), "--judge-base-url", server, "--judge-key-env", "RAGWB_TEST_KEY",
             "--depth", "3"]
     # a server that fails: every pair stored with status error and the reason, no grade, the key scrubbed
-    assert main(base + ["--judge-model", "fault-500", "--retries", "0"]) == 0
+    assert main(base + ["--judge-model", "fault-500", "--retries", "0"]) == 6  # every pair failed: CI must see it
     failed = [s for s in _judgments(ws) if s[0] == "llm:fault-500"]
     assert failed and all(s[3] is None and s[4] == "error" for s in failed)
     con = duckdb.connect(str(ws / "results.duckdb"), read_only=True)
@@ -228,3 +228,32 @@ def test_parse_grade_reads_the_final_score_and_nothing_else():
     assert parse_grade("##final score: N") is None
     assert parse_grade("I think it is relevant") is None
     assert parse_grade("final score: 7") is None
+
+
+def test_pool_export_escapes_formulas_and_import_reads_spreadsheet_saves(run_ws, tmp_path, capsys):
+    """Issue 44, items 12-13: a passage starting with '=' is text in a spreadsheet (OWASP: a leading quote); a
+    ';'-separated cp1252 save imports (said), keyed by passage_key even where the text cell changed."""
+    import csv as _csv
+
+    from evals.analyze.judgments import escape_cell, sniff_delimiter, unescape_cell
+
+    for v in ("=HYPERLINK(\"http://x\")", "+1", "-2", "@SUM(A1)", "\tx", "\rx"):
+        assert escape_cell(v) == "'" + v and unescape_cell(escape_cell(v)) == v
+    assert escape_cell("plain") == "plain" and escape_cell("it's") == "it's"
+    assert sniff_delimiter("question_id;question;grade\n") == ";" and sniff_delimiter("a;b\n") == ","
+    ws = run_ws
+    pool = tmp_path / "pool.csv"
+    assert main(["judge", "R1", "--workspace", str(ws), "--export", str(pool), "--include-judged"]) == 0
+    rows = _rows(pool)
+    assert not any(str(r["text"]).startswith(("=", "+", "-", "@")) for r in rows)
+    # a European spreadsheet's save: ';' separators, cp1252, a text cell evaluated into something else
+    out = tmp_path / "saved.csv"
+    with open(out, "w", newline="", encoding="cp1252", errors="replace") as f:
+        w = _csv.DictWriter(f, fieldnames=list(rows[0]), delimiter=";")
+        w.writeheader()
+        w.writerow(dict(rows[0], grade="2", text="#NAME? café"))
+    capsys.readouterr()
+    assert main(["judge", "R1", "--workspace", str(ws), "--import", str(out), "--judge-name", "eu"]) == 0
+    said = capsys.readouterr().out
+    assert "read as cp1252" in said and "';'" in said and "graded by passage_key" in said
+    assert ("human:eu", 2) in {(j, g) for j, q, p, g, s in _judgments(ws) if p == rows[0]["passage_key"]}

@@ -139,3 +139,27 @@ def test_generate_and_judge_through_llama_cpp_count_every_reply(llama_server, tm
     got = con.execute("SELECT status, grade FROM judgments WHERE judge = 'llm:gemma'").fetchall()
     con.close()
     assert got and all((s == "ok" and g in (0, 1, 2, 3)) or (s != "ok" and g is None) for s, g in got)
+
+
+def test_llama_cpp_model_answers_in_the_workbench_session(llama_server, tmp_path):
+    """The test extra's Gemma 270M behind llama.cpp's server answers two questions through the workbench's session
+    code: each answer kept with its status, scored, and in the response cache the next session reads."""
+    from evals import interactive
+    from rag.llm.client import LLMConfig
+
+    from test_workbench_own import _folder
+
+    docs, q = _folder(tmp_path)
+    cfg = LLMConfig(llama_server, "gemma", max_tokens=48, timeout=120, retries=1, max_concurrency=1)
+    base = interactive.open_session(str(docs), str(tmp_path / "ws"), "hash", questions=str(q))
+    sess = interactive.llm_session(base, cfg)
+    pts = [("chunks", {"top_k": 2})]
+    scores = interactive.evaluate_points(sess, pts, 2)
+    items = [sess.items[("chunks", "top_k=2", x.qid)] for x in base.dataset.questions[:2]]
+    assert len(items) == 2 and all(row["answer_status"] in ("ok", "timeout", "error", "context_overflow")
+                                   for row, _ in items)
+    assert any(row["answer_status"] == "ok" and row["answer"] for row, _ in items), [r for r, _ in items]
+    assert set(scores.question_id) == {x.qid for x in base.dataset.questions[:2]}
+    # the next session finds the answered prompts in the response cache: only a failed one would be asked again
+    p = interactive.answer_plan(interactive.llm_session(base, cfg), pts, 2)
+    assert p.new_calls == 2 - sum(row["answer_status"] == "ok" for row, _ in items)

@@ -132,13 +132,17 @@ def question_matrix(scores: pd.DataFrame, questions: list, metric: str = "f1") -
     fails = scores[~scores.status.isin(("ok",) + tuple(NOT_FAILURES))].groupby("question_id").size()
     out = pd.DataFrame({"question_id": qids,
                         "question": [by_id[q].text if q in by_id else "" for q in qids],
-                        "answerable": [bool(by_id[q].answerable) if q in by_id else True for q in qids]})
+                        # unknown answerability (no 'answers' in the gold line) is "unknown", never False
+                        "answerable": [_answerable_cell(by_id[q].answerable) if q in by_id else True for q in qids]})
     meta_keys = sorted({k for q in by_id.values() if q.qid in scored for k in (q.metadata or {})})
     for k in meta_keys:
         out[k] = [str((by_id[q].metadata or {}).get(k, "")) if q in by_id else "" for q in qids]
     vals = wide.to_numpy(dtype=float) if len(pts) else np.zeros((len(qids), 0))
-    with np.errstate(all="ignore"):
-        spread = (np.nanmax(vals, axis=1) - np.nanmin(vals, axis=1)) if vals.shape[1] else np.zeros(len(qids))
+    # rows no point scored (n/a everywhere) have no spread: left at 0 without asking numpy (its All-NaN warning)
+    spread = np.zeros(len(qids))
+    some = ~np.isnan(vals).all(axis=1) if vals.shape[1] else np.zeros(len(qids), bool)
+    if some.any():
+        spread[some] = np.nanmax(vals[some], axis=1) - np.nanmin(vals[some], axis=1)
     out["spread"] = np.nan_to_num(spread, nan=0.0).round(3)
     out["disagree"] = out["spread"] >= DISAGREE_GAP
     out["failures"] = fails.reindex(qids, fill_value=0).to_numpy(np.int64) if len(fails) else 0
@@ -146,6 +150,10 @@ def question_matrix(scores: pd.DataFrame, questions: list, metric: str = "f1") -
         out[p] = wide[p].to_numpy(dtype=float).round(3)
     out.attrs.update(metric=metric, points=pts, meta_fields=meta_keys)
     return out
+
+
+def _answerable_cell(v):
+    return "unknown" if v is None or (isinstance(v, float) and v != v) else bool(v)
 
 
 def filter_matrix(m: pd.DataFrame, disagree: bool = False, failures: bool = False, unanswerable: bool = False,
@@ -166,7 +174,7 @@ def filter_matrix(m: pd.DataFrame, disagree: bool = False, failures: bool = Fals
     if failures:
         keep &= m["failures"] > 0
     if unanswerable:
-        keep &= ~m["answerable"]
+        keep &= m["answerable"].map(lambda v: v is False or v is np.False_).astype(bool)
     if field and value not in (None, ""):
         if field not in m.columns:
             raise ValueError(f"unknown field {field!r}; valid: {', '.join(m.attrs.get('meta_fields', []))}")

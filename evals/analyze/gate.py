@@ -302,6 +302,8 @@ def main_gate(a) -> int:
         else:
             bid = st.resolve_run(a.baseline)
             base, bname = per_question(st, bid), bid
+    if a.metrics is not None:  # "f1,faithfulness" as `score --metrics` takes it, or "f1 faithfulness"
+        a.metrics = [m.strip() for x in a.metrics for m in x.split(",") if m.strip()]
     if a.metrics is not None:  # a mistyped metric in CI would gate nothing: every name must be known and scored
         scored = set(cand[1]["metric"].unique()) | set(base[1]["metric"].unique())
         unknown = [m for m in a.metrics if m not in METRICS and m not in scored]

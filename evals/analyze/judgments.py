@@ -28,7 +28,7 @@ RELEVANT = 2  # judged_recall and judged_precision count a passage as relevant f
 DEFAULT_DEPTH = 10
 LOW_JUDGED = 0.8  # a point whose mean judged@10 is below this is flagged: its judged metrics understate it
 POOL_COLUMNS = ["question_id", "question", "doc", "page", "passage_key", "text", "grade", "retrieved_by"]
-MAX_POOL_FILE_BYTES = 200 * 1024 * 1024
+MAX_POOL_FILE_BYTES = 200_000_000  # 200 MB, decimal as the message says
 JUDGED_METRICS = ("judged_ndcg@10", "judged_recall@10", "judged_precision@5", "judged@10")
 
 
@@ -112,7 +112,11 @@ def write_pool(pool: Pool, judged: pd.DataFrame, out: str | Path, include_judged
         df = df[~already]
     cols = POOL_COLUMNS + (["judged"] if include_judged else [])
     Path(out).parent.mkdir(parents=True, exist_ok=True)
-    df[cols].to_csv(out, index=False, quoting=csv.QUOTE_NONNUMERIC)
+    out_df = df[cols].copy()
+    for c in ("question", "text", "doc", "retrieved_by"):  # corpus text is hostile: never a formula
+        if c in out_df:
+            out_df[c] = out_df[c].map(escape_cell)
+    out_df.to_csv(out, index=False, quoting=csv.QUOTE_NONNUMERIC)
     return {"rows": len(df), "already_judged": int(already.sum()), "questions": int(df.question_id.nunique())}
 
 
@@ -146,11 +150,23 @@ def read_pool_file(path: str | Path, pool: Pool, judge_name: str | None = None) 
     if not p.is_file():
         raise FileNotFoundError(f"{p}: no such pool file")
     if p.stat().st_size > MAX_POOL_FILE_BYTES:
-        raise ValueError(f"{p}: {p.stat().st_size / 1e6:.0f} MB is over the {MAX_POOL_FILE_BYTES // 2**20} MB cap "
+        raise ValueError(f"{p}: {p.stat().st_size / 1e6:,.1f} MB is over the {MAX_POOL_FILE_BYTES / 1e6:g} MB cap "
                          "of a pool file")
+    raw = p.read_bytes()
+    try:  # UTF-8 (with or without a BOM) as exported; a spreadsheet's cp1252 save is read as cp1252, said
+        text, encoding = raw.decode("utf-8-sig"), "utf-8"
+    except UnicodeDecodeError as e:
+        try:
+            text, encoding = raw.decode("cp1252"), "cp1252"
+        except UnicodeDecodeError:
+            raise ValueError(f"{p}: neither UTF-8 nor cp1252 text (byte {e.start}: {raw[e.start:e.start + 1]!r}); "
+                             "save it as CSV UTF-8") from None
+    sep = sniff_delimiter(text)
     try:
-        df = pd.read_csv(p, dtype=str, keep_default_na=False)
-    except (pd.errors.ParserError, UnicodeDecodeError, pd.errors.EmptyDataError) as e:
+        import io
+
+        df = pd.read_csv(io.StringIO(text), dtype=str, keep_default_na=False, sep=sep)
+    except (pd.errors.ParserError, pd.errors.EmptyDataError) as e:
         raise ValueError(f"{p}: not a readable CSV pool file ({type(e).__name__}: {str(e)[:200]})") from None
     need = {"question_id", "passage_key", "grade"}
     missing = sorted(need - set(df.columns))
@@ -163,6 +179,9 @@ def read_pool_file(path: str | Path, pool: Pool, judge_name: str | None = None) 
     qids = set(pool.rows.question_id)
     qtext = dict(zip(pool.rows.question_id, pool.rows.question))
     plan = ImportPlan()
+    if encoding != "utf-8" or sep != ",":
+        plan.notes.append(f"{p.name}: read as {encoding}, columns separated by {sep!r} (a spreadsheet's save)")
+    edited = 0
     chosen: dict[tuple, tuple[int, dict]] = {}
     for i, r in enumerate(df.to_dict("records"), start=2):  # line 1 is the header
         where = f"{p.name} line {i}"
@@ -173,10 +192,10 @@ def read_pool_file(path: str | Path, pool: Pool, judge_name: str | None = None) 
         if (qid, pk) not in known:
             plan.errors.append(f"{where}: unknown passage_key {pk!r} for question {qid!r} (not in this run's pool)")
             continue
-        if "text" in r and _norm(r["text"]) != _norm(known[(qid, pk)]):
-            plan.errors.append(f"{where}: the text of passage {pk} was edited; grades belong to the text shown "
-                               "(export the pool again rather than editing it)")
-            continue
+        if "text" in r and _norm(unescape_cell(r["text"])) != _norm(known[(qid, pk)]):
+            # the passage_key is the hash of the text shown: the grade is keyed by it, whatever a spreadsheet did
+            # to the cell (evaluated a formula, trimmed it); counted and said, never a refusal
+            edited += 1
         g = _grade(r["grade"])
         if isinstance(g, str):
             plan.errors.append(f"{where}: {g}")
@@ -197,7 +216,30 @@ def read_pool_file(path: str | Path, pool: Pool, judge_name: str | None = None) 
                               f"line {chosen[key][0]}, {g} here): the last grade wins")
         chosen[key] = (i, row)
     plan.rows = [row for _, row in chosen.values()]
+    if edited:
+        plan.notes.append(f"{p.name}: {edited} row(s) whose text cell differs from the passage exported (a "
+                          "spreadsheet may have changed it); graded by passage_key, the passage as exported")
     return plan
+
+
+FORMULA_START = ("=", "+", "-", "@", "\t", "\r")  # what a spreadsheet reads as a formula (OWASP CSV injection)
+
+
+def escape_cell(v):
+    """A text cell a spreadsheet will show as text: one that starts like a formula gets a leading quote."""
+    return "'" + v if isinstance(v, str) and v.startswith(FORMULA_START) else v
+
+
+def unescape_cell(v: str) -> str:
+    return v[1:] if isinstance(v, str) and v.startswith("'") and v[1:].startswith(FORMULA_START) else v
+
+
+def sniff_delimiter(text: str) -> str:
+    """',' as exported, or the ';' or tab a European spreadsheet saves with (read from the header line)."""
+    head = text.split("\n", 1)[0]
+    counts = {d: head.count(d) for d in (",", ";", "\t")}
+    best = max(counts, key=counts.get)
+    return best if counts[best] and ("question_id" in head) else ","
 
 
 # --------------------------------------------------------------------------- grades for metrics
@@ -253,7 +295,7 @@ def judged_item_scores(blocks: list[dict], grades: dict, qk: str, rel_total: int
         None, "not_applicable", "no passage of this question judged above 0")
     hits10 = sum((g or 0) >= RELEVANT for g in top10)
     out["judged_recall@10"] = (hits10 / rel_total, "ok", "") if rel_total else (
-        None, "not_applicable", f"no passage of this question judged >= {RELEVANT}")
+        None, "not_applicable", f"no passage graded {RELEVANT} or higher")
     out["judged_precision@5"] = (sum((g or 0) >= RELEVANT for g in top5) / 5, "ok", "")
     return out
 

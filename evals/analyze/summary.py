@@ -180,6 +180,21 @@ def headline_table(summary: pd.DataFrame, metrics: list[str] = HEADLINE, by: str
     return wide.iloc[order].reset_index(drop=True)
 
 
+def drop_na_columns(table: pd.DataFrame, keep: tuple = ("strategy", "point")) -> tuple[pd.DataFrame, dict]:
+    """The headline table less the metric columns that are "n/a (...)" on every row, and metric -> the
+    reason(s) (so a code set's f1/em/faithfulness n/a do not push its evidence columns off screen; the
+    caller says in one line what was left out and why)."""
+    dropped = {}
+    for c in table.columns:
+        if c in keep or table[c].dtype.kind != "O" or not len(table):
+            continue
+        cells = table[c].astype(str)
+        if cells.str.startswith("n/a").all():
+            why = sorted({x[len("n/a ("):-1] if x.startswith("n/a (") else "no ok scores" for x in cells})
+            dropped[c] = "; ".join(why)
+    return table.drop(columns=list(dropped)), dropped
+
+
 def item_losses(store: ResultStore, run_id: str) -> pd.DataFrame:
     """Per strategy x point: items stored, items whose answer failed (any status but ok: context
     overflow, timeouts, errors) and those statuses, so a mean is never read without its n."""

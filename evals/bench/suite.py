@@ -510,26 +510,41 @@ GATE_METRICS = ["em", "f1", "abstention_accuracy", "citation_validity", "citatio
 def gate_figure(root: Path, items: int = 50_000, points: int = 5) -> dict:
     """``ragwb gate`` and the run comparison on two stored runs of ``items`` items each (``points`` points x
     items/points questions, 12 metrics an item: 600,000 score rows a run), the shape of two squad2 runs
-    and larger: every path that joins or compares runs must stay linear in the rows."""
+    and larger: every path that joins or compares runs must stay linear in the rows. Each item shows 10
+    passages and half of the pooled (question, passage) pairs are judged, so the read includes the judged
+    metrics' join of every item's passages with the judgments (docs/judgments.md), and the pool is timed too."""
     import numpy as np
     import pandas as pd
 
     from evals.analyze.gate import compare_runs, gate, per_question
+    from evals.analyze.judgments import build_pool, judged_scores, question_key
     from evals.store import ResultStore
+    from rag.models import Question
 
     root.mkdir(parents=True, exist_ok=True)
     db = root / "gate.duckdb"
     nq = items // points
     rng = np.random.default_rng(7)
     qids = [f"{i:024x}" for i in range(nq)]
+    questions = [Question(q, f"bench question {q}?", ["x"], True) for q in qids]
+    texts = [f"passage {i} " + "lorem ipsum " * 8 for i in range(5_000)]  # ~110 characters each
+
+    def blocks(p: int) -> list[str]:  # per question, 10 passages; points overlap (they share the first 5)
+        picks = rng.integers(0, len(texts), (nq, 10))
+        picks[:, :5] = (np.arange(nq)[:, None] * 7 + np.arange(5)) % len(texts)
+        return [json.dumps([{"n": k + 1, "text": texts[t], "doc_ids": ["d"], "page_ids": ["d#p0"]}
+                            for k, t in enumerate(row)]) for row in picks]
+
     with ResultStore(db) as st:
         for run in ("A", "B"):
-            st.create_run(run, {"dataset": "bench", "config": {}, "config_hash": run, "planned": nq * points})
+            st.create_run(run, {"dataset": "bench", "config": {}, "config_hash": run, "planned": nq * points},
+                          questions)
             res, sc = [], []
             for p in range(points):
                 res.append(pd.DataFrame({"run_id": run, "strategy": f"s{p}", "point_id": "default",
                                          "point_label": "defaults", "params": json.dumps({"top_k": 8}),
-                                         "question_id": qids, "repeat": 0, "answer_status": "ok"}))
+                                         "question_id": qids, "repeat": 0, "answer_status": "ok",
+                                         "blocks": blocks(p)}))
                 for m in GATE_METRICS:
                     v = rng.random(nq) if not m.endswith("tokens") else rng.integers(100, 2000, nq).astype(float)
                     sc.append(pd.DataFrame({"run_id": run, "strategy": f"s{p}", "point_id": "default",
@@ -541,9 +556,22 @@ def gate_figure(root: Path, items: int = 50_000, points: int = 5) -> dict:
                 con.execute(f"INSERT INTO results ({', '.join(r.columns)}) SELECT * FROM _r")
                 con.register("_s", s_)
                 con.execute(f"INSERT INTO scores ({', '.join(s_.columns)}) SELECT * FROM _s")
+        qk = {q.qid: question_key(q.text) for q in questions}
+        pool = build_pool(st, "A", 10).rows
+        half = pool.iloc[::2]
+        st.add_judgments([{"question_key": qk[q], "passage_key": pk, "judge": "human:bench", "grade": int(g),
+                           "question_id": q, "question": "", "text": "", "status": "ok", "detail": ""}
+                          for q, pk, g in zip(half.question_id, half.passage_key, rng.integers(0, 4, len(half)))],
+                         source="bench")
     out = {"items_per_run": nq * points, "score_rows_per_run": nq * points * len(GATE_METRICS),
-           "target": "< 10 s on 2 cores"}
+           "judgments": len(half), "target": "< 10 s on 2 cores"}
     with ResultStore(db, read_only=True) as st:
+        t = time.perf_counter()
+        out["pool_rows"] = len(build_pool(st, "A", 10).rows)
+        out["pool_s"] = time.perf_counter() - t
+        t = time.perf_counter()
+        out["judged_rows"] = len(judged_scores(st, "A"))
+        out["judged_s"] = time.perf_counter() - t
         t = time.perf_counter()
         base, cand = per_question(st, "A"), per_question(st, "B")
         out["read_s"] = time.perf_counter() - t
@@ -580,7 +608,8 @@ def render(f: dict) -> str:
         for c in sy["cases"]:
             lines.append(f"--system, {c['requests']} requests of {sy['latency_s'] * 1000:.0f} ms at concurrency "
                          f"{c['concurrency']}: {c['wall_s']:.1f} s (ideal {c['ideal_s']:.1f} s, start {c['start_s']:.2f} s, "
-                         f"overhead {c['overhead']:+.1%}; target {sy['target']})")
+                         f"overhead {c['overhead']:+.1%}, tail {c.get('tail_s', float('nan')):.2f} s after the last "
+                         f"reply; target {sy['target']})")
     i = f.get("ingest")
     if i:
         lines.append(f"ingest ({i.get('embedded', '?')} of {i['chunks']} chunks embedded): {i['ingest_chunks_per_s']:.1f} "
@@ -661,7 +690,9 @@ def render(f: dict) -> str:
     if gt:
         lines.append(f"gate on two stored runs of {gt['items_per_run']:,} items ({gt['score_rows_per_run']:,} score rows "
                      f"each): read {gt['read_s']:.1f} s + gate {gt['gate_s']:.1f} s = {gt['total_gate_s']:.1f} s "
-                     f"(target {gt['target']}); run comparison {gt['compare_s']:.1f} s")
+                     f"(target {gt['target']}); run comparison {gt['compare_s']:.1f} s"
+                     + (f"; judged metrics of one run ({gt['judgments']:,} judgments): {gt['judged_s']:.1f} s, "
+                        f"its pool of {gt['pool_rows']:,} pairs {gt['pool_s']:.1f} s" if "judged_s" in gt else ""))
     mj = f.get("mainjob")
     if mj:
         lines.append(f"main job on a fresh workspace: {mj['seconds']:.1f} s (exit {mj['exit']}; target {mj['target']})")
@@ -793,7 +824,7 @@ class _SleepyService:
         self.srv.shutdown()
 
 
-def system_overhead(root: Path, latency: float = 0.2, cases=((100, 1), (200, 4), (600, 16))) -> dict:
+def system_overhead(root: Path, latency: float = 0.2, cases=((100, 1), (200, 4), (200, 16), (600, 16))) -> dict:
     """``--system`` against a 127.0.0.1 service that sleeps ``latency`` s, at concurrency C: wall time vs the
     ideal N x latency / C, the start (until the first request) apart. Scored on every metric but the offline
     support scorer (its e5 time is the scorer's, not the path's: `ragwb bench --only support`)."""
@@ -817,11 +848,14 @@ def system_overhead(root: Path, latency: float = 0.2, cases=((100, 1), (200, 4),
                             systems=(SystemConfig("svc", svc.url, timeout=30, max_concurrency=c),))
             t = time.perf_counter()
             run_evaluation(cfg, workspace=root, progress=False)
-            wall = time.perf_counter() - t
+            end = time.perf_counter()
+            wall = end - t
             start = (svc.arrivals[0] - t) if svc.arrivals else float("nan")
             ideal = n * latency / c
+            # the tail: the end of the run minus the last reply (a short run hides a fixed tail in its mean)
+            tail = end - (max(svc.arrivals) + latency) if svc.arrivals else float("nan")
             out["cases"].append({"requests": n, "concurrency": c, "wall_s": wall, "start_s": start,
-                                 "ideal_s": ideal, "overhead": (wall - start - ideal) / ideal})
+                                 "ideal_s": ideal, "overhead": (wall - start - ideal) / ideal, "tail_s": tail})
     finally:
         svc.close()
     return out

@@ -35,6 +35,14 @@ def cmd_generate(a) -> int:
     with tqdm(total=a.n, desc="generating", unit="question", disable=not sys.stderr.isatty()) as bar:
         res = generate(client, ds.documents, a.n, types, a.seed, embed=embedder.embed_queries,
                        max_overlap=a.max_overlap, progress=bar, language=a.language)
+    if not res.questions:  # every call failed or every reply was dropped: nothing is written over --out
+        from rag.llm.urls import redact_url
+
+        print("dropped: " + (", ".join(f"{k} {v}" for k, v in sorted(res.counts.items())) or "none"), file=sys.stderr)
+        print(f"ragwb generate: error: no question survived (calls {res.stats.calls:,} to "
+              f"{redact_url(a.llm_base_url)}); {a.out} was not written"
+              + (" and keeps what it held" if Path(a.out).exists() else ""), file=sys.stderr)
+        return 6
     out = write_jsonl(res.questions, a.out)
     by_type = {t: sum(q["type"] == t for q in res.questions) for t in types}
     print(f"wrote {out}: {len(res.questions)} questions ({', '.join(f'{t} {n}' for t, n in by_type.items())}) "

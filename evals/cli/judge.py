@@ -23,6 +23,7 @@ def _llm_judge(a, st, rid, pool) -> int:
 
     from evals.score.relevance import judge_pairs
     from rag.llm.client import LLMClient, LLMConfig
+    from rag.llm.urls import redact_url
 
     cfg = LLMConfig(a.judge_base_url, a.judge_model, a.judge_key_env, max_tokens=a.judge_max_tokens,
                     timeout=a.timeout, retries=a.retries, max_concurrency=a.concurrency,
@@ -47,6 +48,10 @@ def _llm_judge(a, st, rid, pool) -> int:
     if bad:
         print(f"{bad:,} pair(s) got no grade (stored with the reason; the next `ragwb judge` asks them again)",
               file=sys.stderr)
+    if todo and bad == len(todo):  # as `ragwb run` when every answer failed: CI must not read this as a pass
+        print(f"ragwb judge: error: every one of the {len(todo):,} pair(s) failed at {redact_url(a.judge_base_url)}; "
+              "see the statuses above", file=sys.stderr)
+        return 6
     return 0
 
 
@@ -113,8 +118,9 @@ def cmd_judge(a) -> int:
                   + (f"; {plan.ungraded:,} row(s) had no grade yet (skipped)" if plan.ungraded else ""))
         if a.from_gold:
             _from_gold(st, rid, pool)
+        status = 0
         if a.judge_base_url:
-            _llm_judge(a, st, rid, pool)
+            status = _llm_judge(a, st, rid, pool)
         if a.agreement:
             t, conf = agreement_table(st.judgments(set(pool.rows.question_key)))
             if t.empty:
@@ -135,7 +141,7 @@ def cmd_judge(a) -> int:
                     print("prediction-powered estimates (LLM grades on all questions, corrected by people's on "
                           "the questions they graded fully; 95% intervals)")
                     print(t.to_string(index=False))
-    return 0
+    return status
 
 
 def add_judge(sub) -> None:

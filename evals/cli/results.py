@@ -69,6 +69,8 @@ def cmd_show(a) -> int:
             with pd.option_context("display.width", 250, "display.max_columns", 30):
                 print(conversation_table(st, rid).to_string(index=False))
             return 0
+        if a.metrics:  # commas as in `score --metrics`, or spaces
+            a.metrics = [m.strip() for x in a.metrics for m in x.split(",") if m.strip()]
         metrics = a.metrics or headline_metrics(st, rid)
         sc_all = run_scores(st, rid)  # the stored scores and the judged metrics, read once
         summ = summarize_by(st, rid, a.by, metrics) if a.by else summarize_scores(sc_all, metrics)
@@ -89,7 +91,12 @@ def cmd_show(a) -> int:
                       summarize_scores(sc_all[sc_all.question_id.isin(keep)], metrics))
     from evals.analyze.summary import run_notes
 
-    print(f"run {rid}  dataset {run['dataset']}  status {run['status']}  commit {run['git_commit']}")
+    from evals.store import run_has_writer
+
+    status = run["status"]
+    if status == "running" and not run_has_writer(a.db or Path(a.workspace) / "results.duckdb", rid):
+        status = "interrupted"  # as `ragwb runs` says it: the stored status is left as it was (history)
+    print(f"run {rid}  dataset {run['dataset']}  status {status}  commit {run['git_commit']}")
     for note in run_notes(run, a.db or Path(a.workspace) / "results.duckdb") + judged:
         print(f"note: {note}")
     print("score statuses: " + ", ".join(f"{s}={n}" for s, n in statuses))
@@ -98,8 +105,19 @@ def cmd_show(a) -> int:
               "response cache (not timed)")
     with pd.option_context("display.width", 250, "display.max_columns", 30, "display.max_colwidth", 40):
         table = headline_table(summ, metrics, a.by)
+        dropped = {}
+        if not a.metrics:  # asked-for metrics are always shown; the default columns skip what never applies
+            from evals.analyze.summary import drop_na_columns
+
+            table, dropped = drop_na_columns(table, ("strategy", "point", a.by))
         if not a.by:
             table = with_losses(table, losses)
+        if dropped:
+            by_reason: dict[str, list[str]] = {}
+            for m, why in dropped.items():
+                by_reason.setdefault(why, []).append(m)
+            print("not shown (n/a on every row): " + "; ".join(f"{', '.join(ms)} ({why})" for why, ms in
+                                                               by_reason.items()))
         print(table.to_string(index=False) if len(table) else "no items committed yet")
         if "faithfulness" in metrics and len(table):
             from evals.score.support import support_caption

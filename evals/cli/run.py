@@ -348,7 +348,8 @@ def add_run(sub) -> None:
                    "noise; the LLM cache is keyed on the repeat index; default 1)")
     s.add_argument("--answerer", default=None, choices=["extractive", "openai"],
                    help="extractive (offline default) or openai (needs --llm-base-url)")
-    s.add_argument("--threshold", type=non_negative_float, default=0.35, help="extractive: support below this gives the fallback")
+    s.add_argument("--threshold", type=share_arg, default=0.35,
+                   help="extractive: support below this gives the fallback (a share, 0..1; 0.35)")
     s.add_argument("--scorers", nargs="*", default=None, help="scorer families (default: all; see `ragwb metrics`)")
     s.add_argument("--memory", default=None, metavar="P1,P2",
                    help="conversational sets: memory policies to compare (none, full_history, window, "

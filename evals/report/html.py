@@ -192,7 +192,7 @@ def report_sections(store: ResultStore, run_id: str, compare: str | None = None)
     from evals.analyze.explore import matrix_html, question_matrix, quality_per_1k_tokens
 
     qdf = store.run_questions(run_id)
-    qs = [SimpleNamespace(qid=r.question_id, text=r.text, answerable=bool(r.answerable),
+    qs = [SimpleNamespace(qid=r.question_id, text=r.text, answerable=None if r.answerable is None or r.answerable != r.answerable else bool(r.answerable),
                           metadata=json.loads(r.metadata) if isinstance(r.metadata, str) and r.metadata else {})
           for r in qdf.itertuples()]
     matrix = question_matrix(scores, qs, "f1") if len(scores) else pd.DataFrame()

@@ -19,7 +19,7 @@ from typing import Callable, Iterator
 
 from rag.index.engines import ensure_ray, get_engine
 
-from .items import RunJob, build_parts, evaluate_shard
+from .items import RunJob, ask_system, build_parts, evaluate_shard, system_tasks
 
 RUN_ENGINES: dict[str, Callable[..., "RunEngine"]] = {}
 
@@ -73,10 +73,21 @@ class LocalRunEngine(RunEngine):
         from rag.index.workspace import Workspace
 
         parts = build_parts(job.cfg, Workspace(job.workspace), job.index)
+        ex, prefetched = None, None
         try:
+            if job.cfg.systems:
+                # every service request of the run is queued at once (each client's limit bounds what is in
+                # flight): the service never waits while a shard is scored and committed (issue 44, 17)
+                from concurrent.futures import ThreadPoolExecutor
+
+                ex = ThreadPoolExecutor(max_workers=max(2, parts.workers), thread_name_prefix="ragwb-system")
+                prefetched = {(t[0].qid, t[1], t[2]): ex.submit(ask_system, parts.evaluator, t)
+                              for shard in job.shards for t in system_tasks(job, shard, job.done)}
             for shard in job.shards:
-                yield from evaluate_shard(parts, job, shard)
+                yield from evaluate_shard(parts, job, shard, prefetched=prefetched)
         finally:
+            if ex is not None:  # an interrupted run sends nothing more
+                ex.shutdown(wait=False, cancel_futures=True)
             _add_stats(self._stats, parts.clients())
 
 

@@ -348,27 +348,43 @@ def build_parts(cfg: RunConfig, ws: Workspace, index: str, limiter_for=None) -> 
     return RunParts(retriever, evaluator, llm, judges, workers)
 
 
-def evaluate_shard(parts: RunParts, job: RunJob, shard: list, done: set | None = None):
+def system_tasks(job: RunJob, shard: list, done: set) -> list[tuple]:
+    """(question, system name, repeat, history) of every service request of ``shard`` not in ``done``; a
+    conversation's history is its gold turns (the same whichever order the requests are sent in)."""
+    hist, tasks = {}, []
+    for q in shard:
+        h = hist.setdefault(q.conversation_id, []) if q.conversation_id else []
+        for sysc in job.cfg.systems:
+            for rep in range(job.cfg.repeats):
+                if (sysc.name, "default", q.qid, rep) not in done:
+                    tasks.append((q, sysc.name, rep, list(h)))
+        if q.conversation_id:
+            h += [{"role": "user", "content": q.text},
+                  {"role": "assistant", "content": q.answers[0] if q.answers else ""}]
+    return tasks
+
+
+def ask_system(ev, t: tuple):
+    q, name, rep, h = t
+    return ev.systems[name].ask(q.text, q.qid, h, repeat=rep)
+
+
+def evaluate_shard(parts: RunParts, job: RunJob, shard: list, done: set | None = None, prefetched: dict | None = None):
     """Yield (question_id, strategy, point_id, repeat, row, scores) for every item of ``shard`` not in
-    ``done``: the unit of work of every engine (the same code, so the same rows)."""
+    ``done``: the unit of work of every engine (the same code, so the same rows). ``prefetched``: (question id,
+    system, repeat) -> a future of that service reply, asked ahead across shards (the local engine keeps the
+    service busy while a shard's replies are scored and committed: no barrier between shards)."""
     done = job.done if done is None else done
     cfg, r = job.cfg, parts.retriever
     if cfg.systems:  # each deployed service answers every question (with its conversation's history)
-        hist, tasks = {}, []
-        for q in shard:
-            h = hist.setdefault(q.conversation_id, []) if q.conversation_id else []
-            for sysc in cfg.systems:
-                for rep in range(cfg.repeats):
-                    if (sysc.name, "default", q.qid, rep) not in done:
-                        tasks.append((q, sysc.name, rep, list(h)))
-            if q.conversation_id:
-                h += [{"role": "user", "content": q.text},
-                      {"role": "assistant", "content": q.answers[0] if q.answers else ""}]
+        tasks = system_tasks(job, shard, done)
         ev = parts.evaluator
-        # services answer on worker threads (each client's own limit bounds its calls in flight) while this
-        # thread scores the replies already back: the waiting and the scoring overlap, at any concurrency
-        replies = pool_map(lambda t: ev.systems[t[1]].ask(t[0].text, t[0].qid, t[3], repeat=t[2]), tasks,
-                           max(2, parts.workers), always_threads=True)
+        if prefetched is not None:
+            replies = (prefetched.pop((t[0].qid, t[1], t[2])).result() for t in tasks)
+        else:
+            # services answer on worker threads (each client's own limit bounds its calls in flight) while this
+            # thread scores the replies already back: the waiting and the scoring overlap, at any concurrency
+            replies = pool_map(lambda t: ask_system(ev, t), tasks, max(2, parts.workers), always_threads=True)
         for (q, name, rep, h), res in zip(tasks, replies):
             row, scores = ev.system_item(q, name, rep, res, h)
             yield q.qid, name, "default", rep, row, scores

@@ -88,6 +88,10 @@ def score_logged(path: str | Path, workspace: str | Path = "results", db: str | 
             gold_by_text.setdefault(_fold(q.text), q)
     enc = retriever.reader.config.chunking.encoding if retriever else "o200k_base"
     scorers = scorers_for(metrics)
+    if sample is not None and not any(f in scorers for f in COSTLY):
+        raise ValueError(f"--sample {sample} samples the costly support scorer ({', '.join(COSTLY)}: faithfulness, "
+                         "citation_support), which --metrics leaves out: drop --sample, or add faithfulness to "
+                         "--metrics")
     ev = ItemEvaluator(retriever, None, scorers)
     rows, scores, unmatched, seen, qs = [], [], [], set(), []
     run_id = run_id or time.strftime("%Y%m%d-%H%M%S-") + uuid.uuid4().hex[:6]

@@ -157,12 +157,18 @@ def _failed(inp: ScoringInput, names: list[str]) -> dict[str, Score] | None:
     return None
 
 
+UNKNOWN_ANSWERABILITY = "answerability unknown: the gold line has no 'answers' (add answers, or \"answers\": [] for unanswerable)"
+
+
 @scorer("answer", {"em": (True, "exact match, best over gold answers (SQuAD v2)"),
                    "f1": (True, "token F1, best over gold answers (SQuAD v2)")})
 def score_answer(inp: ScoringInput) -> dict[str, Score]:
     if (f := _failed(inp, ["em", "f1"])) is not None:
         return f
     q, fb = inp.question, is_fallback(inp.answer, inp.fallback)
+    if q.answerable is None:  # nobody wrote an answer: not a zero (docs/datasets.md)
+        return {"em": Score(None, "not_applicable", UNKNOWN_ANSWERABILITY),
+                "f1": Score(None, "not_applicable", UNKNOWN_ANSWERABILITY)}
     if not q.answerable:
         v = float(fb)
         return {"em": Score(v), "f1": Score(v)}
@@ -191,6 +197,8 @@ def squad_gold_answers(answers: list[str]) -> list[str]:
     "false_abstention": (False, "answerable questions answered with the fallback"),
     "missed_abstention": (False, "unanswerable questions not answered with the fallback")})
 def score_abstention(inp: ScoringInput) -> dict[str, Score]:
+    if inp.question.answerable is None:  # whether it should abstain is unknown
+        return {"abstention_accuracy": Score(None, "not_applicable", UNKNOWN_ANSWERABILITY)}
     side = "false_abstention" if inp.question.answerable else "missed_abstention"
     if (f := _failed(inp, ["abstention_accuracy", side])) is not None:  # a failed item: every row, with its status
         return f
@@ -216,7 +224,8 @@ def block_holds(block, ev: Evidence) -> bool:
 
 
 def _evidence(q: Question) -> list[Evidence]:
-    return q.evidence if q.answerable else []
+    # unknown answerability (no 'answers') keeps its evidence: a code question pointing at a function is scored
+    return q.evidence if q.answerable is not False else []
 
 
 @scorer("citation", {

@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 from concurrent.futures import ThreadPoolExecutor
 
+from rag.llm.urls import redact_url, scrub
 from rag.llm.client import LLMClient, structured_format
 
 PROMPT_VERSION = "umbrela-0-3/1"
@@ -65,9 +66,14 @@ def judge_pairs(client: LLMClient, pairs: list[dict], progress=None) -> list[dic
         "properties": {"grade": {"type": "integer", "enum": list(range(4))}}})
 
     def one(p: dict) -> dict:
-        res = client.chat(messages_for(p["question"], p["text"]), purpose="relevance_judge", **extra)
         row = {k: p[k] for k in ("question_key", "passage_key", "question_id", "question", "text")}
         row["judge"] = judge
+        try:
+            res = client.chat(messages_for(p["question"], p["text"]), purpose="relevance_judge", **extra)
+        except Exception as e:  # noqa: BLE001 - one pair's failure is stored with its reason; the rest go on
+            return {**row, "grade": None, "status": "error",
+                    "detail": scrub(f"{redact_url(client.cfg.base_url)}: question {p['question_id']} passage "
+                                    f"{p['passage_key']}: {type(e).__name__}: {str(e)[:200]}")[:500]}
         if res.status != "ok":
             return {**row, "grade": None, "status": "error", "detail": f"{res.status}: {res.error}"[:500]}
         g = parse_grade(res.text)

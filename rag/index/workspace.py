@@ -121,11 +121,15 @@ class IngestSummary:
                 f"{Path(f).name} parse {self.file_parse_seconds.get(f, 0):.2f}s embed "
                 f"{self.file_embed_seconds.get(f, 0):.2f}s" for f in slow[:5]))
         lines += [f"  notice: {n}" for n in self.notices]
-        if self.skipped:
-            lines.append(f"  skipped {len(self.skipped)}:")
-            lines += [f"    - {s}" for s in self.skipped]
-        else:
-            lines.append("  skipped 0")
+        # what was left out, and apart from it what was kept with a warning (a file ingested with a downgrade is
+        # not a skipped file)
+        left = [s for s in self.skipped if getattr(s, "kind", "skipped") != "warning"]
+        warned = [s for s in self.skipped if getattr(s, "kind", "skipped") == "warning"]
+        lines.append(f"  skipped {len(left)}" + (":" if left else ""))
+        lines += [f"    - {s}" for s in left]
+        if warned:
+            lines.append(f"  kept with a warning {len(warned)}:")
+            lines += [f"    - {s}" for s in warned]
         return "\n".join(lines)
 
 

@@ -103,7 +103,7 @@ def load_squad(path: str | Path, name: str | None = None, language: str = "en") 
                 raise TypeError("a paragraph's context is not text")
             text, pages = pages_from_paragraphs(doc_id, paras)
         except (KeyError, TypeError, ValueError, AttributeError) as e:
-            why = f"missing field {e}" if isinstance(e, KeyError) else str(e)
+            why = f"missing field {e.args[0]!r}" if isinstance(e, KeyError) else str(e)
             skipped.append(Skipped(str(path), f"article {ai}: skipped ({why})"))
             continue
         docs.append(Document(doc_id, title.replace("_", " "), language, f"{path.name}#{ai}", text, pages))
@@ -118,7 +118,7 @@ def load_squad(path: str | Path, name: str | None = None, language: str = "en") 
                 try:
                     q = _squad_question(qa, page, doc_id, title, language, path, skipped)
                 except (KeyError, TypeError, ValueError, AttributeError) as e:
-                    why = f"missing field {e}" if isinstance(e, KeyError) else f"{type(e).__name__}: {e}"
+                    why = f"missing field {e.args[0]!r}" if isinstance(e, KeyError) else f"{type(e).__name__}: {e}"
                     skipped.append(Skipped(str(path), f"article {ai} paragraph {pi} question {qn}: skipped ({why})"))
                     continue
                 if q is not None:
@@ -517,6 +517,56 @@ def _shown_path(path: Path) -> str:
 GITIGNORE_MAX_BYTES = 1 << 20
 
 
+MAX_PATTERN_STARS = 16  # a gitignore line with more '*' (after runs are collapsed) is skipped, said
+MAX_PATTERN_CHARS = 1000
+
+
+def _collapse_stars(line: str) -> str:
+    """Runs of '*' as git reads them: '**' only where a whole path segment is stars (``a/**/b``), any other run
+    is one '*'. pathspec compiles each '*' to its own ``[^/]*``, so 200 stars in a row backtracked for minutes."""
+    def one(m: re.Match) -> str:
+        s, e = m.start(), m.end()
+        whole = (s == 0 or line[s - 1] == "/") and (e == len(line) or line[e] == "/")
+        return "**" if whole and e - s >= 2 else "*"
+    return re.sub(r"\*{2,}", one, line)
+
+
+def gitignore_lines(lines: list[str], where: str) -> tuple[list[str], list[Skipped]]:
+    """The lines of a .gitignore that are safe to match, and a warning for each one left out (naming the file
+    and line): a pattern git would skip (a lone backslash), or one too long or with too many stars to match in
+    bounded time. Matching then stays linear in the path, whatever the file holds."""
+    import pathspec
+
+    out, warns = [], []
+    for i, raw in enumerate(lines, start=1):
+        line = _collapse_stars(raw)
+        why = ""
+        if len(line) > MAX_PATTERN_CHARS:
+            why = f"longer than {MAX_PATTERN_CHARS:,} characters"
+        elif line.count("*") > MAX_PATTERN_STARS:
+            why = f"more than {MAX_PATTERN_STARS} '*' wildcards (matching it could take minutes)"
+        else:
+            try:
+                pathspec.GitIgnoreSpec.from_lines([line])
+            except Exception as e:  # noqa: BLE001 - pathspec's own error types vary by version
+                why = f"not a pattern git reads ({str(e)[:80]})"
+        if why:
+            warns.append(Skipped(where, f"line {i} skipped: {why}; the other lines apply", i, "warning"))
+            continue
+        out.append(line)
+    return out, warns
+
+
+def _user_patterns(patterns: tuple, flag: str) -> list[str]:
+    """--include/--exclude patterns: the same bounds as a .gitignore line, but a bad one is an error (the user
+    asked for it by name), never skipped."""
+    lines, warns = gitignore_lines(list(patterns), flag)
+    if warns:
+        bad = patterns[warns[0].line - 1]
+        raise ValueError(f"{flag} {bad[:80]!r}: {warns[0].reason.split(': ', 1)[1].split(';')[0]}")
+    return lines
+
+
 class _Ignored:
     """What `.gitignore` files (each applying below its own folder, as git reads them) and the user's
     --include/--exclude patterns (gitignore syntax, relative to the corpus folder) leave out; counted."""
@@ -525,8 +575,8 @@ class _Ignored:
         import pathspec
 
         self.root, self.gitignore = root, gitignore
-        self.include = pathspec.GitIgnoreSpec.from_lines(include) if include else None
-        self.exclude = pathspec.GitIgnoreSpec.from_lines(exclude) if exclude else None
+        self.include = pathspec.GitIgnoreSpec.from_lines(_user_patterns(include, "--include")) if include else None
+        self.exclude = pathspec.GitIgnoreSpec.from_lines(_user_patterns(exclude, "--exclude")) if exclude else None
         self.specs: list[tuple[Path, object]] = []  # (folder, its .gitignore)
         self.by_gitignore = self.by_pattern = 0
         self.unread: list[Skipped] = []  # .gitignore files that could not be read (said, never silently ignored)
@@ -543,6 +593,8 @@ class _Ignored:
             except OSError as e:
                 self.unread.append(Skipped(str(g), f"not read ({e}): its patterns leave nothing out", kind="warning"))
                 return
+            lines, warns = gitignore_lines(lines, str(g))
+            self.unread.extend(warns)
             self.specs.append((d, pathspec.GitIgnoreSpec.from_lines(lines)))
 
     def _git(self, path: Path, is_dir: bool) -> bool:
@@ -738,6 +790,7 @@ def load_questions_jsonl(path: str | Path, docs: list[Document]) -> tuple[list[Q
     from .conversations import decode_lines
 
     questions, skipped, seen = [], [], set()
+    text_lines: dict[str, int] = {}  # a derived id's question text -> the line that had it first
     for line_no, line, why in decode_lines(path.read_bytes()):
         if line is None:
             skipped.append(Skipped(str(path), why, line_no))
@@ -751,10 +804,17 @@ def load_questions_jsonl(path: str | Path, docs: list[Document]) -> tuple[list[Q
         try:
             q = _question_from_record(rec, by_id, warnings)
         except (KeyError, TypeError, ValueError) as e:
-            msg = f"missing field {e}" if isinstance(e, KeyError) else str(e)
+            msg = f"missing field {e.args[0]!r}" if isinstance(e, KeyError) else str(e)
             skipped.append(Skipped(str(path), msg, line_no))
             continue
         skipped.extend(Skipped(str(path), w, line_no, "warning") for w in warnings)
+        if isinstance(rec, dict) and rec.get("id") is None:  # the id was derived from the text: same text, same id
+            first = text_lines.setdefault(q.qid, line_no)
+            if first != line_no:
+                skipped.append(Skipped(str(path), f"the same question text as line {first} and neither line has an "
+                                                  f"'id' (give each line an id to keep both): {q.text[:80]!r}",
+                                       line_no))
+                continue
         if q.qid in seen:
             skipped.append(Skipped(str(path), f"duplicate question id {q.qid!r}", line_no))
             continue
@@ -780,23 +840,28 @@ def _question_from_record(rec: dict, by_id: dict[str, Document], warnings: list[
     if not isinstance(rec, dict):
         raise TypeError("a question line must be a JSON object")
     warnings = [] if warnings is None else warnings
-    if "id" not in rec:
-        raise KeyError("'id'")
-    qid = _field(rec, "id", (str, int), "a string or an integer", required=True)
-    if isinstance(qid, str) and not qid.strip():
-        raise ValueError("field 'id' must not be empty")
     if "question" not in rec:
-        raise KeyError("'question'")
+        raise KeyError("question")
     text = rec["question"]
     if not isinstance(text, str) or not text.strip():
         raise ValueError("field 'question' must be a non-empty string")
-    answers = _field(rec, "answers", (list, str), "a list of strings", [])
+    if rec.get("id") is None:  # optional: a stable id from the question's own text (docs/datasets.md)
+        qid = derived_question_id(text)
+    else:
+        qid = _field(rec, "id", (str, int), "a string or an integer", required=True)
+        if isinstance(qid, str) and not qid.strip():
+            raise ValueError("field 'id' must not be empty")
+    answers = _field(rec, "answers", (list, str), "a list of strings", None)
     if isinstance(answers, str):
         answers = [answers]
-    if not all(isinstance(a, str) for a in answers):
+    if answers is not None and not all(isinstance(a, str) for a in answers):
         raise TypeError("field 'answers' must be a list of strings")
     answerable = _field(rec, "answerable", (bool,), "true or false", None)
-    answerable = bool(answers) if answerable is None else answerable
+    if answerable is None:
+        # a missing 'answers' is unknown, not "unanswerable": nobody wrote an answer (answer and abstention
+        # metrics are not_applicable, evidence metrics still apply); "answers": [] says there is none
+        answerable = None if answers is None else bool(answers)
+    answers = answers or []
     qtype = _field(rec, "type", (str,), "a string", "")
     language = _field(rec, "language", (str,), "a string", None)
     evs = _field(rec, "evidence", (list,), "a list of objects", [])
@@ -864,6 +929,13 @@ def _question_from_record(rec: dict, by_id: dict[str, Document], warnings: list[
                          + "; ".join(f"unknown document {d!r}" for d in unknown))
     lang = language or (by_id[evidence[0].doc_id].language if evidence else "en")
     return Question(str(qid), text.strip(), list(answers), answerable, qtype, lang, evidence, meta)
+
+
+def derived_question_id(text: str) -> str:
+    """The id of a gold line that has none: ``q-`` and 12 hex digits of the sha256 of its whitespace-normalised
+    text, so the same file gives the same ids on every run (and a stored run's items stay matched)."""
+    norm = " ".join(text.split())
+    return "q-" + hashlib.sha256(norm.encode("utf-8")).hexdigest()[:12]
 
 
 @functools.lru_cache(maxsize=64)  # many gold lines point into one file (a str caches its own hash)

@@ -51,7 +51,7 @@ class CachingAsyncTransport(httpx.AsyncBaseTransport):
         resp = await self.inner.handle_async_request(request)
         try:
             budget.check_headers(resp)
-            chunks = [budget.take(chunk) async for chunk in resp.aiter_bytes()]  # decoded, as aread() gave
+            chunks = [budget.take(chunk) async for chunk in resp.aiter_raw()]  # decoded by the budget, capped
         finally:
             await resp.aclose()
         body = b"".join(chunks)

@@ -19,6 +19,7 @@ import sqlite3
 import threading
 import time
 from dataclasses import asdict, dataclass
+from urllib.parse import urlsplit
 from pathlib import Path
 
 from .urls import redact_url, register_secret, scrub, split_query, url_secrets
@@ -216,6 +217,13 @@ class LLMClient:
         self.cfg = cfg
         key = os.environ.get(cfg.api_key_env) or ""
         base, query = split_query(cfg.base_url)
+        if key and "@" in (urlsplit(base).netloc or ""):
+            # httpx sends the URL's user:password as Basic auth in the one Authorization header, so the Bearer
+            # key would silently never be sent: refused, naming both
+            raise ValueError(f"{redact_url(cfg.base_url)} carries a user:password (sent as Basic auth) and "
+                             f"{cfg.api_key_env} holds a key (sent as Bearer): one Authorization header cannot "
+                             f"carry both; drop the password from the URL or unset {cfg.api_key_env} (or point "
+                             "--llm-key-env/--judge-key-env at an empty variable)")
         # sent as they are; scrubbed from every error text this client returns (stored, printed)
         self.secrets = [x for x in [key, *url_secrets(cfg.base_url)] if len(x) >= 3]
         register_secret(*self.secrets)  # every stored or printed text of the process hides them
@@ -261,12 +269,23 @@ class LLMClient:
                            "params": params, "repeat": repeat}, sort_keys=True, ensure_ascii=False)
         return hashlib.sha256(blob.encode()).hexdigest()
 
-    def chat(self, messages: list[dict], purpose: str = "answer", repeat: int = 0, **overrides) -> LLMResult:
+    def _params(self, overrides: dict) -> dict:
         params = {"temperature": self.cfg.temperature, "max_tokens": self.cfg.max_tokens}
         if self.cfg.response_format == "json_object":
             params["response_format"] = {"type": "json_object"}
         # json_schema: the caller names its schema (overrides["response_format"]); never sent without one
         params.update(overrides)
+        return params
+
+    def is_cached(self, messages: list[dict], repeat: int = 0, **overrides) -> bool:
+        """Would ``chat`` with these arguments be answered from the response cache (no call, no cost)? The
+        workbench's cost line asks this before an Apply sends anything."""
+        if self.cache is None:
+            return False
+        return self.cache.get(self.cache_key(messages, self._params(overrides), repeat)) is not None
+
+    def chat(self, messages: list[dict], purpose: str = "answer", repeat: int = 0, **overrides) -> LLMResult:
+        params = self._params(overrides)
         key = self.cache_key(messages, params, repeat)
         if self.cache is not None:
             hit = self.cache.get(key)
@@ -348,6 +367,9 @@ class LLMClient:
             except (ValueError, KeyError, TypeError, AttributeError) as e:  # malformed JSON body
                 return LLMResult(None, "parse_error", error=_short(e), latency_s=time.perf_counter() - t0,
                                  calls=calls)
+            except RecursionError:  # a reply nested 100,000 deep: this item's parse error, never the run's end
+                return LLMResult(None, "parse_error", error=f"{redact_url(self.cfg.base_url)} replied with JSON "
+                                 "nested too deep to read", latency_s=time.perf_counter() - t0, calls=calls)
             if attempt < self.cfg.retries:
                 delay = retry_delay(attempt, self.cfg.backoff, self.cfg.max_backoff, err)
                 if last_status == "rate_limited":

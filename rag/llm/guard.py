@@ -10,12 +10,18 @@ sends through ``GuardedTransport``, which reads the body itself and stops at
 * the cap: ``max_response_bytes()`` (``RAGWB_MAX_RESPONSE_MB``, default 8 MB; ``ragwb run
   --max-response-mb``): ``ResponseTooLarge``, reported per item and never stored or cached.
 
-Replies are asked for uncompressed (``Accept-Encoding: identity``), so the cap bounds memory too.
+Replies are asked for uncompressed (``Accept-Encoding: identity``). A server that compresses anyway (gzip or
+deflate) is decoded here, chunk by chunk with a bounded output, and the cap counts the *decoded* bytes while
+decoding: a 300 KB gzip of 300 MB of zeros stops at the cap, never holding more than the cap in memory. Any
+other encoding is refused with its name.
 """
 from __future__ import annotations
 
+import contextvars
 import time
+import zlib
 
+import httpcore
 import httpx
 
 from rag.errors import env_number
@@ -45,20 +51,107 @@ class ReadBudget:
         self.request, self.timeout, self.max_bytes = request, float(timeout), int(max_bytes)
         self.deadline, self.n = time.monotonic() + self.timeout, 0
 
+    decoder = None  # a zlib decompressor when the body is gzip/deflate-encoded
+
     def check_headers(self, resp) -> None:
         cl = resp.headers.get("content-length", "")
-        if self.max_bytes and cl.isdigit() and int(cl) > self.max_bytes:
+        encoding = resp.headers.get("content-encoding", "").strip().lower()
+        if encoding in ("gzip", "x-gzip", "deflate"):
+            # 47: zlib or gzip header, detected; a raw deflate stream is tried on the first chunk
+            self.decoder = zlib.decompressobj(47)
+        elif encoding not in ("", "identity"):
+            raise httpx.DecodingError(f"response Content-Encoding {encoding!r} is not supported (identity was "
+                                      "asked for); nothing of it is kept", request=self.request)
+        elif self.max_bytes and cl.isdigit() and int(cl) > self.max_bytes:
             raise ResponseTooLarge(too_large_message(self.max_bytes), request=self.request)
         self.take(b"")
 
     def take(self, chunk: bytes) -> bytes:
-        self.n += len(chunk)
-        if self.max_bytes and self.n > self.max_bytes:
-            raise ResponseTooLarge(too_large_message(self.max_bytes), request=self.request)
+        """One raw chunk of the body -> its decoded bytes, counted against the cap as they are decoded."""
         if time.monotonic() > self.deadline:
             raise httpx.ReadTimeout(f"no complete response within {self.timeout:g} s (a server sending slowly: "
                                     f"{self.n:,} bytes by then)", request=self.request)
-        return chunk
+        if self.decoder is None:
+            out = chunk
+            self._count(len(out))
+            return out
+        parts, data = [], chunk
+        while data:
+            room = (self.max_bytes - self.n + 1) if self.max_bytes else 0  # at most one byte past the cap
+            try:
+                out = self.decoder.decompress(data, max(room, 1) if self.max_bytes else 0)
+            except zlib.error as e:
+                raise httpx.DecodingError(f"response body is not valid gzip/deflate ({e})",
+                                          request=self.request) from None
+            self._count(len(out))
+            parts.append(out)
+            data = self.decoder.unconsumed_tail
+        return b"".join(parts)
+
+    def _count(self, n: int) -> None:
+        self.n += n
+        if self.max_bytes and self.n > self.max_bytes:
+            decoded = " (counted decoded: the reply was compressed)" if self.decoder is not None else ""
+            raise ResponseTooLarge(too_large_message(self.max_bytes) + decoded, request=self.request)
+
+
+# the deadline of the request this thread is sending (GuardedTransport sets it; every socket read and write of
+# that request waits at most until then, so a server trickling its *headers* a byte at a time is cut off too)
+_DEADLINE: contextvars.ContextVar[float | None] = contextvars.ContextVar("ragwb_http_deadline", default=None)
+
+
+def _clip(timeout: float | None) -> float | None:
+    d = _DEADLINE.get()
+    if d is None:
+        return timeout
+    left = d - time.monotonic()
+    if left <= 0:
+        raise httpcore.ReadTimeout("no complete response before the deadline (headers and body together)")
+    return left if timeout is None else min(timeout, left)
+
+
+class _DeadlineStream(httpcore.NetworkStream):
+    def __init__(self, inner):
+        self.inner = inner
+
+    def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
+        return self.inner.read(max_bytes, _clip(timeout))
+
+    def write(self, buffer: bytes, timeout: float | None = None) -> None:
+        self.inner.write(buffer, _clip(timeout))
+
+    def close(self) -> None:
+        self.inner.close()
+
+    def start_tls(self, ssl_context, server_hostname=None, timeout=None):
+        return _DeadlineStream(self.inner.start_tls(ssl_context, server_hostname, _clip(timeout)))
+
+    def get_extra_info(self, info: str):
+        return self.inner.get_extra_info(info)
+
+
+class _DeadlineBackend(httpcore.NetworkBackend):
+    """httpcore's sync backend, every stream's reads and writes clipped to the request's deadline."""
+
+    def __init__(self):
+        self.inner = httpcore.SyncBackend()
+
+    def connect_tcp(self, host, port, timeout=None, local_address=None, socket_options=None):
+        return _DeadlineStream(self.inner.connect_tcp(host, port, _clip(timeout), local_address, socket_options))
+
+    def connect_unix_socket(self, path, timeout=None, socket_options=None):
+        return _DeadlineStream(self.inner.connect_unix_socket(path, _clip(timeout), socket_options))
+
+    def sleep(self, seconds: float) -> None:
+        self.inner.sleep(seconds)
+
+
+def _deadline_transport() -> httpx.HTTPTransport:
+    t = httpx.HTTPTransport()
+    pool = getattr(t, "_pool", None)
+    if pool is not None and hasattr(pool, "_network_backend"):  # httpcore 1.x: its pool takes a backend
+        pool._network_backend = _DeadlineBackend()
+    return t
 
 
 class GuardedTransport(httpx.BaseTransport):
@@ -67,17 +160,23 @@ class GuardedTransport(httpx.BaseTransport):
     def __init__(self, timeout: float, max_bytes: int | None = None, inner: httpx.BaseTransport | None = None):
         self.timeout = float(timeout)
         self.max_bytes = max_response_bytes() if max_bytes is None else int(max_bytes)
-        self.inner = inner or httpx.HTTPTransport()
+        self.inner = inner or _deadline_transport()
 
     def handle_request(self, request: httpx.Request) -> httpx.Response:
         budget = ReadBudget(request, self.timeout, self.max_bytes)
-        resp = self.inner.handle_request(request)
+        token = _DEADLINE.set(budget.deadline)
         try:
-            budget.check_headers(resp)
-            chunks = [budget.take(chunk) for chunk in resp.stream]
+            resp = self.inner.handle_request(request)
+            try:
+                budget.check_headers(resp)
+                chunks = [budget.take(chunk) for chunk in resp.stream]
+            finally:
+                resp.close()
         finally:
-            resp.close()
-        headers = [(k, v) for k, v in resp.headers.items() if k.lower() not in ("transfer-encoding",)]
+            _DEADLINE.reset(token)
+        # the body is decoded already: its encoding and length headers would make httpx decode it again
+        headers = [(k, v) for k, v in resp.headers.items()
+                   if k.lower() not in ("transfer-encoding", "content-encoding", "content-length")]
         return httpx.Response(resp.status_code, headers=headers, content=b"".join(chunks), request=request,
                               extensions=resp.extensions)
 

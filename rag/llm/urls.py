@@ -11,11 +11,13 @@ from __future__ import annotations
 
 import base64
 import functools
+import json
 import re
 import threading
 from urllib.parse import parse_qsl, quote, quote_plus, unquote, urlencode, urlsplit, urlunsplit
 
-_SECRET_PARAM = re.compile(r"key|token|secret|password|passwd|sig|auth", re.I)
+# query parameter names whose values are credentials (api_key, access_token, pwd, pass, code, jwt, sig, ...)
+_SECRET_PARAM = re.compile(r"key|token|secret|pass|pwd|sig|auth|jwt|code|cred|session", re.I)
 
 
 def redact_url(url: str | None) -> str | None:
@@ -101,10 +103,16 @@ def _b64_forms(s: bytes) -> list[str]:
 
 
 def secret_forms(secret: str) -> set[str]:
-    """Every encoding in which ``secret`` may come back: itself, percent-encoded (strict and lenient),
-    base64 (standard and URL-safe, each alignment)."""
-    forms = {secret, quote(secret, safe=""), quote(secret, safe="/"), quote_plus(secret), unquote(secret)}
+    """Every encoding in which ``secret`` may come back: itself, percent-encoded (strict and lenient, upper- and
+    lower-case hex digits), base64 (standard and URL-safe, each alignment), hex (either case) and JSON-escaped
+    (``\\/`` for ``/``, ``\\uXXXX`` for what JSON escapes)."""
+    pct = {quote(secret, safe=""), quote(secret, safe="/"), quote_plus(secret)}
+    forms = {secret, unquote(secret)} | pct | {re.sub(r"%[0-9A-F]{2}", lambda m: m.group().lower(), f) for f in pct}
     forms |= set(_b64_forms(secret.encode("utf-8")))
+    raw = secret.encode("utf-8")
+    forms |= {raw.hex(), raw.hex().upper()}
+    esc = json.dumps(secret)[1:-1]
+    forms |= {esc, esc.replace("/", "\\/"), json.dumps(secret, ensure_ascii=False)[1:-1].replace("/", "\\/")}
     return {f for f in forms if len(f) >= MIN_SECRET}
 
 
@@ -116,6 +124,18 @@ def _pattern(secrets: frozenset) -> re.Pattern | None:
     if not forms:
         return None
     return re.compile("|".join(re.escape(f) for f in sorted(forms, key=len, reverse=True)))
+
+
+def redact_argv(argv: list[str]) -> list[str]:
+    """A command line as it may be stored (a lock file's note, a run's config): every URL redacted, also inside
+    ``NAME=URL``, and every known secret scrubbed. For what is stored, never for what is run."""
+    out = []
+    for a in argv:
+        name, eq, rest = a.partition("=")
+        if "://" in a:
+            a = f"{name}={redact_url(rest)}" if eq and "://" in rest and "://" not in name else redact_url(a)
+        out.append(scrub(a))
+    return out
 
 
 def scrub(text: str | None, secrets=()) -> str | None:

@@ -134,6 +134,10 @@ def _load_one(spec: str) -> tuple[str, str]:
             raise PluginError(f"plugin {spec}: no such file")
         key, sha = str(p.resolve()), _sha(p)
         name = f"ragwb_plugin_{sha[:12]}_{p.stem}"
+        # its folder is importable, as for `python plugin.py`: a helper beside it (part of its checksum) imports
+        folder = str(p.resolve().parent)
+        if folder not in sys.path:
+            sys.path.insert(0, folder)
         try:
             mod_spec = importlib.util.spec_from_file_location(name, p)
             mod = importlib.util.module_from_spec(mod_spec)
@@ -215,36 +219,41 @@ class _Deadline(BaseException):
 
 
 def call_with_time_limit(fn, seconds: float):
-    """``fn()``, stopped after ``seconds`` (0 = no limit) with PluginFailure. The limit is raised inside the
-    thread running the plugin, so a loop that never ends stops at its next Python instruction (time
-    spent inside one C call, such as a long sleep, ends first). ``sys.exit`` in a plugin is its item's
-    error too, not the end of the run."""
+    """``fn()``, stopped after ``seconds`` (0 = no limit) with PluginFailure. The plugin runs on a daemon
+    thread and the caller waits at most ``seconds``: past them the item fails at once, whatever the plugin
+    is doing (a ``time.sleep(3600)`` included), and the deadline is raised inside that thread so a loop stops
+    at its next Python instruction; a thread stuck in one C call is left behind (a daemon: it never holds the
+    process at exit). ``sys.exit`` in a plugin is its item's error too, not the end of the run."""
     import ctypes
     import threading
 
-    tid, lock, done = threading.get_ident(), threading.Lock(), []
-
-    def fire():
-        with lock:
-            if not done:  # still inside fn(): raise the deadline in its thread
-                ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(tid), ctypes.py_object(_Deadline))
-
-    timer = threading.Timer(seconds, fire) if seconds else None
-    if timer is not None:
-        timer.daemon = True
-        timer.start()
-    try:
+    if not seconds:
         try:
             return fn()
-        finally:
-            with lock:
-                done.append(True)
-            if timer is not None:
-                timer.cancel()
-    except _Deadline:
+        except SystemExit as e:
+            raise PluginFailure(f"called sys.exit({e.code!r})") from None
+    box: dict = {}
+
+    def run():
+        try:
+            box["value"] = fn()
+        except BaseException as e:  # noqa: BLE001 - handed to the caller's thread below
+            box["error"] = e
+
+    t = threading.Thread(target=run, daemon=True, name="ragwb-plugin")
+    t.start()
+    t.join(seconds)
+    if t.is_alive():
+        ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(t.ident), ctypes.py_object(_Deadline))
+        raise PluginFailure(f"took longer than its time limit of {seconds:g} s (--plugin-timeout)")
+    err = box.get("error")
+    if isinstance(err, _Deadline):
         raise PluginFailure(f"took longer than its time limit of {seconds:g} s (--plugin-timeout)") from None
-    except SystemExit as e:
-        raise PluginFailure(f"called sys.exit({e.code!r})") from None
+    if isinstance(err, SystemExit):
+        raise PluginFailure(f"called sys.exit({err.code!r})") from None
+    if err is not None:
+        raise err
+    return box["value"]
 
 
 def checked_context(ctx, name: str, p, encoding: str):

@@ -9,7 +9,7 @@ import html
 import json
 import re
 import weakref
-from dataclasses import dataclass, field
+
 from pathlib import Path
 
 import numpy as np
@@ -22,20 +22,14 @@ from rag.models import Evidence
 from rag.index.retrieval import Retriever
 from rag.strategies import Block, get_strategy, make_params
 
-from .score.metrics import block_holds, get_scorers
-from .run.runner import ItemEvaluator, point_id, point_label
-
-
-@dataclass
-class Session:
-    """A loaded dataset + index with a warm candidate cache (one per notebook kernel)."""
-    dataset: object
-    retriever: Retriever
-    evaluator: ItemEvaluator
-    items: dict = field(default_factory=dict)  # (strategy, label, qid) -> (row, scores)
-    frames: dict = field(default_factory=dict)  # (strategy, label, limit) -> that point's long scores frame
-    summaries: dict = field(default_factory=dict)  # (strategy, label, n rows, first/last qid) -> its summary
-    layout: tuple = (None, [])  # (weakref to evaluate_points' last frame, [((strategy, label), n rows)])
+from ..score.metrics import block_holds, get_scorers
+from .session import FRAME_COLUMNS, Session, item_for  # noqa: F401 (re-exported)
+# the workbench's grading, answerers and datasets live in their own modules; re-exported for the notebooks
+from .grading import (GRADE_LABELS, grade_click, grade_passage, gradable_passages, grading_table_html,  # noqa: F401
+                      latest_click, next_ungraded, session_judged_scores, stored_grades)
+from .answering import (AnswerPlan, answer_plan, llm_session, session_for_answerer)  # noqa: F401
+from .datasets import (WorkbenchArgs, resolve_dataset, workbench_args, workspace_datasets)  # noqa: F401
+from ..run.runner import ItemEvaluator, point_id, point_label
 
 
 EMBED_CHUNKS_PER_S = {"e5": 8.0, "use": 100.0, "hash": 5000.0}  # measured on 2 cores (docs/performance.md)
@@ -51,15 +45,34 @@ def ingest_cost(dataset: str, workspace: str = "results", embedder: str = "e5") 
 
 
 def open_session(dataset: str = "squad2", workspace: str = "results", embedder: str = "e5",
-                 progress: bool = False, on_progress=None) -> Session:
-    """Load (ingesting first when needed: ``on_progress(n, total)`` reports embedded chunks)."""
+                 progress: bool = False, on_progress=None, questions: str | None = None, systems: tuple = (),
+                 llm=None) -> Session:
+    """Load (ingesting first when needed: ``on_progress(n, total)`` reports embedded chunks). ``dataset``: a
+    bundled name or a folder (its remembered questions file, include/exclude and name, as ``ragwb run``
+    reads them); ``systems``: deployed services (``SystemConfig``) evaluated as points; ``llm``: an
+    ``LLMConfig`` the session answers with (default: the offline extractive answerer)."""
+    from ..run.runner import questions_file_for
+
     ws = Workspace(workspace)
     cfg = IndexConfig(embedder=EmbedderConfig(embedder))
-    ds = ws.load(dataset, None, cfg)
+    ds = ws.load(dataset, questions_file_for(ws, dataset, questions), cfg)
+    if questions and Path(dataset).is_dir():
+        ws.remember_questions(dataset, questions)
     summ = ws.ingest(ds, cfg, progress=progress, on_progress=on_progress)
     r = Retriever(ws, summ.index)
     ans = make_answerer("extractive", language=r.reader.language, encoding=r.reader.config.chunking.encoding)
-    return Session(ds, r, ItemEvaluator(r, ans, get_scorers()))
+    clients = {}
+    if systems:
+        from rag.answer.systems import SystemClient
+
+        clients = {x.name: SystemClient(x, ws.root / "cache" / "llm.sqlite") for x in systems}
+    sess = Session(ds, r, ItemEvaluator(r, ans, get_scorers(), systems=clients),
+                   workers=max([x.max_concurrency for x in systems], default=1))
+    if llm is not None:
+        from .answering import llm_session
+
+        return llm_session(sess, llm)
+    return sess
 
 
 atexit.register(gc.unfreeze)  # shutdown frees what Applies froze (extensions report frozen objects as leaks)
@@ -84,7 +97,8 @@ def _gc_paused():
 
 
 @_gc_paused()
-def evaluate_points(sess: Session, points: list[tuple[str, dict]], limit: int = 100) -> pd.DataFrame:
+def evaluate_points(sess: Session, points: list[tuple[str, dict]], limit: int = 100,
+                    on_item=None) -> pd.DataFrame:
     """Long frame of per-question scores for each (strategy, params) point on the first ``limit`` questions.
 
     Moving a budget slider only re-packs: the question embeddings and candidate pools are cached,
@@ -95,10 +109,10 @@ def evaluate_points(sess: Session, points: list[tuple[str, dict]], limit: int = 
     frames = sess.frames
     parts, layout = [], []
     for name, kw in points:
-        p = make_params(name, **kw)
+        p = None if name in sess.evaluator.systems else make_params(name, **kw)
         pid, label = point_id(kw), point_label(kw)
         if (name, label, limit) not in frames:
-            frames[(name, label, limit)] = _point_frame(sess, qs, name, p, pid, label)
+            frames[(name, label, limit)] = _point_frame(sess, qs, name, p, pid, label, on_item)
         parts.append(frames[(name, label, limit)])
         layout.append(((name, label), len(parts[-1])))
     out = pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(columns=FRAME_COLUMNS)
@@ -106,16 +120,27 @@ def evaluate_points(sess: Session, points: list[tuple[str, dict]], limit: int = 
     return out
 
 
-def _point_frame(sess: Session, qs: list, name: str, p, pid: str, label: str) -> pd.DataFrame:
-    """One point's long scores frame; an item already evaluated in this session is reused."""
+def _point_frame(sess: Session, qs: list, name: str, p, pid: str, label: str, on_item=None) -> pd.DataFrame:
+    """One point's long scores frame; an item already evaluated in this session is reused. A deployed service
+    (``--system``) is asked like ``ragwb run`` asks it; an LLM session answers ``sess.workers`` items at once.
+    Each item is kept as soon as it is done, so an interrupted Apply loses none (the next one reuses them)."""
     todo = [q for q in qs if (name, label, q.qid) not in sess.items]
-    if todo:  # an item already evaluated in this session (same strategy, same budgets) is reused
+    ev = sess.evaluator
+    if todo and name in ev.systems:
+        def one(q):
+            return ev.system_item(q, name, 0, ev.systems[name].ask(q.text, q.qid, [], repeat=0), [])
+    elif todo:  # an item already evaluated in this session (same strategy, same budgets) is reused
         sess.retriever.warm([q.text for q in todo], p.search_key(get_strategy(name).needed(p)))
+
+        def one(q):
+            return ev.evaluate(q, name, p, pid, label)
+    for q, item in _answered(one, todo, sess.workers) if todo else ():
+        sess.items[(name, label, q.qid)] = item
+        if on_item is not None:
+            on_item(1)
     qid, metric, value, status, detail = [], [], [], [], []  # by column: a frame from dicts costs 3x
     for q in qs:
-        item = sess.items.get((name, label, q.qid))
-        if item is None:
-            item = sess.items[(name, label, q.qid)] = sess.evaluator.evaluate(q, name, p, pid, label)
+        item = sess.items[(name, label, q.qid)]
         for m, sc in item[1].items():
             qid.append(q.qid)
             metric.append(m)
@@ -129,14 +154,31 @@ def _point_frame(sess: Session, qs: list, name: str, p, pid: str, label: str) ->
          "status": status, "detail": detail}, columns=FRAME_COLUMNS)
 
 
-FRAME_COLUMNS = ["strategy", "point_label", "question_id", "repeat", "metric", "value", "status", "detail"]
+def _answered(fn, questions: list, workers: int):
+    """(question, fn(question)) as each is done, ``workers`` at a time. An interrupt (the notebook's stop)
+    cancels what has not started and keeps what is done: nothing queued is sent after it."""
+    if workers <= 1 or len(questions) <= 1:
+        for q in questions:
+            yield q, fn(q)
+        return
+    from concurrent.futures import ThreadPoolExecutor
+
+    ex = ThreadPoolExecutor(max_workers=workers)
+    try:
+        futures = [(q, ex.submit(fn, q)) for q in questions]
+        for q, f in futures:
+            yield q, f.result()
+    finally:
+        ex.shutdown(wait=True, cancel_futures=True)
+
+
 
 
 @_gc_paused()
 def summarize_session(sess: Session, scores: pd.DataFrame) -> pd.DataFrame:
     """``summarize_scores`` of the applied points, re-using the summary of every point already
     summarised over the same questions in this session (only a changed point is bootstrapped again)."""
-    from .analyze.summary import summarize_scores
+    from ..analyze.summary import summarize_scores
 
     if scores.empty:
         return summarize_scores(scores)
@@ -264,16 +306,6 @@ def _metric_table(score_sets: list[dict], names: list[str | None]) -> str:
             + "".join(rows) + "</table>")
 
 
-def item_for(sess: Session, point: str, qid: str):
-    """(row, scores) of the item shown for ``point`` ("strategy · label") and a question, or None."""
-    from .analyze.explore import point_name
-
-    for (s, label, q), item in sess.items.items():
-        if q == qid and point_name(s, label) == point:
-            return item
-    return None
-
-
 def side_by_side_html(sess: Session, qid: str, a: str, b: str | None = None) -> str:
     """One question under two points, side by side (or one, when ``b`` is None or equal)."""
     q = next((x for x in sess.dataset.questions if x.qid == qid), None)
@@ -333,7 +365,7 @@ def sweep_from_applied(sess: Session, strategies: list[str], param: str, values:
     return pd.concat(frames, ignore_index=True)
 
 
-def points_from_budgets(strategies: list[str], budgets: dict) -> list[tuple[str, dict]]:
+def points_from_budgets(strategies: list[str], budgets: dict, systems=()) -> list[tuple[str, dict]]:
     """One point per strategy. ``STRATEGY__PARAM`` keys go to that strategy only; plain keys to every
     strategy that has the parameter. Only values that differ from the strategy's shipped default are
     kept, so a strategy never receives another's budget (parent_child keeps its top_k of 20) and
@@ -351,6 +383,9 @@ def points_from_budgets(strategies: list[str], budgets: dict) -> list[tuple[str,
             raise ValueError(f"unknown budget {key!r}; valid: {', '.join(valid)}")
     out = []
     for name in strategies:
+        if name in systems:  # a deployed service (--system) has no budgets: one point, its own answers
+            out.append((name, {}))
+            continue
         defaults, fields = get_strategy(name).Params(), known[name]
         kw = {}
         for key, v in (budgets or {}).items():
@@ -366,8 +401,14 @@ def points_from_budgets(strategies: list[str], budgets: dict) -> list[tuple[str,
 def applied_budgets_table(points: list[tuple[str, dict]]) -> pd.DataFrame:
     """The chart's legend of applied budgets: each strategy's point and what changed since its shipped
     defaults ("top_k 8 -> 4"; "shipped defaults" when nothing did)."""
+    from rag.strategies import STRATEGIES
+
     rows = []
     for name, kw in points:
+        if name not in STRATEGIES:  # a deployed service (--system): its own context, no budgets
+            rows.append({"strategy": name, "point": point_label(kw), "changed since the shipped defaults":
+                         "a deployed service (--system): its own retrieval and answer"})
+            continue
         defaults = get_strategy(name).Params()
         changes = "; ".join(f"{k} {getattr(defaults, k)!r} -> {v!r}" for k, v in sorted(kw.items()))
         rows.append({"strategy": name, "point": point_label(kw), "changed since the shipped defaults":
@@ -383,8 +424,8 @@ def save_as_run(sess: Session, db: str, points: list[tuple[str, dict]], limit: i
     import time
     import uuid
 
-    from .run.runner import RunConfig, git_commit, package_versions
-    from .store import ResultStore
+    from ..run.runner import RunConfig, git_commit, package_versions
+    from ..store import ResultStore
 
     qs = sess.dataset.questions[:limit]
     rows, scores = [], []
@@ -410,8 +451,12 @@ def save_as_run(sess: Session, db: str, points: list[tuple[str, dict]], limit: i
                        for m, v in sc.items()]
     if not rows:
         raise ValueError("nothing to save: pick at least one strategy and press Apply")
+    systems = sess.evaluator.systems  # what answered is part of the run's config: the model, the services
     cfg = RunConfig(dataset=sess.dataset.name, index=sess.retriever.reader.config,
-                    grid={name: {k: [v] for k, v in kw.items()} for name, kw in points}, limit=limit)
+                    grid={name: {k: [v] for k, v in kw.items()} for name, kw in points if name not in systems},
+                    limit=limit, answerer="openai" if sess.client is not None else "extractive",
+                    llm=sess.client.cfg if sess.client is not None else None,
+                    systems=tuple(c.cfg for n, c in systems.items() if n in dict(points)))
     with ResultStore(db) as st:
         st.upsert_questions(sess.dataset.name, qs)
         st.store_finished_run(run_id, {"dataset": sess.dataset.name, "index_name": sess.retriever.reader.index,
@@ -426,7 +471,7 @@ def save_as_run(sess: Session, db: str, points: list[tuple[str, dict]], limit: i
 def list_runs(db: str) -> pd.DataFrame:
     from pathlib import Path
 
-    from .store import ResultStore
+    from ..store import ResultStore
 
     if not Path(db).exists():
         return pd.DataFrame(columns=["run_id", "dataset"])
@@ -436,8 +481,8 @@ def list_runs(db: str) -> pd.DataFrame:
 
 def stored_summary(db: str, run_id: str) -> pd.DataFrame:
     """The summary (means with intervals per point and metric) of a stored run: its budget curves."""
-    from .store import ResultStore
-    from .analyze.summary import summarize
+    from ..store import ResultStore
+    from ..analyze.summary import summarize
 
     with ResultStore(db, read_only=True) as st:
         return summarize(st, run_id)
@@ -455,8 +500,8 @@ def coverage_line(cmp: pd.DataFrame | None) -> str:
 
 
 def compare_stored_runs(db: str, baseline: str, candidate: str) -> pd.DataFrame:
-    from .analyze.gate import compare_runs
-    from .store import ResultStore
+    from ..analyze.gate import compare_runs
+    from ..store import ResultStore
 
     with ResultStore(db, read_only=True) as st:
         return compare_runs(st, baseline, candidate)
@@ -478,7 +523,7 @@ def conversation_turn_html(sess: Session, conversation_id: str, turn: int, polic
     from rag.answer.memory import FillerDetector, MemoryContext, TurnRecord, build_history, make_memory_params, retrieval_query
     from rag.answer.prompts import prompt_tokens
 
-    from .run.conversations import conversations_of
+    from ..run.conversations import conversations_of
 
     conv = next((c for c in conversations_of(sess.dataset.questions) if c[0].conversation_id == conversation_id), [])
     if not conv:
@@ -514,88 +559,3 @@ def conversation_turn_html(sess: Session, conversation_id: str, turn: int, polic
             f"<li><code>{html.escape(', '.join(b.page_ids[:1]))}</code> {b.n_tokens} tokens: "
             f"{html.escape(b.text[:300])}</li>" for b in ctx.blocks) + "</ol>")
     return "".join(parts)
-
-
-# --------------------------------------------------------------------------- grading passages (docs/judgments.md)
-
-GRADE_LABELS = {0: "0 not relevant", 1: "1 related", 2: "2 partly answers", 3: "3 answers"}
-
-
-def gradable_passages(sess: Session, point: str, qid: str) -> list[dict]:
-    """The blocks point A showed for a question, as passages to grade: rank, source, key and text."""
-    from .analyze.judgments import passage_key
-
-    item = item_for(sess, point, qid)
-    if item is None:
-        return []
-    blocks = json.loads(item[0]["blocks"]) if isinstance(item[0]["blocks"], str) else item[0]["blocks"]
-    return [{"rank": b["n"], "source": ", ".join((b.get("page_ids") or b.get("doc_ids") or [])[:1]),
-             "passage_key": passage_key(b["text"]), "text": b["text"]} for b in blocks]
-
-
-def grade_passage(db: str, sess: Session, qid: str, passage: dict, grade: int, judge: str) -> None:
-    """Store one person's grade of one passage: the same table, keys and checks as ``ragwb judge --import``."""
-    from .analyze.judgments import GRADES, question_key
-    from .store import ResultStore
-
-    if grade not in GRADES:
-        raise ValueError(f"grade {grade!r} is outside 0-3")
-    name = (judge or "").strip()
-    if not name:
-        raise ValueError("who is grading? type your name first")
-    q = next(x for x in sess.dataset.questions if x.qid == qid)
-    with ResultStore(db) as st:
-        st.add_judgments([{"question_key": question_key(q.text), "passage_key": passage["passage_key"],
-                           "judge": name if ":" in name else f"human:{name}", "grade": grade, "question_id": qid,
-                           "question": q.text, "text": passage["text"], "status": "ok", "detail": "workbench"}],
-                         source="workbench")
-
-
-def stored_grades(db: str, sess: Session, qid: str) -> dict[str, str]:
-    """passage_key -> "human:ana=3; llm:m=2" for a question, from the store (empty when there is none yet)."""
-    from .analyze.judgments import question_key
-    from .store import ResultStore
-
-    if not Path(db).exists():
-        return {}
-    q = next((x for x in sess.dataset.questions if x.qid == qid), None)
-    if q is None:
-        return {}
-    with ResultStore(db, read_only=True) as st:
-        j = st.judgments({question_key(q.text)})
-    j = j[j.status == "ok"]
-    out: dict[str, list[str]] = {}
-    for pk, judge, g in zip(j.passage_key, j.judge, j.grade):
-        out.setdefault(pk, []).append(f"{judge}={int(g)}")
-    return {k: "; ".join(v) for k, v in out.items()}
-
-
-def grading_table_html(db: str, sess: Session, qid: str, passages: list[dict]) -> str:
-    """The passages being graded with every grade stored for them so far (the report's plain table)."""
-    import pandas as pd
-
-    from .report.html import plain_table_html
-
-    stored = stored_grades(db, sess, qid) if passages else {}
-    return plain_table_html(pd.DataFrame([{"rank": p["rank"], "source": p["source"],
-                                           "grades": stored.get(p["passage_key"], ""), "text": p["text"]}
-                                          for p in passages]))
-
-
-_CLICKS = __import__("itertools").count(1)
-
-
-def grade_click(db: str, sess: Session, qid: str, passages: list[dict], index, grade: int, judge: str) -> tuple:
-    """A grade button's value: (click number, what happened). The notebook shows the latest click's message,
-    whichever button it was; a refusal (no name, no passage) is a message, never a traceback."""
-    try:
-        p = passages[index]
-        grade_passage(db, sess, qid, p, grade, judge)
-        return next(_CLICKS), f"stored: {judge.strip()} graded passage [{p['rank']}] {grade}"
-    except (ValueError, KeyError, TypeError, IndexError) as e:
-        return next(_CLICKS), f"not stored: {e.args[0] if e.args else e}"
-
-
-def latest_click(values) -> str:
-    clicks = [v for v in (values or []) if v]
-    return max(clicks)[1] if clicks else ""

@@ -1,0 +1,110 @@
+"""The workbench's answerers: the offline extractive one, or an LLM (any OpenAI-compatible endpoint) with the
+same response cache as ``ragwb run`` (WORKSPACE/cache/llm.sqlite: a CLI run and the notebook never pay twice),
+and what an Apply would cost before it sends anything."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+
+from rag.answer.answerers import make_answerer
+from rag.llm.client import PRICES, LLMClient, price_of
+from rag.strategies import get_strategy, make_params
+
+from ..run.runner import ItemEvaluator, point_label
+from ..score.metrics import get_scorers
+
+OFFLINE = "offline (extractive)"
+
+
+def llm_session(sess, llm, prices: dict | None = None):
+    """A session that answers with ``llm`` (an ``LLMConfig``), sharing the offline session's dataset, index and
+    warm candidate cache; its items are its own (an LLM answer is never mixed with an extractive one)."""
+    from .session import Session
+
+    prices = {**PRICES, **(prices or {})}
+    client = LLMClient(llm, sess.retriever.ws.root / "cache" / "llm.sqlite", prices=prices)
+    enc = sess.retriever.reader.config.chunking.encoding
+    answerer = make_answerer("openai", client=client, encoding=enc)
+    base = sess.evaluator
+    ev = ItemEvaluator(sess.retriever, answerer, get_scorers(), llm.model, base.judges, prices,
+                       systems=base.systems, plugin_timeout=base.plugin_timeout)
+    return replace(sess, evaluator=ev, items={}, frames={}, summaries={}, layout=(None, []), client=client,
+                   answerer_label=f"LLM: {llm.model}", workers=llm.max_concurrency)
+
+
+def session_for_answerer(sessions: dict, base, choice: str, llm=None):
+    """The session of the answerer picked in the page (made once, then kept: its items and cache stay warm)."""
+    if choice == OFFLINE or llm is None:
+        return base
+    if choice not in sessions:
+        sessions[choice] = llm_session(base, llm)
+    return sessions[choice]
+
+
+@dataclass
+class AnswerPlan:
+    """What evaluating some points on some questions will send: answer calls not in the response cache, the
+    ones that are, their prompt tokens and the dollars (prompt at the input price, completions counted at
+    max_tokens: an upper bound), and the requests to deployed services."""
+    items: int = 0
+    new_calls: int = 0
+    cached_calls: int = 0
+    prompt_tokens: int = 0
+    dollars: float = 0.0
+    service_requests: int = 0
+    overflow: int = 0  # prompts that cannot fit the model's window: refused before any call
+    notes: list = field(default_factory=list)
+
+    def line(self, model: str = "") -> str:
+        if not self.items:
+            return "nothing new to answer: every item of these points is already in this session"
+        parts = [f"{self.items:,} new item(s)"]
+        if self.new_calls or self.cached_calls:
+            parts.append(f"{self.new_calls:,} answer call(s) to {model or 'the LLM'} "
+                         f"({self.prompt_tokens:,} prompt tokens, up to ${self.dollars:,.4f})")
+            parts.append(f"{self.cached_calls:,} already in the response cache (free)")
+        if self.overflow:
+            parts.append(f"{self.overflow:,} prompt(s) over the context window (stored as context_overflow, not sent)")
+        if self.service_requests:
+            parts.append(f"{self.service_requests:,} request(s) to deployed services")
+        return "; ".join(parts)
+
+
+def answer_plan(sess, points: list[tuple[str, dict]], limit: int) -> AnswerPlan:
+    """What an Apply of ``points`` on the first ``limit`` questions would send, counted before anything is sent:
+    each new item's context is packed (from cached candidates) and its prompt looked up in the response cache."""
+    plan = AnswerPlan()
+    qs = sess.dataset.questions[:limit]
+    ev = sess.evaluator
+    client = getattr(sess, "client", None)
+    for name, kw in points:
+        label = point_label(kw)
+        todo = [q for q in qs if (name, label, q.qid) not in sess.items]
+        plan.items += len(todo)
+        if name in ev.systems:
+            plan.service_requests += len(todo)
+            continue
+        if client is None or not todo:
+            continue
+        p = make_params(name, **kw)
+        if getattr(get_strategy(name), "escalates", False):
+            plan.notes.append(f"{name}: up to two calls an item (counted as one here)")
+        sess.retriever.warm([q.text for q in todo], p.search_key(get_strategy(name).needed(p)))
+        window = client.context_window()
+        # Self-Route's first call is its cheap point's (a second only where that one abstains)
+        first, fp = p.point("cheap") if getattr(get_strategy(name), "escalates", False) else (name, p)
+        for q in todo:
+            try:
+                ctx = ev.retrieve(q.text, first, fp)[0]
+            except Exception:  # noqa: BLE001 - a plugin that fails is counted as the item it will be
+                continue
+            msgs = ev.answerer.messages(q.text, ctx.blocks)
+            n = ev.answerer.count(q.text, ctx.blocks)
+            if window and n + client.cfg.max_tokens > window:
+                plan.overflow += 1
+            elif client.is_cached(msgs):
+                plan.cached_calls += 1
+            else:
+                plan.new_calls += 1
+                plan.prompt_tokens += n
+                plan.dollars += price_of(client.cfg.model, n, client.cfg.max_tokens, client.prices)
+    return plan

@@ -1,0 +1,129 @@
+"""What the workbench opens: its command line (the flags of ``ragwb run`` that make sense in a page, or the same
+settings from the environment) and the datasets a workspace holds (bundled sets first, then every folder
+ingested into it). A wrong flag or an unknown dataset is a message the page shows, never a blank page."""
+from __future__ import annotations
+
+import argparse
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+# the environment's names for what the flags say (a flag wins); docs/llm.md "In the workbench"
+ENV = {"llm_base_url": "RAGWB_LLM_BASE_URL", "llm_model": "RAGWB_LLM_MODEL", "llm_key_env": "RAGWB_LLM_KEY_ENV"}
+
+
+@dataclass
+class WorkbenchArgs:
+    args: argparse.Namespace
+    error: str = ""  # a flag that could not be read: the page shows it in one cell
+    llm: object = None  # rag.llm.client.LLMConfig when an LLM answerer is configured
+    systems: tuple = ()  # rag.answer.systems.SystemConfig of each --system
+    notes: list = field(default_factory=list)
+
+
+def workbench_parser() -> argparse.ArgumentParser:
+    from evals.cli.common import at_least, positive_float, temperature_arg
+
+    p = argparse.ArgumentParser(prog="workbench.py", exit_on_error=False,
+                                description="RAG Workbench: tune context budgets and compare strategies.")
+    p.add_argument("--workspace", default="results", help="workspace folder (LanceDB index, caches)")
+    p.add_argument("--db", default=None, help="DuckDB results of stored runs (default: WORKSPACE/results.duckdb)")
+    p.add_argument("--dataset", default="squad2",
+                   help="a bundled set, a folder (documents or code; ingested on first open), or the name of a folder "
+                        "this workspace holds")
+    p.add_argument("--questions", default=None, help="JSONL gold questions for a folder dataset (remembered)")
+    p.add_argument("--limit", type=at_least(1), default=50, help="questions evaluated interactively")
+    p.add_argument("--embedder", default="e5", choices=["e5", "use", "hash"], help="embedder of the index")
+    p.add_argument("--plugins", nargs="*", default=[], help="your own strategy files (docs/your-system.md)")
+    p.add_argument("--system", action="append", default=[], metavar="NAME=URL",
+                   help="a deployed RAG service shown as a point beside the shapes (docs/your-system.md)")
+    p.add_argument("--llm-base-url", default=None, help=f"OpenAI-compatible base URL (or {ENV['llm_base_url']})")
+    p.add_argument("--llm-model", default=None, help=f"model name at that endpoint (or {ENV['llm_model']})")
+    p.add_argument("--llm-key-env", default=None,
+                   help=f"environment variable holding the API key (or {ENV['llm_key_env']}; default OPENAI_API_KEY)")
+    p.add_argument("--temperature", type=temperature_arg, default=0.0, help="sampling temperature (0)")
+    p.add_argument("--max-tokens", type=at_least(1), default=256, help="max completion tokens per answer (256)")
+    p.add_argument("--context-window", type=at_least(1), default=None, help="the answer model's context window")
+    p.add_argument("--concurrency", type=at_least(1), default=4, help="max concurrent LLM calls (4)")
+    p.add_argument("--timeout", type=positive_float, default=60.0, help="per-call timeout in seconds (60)")
+    p.add_argument("--retries", type=at_least(0), default=3, help="retries on 429/5xx/timeouts (3)")
+    p.add_argument("--send", action="store_true",
+                   help="answer without waiting for the Send button (the cost line is still shown): for "
+                        "`python workbench.py` and `marimo export html`, where nobody is there to press it")
+    return p
+
+
+def workbench_args(argv: list[str], environ: dict | None = None) -> WorkbenchArgs:
+    """The workbench's settings from its command line (after marimo's ``--``) and the environment. Never exits:
+    an unknown flag or a bad value is returned as ``error`` for the page to show."""
+    env = os.environ if environ is None else environ
+    p = workbench_parser()
+    try:
+        args, unknown = p.parse_known_args(argv)
+    except (argparse.ArgumentError, SystemExit) as e:  # a bad value: the defaults, and the message
+        return WorkbenchArgs(p.parse_args([]), f"workbench: {e}")
+    out = WorkbenchArgs(args)
+    if unknown:
+        out.error = f"workbench: unknown argument(s) {' '.join(unknown)}; valid: " + ", ".join(
+            sorted(o for a in p._actions for o in a.option_strings if o.startswith("--")))
+    args.db = args.db or str(Path(args.workspace) / "results.duckdb")
+    for key, var in ENV.items():
+        if getattr(args, key) is None and env.get(var):
+            setattr(args, key, env[var])
+            out.notes.append(f"{key.replace('_', '-')} from {var}")
+    args.llm_key_env = args.llm_key_env or "OPENAI_API_KEY"
+    try:
+        if args.llm_model and not args.llm_base_url:
+            raise ValueError("--llm-model needs --llm-base-url (the endpoint serving it)")
+        if args.llm_base_url:
+            if not args.llm_model:
+                raise ValueError("--llm-base-url needs --llm-model")
+            from rag.llm.client import LLMConfig
+
+            out.llm = LLMConfig(args.llm_base_url, args.llm_model, args.llm_key_env, args.temperature,
+                                args.max_tokens, args.timeout, args.retries, max_concurrency=args.concurrency,
+                                context_window=args.context_window or 0)
+        if args.system:
+            from rag.answer.systems import parse_system_args
+
+            out.systems = tuple(parse_system_args(args.system, [], args.timeout, args.retries, args.concurrency))
+    except (ValueError, KeyError) as e:
+        out.error = out.error or f"workbench: {e.args[0] if e.args else e}"
+    return out
+
+
+def workspace_datasets(workspace: str) -> dict[str, str]:
+    """label -> dataset spec of everything the workbench can open here: the bundled sets first (conversation
+    sets among them), then every folder ingested into this workspace that still exists (its name and path)."""
+    import json
+
+    from rag.ingest.corpora import BUNDLED
+
+    out = {name: name for name in BUNDLED}
+    names = Path(workspace) / "dataset_names.json"
+    try:
+        folders = json.loads(names.read_text()) if names.is_file() else {}
+    except (OSError, ValueError):
+        folders = {}
+    for path, name in sorted(folders.items(), key=lambda kv: kv[1]):
+        if Path(path).is_dir():
+            out[f"{name} ({path})"] = path
+    return out
+
+
+def resolve_dataset(spec: str, workspace: str) -> str:
+    """A bundled name, a folder path, or the name of a folder this workspace holds -> what to open. Anything
+    else is an error naming the valid values."""
+    from rag.ingest.corpora import BUNDLED
+
+    spec = (spec or "").strip()
+    if spec in BUNDLED or (spec and Path(spec).is_dir()):
+        return spec
+    known = workspace_datasets(workspace)
+    by_name = {label.split(" (", 1)[0]: path for label, path in known.items() if path not in BUNDLED}
+    if spec in by_name:
+        return by_name[spec]
+    if spec and Path(spec).exists():
+        raise ValueError(f"dataset {spec!r} is a file, not a folder: give the folder holding your documents "
+                         "(and --questions FILE for its questions)")
+    raise ValueError(f"unknown dataset {spec!r}; valid: {', '.join(list(BUNDLED) + list(by_name))}, or a folder path")

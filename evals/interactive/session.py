@@ -1,0 +1,39 @@
+"""The workbench's session: a loaded dataset and index, its evaluator (answerer, scorers, deployed services) and
+the items evaluated so far. The floor under the workbench's other modules (they import it, never the package)."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from rag.index.retrieval import Retriever
+
+from ..run.runner import ItemEvaluator
+
+FRAME_COLUMNS = ["strategy", "point_label", "question_id", "repeat", "metric", "value", "status", "detail"]
+
+
+@dataclass
+class Session:
+    """A loaded dataset + index with a warm candidate cache (one per notebook kernel)."""
+    dataset: object
+    retriever: Retriever
+    evaluator: ItemEvaluator
+    items: dict = field(default_factory=dict)  # (strategy, label, qid) -> (row, scores)
+    frames: dict = field(default_factory=dict)  # (strategy, label, limit) -> that point's long scores frame
+    summaries: dict = field(default_factory=dict)  # (strategy, label, n rows, first/last qid) -> its summary
+    layout: tuple = (None, [])  # (weakref to evaluate_points' last frame, [((strategy, label), n rows)])
+    client: object = None  # the LLM client of an LLM session (its response cache answers the cost line)
+    answerer_label: str = "offline (extractive)"
+    workers: int = 1  # items answered at once (an LLM session: its --concurrency)
+
+
+
+def item_for(sess: Session, point: str, qid: str):
+    """(row, scores) of the item shown for ``point`` ("strategy · label") and a question, or None."""
+    from ..analyze.explore import point_name
+
+    for (s, label, q), item in sess.items.items():
+        if q == qid and point_name(s, label) == point:
+            return item
+    return None
+
+
