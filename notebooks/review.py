@@ -74,20 +74,25 @@ def _(mo):
 
 
 @app.cell
-def _(apply_edit, get_edits, mo, out_path, passage_view, pick, resumed_from, reviewer, rewrite, rows, save, table):
+def _(apply_edit, generate, get_edits, mo, out_path, passage_view, pick, resumed_from, reviewer, rewrite, rows, save,
+      table):
     _edits = get_edits()
+    _orig = next((r["question"] for r in rows if str(r["id"]) == pick.value), "")
+    _typed = generate.pending_edit(_edits, pick.value, rewrite.value, _orig) != _edits
     mo.vstack([mo.md(f"**{len(rows)} generated questions.** Untick what to drop, rewrite what reads badly, then save: "
                      f"the accepted set goes to `{out_path}` with who reviewed it and when "
                      f"({len(_edits)} rewrite(s) so far)."
                      + (f" Started from the last accepted file ({resumed_from[1]} kept by "
                         f"{resumed_from[2] or 'an unnamed reviewer'})." if resumed_from else "")),
                table, mo.hstack([pick, apply_edit], justify="start"), passage_view, rewrite,
+               mo.md(f"<small>typed for {pick.value}, not kept yet: Save keeps it too</small>") if _typed
+               else mo.md(""),
                mo.hstack([reviewer, save], justify="start")])
     return
 
 
 @app.cell
-def _(generate, get_edits, mo, out_path, pick, reviewer, rewrite, rows, save, set_edits, table):
+def _(generate, get_edits, mo, out_path, pick, reviewer, rewrite, rows, save, table):
     mo.stop(not save.value)
     try:
         _kept = [r["id"] for r in rows if str(r["id"]) in set(table.value["id"].astype(str))]
@@ -98,8 +103,6 @@ def _(generate, get_edits, mo, out_path, pick, reviewer, rewrite, rows, save, se
         _typed = len(_all) != len(get_edits()) or _all != get_edits()
         _acc = generate.apply_review(rows, _kept, {_by_str[k]: v for k, v in _all.items()}, reviewer.value)
         generate.write_jsonl(_acc, out_path)
-        if _typed:
-            set_edits(_all)
         _msg = mo.md(f"Saved **{len(_acc)} of {len(rows)}** questions "
                      f"({sum(r['metadata']['review']['edited'] for r in _acc)} rewritten) to `{out_path}`"
                      + (f", including the rewrite of {pick.value} typed but not kept." if _typed else "."))

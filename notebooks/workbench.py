@@ -9,6 +9,7 @@ def _():
     import sys
 
     import marimo as mo
+    import pandas as pd
 
     from evals import interactive
     from evals.analyze import explore
@@ -24,7 +25,7 @@ def _():
     load_plugins(args.plugins)  # the user's shapes join the strategy list beside the five
     STRATEGIES = default_strategies()  # plugins in; routed and escalate are opt-in (not slider shapes)
     SYSTEMS = [x.name for x in wb.systems]  # deployed services (--system NAME=URL): points beside the shapes
-    return (HEADLINE, STRATEGIES, SYSTEMS, args, explore, headline_table, interactive, mo, quality_cost_figure,
+    return (HEADLINE, STRATEGIES, SYSTEMS, args, explore, headline_table, interactive, mo, pd, quality_cost_figure,
             summarize_scores, wb)
 
 
@@ -211,9 +212,7 @@ def _(mo):
 
 
 @app.cell
-def _(HEADLINE, cost, get_history, headline_table, history_key, mo, quality, quality_cost_figure, summary):
-    import pandas as _pd
-
+def _(HEADLINE, cost, get_history, headline_table, history_key, mo, pd, quality, quality_cost_figure, summary):
     from evals.analyze.summary import drop_na_columns
     from evals.report.charts import PARETO_CAPTION
     from evals.score.support import support_caption
@@ -230,7 +229,7 @@ def _(HEADLINE, cost, get_history, headline_table, history_key, mo, quality, qua
         _table.insert(2, "n", [int(_n.get((r.strategy, r.point), 0)) for r in _table.itertuples()])
     mo.vstack([
         mo.ui.plotly(quality_cost_figure(summary, quality.value, cost.value,
-                                         _pd.concat(_hist, ignore_index=True) if _hist else None)),
+                                         pd.concat(_hist, ignore_index=True) if _hist else None)),
         mo.ui.table(_table, selection=None, freeze_columns_left=["strategy", "point"]),
         mo.md("<small>not shown (n/a on every row): " + "; ".join(f"{m} ({why})" for m, why in _dropped.items())
               + "</small>") if _dropped else mo.md(""),
@@ -305,11 +304,9 @@ def _(mo, session):
 
 @app.cell
 def _(explore, f_disagree, f_fail, f_field, f_search, f_unans, f_value, f_worse, judged_scores, m_metric, mo,
-      pair_a, pair_b, scores, session):
-    import pandas as _pd
-
+      pair_a, pair_b, pd, scores, session):
     # the judged metrics are computed from the grades stored now, beside the item scores
-    _sc = _pd.concat([scores, judged_scores], ignore_index=True) if len(judged_scores) else scores
+    _sc = pd.concat([scores, judged_scores], ignore_index=True) if len(judged_scores) else scores
     _m = explore.question_matrix(_sc, session.dataset.questions, m_metric.value or "f1")
     matrix = explore.filter_matrix(_m, f_disagree.value, f_fail.value, f_unans.value,
                                    None if f_field.value == "(none)" else f_field.value, f_value.value,
@@ -445,7 +442,9 @@ def _(explore, mo, pair_a, pair_b, quality, scores):
     _k = explore.quality_per_1k_tokens(scores, quality.value)
     mo.vstack([
         mo.ui.table(_p, selection=None, label=f"{pair_b.value} vs {pair_a.value}: delta with 95% interval; "
-                    "better / worse when the interval excludes 0"),
+                    "better / worse when the interval excludes 0",
+                    format_mapping={c: (lambda v: "" if v != v else f"{v:.3f}") for c in _p.columns
+                                    if _p[c].dtype.kind == "f"}),
         mo.md(f"**{quality.value} per 1,000 context tokens** (95% bootstrap interval of the ratio of means)"),
         mo.ui.table(_k, selection=None,  # 3 decimals, as every other table
                     format_mapping={c: "{:.3f}" for c in _k.columns if _k[c].dtype.kind == "f" and c != "n"}),
@@ -510,20 +509,40 @@ def _(mo, rows):
                      "`from evals.interactive import open_session, evaluate_points; rows = "
                      "evaluate_points(open_session('squad2'), [('chunks', {'top_k': 4})])` (a pandas DataFrame, one "
                      "row per question x point x metric), or `ragwb export RUN --format parquet` for a stored run."),
-               mo.ui.table(rows, selection=None, page_size=10, label="rows (per-question scores)")])
+               # 3 decimals, n/a cells empty (never NaN or 16-digit floats)
+               mo.ui.table(rows, selection=None, page_size=10, label="rows (per-question scores)",
+                           format_mapping={"value": lambda v: "" if v != v else f"{v:.3f}"})])
     return
 
 
 @app.cell
-def _(args, get_saved, interactive, mo, session):
+def _(mo):
+    # the stored-run choices, kept when a save re-reads the store (a Save as run never resets them)
+    get_runpick, set_runpick = mo.state({})
+    return get_runpick, set_runpick
+
+
+@app.cell
+def _(args, get_runpick, get_saved, interactive, mo, session, set_runpick):
     get_saved()  # re-read after a save (Save as run, a stored sweep)
     runs = interactive.list_runs(args.db)
     # the stored runs of the dataset picked at the top (a comparison across datasets means nothing); a folder's
     # runs are stored under its workspace name, not its path
     _ids = list(runs[runs["dataset"] == session.dataset.name]["run_id"]) if len(runs) else []
-    base_run = mo.ui.dropdown(_ids, value=_ids[1] if len(_ids) > 1 else None, label="baseline run")
-    cand_run = mo.ui.dropdown(_ids, value=_ids[0] if _ids else None, label="candidate run")
-    sweep_run = mo.ui.dropdown(_ids, value=_ids[0] if _ids else None, label="stored sweep")
+    _was = get_runpick()
+
+    def _pick(key, default):
+        return _was[key] if _was.get(key) in _ids else default
+
+    def _keep(key):
+        return lambda v: set_runpick(lambda p: {**p, key: v})
+
+    base_run = mo.ui.dropdown(_ids, value=_pick("base", _ids[1] if len(_ids) > 1 else None), label="baseline run",
+                              on_change=_keep("base"))
+    cand_run = mo.ui.dropdown(_ids, value=_pick("cand", _ids[0] if _ids else None), label="candidate run",
+                              on_change=_keep("cand"))
+    sweep_run = mo.ui.dropdown(_ids, value=_pick("sweep", _ids[0] if _ids else None), label="stored sweep",
+                               on_change=_keep("sweep"))
     mo.vstack([mo.md(f"## Stored runs of {session.dataset.name}: budget curves of a sweep, and two runs compared "
                      "(paired bootstrap deltas, points matched by parameters)"),
                mo.hstack([sweep_run, base_run, cand_run], justify="start")])
@@ -532,7 +551,8 @@ def _(args, get_saved, interactive, mo, session):
 
 @app.cell
 def _(args, interactive, mo, quality, quality_cost_figure, sweep_run):
-    (mo.ui.plotly(quality_cost_figure(interactive.stored_summary(args.db, sweep_run.value), quality.value))
+    (mo.ui.plotly(quality_cost_figure(interactive.stored_summary(args.db, sweep_run.value), quality.value,
+                                      title=f"stored run {sweep_run.value}: {quality.value} vs context tokens"))
      if sweep_run.value else mo.md(""))
     return
 
@@ -548,9 +568,14 @@ def _(mo):
 def _(args, base_run, cand_run, compare_go, interactive, mo):
     # only when asked (never on the path of Apply); linear in the rows; the notebook's stop button interrupts it
     mo.stop(not compare_go.value, mo.md("Pick two runs and press *Compare the two runs*."))
+    _said = None
     with mo.status.spinner(title=f"Comparing {cand_run.value} against {base_run.value}"):
-        _cmp = interactive.compare_stored_runs(args.db, base_run.value, cand_run.value) if (
-            base_run.value and cand_run.value) else None
+        try:
+            _cmp = interactive.compare_stored_runs(args.db, base_run.value, cand_run.value) if (
+                base_run.value and cand_run.value) else None
+        except ValueError as _e:  # the same run twice, a run with no point in common: said, never a traceback
+            _cmp, _said = None, _e.args[0]
+    mo.stop(_said is not None, mo.callout(mo.md(f"**Not compared:** {_said}"), kind="warn"))
     (mo.vstack([mo.md(interactive.coverage_line(_cmp)),
                 mo.ui.table(_cmp, selection=None, freeze_columns_left=["strategy", "point", "metric"],
                             freeze_columns_right=["verdict"],

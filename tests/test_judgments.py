@@ -87,6 +87,9 @@ def test_pool_export_import_and_judged_metrics_in_show_and_gate(run_ws, tmp_path
     out = capsys.readouterr().out
     assert "judged@10" in out and "judged_ndcg@10" in out and "human:ana" in out
     assert "judged@10 below 0.8" in out  # depth 3 of 10: most of every top 10 is unjudged, and it says so
+    import re as _re
+    cover = _re.search(r"judged means cover (\d+) of (\d+) questions", out)
+    assert cover and int(cover.group(2)) == 8 and 0 < int(cover.group(1)) <= 8, out
     # ... and so does the HTML report
     assert main(["report", "R1", "--workspace", str(ws), "--out", str(tmp_path / "rep")]) == 0
     page = next((tmp_path / "rep").glob("*.html")).read_text()

@@ -28,7 +28,7 @@ def hostile_run(tmp_path_factory):
         {"id": "q2", "question": "What is long?", "answers": ["the river"], "evidence": [{"doc": "ok.md"}]}]) + "\n")
     ws = root / "ws"
     assert main(["run", "--dataset", str(root / "docs"), "--questions", str(q), "--embedder", "hash",
-                 "--workspace", str(ws), "--run-id", "H", "--no-progress"]) == 0
+                 "--workspace", str(ws), "--run-id", "H", "--no-progress", "--notebook-report"]) == 0
     return ws
 
 

@@ -228,7 +228,7 @@ def test_wrongly_typed_gold_fields_are_named(tmp_path):
     q = tmp_path / "q.jsonl"
     q.write_text("\n".join(json.dumps(r) for r in [
         {"id": "a", "question": "?", "answerable": "false"},
-        {"id": None, "question": "?"},
+        {"id": ["x"], "question": "?"},  # (a null or missing id is derived from the text: docs/datasets.md)
         {"id": "b", "question": "?", "evidence": {"doc": "a.md"}},
         {"id": "c", "question": "?", "evidence": [{"doc": "a.md", "page": "0"}]},
         {"id": "ok", "question": "Alpha?", "answers": ["Alpha"], "evidence": [{"doc": "a.md", "page": 0}]},

@@ -103,6 +103,7 @@ def test_review_in_chromium_drops_rewrites_and_saves(browser, tmp_path):
         expect(area).to_have_value("Question 0?", timeout=30000)
         area.fill("A rewrite nobody kept?")
         area.blur()
+        page.wait_for_selector("text=typed for gen-0, not kept yet", timeout=30000)  # the kernel has the typing
         page.get_by_role("button", name="Save accepted").click()
         page.wait_for_selector("text=/including the rewrite of gen-0 typed but not kept/", timeout=30000)
         out = [json.loads(x) for x in (tmp_path / "g.accepted.jsonl").read_text().splitlines()]

@@ -303,7 +303,8 @@ def matrix_html(m: pd.DataFrame, max_rows: int = 500, table_id: str = "qmatrix")
     if m.empty:
         return "<p>no scored questions</p>"
     pts = m.attrs.get("points", [])
-    cols = ["question_id", "question", "answerable"] + m.attrs.get("meta_fields", []) + ["spread", "failures"] + pts
+    # the points right after the question (at 1440 px every point column is on screen), metadata after them
+    cols = ["question_id", "question"] + pts + ["spread", "failures", "answerable"] + m.attrs.get("meta_fields", [])
     head = "".join(f"<th onclick=\"rwbSort('{table_id}',{i})\" title='click to sort'>{html.escape(c)}</th>"
                    for i, c in enumerate(cols))
     body = []
@@ -316,8 +317,8 @@ def matrix_html(m: pd.DataFrame, max_rows: int = 500, table_id: str = "qmatrix")
                 cells.append(f"<td data-v='{'' if pd.isna(v) else v}' style='background:{cell_colour(v)}'>{txt}</td>")
             elif c == "question":
                 text = str(v)
-                cells.append(f"<td class='qtext' title='{html.escape(text, quote=True)}'>{html.escape(text[:200])}"
-                             f"{'…' if len(text) > 200 else ''}</td>")
+                cells.append(f"<td class='qtext' title='{html.escape(text, quote=True)}'>{html.escape(text[:90])}"
+                             f"{'…' if len(text) > 90 else ''}</td>")
             else:
                 val = f"{v:.3f}" if isinstance(v, float) else str(v)
                 cells.append(f"<td data-v='{html.escape(val)}'>{html.escape(val)}</td>")

@@ -435,6 +435,11 @@ def judged_notes(store, run_id: str, scores: pd.DataFrame) -> list[str]:
     people = [j for j in kinds if not j.startswith("llm:")]
     notes = [f"judged metrics use the relevance judgments of {', '.join(kinds)} (a person's grade first where both "
              "exist); unjudged passages count as not relevant, so read them beside judged@10"]
+    # how many questions the judged means stand on (a mean over 3 graded questions is not one over the run's items)
+    j = scores[scores.metric == "judged@10"]
+    graded_q = j[j.status == "ok"].question_id.nunique()
+    notes.append(f"judged means cover {graded_q:,} of {j.question_id.nunique():,} questions (those with at least one "
+                 "graded passage); the rest are not_applicable, never 0")
     if not people:
         t, _ = agreement_table(judged)
         notes.append("every judged number here is an LLM's grade (no person graded these questions); its measured "

@@ -290,6 +290,13 @@ def run_notes(run: dict, db=None) -> list[str]:
     if ids:
         notes.append(f"{len(ids)} logged records carry a question_id the gold set does not have: rows "
                      f"{', '.join(map(str, ids[:10]))}{' ...' if len(ids) > 10 else ''}")
+    race = summ.get("race")
+    if race:  # a raced run: each point's n is the questions it answered before it left
+        notes.append(f"raced on {race['metric']}: {race['planned']:,} of {race['full_grid_items']:,} items of the full "
+                     f"grid; survivors: {', '.join(race['survivors'])}")
+        notes += [f"{e['point']} {e['reason']}" for e in race.get("exits", [])]
+        notes.append("points that left answered fewer questions: compare them on the questions both answered "
+                     "(`ragwb compare`, the gate and the report's paired tables pair by question)")
     if run.get("status") == "running" and db is not None:
         from evals.store import run_has_writer
 

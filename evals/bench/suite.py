@@ -27,7 +27,7 @@ def add_bench_args(p) -> None:
                    help="corpus copies for the growth curve (default 1 4 16; empty to skip)")
     p.add_argument("--only", nargs="*", choices=["ingest", "retrieval", "repack", "eval", "ragas", "llm", "growth",
                                                  "rerun", "support", "mainjob", "scale", "scale5", "engines", "apply",
-                                                 "gate", "score", "system"],
+                                                 "gate", "score", "system", "race"],
                    default=None,
                    help="measure only these figures; scale, scale5, mainjob and engines (minutes each) run only "
                         "when named here")
@@ -153,6 +153,9 @@ def main_bench(a) -> int:
             figs["score"] = score_figure(tmp / "score", *a.score_rows)
         if want("system") and a.only:  # 900 requests of 200 ms: only when asked by name
             figs["system"] = system_overhead(tmp / "system")
+        if want("race") and a.only:  # four full grids and 20 seeds each: only when asked by name
+            from .race import race_figure
+            figs["race"] = race_figure(tmp / "race")
         if want("scale") and a.only:  # minutes at 1M rows: only when asked by name
             from .scale import scale_curve
             figs["scale"] = scale_curve(a.scale)
@@ -603,6 +606,9 @@ def render(f: dict) -> str:
         if b:
             lines.append(f"ragwb score --metrics (no support scorer), {b['rows']:,} rows: {b['score_s']:.1f} s "
                          f"(target {b['target']})")
+    if f.get("race"):
+        from .race import render as render_race
+        lines += render_race(f["race"])
     sy = f.get("system")
     if sy:
         for c in sy["cases"]:

@@ -137,6 +137,27 @@ def refuse_ignored_run_flags(a) -> None:
         check_ragas()  # before any run row or call: which extra is missing
 
 
+def race_config(a, systems) -> dict:
+    """--race METRIC and its knobs as the run's race config ({} when not racing); every knob without --race, an
+    unknown metric, or a race the run cannot hold is an error naming it."""
+    knobs = [f for f, v in (("--race-batch", a.race_batch), ("--race-alpha", a.race_alpha),
+                            ("--race-cost", a.race_cost), ("--race-seed", a.race_seed)) if v is not None]
+    if not a.race:
+        if knobs:
+            raise ValueError(f"{', '.join(knobs)} without --race METRIC would do nothing")
+        return {}
+    from evals.score.metrics import METRICS
+
+    if a.race not in METRICS:
+        raise ValueError(f"--race: unknown metric {a.race!r}; valid: {', '.join(sorted(METRICS))}")
+    if systems:
+        raise ValueError("--race races budget points; --system services are not raced yet (run them apart)")
+    if a.engine != "local":
+        raise ValueError("--race runs on the local engine (each batch decides the next)")
+    return {"metric": a.race, "batch": a.race_batch or 50, "alpha": a.race_alpha if a.race_alpha is not None else 0.05,
+            "cost_tolerance": a.race_cost, "seed": a.race_seed or 0}
+
+
 def cmd_run(a) -> int:
     from rag.ingest.corpora import BUNDLED, MAIN_JOB_SETS
     from rag.llm.client import LLMConfig
@@ -225,6 +246,7 @@ def cmd_run(a) -> int:
         print(f"main job: every bundled set ({', '.join(datasets)}), every strategy, the first {limit} questions of "
               "each set (--limit N for more; --dataset NAME for one whole set)", file=sys.stderr)
     repeats = a.repeats if a.repeats is not None else int(run_sec.get("repeats", 1))
+    race = race_config(a, systems)
     status = 0
     run_ids, done_runs = [], []
     from evals.run.engines import get_run_engine
@@ -238,6 +260,7 @@ def cmd_run(a) -> int:
                         repeats=repeats, limit=limit, memory=memory, query_modes=query_modes,
                         insert_fillers=a.insert_fillers, vector_index=a.vector_index, use_cache=not a.no_cache,
                         fit_context=a.fit_context, systems=systems, prompt=prompt, plugin_timeout=a.plugin_timeout,
+                        race=race,
                         plugins=plugin_hashes(list(a.plugins or []) + list(run_sec.get("plugins") or [])))
         if a.show_prompt:
             from evals.run.runner import show_prompts
@@ -263,9 +286,10 @@ def cmd_run(a) -> int:
         exports = []
         for rid in run_ids:
             try:
-                print(f"report: {write_report(rid, db=db, out_dir=Path(a.workspace) / 'reports')}")
-                # the notebook exports run side by side (each is a marimo kernel in its own process)
-                exports.append((rid, start_report_notebook(rid, db, Path(a.workspace) / "reports")))
+                print(f"report: {write_report(rid, db=db, out_dir=Path(a.workspace) / 'reports')}  "
+                      "(self-contained: the one to send; it opens from disk with no network and no Python)")
+                if a.notebook_report:  # the notebook exports run side by side (each a marimo kernel of its own)
+                    exports.append((rid, start_report_notebook(rid, db, Path(a.workspace) / "reports")))
             except Exception as e:  # the results are stored; a report failure must say so, not hide it
                 print(f"report for {rid} failed: {type(e).__name__}: {e}", file=sys.stderr)
                 status = 4
@@ -409,6 +433,19 @@ def add_run(sub) -> None:
     s.add_argument("--show-prompt", action="store_true",
                    help="dry run: render the prompt of the first question for each point (your --prompt, the "
                         "context each shape packs, token counts) and exit; calls nothing, stores nothing")
+    r = s.add_argument_group("racing the grid (docs/sweeps.md)")
+    r.add_argument("--race", default=None, metavar="METRIC",
+                   help="race the budget points on METRIC: questions in a seeded order, batch by batch; a point leaves "
+                        "when its paired difference to the leader is below 0 with an anytime-valid 95%% interval "
+                        "(asymptotic confidence sequence, Bonferroni over rivals); each point stores the questions it "
+                        "answered and why it left")
+    r.add_argument("--race-batch", type=at_least(10), default=None, metavar="N", help="questions per look (50)")
+    r.add_argument("--race-alpha", type=share_arg, default=None, metavar="A",
+                   help="error level of the race, split over the leader's rivals (0.05)")
+    r.add_argument("--race-cost", type=share_arg, default=None, metavar="TOLERANCE",
+                   help="keep the quality/cost Pareto front: a point also leaves when a cheaper one (context tokens) "
+                        "is at least as good within TOLERANCE (e.g. 0.02)")
+    r.add_argument("--race-seed", type=int, default=None, help="seed of the question order (0)")
     s.add_argument("--resume", default=None, metavar="RUN", help="continue a run that stopped")
     s.add_argument("--allow-changed-corpus", action="store_true",
                    help="--resume even though documents changed since the run started (default: refuse, naming them)")
@@ -416,6 +453,10 @@ def add_run(sub) -> None:
                    help="id for the new run (default: time + random); must not exist yet")
     s.add_argument("--db", default=None, help="DuckDB file (default: WORKSPACE/results.duckdb)")
     s.add_argument("--no-report", action="store_true", help="skip writing the HTML report")
+    s.add_argument("--notebook-report", action="store_true",
+                   help="also export notebooks/report.py as report-RUN.marimo.html (its frontend loads from marimo's "
+                        "CDN: offline, view it with `python -m evals.report.serve FILE`; the static report is the "
+                        "one to send)")
     add_index_args(s)
     s.set_defaults(fn=cmd_run)
 

@@ -493,13 +493,17 @@ def coverage_line(cmp: pd.DataFrame | None) -> str:
     cov = (cmp.attrs.get("coverage") if cmp is not None else None) or {}
     if not cov:
         return ""
-    left = cov.get("candidate_only", []) + cov.get("baseline_only", [])
+    left = ([f"{p} (only in the candidate run)" for p in cov.get("candidate_only", [])]
+            + [f"{p} (only in the baseline run)" for p in cov.get("baseline_only", [])])
     return (f"compared **{cov.get('points_compared')} of {cov.get('candidate_points')}** candidate points (matched "
             f"by parameters) on **{cov.get('questions_compared')}** shared questions"
             + (f"; not compared: {', '.join(left)}" if left else ""))
 
 
 def compare_stored_runs(db: str, baseline: str, candidate: str) -> pd.DataFrame:
+    """The paired comparison of two stored runs; the same run twice is an error saying so (every delta 0)."""
+    if baseline == candidate:
+        raise ValueError(f"baseline and candidate are the same run ({baseline}): pick two different runs")
     from ..analyze.gate import compare_runs
     from ..store import ResultStore
 

@@ -40,6 +40,8 @@ class RunConfig:
     systems: tuple = ()  # deployed RAG services measured beside the strategies (rag/answer/systems.py SystemConfig)
     prompt: dict | None = None  # a user's prompt template for the LLM answerer (rag/answer/prompts.py), stored whole
     plugin_timeout: float = 60.0  # seconds a plugin's shape may take for one item (0 = no limit)
+    # a raced sweep (docs/sweeps.md): {"metric", "batch", "alpha", "cost_tolerance" (None: one winner), "seed"}
+    race: dict = field(default_factory=dict)
 
     def __post_init__(self):
         if not isinstance(self.repeats, int) or self.repeats < 1:
@@ -59,6 +61,8 @@ class RunConfig:
         d.pop("use_cache")  # a cache switch must not change what a run *is*
         if d.get("plugin_timeout") == 60.0:  # the default: runs stored before the limit keep their hash
             d.pop("plugin_timeout")
+        if not d.get("race"):  # not raced: runs stored before races keep their hash
+            d.pop("race", None)
         return d
 
     @property

@@ -72,7 +72,12 @@ class LocalRunEngine(RunEngine):
     def evaluate(self, job: RunJob):
         from rag.index.workspace import Workspace
 
-        parts = build_parts(job.cfg, Workspace(job.workspace), job.index)
+        # a raced run calls this once per batch: its parts (index reader, answerer, clients) are built once
+        key = (id(job.cfg), job.workspace, job.index)
+        cached = getattr(self, "_parts", None)
+        parts = cached[1] if cached is not None and cached[0] == key else build_parts(job.cfg, Workspace(job.workspace),
+                                                                                       job.index)
+        self._parts = (key, parts, job.cfg)  # (the cfg is held so its id is not reused)
         ex, prefetched = None, None
         try:
             if job.cfg.systems:
@@ -88,7 +93,14 @@ class LocalRunEngine(RunEngine):
         finally:
             if ex is not None:  # an interrupted run sends nothing more
                 ex.shutdown(wait=False, cancel_futures=True)
-            _add_stats(self._stats, parts.clients())
+            # the clients' counts are cumulative: a reused parts adds only what this call made
+            now: dict = {}
+            _add_stats(now, parts.clients())
+            was = getattr(self, "_counted", (None, {}))
+            base = was[1] if was[0] is parts else {}
+            for k, v in now.items():
+                self._stats[k] = self._stats.get(k, 0) + v - base.get(k, 0)
+            self._counted = (parts, now)
 
 
 # ------------------------------------------------------------------------------------------- Ray

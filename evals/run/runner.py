@@ -82,6 +82,7 @@ class RunSummary:
     llm: dict = field(default_factory=dict)
     engine: str = "local"
     incomplete: str = ""  # why the run is not finished (stored items differ from the plan)
+    race: dict = field(default_factory=dict)  # a raced run: exits, survivors, what it saved
 
     def render(self) -> str:
         s = f"run {self.run_id} ({self.dataset}): {self.items} items in {self.seconds:.1f}s"
@@ -92,7 +93,21 @@ class RunSummary:
         if self.llm:
             s += (f"\n  LLM cache: {self.llm['hits']} hits, {self.llm['misses']} misses, {self.llm['calls']} calls, "
                   f"{self.llm['tokens_saved']} tokens and ${self.llm['dollars_saved']:.4f} saved")
+        if self.race:
+            s += "\n" + race_lines(self.race, self.llm)
         return s
+
+
+def race_lines(race: dict, llm: dict | None = None) -> str:
+    """What a race decided and saved (counted): items against the full grid, the calls made, the survivors."""
+    full, spent = race["full_grid_items"], race["planned"]
+    lines = [f"  race on {race['metric']} (batches of {race['batch']}, alpha {race['alpha']:g}): {spent:,} of "
+             f"{full:,} items of the full grid ({spent / max(full, 1):.0%}); {full - spent:,} items and their answer "
+             f"calls not made" + (f"; {llm.get('calls', 0):,} calls made, {llm.get('tokens_used', 0):,} tokens, "
+                                  f"${llm.get('dollars_spent', 0):.4f}" if llm else "")]
+    lines += [f"  - {e['point']}: {e['reason']}" for e in race["exits"]]
+    lines.append(f"  survivors: {', '.join(race['survivors'])}")
+    return "\n".join(lines)
 
 
 class _Progress:
@@ -279,6 +294,16 @@ def run_evaluation(cfg: RunConfig, workspace: str | Path = "results", db: str | 
         elif cfg.memory or cfg.query_modes:
             raise ValueError(f"--memory / --query-mode need a conversational dataset; {ds.name!r} has none "
                              "(try mtrag-govt)")
+        if cfg.race:
+            if conversational:
+                raise ValueError("--race is for question sets; a conversational set's turns depend on each other "
+                                 "(run its grid whole)")
+            if len(points) < 2:
+                raise ValueError(f"--race needs at least two budget points; this run has {len(points)}")
+            if len(questions) < 2 * int(cfg.race.get("batch", 50)):
+                print(f"notice: --race on {len(questions)} questions (fewer than two batches of "
+                      f"{cfg.race.get('batch', 50)}): too few to rule a point out; docs/sweeps.md says when not to race",
+                      file=sys.stderr)
         planned = ((len(cpoints) if conversational else len(points)) + len(cfg.systems)) * len(questions) * cfg.repeats
         if planned == 0:  # never a "finished" run that scored nothing
             raise ValueError(f"dataset {ds.name!r} has no questions to score"
@@ -344,7 +369,10 @@ def run_evaluation(cfg: RunConfig, workspace: str | Path = "results", db: str | 
                       file=sys.stderr, flush=True)
 
         written = set(done)
-        for qid, name, pid, rep, row, scores in engine.evaluate(job):
+        race_log: dict = {}
+        items = engine.evaluate(job) if not cfg.race else raced_items(
+            cfg, engine, job, store, run_id, shard_questions, flush, race_log)
+        for qid, name, pid, rep, row, scores in items:
             key = (name, pid, qid, rep)
             if key in written:  # a shard retried after its worker died may repeat items: keep the first
                 continue
@@ -365,8 +393,11 @@ def run_evaluation(cfg: RunConfig, workspace: str | Path = "results", db: str | 
         summary.llm = engine.llm_stats()
         summary.engine = engine.describe()
         stored = store.count_items(run_id)
+        if cfg.race:  # a raced run plans as it goes: each point's questions are the ones it answered
+            planned = race_log["planned"]
+            summary.race = race_log
         info = {"items": summary.items, "seconds": summary.seconds, "llm": summary.llm, "stored": stored,
-                "planned": planned}
+                "planned": planned, **({"race": race_log} if cfg.race else {})}
         if stored != planned:  # never "finished" with items missing (or more than planned)
             planned_q = set(store.run_questions(run_id).question_id) | {q.qid for q in questions}
             expected = {(qid, rep) for qid in planned_q for rep in range(cfg.repeats)}
@@ -391,6 +422,79 @@ def run_evaluation(cfg: RunConfig, workspace: str | Path = "results", db: str | 
     finally:
         held.close()
         store.close()
+
+
+def race_order(questions: list, seed: int) -> list:
+    """The questions in the race's seeded order (the same on a resume)."""
+    import random
+
+    order = list(questions)
+    random.Random(seed).shuffle(order)
+    return order
+
+
+def raced_items(cfg: RunConfig, engine, job: RunJob, store: ResultStore, run_id: str, shard_questions: int, flush,
+                log: dict):
+    """A raced sweep (evals/analyze/race.py): the questions in a seeded order, batch by batch over the points
+    still in the race; after each batch is committed, every point the confidence sequence rules out leaves.
+    A resume replays the looks from the stored scores (the same decisions) and evaluates only what is missing.
+    ``log`` receives the exits, the survivors and what the race saved against the full grid."""
+    from evals.analyze.race import RaceState, race_step
+    from evals.score.metrics import METRICS
+
+    r = cfg.race
+    metric = r["metric"]
+    order = race_order(job.questions, int(r.get("seed", 0)))
+    pos = {q.qid: i for i, q in enumerate(order)}
+    keys = {(name, point_id(kw)): point_label(kw) for name, kw in job.points}
+    labels = {f"{n} · {lab}": f"{n} · {lab}" for (n, _), lab in keys.items()}
+    name_of = {k: f"{k[0]} · {lab}" for k, lab in keys.items()}
+    by_name = {v: k for k, v in name_of.items()}
+    state = RaceState(metric, getattr(METRICS.get(metric), "higher_is_better", True), float(r.get("alpha", 0.05)),
+                      r.get("cost_tolerance"), alive=list(by_name))
+    batch = int(r.get("batch", 50))
+    ends = list(range(batch, len(order), batch)) + [len(order)]
+    prev, spent = 0, 0
+    for end in ends:
+        pts = [(n, kw) for n, kw in job.points if name_of[(n, point_id(kw))] in state.alive]
+        qs = order[prev:end]
+        spent += len(pts) * len(qs) * cfg.repeats
+        bj = dataclasses.replace(job, questions=qs, points=pts, shards=make_shards(qs, False, shard_questions))
+        yield from engine.evaluate(bj)
+        flush()  # every item of the batch is committed before the look (a kill after it replays the same look)
+        prev = end
+        vals, cost = _race_values(store, run_id, metric, [by_name[p] for p in state.alive], pos, end)
+        for ex in race_step(state, {name_of[k]: v for k, v in vals.items()},
+                            {name_of[k]: c for k, c in cost.items()}, end, labels):
+            print(f"race: {ex.point} {ex.reason}", file=sys.stderr)
+    full = len(job.points) * len(order) * cfg.repeats
+    log.update({"metric": metric, "alpha": state.alpha, "batch": batch, "questions": len(order),
+                "survivors": list(state.alive), "planned": spent, "full_grid_items": full,
+                "exits": [{"point": e.point, "at_question": e.at_question, "reason": e.reason, "delta": e.delta,
+                           "low": e.low, "high": e.high, "versus": e.versus} for e in state.exits]})
+
+
+def _race_values(store: ResultStore, run_id: str, metric: str, points: list, pos: dict, end: int):
+    """Per point, the metric over the first ``end`` questions of the race order (NaN where not scored ok) and the
+    mean context tokens: read back from the store, so a resumed race looks at exactly what was stored."""
+    import numpy as np
+
+    with store.session() as con:
+        df = con.execute("SELECT strategy, point_id, question_id, metric, avg(value) AS v FROM scores "
+                         "WHERE run_id = ? AND metric IN (?, 'context_tokens') AND status = 'ok' GROUP BY ALL",
+                         [run_id, metric]).df()
+    vals, cost = {}, {}
+    for key in points:
+        g = df[(df.strategy == key[0]) & (df.point_id == key[1])]
+        v = np.full(end, np.nan)
+        m = g[g.metric == metric]
+        idx = m.question_id.map(pos)
+        keep = idx.notna() & (idx < end)
+        v[idx[keep].astype(int).to_numpy()] = m.v[keep].to_numpy()
+        vals[key] = v
+        c = g[(g.metric == "context_tokens") & g.question_id.map(pos).lt(end)]
+        cost[key] = float(c.v.mean()) if len(c) else 0.0
+    return vals, cost
 
 
 def show_prompts(cfg: RunConfig, workspace: str | Path = "results", out=None) -> int:
