@@ -480,10 +480,11 @@ def _(STRATEGIES, mo):
     curve_param = mo.ui.text(value="top_k", label="budget")
     curve_values = mo.ui.text(value="2,4,8,16", label="values")
     curve_go = mo.ui.run_button(label="Sweep")
+    race_go = mo.ui.run_button(label="Race these budgets")
     mo.vstack([mo.md("## Budget curve: sweep one budget from the applied budgets (re-packs from cached "
-                     "candidates)"),
-               mo.hstack([curve_strategy, curve_param, curve_values, curve_go], justify="start")])
-    return curve_go, curve_param, curve_strategy, curve_values
+                     "candidates), or race it as a stored run (points leave as batches land: docs/sweeps.md)"),
+               mo.hstack([curve_strategy, curve_param, curve_values, curve_go, race_go], justify="start")])
+    return curve_go, curve_param, curve_strategy, curve_values, race_go
 
 
 @app.cell
@@ -499,6 +500,29 @@ def _(budgets, curve_go, curve_param, curve_strategy, curve_values, interactive,
                   f"{curve_param.value.strip()} = {curve_values.value} (other budgets as applied)"))
     except (ValueError, KeyError) as _e:
         _out = mo.callout(mo.md(f"**Sweep not run:** {_e.args[0] if _e.args else _e}"), kind="danger")
+    _out
+    return
+
+
+@app.cell
+def _(args, budgets, curve_param, curve_strategy, curve_values, interactive, limit, mo, quality, race_go, session,
+      set_saved):
+    mo.stop(not race_go.value, mo.md(""))
+    # the live leaderboard: replaced after every batch while the race runs; the run is stored like any other
+    def _look(seen, alive, exits):
+        mo.output.replace(mo.vstack([mo.md(f"**Racing on {quality.value}**: {seen} questions so far, "
+                                           f"{len(alive)} point(s) in the race"),
+                                     mo.ui.table(interactive.race_leaderboard(seen, alive, exits), selection=None)]))
+
+    try:
+        _rid = interactive.race_budgets(session, args.db, args.workspace, curve_strategy.value, curve_param.value,
+                                        curve_values.value, budgets.value or {}, limit.value, quality.value,
+                                        on_look=_look)
+        set_saved(lambda n: n + 1)
+        _line, _board = interactive.race_result(args.db, _rid)
+        _out = mo.vstack([mo.md(_line), mo.ui.table(_board, selection=None)])
+    except (ValueError, KeyError) as _e:
+        _out = mo.callout(mo.md(f"**Race not run:** {_e.args[0] if _e.args else _e}"), kind="danger")
     _out
     return
 

@@ -127,3 +127,22 @@ def test_race_flags_are_checked(tmp_path, capsys):
     assert "unknown metric 'f2'; valid:" in capsys.readouterr().err
     assert main(GRID + ["--workspace", str(tmp_path), "--race-batch", "20"]) == 2
     assert "without --race METRIC would do nothing" in capsys.readouterr().err
+
+
+def test_the_workbench_races_a_sweep_into_the_store_with_a_live_leaderboard(tmp_path):
+    """Issue 45, item 4: "Race these budgets" (the library call the page makes): a stored raced run, and a
+    leaderboard after every batch with the points that left."""
+    from evals import interactive
+
+    ws = tmp_path / "ws"
+    sess = interactive.open_session("squad2", str(ws), "hash")
+    looks = []
+    rid = interactive.race_budgets(sess, str(ws / "results.duckdb"), str(ws), ["chunks"], "top_k", "1,4,16", {}, 300,
+                                   "f1", batch=30, on_look=lambda seen, alive, exits: looks.append(
+                                       interactive.race_leaderboard(seen, alive, exits)))
+    assert len(looks) == 10 and list(looks[-1].columns) == ["point", "status", "after question", "why"]
+    line, board = interactive.race_result(str(ws / "results.duckdb"), rid)
+    assert rid in line and "items of the full grid" in line and len(board) == 3
+    assert (board.status == "left").sum() == (looks[-1].status == "left").sum()
+    with pytest.raises(ValueError, match="has no budget 'topk'"):
+        interactive.race_budgets(sess, str(ws / "results.duckdb"), str(ws), ["chunks"], "topk", "1,4", {}, 100, "f1")

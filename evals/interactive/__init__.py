@@ -67,7 +67,7 @@ def open_session(dataset: str = "squad2", workspace: str = "results", embedder: 
 
         clients = {x.name: SystemClient(x, ws.root / "cache" / "llm.sqlite") for x in systems}
     sess = Session(ds, r, ItemEvaluator(r, ans, get_scorers(), systems=clients),
-                   workers=max([x.max_concurrency for x in systems], default=1))
+                   workers=max([x.max_concurrency for x in systems], default=1), spec=dataset)
     if llm is not None:
         from .answering import llm_session
 
@@ -363,6 +363,58 @@ def sweep_from_applied(sess: Session, strategies: list[str], param: str, values:
             raise ValueError(f"strategy {name!r} has no budget {param!r}; valid: {', '.join(fields)}")
         frames.append(budget_curve(sess, name, param, vals, limit, base=applied))
     return pd.concat(frames, ignore_index=True)
+
+
+def race_budgets(sess: Session, db: str, workspace: str, strategies: list[str], param: str, values: str,
+                 budgets: dict, limit: int, metric: str, batch: int = 50, on_look=None) -> str:
+    """The workbench's "Race these budgets": the sweep of ``param`` over ``values`` for each strategy (its other
+    budgets as applied) as a raced, stored run on the first ``limit`` questions (docs/sweeps.md), answered by the
+    session's answerer (the LLM's response cache included). ``on_look(seen, alive, exits)`` after each batch.
+    Returns the run id."""
+    import dataclasses
+
+    from ..run.runner import RunConfig, run_evaluation
+    from ..score.metrics import METRICS
+
+    if metric not in METRICS:
+        raise ValueError(f"unknown metric {metric!r}; valid: {', '.join(sorted(METRICS))}")
+    param = param.strip()
+    vals = [parse_budget_value(x) for x in str(values).split(",") if x.strip()]
+    if len(vals) * len(strategies) < 2:
+        raise ValueError("a race needs at least two points: give two or more values (e.g. 2,4,8,16)")
+    grid = {}
+    for name, applied in points_from_budgets(list(strategies), budgets):
+        fields = [f.name for f in dataclasses.fields(get_strategy(name).Params)]
+        if param not in fields:
+            raise ValueError(f"strategy {name!r} has no budget {param!r}; valid: {', '.join(fields)}")
+        grid[name] = {**{k: [v] for k, v in applied.items() if k != param}, param: vals}
+    llm = sess.client.cfg if sess.client is not None else None
+    cfg = RunConfig(dataset=sess.spec or sess.dataset.name, index=sess.retriever.reader.config, grid=grid,
+                    answerer="openai" if llm else "extractive", llm=llm, limit=limit,
+                    race={"metric": metric, "batch": batch, "alpha": 0.05, "cost_tolerance": None, "seed": 0})
+    return run_evaluation(cfg, workspace, db, progress=False, on_look=on_look).run_id
+
+
+def race_leaderboard(seen: int, alive: list[str], exits: list) -> pd.DataFrame:
+    """The live leaderboard of a race: every point, in the race or when and why it left."""
+    rows = [{"point": p, "status": "in the race", "after question": seen, "why": ""} for p in alive]
+    rows += [{"point": e.point, "status": "left", "after question": e.at_question, "why": e.reason} for e in exits]
+    return pd.DataFrame(rows, columns=["point", "status", "after question", "why"])
+
+
+def race_result(db: str, run_id: str) -> tuple[str, pd.DataFrame]:
+    """A stored race in one line (items against the full grid, survivors) and its final leaderboard."""
+    from types import SimpleNamespace
+
+    from ..store import ResultStore
+
+    with ResultStore(db, read_only=True) as st:
+        race = json.loads(st.run(run_id).get("summary") or "{}").get("race", {})
+    line = (f"Raced and stored as **{run_id}** (`ragwb show {run_id}`): {race.get('planned', 0):,} of "
+            f"{race.get('full_grid_items', 0):,} items of the full grid; survivors: "
+            f"{', '.join(race.get('survivors', []))}")
+    return line, race_leaderboard(race.get("questions", 0), race.get("survivors", []),
+                                  [SimpleNamespace(**e) for e in race.get("exits", [])])
 
 
 def points_from_budgets(strategies: list[str], budgets: dict, systems=()) -> list[tuple[str, dict]]:

@@ -24,6 +24,7 @@ class Session:
     client: object = None  # the LLM client of an LLM session (its response cache answers the cost line)
     answerer_label: str = "offline (extractive)"
     workers: int = 1  # items answered at once (an LLM session: its --concurrency)
+    spec: str = ""  # what was opened (a bundled name or a folder path): a stored run from the page names it
 
 
 

@@ -240,8 +240,9 @@ def run_evaluation(cfg: RunConfig, workspace: str | Path = "results", db: str | 
                    flush_every: int = 1000, on_flush=None, allow_changed_corpus: bool = False,
                    flush_seconds: float = 1.0,
                    lock_wait: float | None = None, follow_symlinks: bool = False, engine="local",
-                   shard_questions: int = SHARD_QUESTIONS) -> RunSummary:
-    """Run (or resume) one evaluation. Items are committed in batches every ``flush_seconds`` or
+                   shard_questions: int = SHARD_QUESTIONS, on_look=None) -> RunSummary:
+    """Run (or resume) one evaluation. ``on_look(questions_seen, points_in_race, exits)``: a raced run calls it
+    after each look (the workbench's live leaderboard). Items are committed in batches every ``flush_seconds`` or
     ``flush_every`` items; ``on_flush(n_items_committed)`` is called after each commit. ``engine``
     (evals/run/engines.py): where items are evaluated; the driver (this process) always writes the store."""
     import contextlib
@@ -371,7 +372,7 @@ def run_evaluation(cfg: RunConfig, workspace: str | Path = "results", db: str | 
         written = set(done)
         race_log: dict = {}
         items = engine.evaluate(job) if not cfg.race else raced_items(
-            cfg, engine, job, store, run_id, shard_questions, flush, race_log)
+            cfg, engine, job, store, run_id, shard_questions, flush, race_log, on_look)
         for qid, name, pid, rep, row, scores in items:
             key = (name, pid, qid, rep)
             if key in written:  # a shard retried after its worker died may repeat items: keep the first
@@ -434,7 +435,7 @@ def race_order(questions: list, seed: int) -> list:
 
 
 def raced_items(cfg: RunConfig, engine, job: RunJob, store: ResultStore, run_id: str, shard_questions: int, flush,
-                log: dict):
+                log: dict, on_look=None):
     """A raced sweep (evals/analyze/race.py): the questions in a seeded order, batch by batch over the points
     still in the race; after each batch is committed, every point the confidence sequence rules out leaves.
     A resume replays the looks from the stored scores (the same decisions) and evaluates only what is missing.
@@ -467,6 +468,8 @@ def raced_items(cfg: RunConfig, engine, job: RunJob, store: ResultStore, run_id:
         for ex in race_step(state, {name_of[k]: v for k, v in vals.items()},
                             {name_of[k]: c for k, c in cost.items()}, end, labels):
             print(f"race: {ex.point} {ex.reason}", file=sys.stderr)
+        if on_look is not None:
+            on_look(end, list(state.alive), list(state.exits))
     full = len(job.points) * len(order) * cfg.repeats
     log.update({"metric": metric, "alpha": state.alpha, "batch": batch, "questions": len(order),
                 "survivors": list(state.alive), "planned": spent, "full_grid_items": full,
