@@ -83,3 +83,45 @@ def test_show_leaves_out_columns_na_on_every_row_and_says_which(tmp_path, capsys
     # asked for by name, a metric is shown even where it is n/a
     assert main(["show", "S", "--workspace", str(ws), "--metrics", "f1", "evidence_recall"]) == 0
     assert "n/a (answerability unknown" in capsys.readouterr().out
+
+
+def test_symbol_evidence_unknown_keys_and_line_counts(tmp_path):
+    """Issue 46, items 3 and 6: `symbol` evidence points at the definition the index names; an unknown evidence
+    key is an error naming the line (was dropped without a word); an 8-line file has 8 lines."""
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    src = ("class Command:\n    def get_help(self):\n        return 'help'\n\n"
+           "class Context:\n    def get_help(self):\n        return 'ctx'\n\nx = 1\n")
+    (repo / "m.py").write_text(src)
+    q = tmp_path / "q.jsonl"
+    q.write_text("\n".join(json.dumps(x) for x in [
+        {"question": "Where is the command's help?", "evidence": [{"doc": "m.py", "symbol": "Command.get_help"}]},
+        {"question": "Unknown key?", "evidence": [{"doc": "m.py", "symbl": "Command.get_help"}]},
+        {"question": "Missing symbol?", "evidence": [{"doc": "m.py", "symbol": "Nope.get_help"}]},
+        {"question": "Too far?", "evidence": [{"doc": "m.py", "lines": [6, 10]}]},
+        {"question": "Last line?", "evidence": [{"doc": "m.py", "lines": [9, 9]}]}]) + "\n")
+    ds = load_folder(repo, q)
+    by = {x.text: x for x in ds.questions}
+    ev = by["Where is the command's help?"].evidence[0]
+    assert src[ev.start:ev.end] == "    def get_help(self):\n        return 'help'"
+    assert by["Where is the command's help?"].metadata["symbol"] == "Command.get_help"
+    why = {s.line: s.reason for s in ds.skipped}
+    assert "unknown key(s) 'symbl'" in why[2] and "valid: doc, lines, page, symbol, text" in why[2]
+    assert "symbol 'Nope.get_help' is not a definition" in why[3]
+    assert "lines [6, 10] out of range for 'm.py' (9 lines)" in why[4]
+    last = by["Last line?"].evidence[0]
+    assert src[last.start:last.end] == "x = 1"
+
+
+def test_search_on_a_hash_index_refuses_a_silent_e5_ingest(tmp_path, capsys):
+    """Issue 46, item 5: `ragwb search` over a folder indexed with --embedder hash names that index instead of
+    starting a full e5 ingest without a word."""
+    docs, q = _folder(tmp_path, [{"question": "When are invoices sent?"}])
+    ws = tmp_path / "ws"
+    assert main(["ingest", str(docs), "--embedder", "hash", "--workspace", str(ws), "--no-progress"]) == 0
+    capsys.readouterr()
+    assert main(["search", "invoices", "--dataset", str(docs), "--workspace", str(ws), "--no-progress"]) == 2
+    err = capsys.readouterr().err
+    assert "indexed here with --embedder hash, not e5" in err and "chunks to embed" in err
+    assert main(["search", "invoices", "--dataset", str(docs), "--workspace", str(ws), "--embedder", "hash",
+                 "--no-progress"]) == 0

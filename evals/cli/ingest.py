@@ -55,6 +55,15 @@ def cmd_search(a) -> int:
         kw["where"] = a.where
     params = make_params(a.strategy, **kw)  # an unknown budget, field or kind errors here, before any ingest
     ds = ws.load(a.dataset, None, cfg, progress=not a.no_progress, **folder_filters(a))
+    if not ws.has_table(ws.index_name(ds.name, cfg) + "__meta"):
+        # a search is a look, never a silent full ingest under another embedder (tens of minutes of e5)
+        others = sorted({m["config"]["embedder"]["name"] for m in ws.indexes()
+                         if m.get("dataset") == ds.name and (m.get("config") or {}).get("embedder")})
+        n = ws.chunks_to_embed(ds, cfg) if others else 0
+        if n:  # (shipped vectors embed nothing: then the index is simply built)
+            raise ValueError(f"{ds.name} is indexed here with --embedder {', '.join(others)}, not "
+                             f"{cfg.embedder.name}: pass --embedder {others[0]} to search that index (or "
+                             f"`ragwb ingest {a.dataset} --embedder {cfg.embedder.name}` first: {n:,} chunks to embed)")
     summ = ws.ingest(ds, cfg, progress=not a.no_progress)
     r = Retriever(ws, summ.index)
     ctx = get_strategy(a.strategy).retrieve(r, a.query, params)

@@ -18,12 +18,12 @@ import pandas as pd
 from rag.answer.answerers import make_answerer
 from rag.index.embedders import EmbedderConfig
 from rag.index.workspace import IndexConfig, Workspace
-from rag.models import Evidence
 from rag.index.retrieval import Retriever
-from rag.strategies import Block, get_strategy, make_params
+from rag.strategies import get_strategy, make_params
 
-from ..score.metrics import block_holds, get_scorers
+from ..score.metrics import get_scorers
 from .session import FRAME_COLUMNS, Session, item_for  # noqa: F401 (re-exported)
+from .drilldown import drilldown_html, side_by_side_html  # noqa: F401 (re-exported)
 # the workbench's grading, answerers and datasets live in their own modules; re-exported for the notebooks
 from .grading import (GRADE_LABELS, grade_click, grade_passage, gradable_passages, grading_table_html,  # noqa: F401
                       latest_click, next_ungraded, session_judged_scores, stored_grades)
@@ -69,8 +69,6 @@ def open_session(dataset: str = "squad2", workspace: str = "results", embedder: 
     sess = Session(ds, r, ItemEvaluator(r, ans, get_scorers(), systems=clients),
                    workers=max([x.max_concurrency for x in systems], default=1), spec=dataset)
     if llm is not None:
-        from .answering import llm_session
-
         return llm_session(sess, llm)
     return sess
 
@@ -203,127 +201,6 @@ def _point_groups(sess: Session, scores: pd.DataFrame) -> list[tuple[tuple, pd.D
         starts = np.cumsum([0] + [n for _, n in layout])
         return sorted(((k, scores.iloc[a:b]) for k, a, b in zip(keys, starts, starts[1:])), key=lambda kv: kv[0])
     return list(scores.groupby(["strategy", "point_label"], sort=True))
-
-
-def _highlight(text: str, block: dict, evidence: list, cited: list[str] | None = None) -> str:
-    """Escape the block text; mark the gold evidence spans that fall inside it (<mark>) and the
-    answer's sentences that cite this block where the block holds them (<mark class='cite'>)."""
-    marks = []
-    for doc, start, end in block["spans"][:1]:
-        for ev in evidence:
-            if ev.get("doc_id") == doc and ev.get("start") is not None and start <= ev["start"] and ev["end"] <= end:
-                marks.append((ev["start"] - start, ev["end"] - start, "gold"))
-    for sent in cited or []:
-        for cand in (sent, sent.rstrip(".!?;: ")):
-            i = text.find(cand) if len(cand) >= 8 else -1
-            if i >= 0:
-                marks.append((i, i + len(cand), "cite"))
-                break
-    out, pos = [], 0
-    for s, e, kind in sorted(marks):
-        if s < pos:
-            continue
-        tag = "<mark>" if kind == "gold" else "<mark class='cite' style='background:#cde4ff'>"
-        out += [html.escape(text[pos:s]), tag, html.escape(text[s:e]), "</mark>"]
-        pos = e
-    out.append(html.escape(text[pos:]))
-    return "".join(out)
-
-
-def _cited_sentences(answer: str) -> dict[int, list[str]]:
-    """block number -> the answer's sentences (citations stripped) that cite it."""
-    from rag.answer.answerers import split_sentences
-    from rag.answer.prompts import strip_citations
-
-    out: dict[int, list[str]] = {}
-    for sent in split_sentences(answer or ""):
-        for n in re.findall(r"\[(\d+)\]", sent):
-            out.setdefault(int(n), []).append(strip_citations(sent).strip())
-    return out
-
-
-_CELL = "padding:2px 10px;border-bottom:1px solid #ddd;"  # inline: the notebook page has no report CSS
-
-
-def _fmt_value(metric: str, v) -> str:
-    """Token counts and other whole numbers as integers (873, not 873.000); scores with 3 decimals."""
-    if v is None:
-        return ""
-    if metric.endswith("tokens") or metric.endswith("_count") or float(v).is_integer() and abs(v) >= 2:
-        return f"{v:,.0f}"
-    return f"{v:.3f}"
-
-
-def drilldown_html(question, row: dict, scores: dict, point: str | None = None, anchor: str = "blk",
-                   metrics: bool = True) -> str:
-    """Question, gold, the answer with citations linked to blocks, a formatted metric table (value,
-    status, reason or judge explanation; left out with ``metrics=False``, where a side-by-side view draws one
-    table for both points), and the blocks with their token counts: gold evidence highlighted, the answer's
-    cited sentences highlighted in the blocks they cite."""
-    blocks = json.loads(row["blocks"]) if isinstance(row["blocks"], str) else row["blocks"]
-    evidence = [e.__dict__ if hasattr(e, "__dict__") else e for e in question.evidence] if question.answerable else []
-    held = {b["n"] for b in blocks if any(block_holds(Block.from_dict(b), Evidence(**ev)) for ev in evidence)}
-    ans = html.escape(row["answer"] or "")
-    ans = re.sub(r"\[(\d+)\]", lambda m: f"<a href='#{anchor}-{m.group(1)}'>[{m.group(1)}]</a>", ans)
-    cited = _cited_sentences(row["answer"] or "")
-    total = sum(b["n_tokens"] for b in blocks)
-    parts = [f"<p class='point'><b>showing: {html.escape(point or row.get('point_label', ''))}</b></p>" if point else "",
-             f"<h3>{html.escape(question.text)}</h3>",
-             f"<p>gold: {html.escape(' | '.join(question.answers) or '(unanswerable)')}</p>",
-             f"<p>answer ({html.escape(row['answer_status'])}): {ans}</p>"]
-    if metrics:
-        parts.append(_metric_table([scores], [None]))
-    parts.append(f"<p>{len(blocks)} blocks, {total} tokens</p><ol>")
-    for b in blocks:
-        tag = " <b>(holds gold evidence)</b>" if b["n"] in held else ""
-        parts.append(f"<li id='{anchor}-{b['n']}'><b>[{b['n']}]</b> <code>{html.escape(', '.join(b['page_ids'][:1] or b['doc_ids']))}</code>"
-                     f" {b['n_tokens']} tokens{tag}<pre style='white-space:pre-wrap'>"
-                     f"{_highlight(b['text'], b, evidence, cited.get(b['n']))}</pre></li>")
-    parts.append("</ol>")
-    return "".join(parts)
-
-
-def _metric_table(score_sets: list[dict], names: list[str | None]) -> str:
-    """One metric per row: value, status and reason (or judge explanation) of each point, side by side, so the
-    rows of two points line up (a metric one point lacks is an empty cell, never a shifted row)."""
-    def head(h, name):
-        return f"<th style='{_CELL}text-align:left'>{html.escape(h + (f' ({name})' if name else ''))}</th>"
-
-    heads = ["<th style='{0}text-align:left'>metric</th>".format(_CELL)]
-    for name in names:
-        heads += [head("value", name), head("status", name), head("reason / explanation", name)]
-    rows = []
-    for k in sorted(set().union(*[set(sc) for sc in score_sets])):
-        cells = [f"<td style='{_CELL}'>{html.escape(k)}</td>"]
-        for sc in score_sets:
-            v = sc.get(k)
-            cells += ([f"<td style='{_CELL}text-align:right'>{_fmt_value(k, v.value)}</td>",
-                       f"<td style='{_CELL}'>{html.escape(v.status)}</td>",
-                       f"<td style='{_CELL}'>{html.escape((v.detail or '')[:400])}</td>"] if v is not None
-                      else [f"<td style='{_CELL}'></td>"] * 3)
-        rows.append("<tr>" + "".join(cells) + "</tr>")
-    return ("<table class='tbl' style='border-collapse:collapse'><tr>" + "".join(heads) + "</tr>"
-            + "".join(rows) + "</table>")
-
-
-def side_by_side_html(sess: Session, qid: str, a: str, b: str | None = None) -> str:
-    """One question under two points, side by side (or one, when ``b`` is None or equal)."""
-    q = next((x for x in sess.dataset.questions if x.qid == qid), None)
-    if q is None:
-        return "<p>pick a question</p>"
-    points = [a] + ([b] if b and b != a else [])
-    items = [item_for(sess, p, qid) for p in points]
-    # two points: one metric table for both above the two answers, so its rows line up (two tables side by side
-    # drifted apart as soon as one answer wrapped longer or one point lacked a metric)
-    joint = len(points) == 2 and all(items)
-    cols = []
-    for i, (p, item) in enumerate(zip(points, items)):
-        cols.append(f"<div style='flex:1;min-width:0'>"
-                    f"{drilldown_html(q, *item, point=p, anchor=f'blk{i}', metrics=not joint)}</div>"
-                    if item else f"<div style='flex:1'><p>{html.escape(p)}: not evaluated for this question</p></div>")
-    table = (_metric_table([it[1] for it in items], ["A", "B"]) + "<p><small>A: " + html.escape(points[0])
-             + " · B: " + html.escape(points[1]) + "</small></p>") if joint else ""
-    return table + "<div style='display:flex;gap:1.5em;align-items:flex-start'>" + "".join(cols) + "</div>"
 
 
 def parse_budget_value(v: str):

@@ -18,8 +18,6 @@ OFFLINE = "offline (extractive)"
 def llm_session(sess, llm, prices: dict | None = None):
     """A session that answers with ``llm`` (an ``LLMConfig``), sharing the offline session's dataset, index and
     warm candidate cache; its items are its own (an LLM answer is never mixed with an extractive one)."""
-    from .session import Session
-
     prices = {**PRICES, **(prices or {})}
     client = LLMClient(llm, sess.retriever.ws.root / "cache" / "llm.sqlite", prices=prices)
     enc = sess.retriever.reader.config.chunking.encoding

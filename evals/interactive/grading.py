@@ -7,6 +7,8 @@ from pathlib import Path
 
 import pandas as pd
 
+from .session import Session  # noqa: F401 (annotations)
+
 # --------------------------------------------------------------------------- grading passages (docs/judgments.md)
 
 GRADE_LABELS = {0: "0 not relevant", 1: "1 related", 2: "2 partly answers", 3: "3 answers"}

@@ -118,7 +118,7 @@ class IngestSummary:
                       key=lambda f: -(self.file_parse_seconds.get(f, 0) + self.file_embed_seconds.get(f, 0)))
         if self.file_parse_seconds and slow:
             lines.append("  slowest files: " + "; ".join(
-                f"{Path(f).name} parse {self.file_parse_seconds.get(f, 0):.2f}s embed "
+                f"{_short_path(f)} parse {self.file_parse_seconds.get(f, 0):.2f}s embed "
                 f"{self.file_embed_seconds.get(f, 0):.2f}s" for f in slow[:5]))
         lines += [f"  notice: {n}" for n in self.notices]
         # what was left out, and apart from it what was kept with a warning (a file ingested with a downgrade is
@@ -664,6 +664,16 @@ class Workspace:
             "bm25_text", replace=True,
             config=FTS(base_tokenizer="whitespace", lower_case=False, stem=False, remove_stop_words=False,
                        ascii_folding=False, max_token_length=None))
+
+
+def _short_path(f: str) -> str:
+    """A file as a reader tells it apart: relative to the working folder where it lies below it, else its last three
+    parts (three files called schemas.ts are three different paths, not one base name)."""
+    p = Path(f)
+    try:
+        return str(p.resolve().relative_to(Path.cwd()))
+    except (ValueError, OSError):
+        return str(Path(*p.parts[-3:])) if len(p.parts) > 3 else str(p)
 
 
 def lock_wait_default() -> float:

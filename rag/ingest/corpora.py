@@ -872,6 +872,10 @@ def _question_from_record(rec: dict, by_id: dict[str, Document], warnings: list[
         where = f"evidence[{k}]"
         if not isinstance(ev, dict):
             raise TypeError(f"field '{where}' must be an object like {{\"doc\": ..., \"page\": 0}}")
+        extra = sorted(set(ev) - EVIDENCE_KEYS)
+        if extra:  # a key we do not read would be dropped without a word: an error naming it
+            raise ValueError(f"field '{where}' has unknown key(s) {', '.join(map(repr, extra))}; valid: "
+                             f"{', '.join(sorted(EVIDENCE_KEYS))}")
         doc_id = ev.get("doc")
         if not isinstance(doc_id, str) or not doc_id:
             raise TypeError(f"field '{where}.doc' must be a document id (string)")
@@ -890,6 +894,20 @@ def _question_from_record(rec: dict, by_id: dict[str, Document], warnings: list[
                                 "kept as document-level evidence")
             else:
                 page = doc.pages[pno]
+        sym = ev.get("symbol")
+        if sym is not None:  # source code: a qualified definition name (Class.method, ns.Name, Type.Method)
+            if not isinstance(sym, str) or not sym.strip():
+                raise TypeError(f"field '{where}.symbol' must be a qualified name like \"Command.get_help\"")
+            found = find_symbol(doc, sym.strip())
+            if found is None:
+                warnings.append(f"{where}: symbol {sym!r} is not a definition of {doc_id!r} as the index names them; "
+                                "kept as document-level evidence")
+                evidence.append(Evidence(doc_id, None))
+                continue
+            s0, e0 = found
+            at_page = _page_at(doc, s0)
+            evidence.append(Evidence(doc_id, at_page.page_id if at_page else None, s0, e0, doc.text[s0:e0]))
+            continue
         lines = ev.get("lines")
         if lines is not None:  # source code: [first, last] 1-based lines, the usual way to point at code
             if (not isinstance(lines, list) or len(lines) != 2 or any(isinstance(x, bool) or not isinstance(x, int)
@@ -902,7 +920,7 @@ def _question_from_record(rec: dict, by_id: dict[str, Document], warnings: list[
                                 "kept as document-level evidence")
             else:
                 s0 = starts[lines[0] - 1]
-                e0 = starts[lines[1]] - 1 if lines[1] < len(starts) else len(doc.text)
+                e0 = starts[lines[1]] - 1 if lines[1] < len(starts) else _text_end(doc.text)
                 at_page = _page_at(doc, s0)
                 evidence.append(Evidence(doc_id, at_page.page_id if at_page else None, s0, e0, doc.text[s0:e0]))
                 continue
@@ -938,9 +956,42 @@ def derived_question_id(text: str) -> str:
     return "q-" + hashlib.sha256(norm.encode("utf-8")).hexdigest()[:12]
 
 
+EVIDENCE_KEYS = {"doc", "page", "text", "lines", "symbol"}
+
+
+def find_symbol(doc: Document, name: str) -> tuple[int, int] | None:
+    """(start, end) character offsets of the definition the code index names ``name`` (its qualified name:
+    ``Command.get_help``, a TS namespace's ``A.Props``, a Go receiver's ``Type.Method``), or None."""
+    parse = getattr(doc, "code_parse", None)
+    if parse is None:
+        return None
+
+    def walk(defs):
+        for d in defs:
+            if d.name == name:
+                return d
+            hit = walk(d.children)
+            if hit is not None:
+                return hit
+        return None
+    d = walk(parse.defs)
+    if d is None:
+        return None
+    starts = _line_starts(doc.text)
+    s0 = starts[d.first]
+    e0 = starts[d.last + 1] - 1 if d.last + 1 < len(starts) else _text_end(doc.text)
+    return s0, e0
+
+
+def _text_end(text: str) -> int:
+    """The end of a file's last line: before its final newline, as every other line's end is."""
+    return len(text) - 1 if text.endswith("\n") else len(text)
+
+
 @functools.lru_cache(maxsize=64)  # many gold lines point into one file (a str caches its own hash)
 def _line_starts(text: str) -> list[int]:
-    return [0] + [m.end() for m in re.finditer("\n", text)]
+    # a file ending with a newline has no line after it ("a\nb\n" has 2 lines, not 3)
+    return [0] + [m.end() for m in re.finditer("\n", text) if m.end() < len(text)]
 
 
 def _page_at(doc: Document, pos: int):

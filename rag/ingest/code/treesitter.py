@@ -75,7 +75,8 @@ def parse(text: str, language: str) -> list[Def] | tuple[list[Def], str]:
         where = f"line {bad.start_point[0] + 1}" if bad is not None else "somewhere"
         if not any(_real(d) for d in defs):
             raise CodeParseError(f"syntax error at {where}")
-        return _trim_broken(defs), f"syntax error at {where}"
+        # read as a grammar gap, not a failure: nothing is lost (the note says what was kept and how)
+        return _trim_broken(defs), f"grammar gap at {where}"
     return defs
 
 
