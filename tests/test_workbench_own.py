@@ -152,7 +152,8 @@ def test_workbench_in_chromium_on_a_folder_with_an_llm(browser, tmp_path, llm):
         for col in ("faithfulness", "citation_validity", "statement_coverage", "n"):
             assert col in heads, heads
         page.wait_for_selector("text=/not shown \\(n\\/a on every row\\)|f1/", timeout=30000)
-        page.screenshot(path=str(shots / "own-2-llm.png"), full_page=True)
+        table.scroll_into_view_if_needed()
+        page.screenshot(path=str(shots / "own-2-llm.png"))
         # grading with focus on the passage picker: keys 0-3 grade, the picker moves to the next passage
         # (point A: hybrid, which shows every passage of this small corpus)
         page.locator("select").filter(has=page.locator("option", has_text="hybrid · defaults")).first.select_option(
