@@ -88,6 +88,10 @@ def test_workbench_library_on_a_folder_with_an_llm(tmp_path, llm):
         assert (ok.metric == m).sum() >= 1, m
     f1 = scores[scores.metric == "f1"]
     assert (f1.status == "not_applicable").sum() == 6 and (f1.status == "ok").sum() == 2
+    # the drill-down marks each answer sentence with the blocks it cites and whether they support it
+    q0 = next(x for x in base.dataset.questions if x.text == "What is installed first?")
+    html = interactive.side_by_side_html(sess, q0.qid, "hybrid · defaults")
+    assert "offline support scorer" in html and ("supported (" in html or "no valid citation" in html)
     # a fresh session (the next notebook, or `ragwb run`'s answers) finds every prompt in the response cache
     again = interactive.llm_session(base, wb.llm)
     p2 = interactive.answer_plan(again, pts, 10)

@@ -79,6 +79,9 @@ def drilldown_html(question, row: dict, scores: dict, point: str | None = None, 
              f"<h3>{html.escape(question.text)}</h3>",
              f"<p>gold: {html.escape(' | '.join(question.answers) or '(unanswerable)')}</p>",
              f"<p>answer ({html.escape(row['answer_status'])}): {ans}</p>"]
+    fa = scores.get("faithfulness")
+    if row["answer"] and fa is not None and fa.status == "ok":  # an answer in its own words: each sentence checked
+        parts.append(sentence_support_html(question, row["answer"], blocks))
     if metrics:
         parts.append(_metric_table([scores], [None]))
     parts.append(f"<p>{len(blocks)} blocks, {total} tokens</p><ol>")
@@ -134,3 +137,32 @@ def side_by_side_html(sess: Session, qid: str, a: str, b: str | None = None) -> 
     return table + "<div style='display:flex;gap:1.5em;align-items:flex-start'>" + "".join(cols) + "</div>"
 
 
+
+
+def sentence_support_html(question, answer: str, blocks: list[dict]) -> str:
+    """Each answer sentence, the blocks it cites and whether they support it (the offline support scorer, its
+    threshold; the same call the faithfulness metric makes, memoised): the drill-down of faithfulness."""
+    from rag.answer.answerers import split_sentences
+    from rag.answer.prompts import parse_citations, strip_citations
+
+    from ..score.metrics import support_score
+    from ..score.support import support_embedder, threshold
+
+    by_n = {b["n"]: b for b in blocks}
+    thr, embed = threshold(), support_embedder()
+    rows = []
+    for sent in split_sentences(answer):
+        cited = [c for c in dict.fromkeys(parse_citations(sent)) if c in by_n]
+        if not cited:
+            verdict, colour = "no valid citation (unsupported)", "#fde2e2"
+        else:
+            p = support_score(strip_citations(sent), [by_n[c]["text"] for c in cited], question.language, embed)
+            ok = p >= thr
+            verdict, colour = (f"supported ({p:.2f} >= {thr:.2f})" if ok else f"not supported ({p:.2f} < {thr:.2f})",
+                               "#e2f5e2" if ok else "#fde2e2")
+        rows.append(f"<tr style='background:{colour}'><td style='{_CELL}'>{html.escape(sent)}</td>"
+                    f"<td style='{_CELL}'>{', '.join(f'[{c}]' for c in cited) or '-'}</td>"
+                    f"<td style='{_CELL}'>{verdict}</td></tr>")
+    return ("<table class='tbl' style='border-collapse:collapse'><tr><th style='" + _CELL + "text-align:left'>answer "
+            "sentence</th><th style='" + _CELL + "text-align:left'>cites</th><th style='" + _CELL + "text-align:left'>"
+            "offline support scorer</th></tr>" + "".join(rows) + "</table>")
