@@ -90,6 +90,10 @@ def test_a_raced_run_keeps_the_best_stores_reasons_and_the_gate_pairs_shared_que
     assert main(["gate", "--baseline", "FULL", "--candidate", "RACED", "--workspace", str(ws)]) in (0, 1)
     said = capsys.readouterr().out
     assert "300" in said and not re.search(r"\bnan\b", said)
+    # each row says on how many questions it compared: a point that left is compared on what it answered
+    for e in race["exits"]:
+        strategy, point = e["point"].split(" · ")
+        assert re.search(rf"\| {re.escape(strategy)} \| {re.escape(point)} \| f1 \| {e['at_question']} \|", said), said
 
 
 def test_a_killed_race_resumes_without_repeating_an_item(tmp_path):

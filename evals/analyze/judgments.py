@@ -11,6 +11,7 @@ Scale (UMBRELA; Upadhyay et al. 2024): 0 = not relevant, 1 = related, 2 = partly
 from __future__ import annotations
 
 import csv
+import functools
 import hashlib
 import json
 import math
@@ -41,6 +42,7 @@ def question_key(text: str) -> str:
     return hashlib.sha256(("q\0" + _norm(text).casefold()).encode()).hexdigest()[:16]
 
 
+@functools.lru_cache(maxsize=262_144)  # the same passage is shown by many points and questions
 def passage_key(text: str) -> str:
     """A passage by its text (spacing folded): not by chunk id, so a re-chunked corpus reuses what still matches."""
     return hashlib.sha256(("p\0" + _norm(text)).encode()).hexdigest()[:16]
@@ -317,7 +319,9 @@ def judged_scores(store, run_id: str, source: str = "auto") -> pd.DataFrame:
         res = con.execute("SELECT strategy, point_id, question_id, repeat, blocks FROM results WHERE run_id = ?",
                           [run_id]).df()
     rows = []
-    for strategy, pid, qid, rep, blocks in res.itertuples(index=False):
+    # plain lists, not itertuples over Arrow-backed columns (element access cost seconds at 50,000 items)
+    for strategy, pid, qid, rep, blocks in zip(res.strategy.tolist(), res.point_id.tolist(), res.question_id.tolist(),
+                                               res["repeat"].tolist(), res.blocks.tolist()):
         qk = qkeys.get(qid, "")
         gs = per_q.get(qk, [])
         ideal = sorted(gs, reverse=True)
