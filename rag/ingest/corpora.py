@@ -577,8 +577,11 @@ class _Ignored:
         self.root, self.gitignore = root, gitignore
         self.include = pathspec.GitIgnoreSpec.from_lines(_user_patterns(include, "--include")) if include else None
         self.exclude = pathspec.GitIgnoreSpec.from_lines(_user_patterns(exclude, "--exclude")) if exclude else None
+        # each --exclude rule on its own, to count what each left out (one line per rule in the summary)
+        self.exclude_rules = [(x, pathspec.GitIgnoreSpec.from_lines([x])) for x in _user_patterns(exclude, "--exclude")]
         self.specs: list[tuple[Path, object]] = []  # (folder, its .gitignore)
         self.by_gitignore = self.by_pattern = 0
+        self.by_rule: dict[str, int] = {}
         self.unread: list[Skipped] = []  # .gitignore files that could not be read (said, never silently ignored)
 
     def enter(self, d: Path) -> None:
@@ -612,19 +615,23 @@ class _Ignored:
         if self._git(path, is_dir):
             self.by_gitignore += 1
             return True
-        if (self.exclude is not None and self.exclude.match_file(rel)) or (
-                not is_dir and self.include is not None and not self.include.match_file(rel)):
-            self.by_pattern += 1
-            return True
-        return False
+        if self.exclude is not None and self.exclude.match_file(rel):
+            rule = next((f"--exclude {x}" for x, sp in self.exclude_rules if sp.match_file(rel)), "--exclude")
+        elif not is_dir and self.include is not None and not self.include.match_file(rel):
+            rule = "--include (matched no pattern)"
+        else:
+            return False
+        self.by_pattern += 1
+        self.by_rule[rule] = self.by_rule.get(rule, 0) + 1
+        return True
 
     def summary(self, folder: Path) -> list[Skipped]:
         out = list(self.unread)
         if self.by_gitignore:
             out.append(Skipped(str(folder), f"{self.by_gitignore} files or folders left out by .gitignore "
                                             "(--no-gitignore reads them)"))
-        if self.by_pattern:
-            out.append(Skipped(str(folder), f"{self.by_pattern} files or folders left out by --include/--exclude"))
+        for rule, n in sorted(self.by_rule.items()):  # one line per rule, as docs/datasets.md promises
+            out.append(Skipped(str(folder), f"{n} files or folders left out by {rule}"))
         return out
 
 
