@@ -614,7 +614,8 @@ def render(f: dict) -> str:
         for c in sy["cases"]:
             lines.append(f"--system, {c['requests']} requests of {sy['latency_s'] * 1000:.0f} ms at concurrency "
                          f"{c['concurrency']}: {c['wall_s']:.1f} s (ideal {c['ideal_s']:.1f} s, start {c['start_s']:.2f} s, "
-                         f"overhead {c['overhead']:+.1%}, tail {c.get('tail_s', float('nan')):.2f} s after the last "
+                         f"overhead {c['overhead']:+.1%} ({c.get('overhead_vs_waves', float('nan')):+.1%} against "
+                         f"whole waves of C requests), tail {c.get('tail_s', float('nan')):.2f} s after the last "
                          f"reply; target {sy['target']})")
     i = f.get("ingest")
     if i:
@@ -860,8 +861,10 @@ def system_overhead(root: Path, latency: float = 0.2, cases=((100, 1), (200, 4),
             ideal = n * latency / c
             # the tail: the end of the run minus the last reply (a short run hides a fixed tail in its mean)
             tail = end - (max(svc.arrivals) + latency) if svc.arrivals else float("nan")
+            waves = -(-n // c) * latency  # what a perfect client reaches: N/C rounded up to whole waves
             out["cases"].append({"requests": n, "concurrency": c, "wall_s": wall, "start_s": start,
-                                 "ideal_s": ideal, "overhead": (wall - start - ideal) / ideal, "tail_s": tail})
+                                 "ideal_s": ideal, "overhead": (wall - start - ideal) / ideal, "tail_s": tail,
+                                 "waves_s": waves, "overhead_vs_waves": (wall - start - waves) / waves})
     finally:
         svc.close()
     return out
