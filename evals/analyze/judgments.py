@@ -312,24 +312,30 @@ def judged_scores(store, run_id: str, source: str = "auto") -> pd.DataFrame:
     cols = ["run_id", "strategy", "point_id", "question_id", "repeat", "metric", "value", "status", "detail"]
     if not grades:
         return pd.DataFrame(columns=cols)
-    per_q: dict[str, list[int]] = defaultdict(list)
-    for (qk, _), g in grades.items():
-        per_q[qk].append(g)
     with store.session() as con:
         res = con.execute("SELECT strategy, point_id, question_id, repeat, blocks FROM results WHERE run_id = ?",
                           [run_id]).df()
-    rows = []
     # plain lists, not itertuples over Arrow-backed columns (element access cost seconds at 50,000 items)
-    for strategy, pid, qid, rep, blocks in zip(res.strategy.tolist(), res.point_id.tolist(), res.question_id.tolist(),
-                                               res["repeat"].tolist(), res.blocks.tolist()):
+    items = zip(res.strategy.tolist(), res.point_id.tolist(), res.question_id.tolist(), res["repeat"].tolist(),
+                res.blocks.tolist())
+    return pd.DataFrame([(run_id, *r) for r in judged_rows(items, qkeys, grades)], columns=cols)
+
+
+def judged_rows(items, qkeys: dict[str, str], grades: dict):
+    """(strategy, point, question_id, repeat, metric, value, status, detail) of the judged metrics of each item
+    ``(strategy, point, question_id, repeat, blocks)`` (blocks as JSON or a list): the one loop behind
+    ``judged_scores`` (a stored run) and the workbench's session items."""
+    per_q: dict[str, list[int]] = defaultdict(list)
+    for (qk, _), g in grades.items():
+        per_q[qk].append(g)
+    for strategy, point, qid, rep, blocks in items:
         qk = qkeys.get(qid, "")
         gs = per_q.get(qk, [])
-        ideal = sorted(gs, reverse=True)
-        rel_total = sum(g >= RELEVANT for g in gs)
-        for m, (v, st, d) in judged_item_scores(json.loads(blocks or "[]"), grades, qk, rel_total, ideal,
-                                                bool(gs)).items():
-            rows.append((run_id, strategy, pid, qid, int(rep), m, v, st, d))
-    return pd.DataFrame(rows, columns=cols)
+        if isinstance(blocks, str) or blocks is None:
+            blocks = json.loads(blocks or "[]")
+        for m, (v, st, d) in judged_item_scores(blocks, grades, qk, sum(g >= RELEVANT for g in gs),
+                                                sorted(gs, reverse=True), bool(gs)).items():
+            yield strategy, point, qid, int(rep), m, v, st, d
 
 
 def judged_coverage(scores: pd.DataFrame) -> pd.DataFrame:

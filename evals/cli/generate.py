@@ -7,6 +7,10 @@ from pathlib import Path
 from .common import add_index_args, at_least, index_config, positive_float
 
 
+def _counted(counts: dict) -> str:
+    return ", ".join(f"{k} {v}" for k, v in sorted(counts.items())) or "none"
+
+
 def cmd_generate(a) -> int:
     from tqdm import tqdm
 
@@ -38,7 +42,7 @@ def cmd_generate(a) -> int:
     if not res.questions:  # every call failed or every reply was dropped: nothing is written over --out
         from rag.llm.urls import redact_url
 
-        print("dropped: " + (", ".join(f"{k} {v}" for k, v in sorted(res.counts.items())) or "none"), file=sys.stderr)
+        print("dropped: " + _counted(res.counts), file=sys.stderr)
         print(f"ragwb generate: error: no question survived (calls {res.stats.calls:,} to "
               f"{redact_url(a.llm_base_url)}); {a.out} was not written"
               + (" and keeps what it held" if Path(a.out).exists() else ""), file=sys.stderr)
@@ -49,7 +53,7 @@ def cmd_generate(a) -> int:
           f"from {a.dataset} with {a.llm_model} (seed {a.seed})")
     if res.skipped_pages:
         print("pages not asked about: " + ", ".join(f"{k} {v}" for k, v in res.skipped_pages.items()))
-    print("dropped or flagged: " + (", ".join(f"{k} {v}" for k, v in sorted(res.counts.items())) or "none"))
+    print("dropped or flagged: " + _counted(res.counts))
     lexical = sum(q["metadata"]["generator"]["overlap_words"] >= 6 for q in res.questions)
     if res.questions:
         print(f"lexical share: {lexical / len(res.questions):.0%} of the questions copy 6 or more words in a row "

@@ -72,8 +72,7 @@ def answer_plan(sess, points: list[tuple[str, dict]], limit: int) -> AnswerPlan:
     each new item's context is packed (from cached candidates) and its prompt looked up in the response cache."""
     plan = AnswerPlan()
     qs = sess.dataset.questions[:limit]
-    ev = sess.evaluator
-    client = getattr(sess, "client", None)
+    ev, client = sess.evaluator, sess.client
     for name, kw in points:
         label = point_label(kw)
         todo = [q for q in qs if (name, label, q.qid) not in sess.items]
@@ -83,13 +82,14 @@ def answer_plan(sess, points: list[tuple[str, dict]], limit: int) -> AnswerPlan:
             continue
         if client is None or not todo:
             continue
-        p = make_params(name, **kw)
-        if getattr(get_strategy(name), "escalates", False):
+        p, strat = make_params(name, **kw), get_strategy(name)
+        escalates = getattr(strat, "escalates", False)
+        if escalates:
             plan.notes.append(f"{name}: up to two calls an item (counted as one here)")
-        sess.retriever.warm([q.text for q in todo], p.search_key(get_strategy(name).needed(p)))
+        sess.retriever.warm([q.text for q in todo], p.search_key(strat.needed(p)))
         window = client.context_window()
         # Self-Route's first call is its cheap point's (a second only where that one abstains)
-        first, fp = p.point("cheap") if getattr(get_strategy(name), "escalates", False) else (name, p)
+        first, fp = p.point("cheap") if escalates else (name, p)
         for q in todo:
             try:
                 ctx = ev.retrieve(q.text, first, fp)[0]

@@ -95,16 +95,12 @@ def workbench_args(argv: list[str], environ: dict | None = None) -> WorkbenchArg
 def workspace_datasets(workspace: str) -> dict[str, str]:
     """label -> dataset spec of everything the workbench can open here: the bundled sets first (conversation
     sets among them), then every folder ingested into this workspace that still exists (its name and path)."""
-    import json
-
+    from rag.index.workspace import Workspace
     from rag.ingest.corpora import BUNDLED
 
     out = {name: name for name in BUNDLED}
-    names = Path(workspace) / "dataset_names.json"
-    try:
-        folders = json.loads(names.read_text()) if names.is_file() else {}
-    except (OSError, ValueError):
-        folders = {}
+    # the folder -> name table Workspace.dataset_name keeps (read without opening the workspace's LanceDB)
+    folders = Workspace._read_json(Path(workspace) / "dataset_names.json")
     for path, name in sorted(folders.items(), key=lambda kv: kv[1]):
         if Path(path).is_dir():
             out[f"{name} ({path})"] = path

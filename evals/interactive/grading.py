@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from .session import Session  # noqa: F401 (annotations)
+from .session import FRAME_COLUMNS, Session, item_for
 
 # --------------------------------------------------------------------------- grading passages (docs/judgments.md)
 
@@ -17,7 +17,6 @@ GRADE_LABELS = {0: "0 not relevant", 1: "1 related", 2: "2 partly answers", 3: "
 def gradable_passages(sess: Session, point: str, qid: str) -> list[dict]:
     """The blocks point A showed for a question, as passages to grade: rank, source, key and text."""
     from ..analyze.judgments import passage_key
-    from .session import item_for
 
     item = item_for(sess, point, qid)
     if item is None:
@@ -110,35 +109,19 @@ def session_judged_scores(db: str, sess, scores: pd.DataFrame, source: str = "au
     """The judged metrics (judged_ndcg@10, judged_recall@10, judged_precision@5, judged@10) of the session's
     applied items, from the grades in the store now: the same formulas as ``ragwb show`` (computed on read,
     evals/analyze/judgments.py), in the workbench's long frame shape (empty when nothing is graded)."""
-    from collections import defaultdict
-
-    from ..analyze.judgments import RELEVANT, effective_grades, judged_item_scores, question_key
+    from ..analyze.judgments import effective_grades, judged_rows, question_key
     from ..store import ResultStore
-    from .session import FRAME_COLUMNS
 
     if scores is None or scores.empty or not Path(db).exists():
         return pd.DataFrame(columns=FRAME_COLUMNS)
     qtext = {q.qid: q.text for q in sess.dataset.questions}
-    qids = set(scores.question_id.unique())
-    qkeys = {qid: question_key(qtext[qid]) for qid in qids if qid in qtext}
+    qkeys = {qid: question_key(qtext[qid]) for qid in scores.question_id.unique() if qid in qtext}
     with ResultStore(db, read_only=True) as st:
-        judged = st.judgments(set(qkeys.values()))
-    grades = effective_grades(judged, source)
+        grades = effective_grades(st.judgments(set(qkeys.values())), source)
     if not grades:
         return pd.DataFrame(columns=FRAME_COLUMNS)
-    per_q: dict[str, list[int]] = defaultdict(list)
-    for (qk, _), g in grades.items():
-        per_q[qk].append(g)
-    rows = []
-    for (strategy, label), g in scores.groupby(["strategy", "point_label"], sort=False):
-        for qid in dict.fromkeys(g.question_id):
-            item = sess.items.get((strategy, label, qid))
-            if item is None:
-                continue
-            blocks = json.loads(item[0]["blocks"]) if isinstance(item[0]["blocks"], str) else item[0]["blocks"]
-            qk = qkeys.get(qid, "")
-            gs = per_q.get(qk, [])
-            for m, (v, status, detail) in judged_item_scores(blocks, grades, qk, sum(x >= RELEVANT for x in gs),
-                                                             sorted(gs, reverse=True), bool(gs)).items():
-                rows.append((strategy, label, qid, 0, m, v, status, detail))
-    return pd.DataFrame(rows, columns=FRAME_COLUMNS).astype({"value": float})
+    points = scores[["strategy", "point_label", "question_id"]].drop_duplicates()
+    items = ((s_, lab, qid, 0, sess.items[(s_, lab, qid)][0]["blocks"]) for s_, lab, qid in
+             zip(points.strategy.tolist(), points.point_label.tolist(), points.question_id.tolist())
+             if (s_, lab, qid) in sess.items)
+    return pd.DataFrame(list(judged_rows(items, qkeys, grades)), columns=FRAME_COLUMNS).astype({"value": float})

@@ -450,9 +450,8 @@ def raced_items(cfg: RunConfig, engine, job: RunJob, store: ResultStore, run_id:
     metric = r["metric"]
     order = race_order(job.questions, int(r.get("seed", 0)))
     pos = {q.qid: i for i, q in enumerate(order)}
-    keys = {(name, point_id(kw)): point_label(kw) for name, kw in job.points}
-    labels = {f"{n} · {lab}": f"{n} · {lab}" for (n, _), lab in keys.items()}
-    name_of = {k: f"{k[0]} · {lab}" for k, lab in keys.items()}
+    # a point is named "strategy · label" in the race (as in show and the workbench), keyed in the store
+    name_of = {(name, point_id(kw)): f"{name} · {point_label(kw)}" for name, kw in job.points}
     by_name = {v: k for k, v in name_of.items()}
     state = RaceState(metric, getattr(METRICS.get(metric), "higher_is_better", True), float(r.get("alpha", 0.05)),
                       r.get("cost_tolerance"), alive=list(by_name))
@@ -469,7 +468,7 @@ def raced_items(cfg: RunConfig, engine, job: RunJob, store: ResultStore, run_id:
         prev = end
         vals, cost = _race_values(store, run_id, metric, [by_name[p] for p in state.alive], pos, end)
         for ex in race_step(state, {name_of[k]: v for k, v in vals.items()},
-                            {name_of[k]: c for k, c in cost.items()}, end, labels):
+                            {name_of[k]: c for k, c in cost.items()}, end):
             print(f"race: {ex.point} {ex.reason}", file=sys.stderr)
         if on_look is not None:
             on_look(end, list(state.alive), list(state.exits))
