@@ -46,6 +46,11 @@ class Evidence:
     start: int | None = None  # char span in the document text, when known
     end: int | None = None
     text: str | None = None
+    # source code: the definition the evidence lies in (its qualified name and char span), for symbol_recall@10
+    # and symbol_mrr@10; set from a gold `symbol` key, or for span evidence by the index's parse of the file
+    symbol: str | None = None
+    symbol_start: int | None = None
+    symbol_end: int | None = None
 
     @property
     def level(self) -> str:

@@ -16,7 +16,7 @@ PAGE_METRICS = ["page_recall@10", "page_ndcg@10"]
 BUILTIN_GROUPS = ("language", "qtype", "answerable", "document")
 
 
-CODE_METRICS = ["evidence_mrr@10", "evidence_ndcg@10"]  # function-level ranking (code-search sets)
+CODE_METRICS = ["evidence_mrr@10", "evidence_ndcg@10", "symbol_recall@10", "symbol_mrr@10"]  # function-level ranking (code-search sets)
 
 
 def headline_metrics(store: ResultStore, run_id: str) -> list[str]:

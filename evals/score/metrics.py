@@ -223,6 +223,13 @@ def block_holds(block, ev: Evidence) -> bool:
     return ev.doc_id in block.doc_ids
 
 
+def block_holds_symbol(block, ev: Evidence) -> bool:
+    """Does a block show any line of the gold evidence's definition (``ev.symbol``)? A later piece of a split
+    function counts, so does a block cut to ``code_block_chars``, a class or file holding it: retrieval at the
+    level of the definition, whatever the chunker made of it."""
+    return any(d == ev.doc_id and s < ev.symbol_end and ev.symbol_start < e for d, s, e in block.spans)
+
+
 def _evidence(q: Question) -> list[Evidence]:
     # unknown answerability (no 'answers') keeps its evidence: a code question pointing at a function is scored
     return q.evidence if q.answerable is not False else []
@@ -281,7 +288,10 @@ RANK_K = 10
     "page_mrr@10": (True, "MRR@10 over distinct pages in block order"),
     "page_ndcg@10": (True, "nDCG@10 over distinct pages in block order"),
     "evidence_mrr@10": (True, "span evidence: 1/rank of the first block (of 10) that shows a gold span"),
-    "evidence_ndcg@10": (True, "span evidence: nDCG@10 over blocks, each gold span counted at its first block")})
+    "evidence_ndcg@10": (True, "span evidence: nDCG@10 over blocks, each gold span counted at its first block"),
+    "symbol_recall@10": (True, "code: share of gold definitions (symbols) shown, any line of them, in the first 10 "
+                               "blocks"),
+    "symbol_mrr@10": (True, "code: 1/rank of the first block (of 10) that shows any line of a gold definition")})
 def score_retrieval(inp: ScoringInput) -> dict[str, Score]:
     evs = _evidence(inp.question)
     if not evs:
@@ -303,15 +313,21 @@ def score_retrieval(inp: ScoringInput) -> dict[str, Score]:
         ranked = evidence_ranking(blocks, [evs[i] for i in spans])
         m = ranking_metrics(ranked, set(range(len(spans))), RANK_K)
         out[f"evidence_mrr@{RANK_K}"], out[f"evidence_ndcg@{RANK_K}"] = Score(m["mrr"]), Score(m["ndcg"])
+    # one gold definition counts once, however many of its spans the gold names
+    syms = list({(e.doc_id, e.symbol): e for e in evs if e.symbol and e.symbol_start is not None}.values())
+    if syms:  # code: the definition, not the lines the chunker cut (docs/metrics.md, "Symbol metrics")
+        ranked = evidence_ranking(blocks, syms, block_holds_symbol)
+        m = ranking_metrics(ranked, set(range(len(syms))), RANK_K)
+        out[f"symbol_recall@{RANK_K}"], out[f"symbol_mrr@{RANK_K}"] = Score(m["recall"]), Score(m["mrr"])
     return out
 
 
-def evidence_ranking(blocks, evs: list[Evidence]) -> list:
+def evidence_ranking(blocks, evs: list[Evidence], holds=block_holds) -> list:
     """Blocks in order as a ranked list over gold items: each block stands for the first gold item it
     shows that no earlier block showed (its index), else for nothing relevant (a unique marker)."""
     seen, ranked = set(), []
     for i, b in enumerate(blocks):
-        new = next((j for j, e in enumerate(evs) if j not in seen and block_holds(b, e)), None)
+        new = next((j for j, e in enumerate(evs) if j not in seen and holds(b, e)), None)
         if new is None:
             ranked.append(("block", i))
         else:

@@ -400,7 +400,11 @@ def load_code_set(path: str | Path, name: str | None = None) -> Dataset:
         except ImportError_ as e:
             skipped.append(Skipped(d["doc_id"], str(e).split(": ", 1)[-1]))
     skipped.extend(code_warnings(docs))
-    return Dataset(name or obj["name"], docs, [Question.from_dict(q) for q in obj["questions"]], skipped)
+    questions = [Question.from_dict(q) for q in obj["questions"]]
+    from .code import annotate_questions
+
+    annotate_questions(questions, docs)  # each span's definition, for the symbol metrics
+    return Dataset(name or obj["name"], docs, questions, skipped)
 
 
 # --------------------------------------------------------------------------- Docugami
@@ -913,7 +917,8 @@ def _question_from_record(rec: dict, by_id: dict[str, Document], warnings: list[
                 continue
             s0, e0 = found
             at_page = _page_at(doc, s0)
-            evidence.append(Evidence(doc_id, at_page.page_id if at_page else None, s0, e0, doc.text[s0:e0]))
+            evidence.append(Evidence(doc_id, at_page.page_id if at_page else None, s0, e0, doc.text[s0:e0],
+                                     sym.strip(), s0, e0))
             continue
         lines = ev.get("lines")
         if lines is not None:  # source code: [first, last] 1-based lines, the usual way to point at code
@@ -972,6 +977,7 @@ def find_symbol(doc: Document, name: str) -> tuple[int, int] | None:
     parse = getattr(doc, "code_parse", None)
     if parse is None:
         return None
+    from .code import def_span
 
     def walk(defs):
         for d in defs:
@@ -982,12 +988,7 @@ def find_symbol(doc: Document, name: str) -> tuple[int, int] | None:
                 return hit
         return None
     d = walk(parse.defs)
-    if d is None:
-        return None
-    starts = _line_starts(doc.text)
-    s0 = starts[d.first]
-    e0 = starts[d.last + 1] - 1 if d.last + 1 < len(starts) else _text_end(doc.text)
-    return s0, e0
+    return def_span(doc.text, d) if d is not None else None
 
 
 def _text_end(text: str) -> int:

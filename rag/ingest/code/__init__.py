@@ -94,6 +94,18 @@ def attach_leading_comments(defs: list[Def], lines: list[str], floor: int = 0) -
         prev_end = max(prev_end, d.last)
 
 
+def def_at(defs: list[Def], line: int) -> Def | None:
+    """The innermost definition holding a 0-based line (None: module-level code, or a "lines" region)."""
+    found = None
+    for d in defs:
+        if d.first <= line <= d.last:
+            found = d if d.kind != "lines" and d.name else found
+            inner = def_at(d.children, line)
+            if inner is not None:
+                found = inner
+    return found
+
+
 def symbol_at(defs: list[Def], line: int) -> tuple[str, str]:
     """(qualified name, kind) of the innermost definition holding a 0-based line; ('', 'module') if none."""
     found = ("", "module")
@@ -106,12 +118,30 @@ def symbol_at(defs: list[Def], line: int) -> tuple[str, str]:
     return found
 
 
+def def_span(text: str, d: Def) -> tuple[int, int]:
+    """(start, end) character offsets of a definition's lines (the end before its last line's newline)."""
+    starts = [0] + [m.end() for m in re.finditer("\n", text)]
+    if text.endswith("\n"):
+        starts.pop()  # no line after a final newline
+    s0 = starts[d.first]
+    e0 = starts[d.last + 1] - 1 if d.last + 1 < len(starts) else (len(text) - 1 if text.endswith("\n") else len(text))
+    return s0, e0
+
+
 def annotate_questions(questions: list, docs: list) -> None:
     """Gold questions whose evidence lies in source code get ``code_language``, ``kind``, ``symbol``
     and ``file`` metadata (unless the gold set gave them): ``ragwb show --by kind`` then works on any
     code folder, not only the bundled set."""
     by_id = {d.doc_id: d for d in docs if getattr(d, "code_language", "")}
     for q in questions:
+        for ev in q.evidence:  # each span's definition (already set from a gold `symbol` key)
+            doc = by_id.get(ev.doc_id)
+            if doc is None or ev.start is None or ev.symbol or doc.code_parse is None:
+                continue
+            d = def_at(doc.code_parse.defs, doc.text.count("\n", 0, ev.start))
+            if d is not None:
+                ev.symbol = d.name
+                ev.symbol_start, ev.symbol_end = def_span(doc.text, d)
         ev = next((e for e in q.evidence if e.doc_id in by_id), None)
         if ev is None:
             continue
