@@ -22,6 +22,10 @@ class Page:
     text: str
 
 
+# bump when code chunks change shape (rag/ingest/code/chunks.py): every indexed source file is re-chunked
+CODE_CHUNKS_VERSION = 2
+
+
 @dataclass
 class Document:
     doc_id: str
@@ -37,6 +41,13 @@ class Document:
     @property
     def content_hash(self) -> str:
         return content_hash(self.text)
+
+    @property
+    def index_hash(self) -> str:
+        """What an index stores to know a document unchanged: its content hash, and for source code the code
+        chunker's version, so a stored file is re-chunked when the chunker changes (never a mixed index)."""
+        h = self.content_hash
+        return f"{h}+code{CODE_CHUNKS_VERSION}" if self.code_language else h
 
 
 @dataclass

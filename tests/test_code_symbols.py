@@ -109,3 +109,59 @@ def test_stored_evidence_without_symbol_fields_still_loads():
     with pytest.raises(TypeError):
         Question.from_dict({"qid": "q", "text": "?", "answers": [], "answerable": True,
                             "evidence": [{"doc_id": "f.py", "symbl": "A"}]})
+
+
+def _search_order(args, capsys) -> list[str]:
+    """`ragwb search` output -> the 'file:lines kind symbol' of each block, in rank order."""
+    assert main(["search", *args]) == 0
+    out = capsys.readouterr().out
+    return [ln.split(None, 3)[3].split("  [")[0] for ln in out.splitlines() if ln[:5].strip().rstrip(".").isdigit()]
+
+
+def test_exact_names_first_and_stubs_last(tmp_path, capsys):
+    """Issue 46, item 4: `Command.get_help` ranks the exact definition first even where a neighbour's text
+    matches the query better; a .pyi stub is kind `stub` and ranks below the implementation unless asked for."""
+    repo = tmp_path / "proj"
+    (repo / "pkg").mkdir(parents=True)
+    (repo / "pkg" / "core.py").write_text(
+        "class Context:\n"
+        "    def get_help(self):\n"
+        "        # Command.get_help Command get_help command help: Command.get_help calls Command.get_help\n"
+        "        return 'Command.get_help command get help Command.get_help'\n\n"
+        "class Command:\n"
+        "    def get_help(self):\n"
+        "        return self.format()\n\n"
+        "def evolve(inst, **changes):\n"
+        "    cls = inst.__class__\n"
+        "    return cls(**changes)\n")
+    (repo / "pkg" / "__init__.pyi").write_text(
+        "# evolve evolve evolve: the stub of evolve\n"
+        "def evolve(inst: object, **changes: object) -> object: ...  # evolve\n")
+    ws = tmp_path / "ws"
+    common = ["--dataset", str(repo), "--workspace", str(ws), "--embedder", "hash", "--no-progress",
+              "--strategy", "chunks"]
+    got = _search_order(["Command.get_help", *common], capsys)
+    assert got[0].endswith("method Command.get_help"), got
+    plain = _search_order(["Command.get_help", *common, "--set", "exact_names=false"], capsys)
+    assert plain[0].endswith("method Context.get_help"), plain  # what the scores alone say: the test can fail
+    got = _search_order(["evolve", *common], capsys)
+    assert got[0].startswith("pkg/core.py") and got[0].endswith("function evolve"), got
+    stub_at = [i for i, g in enumerate(got) if g.startswith("pkg/__init__.pyi")]
+    assert stub_at and all(" stub evolve" in got[i] for i in stub_at)
+    assert min(stub_at) > max(i for i, g in enumerate(got) if g.startswith("pkg/core.py"))  # below every impl
+    kept = _search_order(["evolve", *common, "--set", "exact_names=false", "--set", "stubs=keep"], capsys)
+    assert kept[0].startswith("pkg/__init__.pyi"), kept  # scored alone, the stub's text wins
+    only = _search_order(["evolve", *common, "--where", "kind=stub"], capsys)
+    assert only and all(g.startswith("pkg/__init__.pyi") for g in only)
+    assert main(["search", "evolve", *common, "--set", "stubs=first"]) == 2
+    assert "stubs must be one of last, keep, not 'first'" in capsys.readouterr().err
+
+
+def test_query_names():
+    from rag.index.retrieval import query_names
+
+    assert query_names("evolve") == {"evolve"}
+    assert query_names("  `Command.get_help`  ") == {"Command.get_help"}
+    assert query_names("How does Command.get_help format?") == {"Command.get_help"}
+    assert query_names("std::fs::read_to_string") == {"std.fs.read_to_string"}
+    assert query_names("like :func:`sorted`, but returns get_help") == set()  # bare words in a sentence

@@ -31,7 +31,7 @@ def chunk_schema(dim: int) -> pa.Schema:
 
 def document_row(d, cfg, n_parents: int, n_chunks: int) -> dict:
     return {"doc_id": d.doc_id, "title": d.title, "language": d.language, "source_path": d.source_path,
-            "content_hash": d.content_hash, "n_pages": len(d.pages),
+            "content_hash": d.index_hash, "n_pages": len(d.pages),
             "n_tokens": count_tokens(d.text, cfg.chunking.encoding), "text": d.text,
             "n_parents": n_parents, "n_chunks": n_chunks}
 

@@ -274,7 +274,7 @@ class Workspace:
         existing, dirty = (self._verified_documents(self.index_name(ds.name, cfg))
                            if self.has_table(f"{self.index_name(ds.name, cfg)}__documents") else ({}, set()))
         texts = [c.embed_text for d in ds.documents
-                 if existing.get(d.doc_id) != d.content_hash or d.doc_id in dirty
+                 if existing.get(d.doc_id) != d.index_hash or d.doc_id in dirty
                  for c in chunk_document(d, cfg.chunking)[0]]
         cache = self.embedding_cache
         keys = list(dict.fromkeys(cache._key(cfg.embedder.key, "passage", t) for t in texts))
@@ -364,7 +364,7 @@ class Workspace:
                                 f"interrupted or concurrent ingest: {', '.join(sorted(dirty)[:5])}"
                                 f"{' ...' if len(dirty) > 5 else ''}")
         current = {d.doc_id: d for d in ds.documents}
-        changed = [d for d in ds.documents if existing.get(d.doc_id) != d.content_hash]
+        changed = [d for d in ds.documents if existing.get(d.doc_id) != d.index_hash]
         removed = [i for i in existing if i not in current]
         summ.added = sum(1 for d in changed if d.doc_id not in existing)
         summ.replaced = len(changed) - summ.added

@@ -270,6 +270,9 @@ def code_chunks(doc: Document, cfg: ChunkConfig) -> tuple[list[Chunk], list[Pare
                               count_tokens(doc.text[s:e], cfg.encoding), [cname] if cname else []))
         owner.append((a, b, cname, pid))
     chunks = []
+    from .code import is_stub
+
+    stub = is_stub(doc.doc_id)  # a .pyi or .d.ts: every chunk is kind "stub" (ranked below implementations)
     for ci, sg in enumerate(segs):
         s, e = starts[sg.first], starts[sg.last + 1]
         pid = next(p for a, b, cname, p in owner if cname == sg.container and a <= sg.first <= b)
@@ -277,7 +280,8 @@ def code_chunks(doc: Document, cfg: ChunkConfig) -> tuple[list[Chunk], list[Pare
         last = sg.first + t.rstrip().count("\n")  # the lines shown: trailing blank lines not counted
         chunks.append(Chunk(f"{page.page_id}/c{ci}", doc.doc_id, page.page_id, ci, s, e, t,
                             count_tokens(t, cfg.encoding), pid, sg.symbol.split(".") if sg.symbol else [],
-                            code_breadcrumb(doc.doc_id, sg), doc.code_language, sg.symbol, sg.kind, sg.first + 1,
+                            code_breadcrumb(doc.doc_id, sg), doc.code_language, sg.symbol,
+                            "stub" if stub else sg.kind, sg.first + 1,
                             last + 1))
     return chunks, parents
 

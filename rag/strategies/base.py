@@ -11,7 +11,7 @@ import json
 from dataclasses import dataclass, field
 
 from rag.params import build_params
-from rag.index.retrieval import CandidatePool, Retriever, SearchKey, parse_where
+from rag.index.retrieval import STUB_POLICIES, CandidatePool, Retriever, SearchKey, parse_where
 
 DEFAULT_POOL = 100
 
@@ -101,8 +101,15 @@ class BaseParams:
     # only chunks whose fields match, e.g. "kind=method" or "file=src/*.py;symbol=Parser.*" (fnmatch globs over
     # kind, symbol, file, language; rag.index.retrieval.parse_where): dense and BM25 search see nothing else
     where: str = ""
+    # code indexes (rag.index.retrieval.code_order): a chunk whose qualified symbol the query spells out
+    # (`Command.get_help`, `evolve`) ranks first; stub files' chunks (kind `stub`: .pyi, .d.ts) rank below every
+    # implementation unless "keep" (or a `where` asks for kind=stub)
+    exact_names: bool = True
+    stubs: str = "last"
 
     def validate(self) -> None:
+        if self.stubs not in STUB_POLICIES:
+            raise ValueError(f"stubs must be one of {', '.join(STUB_POLICIES)}, not {self.stubs!r}")
         if self.overflow not in OVERFLOW_POLICIES:
             raise ValueError(f"overflow must be one of {OVERFLOW_POLICIES}, not {self.overflow!r}")
         if "{question}" not in self.query_template:
@@ -124,7 +131,8 @@ class BaseParams:
         parse_where(self.where)  # an unknown field or kind is an error here, before any question
 
     def search_key(self, needed: int) -> SearchKey:
-        return SearchKey(self.query_template, self.search_dim, max(DEFAULT_POOL, needed), self.where)
+        return SearchKey(self.query_template, self.search_dim, max(DEFAULT_POOL, needed), self.where,
+                         self.exact_names, self.stubs)
 
 
 STRATEGIES: dict[str, "Strategy"] = {}

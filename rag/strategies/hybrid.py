@@ -6,7 +6,7 @@ from typing import Any
 
 import numpy as np
 
-from rag.index.retrieval import CandidatePool, Retriever
+from rag.index.retrieval import CandidatePool, Retriever, code_order
 from .base import (DEFAULT_POOL, BaseParams, Context, Strategy, params_dict, register_strategy)
 from .packing import chunk_raw, counters, pack_blocks
 from .llm_helpers import llm_hyde, llm_paraphrases, llm_rerank
@@ -101,6 +101,9 @@ class HybridStrategy(Strategy):
                 fused = weighted_fusion(dense, sparse, p.alpha)
             else:
                 fused = rrf_fusion([list(dense), list(sparse)], p.rrf_k)
+            if r.reader.has_code and fused:  # fusion may undo the pool's exact names first / stubs last
+                rows, sc = code_order(r.reader, pool.question, [k for k, _ in fused], [v for _, v in fused], pool.key)
+                fused = list(zip(rows.tolist(), sc.tolist()))
             pool.extra[fkey] = fused
         if p.llm_rerank:
             if r.llm is None:

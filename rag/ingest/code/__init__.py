@@ -31,7 +31,13 @@ LANGUAGES = {
     ".rb": "ruby", ".sh": "bash", ".bash": "bash",
 }
 CODE_SUFFIXES = tuple(LANGUAGES)
-KINDS = ("function", "method", "class", "type", "module", "lines")  # what a code chunk can be
+KINDS = ("function", "method", "class", "type", "module", "lines", "stub")  # what a code chunk can be
+STUB_SUFFIXES = (".pyi", ".d.ts", ".d.mts", ".d.cts")  # declarations only: every chunk of one is kind "stub"
+
+
+def is_stub(path: str | Path) -> bool:
+    """A type stub (.pyi) or a TypeScript declaration file (.d.ts): signatures with no implementation."""
+    return str(path).lower().endswith(STUB_SUFFIXES)
 
 # minified or generated: one of these and the file is skipped (counted, named) rather than chunked
 MINIFIED_LINE_CHARS = 1000  # a line this long in a file of few lines ...
