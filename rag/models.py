@@ -113,6 +113,11 @@ class Dataset:
     questions: list[Question]
     skipped: list[Skipped] = field(default_factory=list)
     parse_seconds: dict = field(default_factory=dict)  # source path -> seconds spent parsing it
+    # a folder read by Workspace.load: its resolved path, when the read began, the filters it was read with
+    # (an ingest records the files' stats then: rag/index/freshness.py)
+    source_folder: str = ""
+    read_started_ns: int = 0
+    folder_filters: dict = field(default_factory=dict)
 
     def doc(self, doc_id: str) -> Document:
         return self._by_id()[doc_id]

@@ -165,3 +165,42 @@ def test_query_names():
     assert query_names("How does Command.get_help format?") == {"Command.get_help"}
     assert query_names("std::fs::read_to_string") == {"std.fs.read_to_string"}
     assert query_names("like :func:`sorted`, but returns get_help") == set()  # bare words in a sentence
+
+
+def test_search_answers_from_the_index_until_the_folder_changes(tmp_path, capsys):
+    """Issue 46, item 5: `ragwb search` on a folder whose files are as the last ingest left them answers from the
+    index (no read: an edit that keeps size and time is not seen, which --refresh reads); an added file or an
+    edit makes it read the folder again, and it says why."""
+    import os
+
+    repo = tmp_path / "proj"
+    repo.mkdir()
+    f = repo / "a.py"
+    f.write_text("def alpha_function(x):\n    return x + 1\n")
+    ws = tmp_path / "ws"
+    common = ["--dataset", str(repo), "--workspace", str(ws), "--embedder", "hash", "--no-progress",
+              "--strategy", "chunks"]
+    assert main(["ingest", str(repo), "--workspace", str(ws), "--embedder", "hash", "--no-progress"]) == 0
+    capsys.readouterr()
+    assert main(["search", "alpha_function", *common]) == 0
+    out, err = capsys.readouterr()
+    assert "a.py:1-2 function alpha_function" in out and "reading" not in err
+    st = f.stat()
+    f.write_text("def omega_function(x):\n    return x + 1\n")  # same length ...
+    os.utime(f, ns=(st.st_atime_ns, st.st_mtime_ns))  # ... and the same time: the index is taken as current
+    assert main(["search", "omega_function", *common]) == 0
+    out, err = capsys.readouterr()
+    assert "alpha_function" in out and "reading" not in err
+    assert main(["search", "omega_function", *common, "--refresh"]) == 0
+    assert "function omega_function" in capsys.readouterr().out
+    (repo / "b.py").write_text("def beta_function():\n    return 2\n")
+    assert main(["search", "beta_function", *common]) == 0
+    out, err = capsys.readouterr()
+    assert f"reading {repo} again (a file was added, removed or renamed in {repo})" in err
+    assert "b.py:1-2 function beta_function" in out
+    assert main(["search", "beta_function", *common]) == 0  # that read was an ingest: current again
+    assert "reading" not in capsys.readouterr().err
+    f.write_text("def gamma_function(x, y):\n    return x + y\n")  # another size
+    assert main(["search", "gamma_function", *common]) == 0
+    out, err = capsys.readouterr()
+    assert f"{f} changed" in err and "function gamma_function" in out

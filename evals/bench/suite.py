@@ -27,7 +27,7 @@ def add_bench_args(p) -> None:
                    help="corpus copies for the growth curve (default 1 4 16; empty to skip)")
     p.add_argument("--only", nargs="*", choices=["ingest", "retrieval", "repack", "eval", "ragas", "llm", "growth",
                                                  "rerun", "support", "mainjob", "scale", "scale5", "engines", "apply",
-                                                 "gate", "score", "system", "race"],
+                                                 "gate", "score", "system", "race", "search"],
                    default=None,
                    help="measure only these figures; scale, scale5, mainjob and engines (minutes each) run only "
                         "when named here")
@@ -156,6 +156,9 @@ def main_bench(a) -> int:
         if want("race") and a.only:  # four full grids and 20 seeds each: only when asked by name
             from .race import race_figure
             figs["race"] = race_figure(tmp / "race")
+        if want("search") and a.only:  # builds a 10,000-chunk code index: only when asked by name
+            from .search import search_figure
+            figs["search"] = search_figure(tmp / "search")
         if want("scale") and a.only:  # minutes at 1M rows: only when asked by name
             from .scale import scale_curve
             figs["scale"] = scale_curve(a.scale)
@@ -609,6 +612,9 @@ def render(f: dict) -> str:
     if f.get("race"):
         from .race import render as render_race
         lines += render_race(f["race"])
+    if f.get("search"):
+        from .search import render as render_search
+        lines += render_search(f["search"])
     sy = f.get("system")
     if sy:
         for c in sy["cases"]:

@@ -54,6 +54,9 @@ def cmd_search(a) -> int:
     if a.where:
         kw["where"] = a.where
     params = make_params(a.strategy, **kw)  # an unknown budget, field or kind errors here, before any ingest
+    index = _current_index(ws, a, cfg)
+    if index is not None:  # the folder is as it was indexed: answer from the index (no read, no parse)
+        return _print_search(a, kw, Retriever(ws, index), params)
     ds = ws.load(a.dataset, None, cfg, progress=not a.no_progress, **folder_filters(a))
     if not ws.has_table(ws.index_name(ds.name, cfg) + "__meta"):
         # a search is a look, never a silent full ingest under another embedder (tens of minutes of e5)
@@ -65,11 +68,44 @@ def cmd_search(a) -> int:
                              f"{cfg.embedder.name}: pass --embedder {others[0]} to search that index (or "
                              f"`ragwb ingest {a.dataset} --embedder {cfg.embedder.name}` first: {n:,} chunks to embed)")
     summ = ws.ingest(ds, cfg, progress=not a.no_progress)
-    r = Retriever(ws, summ.index)
+    return _print_search(a, kw, Retriever(ws, summ.index), params)
+
+
+def _current_index(ws, a, cfg) -> str | None:
+    """The index ``ragwb search`` can answer from without reading the dataset: a folder whose files are as the
+    last ingest recorded them (rag/index/freshness.py), or a bundled set indexed by this chunker. None: read it
+    (and say why, when an index exists)."""
+    from rag.index.freshness import stale_reason
+    from rag.ingest.corpora import BUNDLED
+
+    if a.refresh or any(v is not None for v in folder_filters(a).values()):
+        return None
+    spec = a.dataset
+    if Path(spec).is_dir():
+        index = ws.index_name(ws.dataset_name(spec), cfg)
+        if not ws.has_table(index + "__meta"):
+            return None
+        why = stale_reason(ws.root, index, str(Path(spec).resolve()), ws.remembered_filters(spec))
+    elif spec in BUNDLED:
+        index = ws.index_name(spec, cfg)
+        if not ws.has_table(index + "__meta"):
+            return None
+        why = stale_reason(ws.root, index, spec, {})
+    else:
+        return None
+    if why:
+        print(f"ragwb search: reading {spec} again ({why})", file=sys.stderr)
+        return None
+    return index
+
+
+def _print_search(a, kw: dict, r, params) -> int:
+    from rag.strategies import get_strategy
+
     ctx = get_strategy(a.strategy).retrieve(r, a.query, params)
     reader = r.reader
     print(f"{a.strategy} ({', '.join(f'{k}={v}' for k, v in sorted(kw.items())) or 'defaults'}) over "
-          f"{summ.index}: {len(ctx.blocks)} blocks, {sum(b.n_tokens for b in ctx.blocks):,} tokens")
+          f"{r.index}: {len(ctx.blocks)} blocks, {sum(b.n_tokens for b in ctx.blocks):,} tokens")
     for b in ctx.blocks[:a.show]:
         row = reader.rows.get(b.chunk_ids[0]) if b.chunk_ids else None
         where = ", ".join(b.doc_ids[:2])
@@ -113,6 +149,9 @@ def add_search(sub) -> None:
                         "'file=src/*.py;symbol=Parser.*'")
     s.add_argument("--set", action="append", metavar="PARAM=V", help="a budget of the strategy, e.g. top_k=10")
     s.add_argument("--show", type=at_least(1), default=10, help="blocks printed (default 10)")
+    s.add_argument("--refresh", action="store_true",
+                   help="read the folder again even when its files look as the last ingest left them (by default "
+                        "a folder whose files' sizes and times are unchanged is answered from its index)")
     add_index_args(s)
     add_folder_args(s)
     s.set_defaults(fn=cmd_search)

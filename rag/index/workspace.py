@@ -258,10 +258,13 @@ class Workspace:
         if given:  # what is given replaces what was remembered
             self.remember_filters(spec, **given)
         filters = self.remembered_filters(spec)
+        started = time.time_ns()
         # the workspace inside the corpus folder (`ragwb ingest .`) is never read back as documents
-        return load_any(spec, questions, parse_cache=self.parse_cache, name=name,
-                        previous=lambda doc_id: self.stored_document(index, doc_id), never=(self.root,),
-                        **filters, **kw)
+        ds = load_any(spec, questions, parse_cache=self.parse_cache, name=name,
+                      previous=lambda doc_id: self.stored_document(index, doc_id), never=(self.root,),
+                      **filters, **kw)
+        ds.source_folder, ds.read_started_ns, ds.folder_filters = str(Path(spec).resolve()), started, filters
+        return ds
 
     def chunks_to_embed(self, ds: Dataset, cfg: "IndexConfig") -> int:
         """How many chunks an ingest of ``ds`` would embed now (changed documents whose chunks are neither
@@ -413,6 +416,14 @@ class Workspace:
                 "pages": summ.pages, "chunks": summ.chunks, "tokens": summ.tokens, "questions": summ.questions,
                 "skipped": summ.skipped}
         self._write_json_table(index, "meta", [{"qid": "meta", "json": json.dumps(meta)}])
+        if ds.source_folder or ds.name in BUNDLED:  # what a later `ragwb search` checks instead of reading again
+            from .freshness import write_snapshot
+
+            if ds.source_folder:
+                write_snapshot(self.root, index, ds.source_folder, ds.read_started_ns,
+                               [d.source_path for d in ds.documents], ds.folder_filters)
+            else:  # a bundled set changes only with the package (the chunker's version is recorded)
+                write_snapshot(self.root, index, ds.name, time.time_ns(), [], {})
         summ.seconds = time.perf_counter() - t0 + summ.parse_seconds
         return summ
 
