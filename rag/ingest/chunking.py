@@ -256,7 +256,8 @@ def code_chunks(doc: Document, cfg: ChunkConfig) -> tuple[list[Chunk], list[Pare
     from .code.chunks import code_segments, parent_ranges
 
     parsed = code_parse(doc)
-    segs, lines, line_tokens = code_segments(doc.text, parsed, cfg.leaf_max, cfg.encoding, cfg.embed_window)
+    segs, lines, line_tokens = code_segments(doc.text, parsed, cfg.leaf_max, cfg.encoding, cfg.embed_window,
+                                              doc.doc_id)
     page = doc.pages[0]
     starts = [0]
     for ln in lines:

@@ -18,6 +18,11 @@ class Def:
     last: int
     children: list["Def"] = field(default_factory=list)
     statements: list[int] = field(default_factory=list)
+    # the definition's own first line (decorators in, its leading comment and joined overloads out): the
+    # implementation's signature follows; -1 = ``first``
+    head: int = -1
+    # where the overload signatures joined above it start (each with its own comment): a split cuts there first
+    overloads: list[int] = field(default_factory=list)
 
     @property
     def container(self) -> bool:

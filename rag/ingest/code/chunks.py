@@ -28,7 +28,9 @@ class Segment:
     container: str  # the enclosing class's qualified name ('' = the file)
     statements: tuple = ()
     part: int = 0  # a split definition's pieces count from 0
-    signature: str = ""  # the definition's first code line, carried by its later pieces (their breadcrumb)
+    signature: str = ""  # the implementation's signature line, carried by its later pieces (their breadcrumb)
+    head: int = -1  # the definition's own first line (Def.head; -1 = first)
+    overloads: tuple = ()  # where overload signatures joined above it start (Def.overloads)
 
 
 def segments(defs: list[Def], lo: int, hi: int, container: Def | None) -> list[Segment]:
@@ -47,7 +49,8 @@ def segments(defs: list[Def], lo: int, hi: int, container: Def | None) -> list[S
         if d.container:
             out.extend(segments(d.children, d.first, last, d))
         else:
-            out.append(Segment(d.first, last, d.kind, d.name, cname, tuple(d.statements)))
+            out.append(Segment(d.first, last, d.kind, d.name, cname, tuple(d.statements), head=d.head,
+                               overloads=tuple(d.overloads)))
         pos = last + 1
     if pos <= hi:
         out.append(Segment(pos, hi, gap_kind, gap_symbol, cname))
@@ -76,45 +79,110 @@ def _merge_blank(segs: list[Segment], lines: list[str]) -> list[Segment]:
     return out
 
 
-def _split(seg: Segment, line_tokens: list[int], max_tokens: int) -> list[Segment]:
-    """Cut a segment over ``max_tokens`` at statement starts (else any line start): greedy, whole lines."""
-    total = sum(line_tokens[seg.first:seg.last + 1])
-    if total <= max_tokens or seg.first == seg.last:
+def _comment_up(line: int, floor: int, bare: list[str]) -> int:
+    """The first line of the comment (and decorator) lines right above ``line``, not above ``floor``."""
+    while line - 1 >= floor and bare[line - 1].strip() and _COMMENT_LINE.match(bare[line - 1]):
+        line -= 1
+    return line
+
+
+def _signature_line(seg: Segment, bare: list[str]) -> int:
+    """The implementation's signature: the first code line at or after its own start (decorators, comments
+    skipped), not the first overload's."""
+    start = seg.head if seg.head >= 0 else seg.first
+    for i in range(start, seg.last + 1):
+        if bare[i].strip() and not _COMMENT_LINE.match(bare[i]):
+            return i
+    return start
+
+
+def cut_tiers(seg: Segment, bare: list[str]) -> list[tuple[set, bool]]:
+    """Where a definition over its budget is cut, best first, as (lines a piece may start at, forced):
+    1. forced: between its joined overload signatures and the implementation's doc comment (the implementation
+       then stands alone with its doc, as it would without overloads);
+    2. between body statements (a comment glued to the statement below it, a docstring to the signature) and
+       between overloads;
+    3. between the doc comment and the signature (only when doc and signature alone are over);
+    4. any line start outside a comment; 5. any line start."""
+    sig = _signature_line(seg, bare)
+    impl = _comment_up(seg.head, seg.first, bare) if seg.head > seg.first else seg.first
+    ovl = {_comment_up(o, seg.first, bare) for o in seg.overloads[1:]}
+    tiers: list[tuple[set, bool]] = []
+    if seg.overloads:
+        tiers.append(({impl}, True))
+    tiers.append((set(seg.statements) | ovl, False))
+    tiers.append(({sig}, False))
+    outside = {i for i in range(seg.first + 1, seg.last + 1)
+               if not (_COMMENT_LINE.match(bare[i]) and bare[i - 1].strip() and _COMMENT_LINE.match(bare[i - 1]))}
+    tiers.append((outside, False))
+    tiers.append((set(range(seg.first + 1, seg.last + 1)), False))
+    return tiers
+
+
+def _split(seg: Segment, line_tokens, max_tokens: int = 0, tiers: list[tuple[set, bool]] | None = None
+           ) -> list[Segment]:
+    """Cut a segment over its budget into whole-line pieces at the best tier of ``cut_tiers`` that has a cut
+    inside it: a forced tier cuts at every one of its lines, the others greedily (each piece as long as fits,
+    cut at the latest allowed line); a piece still over is cut again at the next tiers. The budget is
+    ``max_tokens`` of ``line_tokens``, or several at once: ``line_tokens`` a list of (tokens per line, budget)
+    (the tokenizer's and the embedder's: one greedy pass under both, not one pass after the other)."""
+    costs = line_tokens if max_tokens == 0 and line_tokens and isinstance(line_tokens[0], tuple) else \
+        [(line_tokens, max_tokens)]
+
+    def over(a, b):
+        return any(sum(lt[a:b + 1]) > cap for lt, cap in costs)
+    if seg.first == seg.last or not over(seg.first, seg.last):
         return [seg]
-    cuts = {ln for ln in seg.statements if seg.first < ln <= seg.last}
-    allowed = lambda ln: not cuts or ln in cuts  # noqa: E731
-    out, start, used = [], seg.first, 0
+    if tiers is None:  # no definition to read: statements, else line starts
+        tiers = [(set(seg.statements), False), (set(range(seg.first + 1, seg.last + 1)), False)]
+    k, cuts, forced = 0, set(), False
+    while k < len(tiers):
+        cuts, forced = {ln for ln in tiers[k][0] if seg.first < ln <= seg.last}, tiers[k][1]
+        k += 1
+        if cuts:
+            break
+    if not cuts:
+        return [seg]
 
     def piece(a, b):
-        return Segment(a, b, seg.kind, seg.symbol, seg.container, tuple(ln for ln in seg.statements if a < ln <= b),
-                       seg.part, seg.signature)
-    for ln in range(seg.first, seg.last + 1):
-        if used and used + line_tokens[ln] > max_tokens and allowed(ln):
-            out.append(piece(start, ln - 1))
-            start, used = ln, 0
-        used += line_tokens[ln]
-    out.append(piece(start, seg.last))
-    if cuts and any(sum(line_tokens[s.first:s.last + 1]) > max_tokens and s.last > s.first for s in out):
-        # one statement alone is over the budget: cut that piece at line starts
-        again = []
-        for s in out:
-            again.extend(_split(dataclasses.replace(s, statements=()), line_tokens, max_tokens))
-        out = again
+        return dataclasses.replace(seg, first=a, last=b, statements=tuple(ln for ln in seg.statements if a < ln <= b))
+    bounds = []
+    if forced:
+        starts = [seg.first] + sorted(cuts)
+        bounds = list(zip(starts, [x - 1 for x in starts[1:]] + [seg.last]))
+    else:
+        start, last_cut = seg.first, None
+        used = [0] * len(costs)
+        at_cut = used
+        for ln in range(seg.first, seg.last + 1):
+            if ln in cuts and ln > start:
+                last_cut, at_cut = ln, list(used)
+            if last_cut is not None and any(u + lt[ln] > cap for u, (lt, cap) in zip(used, costs)):
+                bounds.append((start, last_cut - 1))
+                start, used, last_cut = last_cut, [u - c for u, c in zip(used, at_cut)], None
+            used = [u + lt[ln] for u, (lt, _) in zip(used, costs)]
+        bounds.append((start, seg.last))
+    out = []
+    for a, b in bounds:
+        if b > a and over(a, b):
+            out.extend(_split(piece(a, b), costs, 0, tiers[k:] or [(set(range(a + 1, b + 1)), False)]))
+        else:
+            out.append(piece(a, b))
     return out
 
 
 def _number_parts(pieces: list[Segment], lines: list[str]) -> list[Segment]:
-    """Pieces of one split definition: numbered, each later one carrying the definition's signature line."""
+    """Pieces of one split definition: numbered, each carrying the implementation's signature line (the first
+    overload's is not the one the body belongs to)."""
     if len(pieces) < 2 or not pieces[0].symbol:
         return pieces
-    sig = next((lines[i].strip() for i in range(pieces[0].first, pieces[0].last + 1)
-                if lines[i].strip() and not _COMMENT_LINE.match(lines[i])), "")
+    whole = dataclasses.replace(pieces[0], last=pieces[-1].last)
+    sig = lines[_signature_line(whole, lines)].strip()
     for k, p in enumerate(pieces):
         p.part, p.signature = k, sig[:200]
     return pieces
 
 
-BREADCRUMB_RESERVE = 48  # e5 tokens kept free for a chunk's breadcrumb (file · kind symbol · signature)
 
 
 def _pieces(segs: list[Segment], line_tokens: list[int], max_tokens: int) -> list[tuple[int, int]]:
@@ -134,10 +202,11 @@ def _pieces(segs: list[Segment], line_tokens: list[int], max_tokens: int) -> lis
     return out
 
 
-def code_segments(text: str, parsed: CodeParse, max_tokens: int, encoding: str, embed_window: int = 0
-                  ) -> tuple[list[Segment], list[str], list[int]]:
+def code_segments(text: str, parsed: CodeParse, max_tokens: int, encoding: str, embed_window: int = 0,
+                  doc_id: str = "") -> tuple[list[Segment], list[str], list[int]]:
     """(segments, lines with their newline, tokens per line). A segment is cut to at most ``max_tokens`` tokens
-    of ``encoding`` and, with ``embed_window``, to what e5 reads (its own tokens, a breadcrumb's room kept)."""
+    of ``encoding`` and, with ``embed_window``, to what e5 reads (its own tokens, with room for the breadcrumb
+    it will carry: counted for each definition, a long TypeScript signature included)."""
     parts = text.split("\n")  # lines as parsers count them (str.splitlines also splits at \f and \u2028)
     lines = [x + "\n" for x in parts[:-1]] + ([parts[-1]] if parts[-1] else [])
     bare = [x.rstrip("\r\n") for x in lines]
@@ -148,21 +217,37 @@ def code_segments(text: str, parsed: CodeParse, max_tokens: int, encoding: str, 
         segs = _merge_blank(segments(parsed.defs, 0, len(lines) - 1, None), bare)
     else:  # no definitions: module code if it parsed, line windows if it did not
         segs = [Segment(0, len(lines) - 1, "lines" if parsed.parser == "lines" else "module", "", "")]
-    fits = [(line_tokens, max_tokens)]
+    e5_lines, over = None, 0
     if embed_window:
         # e5's per-line counts less its fixed overhead add up to the whole; counting by line costs what counting
         # the pieces would (e5's tokenizer is ~1.5 us a character either way, <1% of embedding them)
         from rag.tokens import e5_overhead, e5_tokens
 
         over = e5_overhead()
-        fits.append(([n - over for n in e5_tokens(lines)], embed_window - over - BREADCRUMB_RESERVE))
+        e5_lines = [n - over for n in e5_tokens(lines)]
     out = []
     for s in segs:
-        pieces = [s]
-        for per_line, cap in fits:  # the tokenizer's budget, then the embedder's window
-            pieces = [x for p in pieces for x in _split(p, per_line, cap)]
-        out.extend(_number_parts(pieces, bare))
+        tiers = cut_tiers(s, bare) if s.symbol else None
+        costs = [(line_tokens, max_tokens)]  # the tokenizer's budget, and the embedder's window less the
+        if e5_lines is not None:  # breadcrumb this definition carries (whole, or as a numbered piece)
+            whole, split = _crumb_tokens(doc_id, s, bare, over)
+            fits = (sum(line_tokens[s.first:s.last + 1]) <= max_tokens
+                    and sum(e5_lines[s.first:s.last + 1]) <= embed_window - over - whole)
+            costs.append((e5_lines, embed_window - over - (whole if fits else split)))
+        out.extend(_number_parts(_split(s, costs, 0, tiers), bare))
     return _no_blank_pieces(out, bare), lines, line_tokens
+
+
+def _crumb_tokens(doc_id: str, s: Segment, bare: list[str], over: int) -> tuple[int, int]:
+    """e5 tokens of the breadcrumb a segment carries whole, and as a later piece of its split (part number and
+    the implementation's signature in): rag/ingest/chunking.py ``code_breadcrumb``, plus its newline."""
+    from rag.tokens import e5_tokens
+
+    crumb = doc_id + (f" · {s.kind} {s.symbol}" if s.symbol else "")
+    sig = bare[_signature_line(s, bare)].strip()[:200] if s.symbol else ""
+    split = crumb + " (part 99)" + (f" · {sig}" if sig else "")
+    a, b = e5_tokens([crumb + "\n", split + "\n"])
+    return a - over, b - over
 
 
 def _no_blank_pieces(segs: list[Segment], bare: list[str]) -> list[Segment]:

@@ -29,11 +29,17 @@ def _defs(body: list, prefix: str, in_class: bool = False) -> list[Def]:
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
             first = min([node.lineno] + [d.lineno for d in node.decorator_list]) - 1
             name = prefix + node.name
-            stmts = sorted({s.lineno - 1 for s in node.body})
+            body = node.body
+            if (body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant)
+                    and isinstance(body[0].value.value, str)):
+                body = body[1:]  # the docstring stays with the signature: no cut before it
+            stmts = sorted({s.lineno - 1 for s in body})
             if isinstance(node, ast.ClassDef):
-                out.append(Def(name, "class", first, node.end_lineno - 1, _defs(node.body, name + ".", True), stmts))
+                out.append(Def(name, "class", first, node.end_lineno - 1, _defs(node.body, name + ".", True), stmts,
+                               first))
             else:
-                out.append(Def(name, "method" if in_class else "function", first, node.end_lineno - 1, [], stmts))
+                out.append(Def(name, "method" if in_class else "function", first, node.end_lineno - 1, [], stmts,
+                               first))
         elif isinstance(node, _COMPOUND):  # definitions under `if TYPE_CHECKING:`, `try:` ... still count
             for part in ("body", "orelse", "finalbody", "handlers"):
                 sub = getattr(node, part, None) or []

@@ -154,15 +154,27 @@ def _receiver(node, src: bytes) -> str:
     return ""
 
 
+_COMMENTS = {"comment", "line_comment", "block_comment"}
+
+
 def _statements(node) -> list[int]:
-    """Lines where the body's statements start (a long definition is split there)."""
+    """Lines where the body's statements start (a long definition is split there). A comment goes with the
+    statement right below it (no cut between them), and a docstring with the signature (no cut before it)."""
     body = node.child_by_field_name("body")
     while body is not None and body.named_child_count == 1 and body.named_children[0].type in (
             "statement_list", "block", "declaration_list", "field_declaration_list", "class_body"):
         body = body.named_children[0]
     if body is None:
         return []
-    return sorted({c.start_point[0] for c in body.named_children})
+    out, prev = set(), None
+    for i, c in enumerate(body.named_children):
+        docstring = i == 0 and c.type == "expression_statement" and c.named_child_count == 1 and \
+            c.named_children[0].type in ("string", "concatenated_string")
+        glued = prev is not None and prev.type in _COMMENTS and c.start_point[0] <= _last_line(prev) + 1
+        if not docstring and not glued:
+            out.add(c.start_point[0])
+        prev = c
+    return sorted(out)
 
 
 def _visit(node, src: bytes, language: str, prefix: str, in_class: bool) -> list[Def]:
@@ -188,7 +200,7 @@ def _visit(node, src: bytes, language: str, prefix: str, in_class: bool) -> list
                 continue
             name = prefix + _text(dec.child_by_field_name("name"), src)
             out.append(Def(name, "method" if in_class else "function", c.start_point[0], _last_line(c),
-                           [], _statements(val)))
+                           [], _statements(val), c.start_point[0]))
             continue
         if kind is None:
             if c.named_child_count and c.type not in ("comment", "string", "block_comment", "line_comment"):
@@ -211,9 +223,10 @@ def _visit(node, src: bytes, language: str, prefix: str, in_class: bool) -> list
             body = inner.child_by_field_name("body") or inner
             children = _visit(body, src, language, qual + ".", not space)
             out.append(Def(qual, "module" if space else "class", c.start_point[0], _last_line(c), children,
-                           _statements(inner)))
+                           _statements(inner), c.start_point[0]))
         else:
-            out.append(Def(qual, kind_here, c.start_point[0], _last_line(c), [], _statements(inner)))
+            out.append(Def(qual, kind_here, c.start_point[0], _last_line(c), [], _statements(inner),
+                           c.start_point[0]))
             if inner.type in _SIGNATURES:
                 signatures.add(id(out[-1]))
     return _join_overloads(out, signatures)
@@ -233,6 +246,7 @@ def _join_overloads(defs: list[Def], signatures: set[int]) -> list[Def]:
             continue
         if pending:
             d.first = pending[0].first
+            d.overloads = [x.first for x in pending]  # the chunker walks each up over its own comment
             pending = []
         out.append(d)
     return out + pending
