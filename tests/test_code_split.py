@@ -97,3 +97,36 @@ def test_python_docstring_stays_with_its_signature():
     first = chunks[0]
     assert first.line_start == 1 and first.line_end >= 2  # the signature and the docstring's start together
     assert all("def big(a, b):" in c.breadcrumb for c in chunks[1:])
+
+
+def test_the_block_cut_gives_up_comments_before_code(tmp_path):
+    """Item 2: code_block_chars used to be taken from the top, so a long docstring ate it; comments go first now,
+    the header says what was left out, and the block's spans are the lines shown."""
+    from rag.index.retrieval import Retriever
+    from rag.index.workspace import IndexConfig, Workspace
+    from rag.index.embedders import EmbedderConfig
+    from rag.strategies import get_strategy, make_params
+
+    doc = "".join(f"    Explains the parsing rules in detail, part {i} of the long docstring.\n" for i in range(20))
+    text = ('def parse_header(raw):\n    """Parse one header line.\n\n' + doc + '    """\n'
+            "    # split once: values may hold colons\n"
+            "    name, _, value = raw.partition(':')\n    return name.strip().lower(), value.strip()\n")
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    (repo / "hdr.py").write_text(text)
+    ws = Workspace(tmp_path / "ws")
+    cfg = IndexConfig(embedder=EmbedderConfig(name="hash"))
+    ds = ws.load(str(repo), None, cfg, progress=False)
+    r = Retriever(ws, ws.ingest(ds, cfg, progress=False).index)
+
+    def block(**kw):
+        ctx = get_strategy("chunks").retrieve(r, "parse_header", make_params("chunks", code_block_chars=400, **kw))
+        return next(b for b in ctx.blocks if "parse_header" in b.text)
+    b = block()
+    assert "def parse_header(raw):" in b.text and "return name.strip().lower()" in b.text
+    assert "long docstring" not in b.text and "comment lines left out" in b.text.splitlines()[0]
+    for d, s, e in b.spans:  # the spans are exactly the lines shown
+        assert text[s:e].rstrip("\n") in b.text
+    top = block(code_cut="top")
+    assert "long docstring" in top.text and "return name" not in top.text
+    assert "cut at 400 characters" in top.text.splitlines()[0]

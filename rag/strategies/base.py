@@ -89,6 +89,7 @@ class Context:
 # --------------------------------------------------------------------------- parameters
 
 OVERFLOW_POLICIES = ("truncate", "drop")
+CODE_CUTS = ("comments", "top")  # what a code block cut to code_block_chars gives up first
 
 
 @dataclass(frozen=True)
@@ -108,6 +109,8 @@ class BaseParams:
     stubs: str = "last"
 
     def validate(self) -> None:
+        if getattr(self, "code_cut", "comments") not in CODE_CUTS:
+            raise ValueError(f"code_cut must be one of {', '.join(CODE_CUTS)}, not {self.code_cut!r}")
         if self.stubs not in STUB_POLICIES:
             raise ValueError(f"stubs must be one of {', '.join(STUB_POLICIES)}, not {self.stubs!r}")
         if self.overflow not in OVERFLOW_POLICIES:

@@ -23,6 +23,7 @@ class HybridParams(BaseParams):
     hyde: bool = False  # embed an LLM-written hypothetical answer (needs an LLM)
     llm_rerank: bool = False
     code_block_chars: int = 1000  # source code chunks: cut to this many characters (0 = whole)
+    code_cut: str = "comments"  # what a cut gives up first: comment lines ("comments"), or keep the top ("top")
 
     def validate(self):
         super().validate()
@@ -114,6 +115,6 @@ class HybridStrategy(Strategy):
                 order, scores = llm_rerank(r.llm, pool.question, cand, [r.reader.texts[i] for i in cand])
                 pool.extra[key] = [(k, scores[k]) for k in order]
             fused = pool.extra[key]
-        raw = [chunk_raw(r, int(i), s, 0, p.code_block_chars) for i, s in fused[:p.top_k]]
+        raw = [chunk_raw(r, int(i), s, 0, p.code_block_chars, p.code_cut) for i, s in fused[:p.top_k]]
         blocks = pack_blocks(raw, p, r.reader.config.chunking.encoding)
         return Context(self.name, params_dict(p), blocks, counters(len(fused)))

@@ -93,12 +93,13 @@ def counters(chunks_found: int, docs_loaded: int = 0, pages_rebuilt: int = 0, fa
             "fallback": fallback}
 
 
-def chunk_raw(r: Retriever, row: int, score: float, max_chars: int = 0, code_chars: int = 1000) -> tuple:
+def chunk_raw(r: Retriever, row: int, score: float, max_chars: int = 0, code_chars: int = 1000,
+              code_cut: str = "comments") -> tuple:
     """A chunk as a raw block; a chunk of source code in the code-assistant shape (``code_block``),
-    its code cut to ``code_chars`` characters (0 = whole)."""
+    its code cut to ``code_chars`` characters (0 = whole), comments first unless ``code_cut="top"``."""
     rd = r.reader
     if rd.code_languages and rd.code_languages[row]:
-        return code_block(rd, row, score, code_chars)
+        return code_block(rd, row, score, code_chars, code_cut)
     text, n = rd.texts[row], int(rd.n_tokens[row])
     s, e = int(rd.starts[row]), int(rd.ends[row])
     if max_chars and len(text) > max_chars:
@@ -112,10 +113,13 @@ def chunk_raw(r: Retriever, row: int, score: float, max_chars: int = 0, code_cha
 _KIND_LABEL = {"function": "Function", "method": "Method", "class": "Class", "type": "Type", "module": "Module"}
 
 
-def code_header(path: str, language: str, symbol: str = "", kind: str = "", lines: tuple = ()) -> str:
+def code_header(path: str, language: str, symbol: str = "", kind: str = "", lines: tuple = (), note: str = "") -> str:
     """The seed's code block header: file, language and function or class name (missing fields
-    omitted), then the code in a fence. Documented in docs/strategies.md (code corpora)."""
-    head = f"File: {path}" + (f" (lines {lines[0]}-{lines[1]})" if lines and lines[0] else "")
+    omitted), then the code in a fence. Documented in docs/strategies.md (code corpora). ``note`` says what a
+    cut left out ("12 comment lines left out")."""
+    where = [f"lines {lines[0]}-{lines[1]}"] if lines and lines[0] else []
+    where += [note] if note else []
+    head = f"File: {path}" + (f" ({'; '.join(where)})" if where else "")
     head += f"\nLanguage: {language}"
     if symbol and kind in _KIND_LABEL:
         head += f"\n{_KIND_LABEL[kind]}: {symbol}"
@@ -131,21 +135,114 @@ def cut_code(code: str, max_chars: int) -> str:
     return cut[:nl + 1] if nl >= max_chars // 2 else cut
 
 
-def code_block(rd, row: int, score: float, max_chars: int = 1000) -> tuple:
-    """A code chunk as a raw block: header, fenced code (cut to ``max_chars``), exact tokens of all of it."""
-    key = ("code", row, max_chars)
+_HASH_COMMENTS = {"python", "ruby", "bash"}
+_SLASH_COMMENT = re.compile(r"^\s*(//|/\*|\*|\*/)")
+_HASH_COMMENT = re.compile(r"^\s*#")
+_DOCSTRING_OPEN = re.compile(r"^\s*[rRbBuU]{0,2}(\"\"\"|\'\'\')")
+
+
+def comment_lines(lines: list[str], language: str) -> list[bool]:
+    """Which lines are comment only: ``#`` lines (Python, Ruby, shell) and Python docstrings (a triple-quoted
+    string opening right after a line ending in ``:``), ``//``, ``/*``, `` * `` lines elsewhere."""
+    pat = _HASH_COMMENT if language in _HASH_COMMENTS else _SLASH_COMMENT
+    out = [bool(pat.match(x)) for x in lines]
+    if language == "python":
+        prev, i = "", 0
+        while i < len(lines):
+            m = _DOCSTRING_OPEN.match(lines[i])
+            if m and prev.rstrip().endswith(":"):
+                quote, j = m.group(1), i
+                rest = lines[i][m.end():]
+                while quote not in rest and j + 1 < len(lines):
+                    j += 1
+                    rest = lines[j]
+                for k in range(i, j + 1):
+                    out[k] = True
+                i = j + 1
+                prev = ""
+                continue
+            if lines[i].strip():
+                prev = lines[i]
+            i += 1
+    return out
+
+
+def cut_code_comments(code: str, max_chars: int, language: str) -> tuple[str, list[tuple[int, int]], int, bool]:
+    """At most ``max_chars`` characters of a chunk's code, comments given up first: whole runs of comment lines
+    (doc comments, docstrings) are left out from the top until the code fits, then the rest is cut at a line
+    end as ``cut_code`` does. (text shown, the [start, end) character ranges of ``code`` it shows, comment
+    lines left out, whether the tail was cut too)."""
+    if not max_chars or len(code) <= max_chars:
+        return code, [(0, len(code))], 0, False
+    lines = code.splitlines(keepends=True)
+    is_comment = comment_lines([x.rstrip("\r\n") for x in lines], language)
+    keep = [True] * len(lines)
+    total, dropped, i = len(code), 0, 0
+    while total > max_chars and i < len(lines):  # comment runs, top first
+        if is_comment[i]:
+            j = i
+            while j < len(lines) and is_comment[j]:
+                keep[j] = False
+                total -= len(lines[j])
+                dropped += 1
+                j += 1
+            i = j
+        else:
+            i += 1
+    ranges, pos = [], 0
+    for ln, k in zip(lines, keep):
+        if k:
+            if ranges and ranges[-1][1] == pos:
+                ranges[-1] = (ranges[-1][0], pos + len(ln))
+            else:
+                ranges.append((pos, pos + len(ln)))
+        pos += len(ln)
+    shown = "".join(code[a:b] for a, b in ranges)
+    tail = len(shown) > max_chars
+    if tail:  # still over: the tail goes, at a line end
+        cut = cut_code(shown, max_chars)
+        left, out = len(cut), []
+        for a, b in ranges:
+            if left <= 0:
+                break
+            out.append((a, a + min(b - a, left)))
+            left -= b - a
+        shown, ranges = cut, out
+    return shown, ranges, dropped, tail
+
+
+def code_block(rd, row: int, score: float, max_chars: int = 1000, cut: str = "comments") -> tuple:
+    """A code chunk as a raw block: header, fenced code (cut to ``max_chars``: comments first, or the top kept
+    with ``cut="top"``), exact tokens of all of it."""
+    key = ("code", row, max_chars, cut)
     hit = rd.block_cache.get(key)
     if hit is None:
         whole = rd.texts[row]
-        code = cut_code(whole, max_chars).rstrip("\n")
         s = int(rd.starts[row])
         lines = (int(rd.line_starts[row]), int(rd.line_ends[row])) if rd.line_starts is not None else ()
-        if lines and len(code) < len(whole.rstrip("\n")):  # the lines actually shown
-            lines = (lines[0], lines[0] + code.count("\n"))
+        if cut == "comments":
+            code, ranges, dropped, tail_cut = cut_code_comments(whole, max_chars, rd.code_languages[row])
+        else:
+            code = cut_code(whole, max_chars)
+            ranges, dropped, tail_cut = [(0, len(code))], 0, len(code) < len(whole)
+        trim = len(code) - len(code.rstrip("\n"))  # the fence closes on its own line
+        code = code[:len(code) - trim]
+        while trim and ranges:
+            a, b = ranges.pop()
+            if b - a > trim:
+                ranges.append((a, b - trim))
+            trim = max(0, trim - (b - a))
+        tail_cut = tail_cut and len(code) < len(whole.rstrip("\n"))
+        if lines and ranges and (dropped or tail_cut):  # the lines actually shown
+            lines = (lines[0] + whole.count("\n", 0, ranges[0][0]),
+                     lines[0] + whole.count("\n", 0, max(ranges[-1][1] - 1, ranges[0][0])))
+        note = "; ".join(x for x in (f"{dropped} comment line{'s' if dropped != 1 else ''} left out" if dropped
+                                     else "", f"cut at {max_chars:,} characters" if tail_cut else "") if x)
+        spans = tuple((rd.doc_ids[row], s + a, s + b) for a, b in ranges if b > a)
         head = code_header(rd.doc_ids[row], rd.code_languages[row], rd.symbols[row] or "", rd.kinds[row] or "",
-                           lines)
+                           lines, note)
         text = head + code + "\n```"
-        hit = (text, ((rd.doc_ids[row], s, s + len(code)),), count_tokens(text, rd.config.chunking.encoding),
+        hit = (text, spans or ((rd.doc_ids[row], s, s),), count_tokens(text, rd.config.chunking.encoding),
                len(head))
         if len(rd.block_cache) > 100_000:
             rd.block_cache.clear()

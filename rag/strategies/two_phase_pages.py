@@ -19,6 +19,7 @@ class TwoPhasePagesParams(BaseParams):
     top_pages: int = 5
     reranker: str = "embedding"  # embedding (page vs question) | llm (needs an LLM) | none (first-hit order)
     code_block_chars: int = 1000  # source code chunks of group 1: cut to this many characters (0 = whole)
+    code_cut: str = "comments"  # what a cut gives up first: comment lines ("comments"), or keep the top ("top")
 
     def validate(self):
         super().validate()
@@ -60,7 +61,7 @@ class TwoPhasePagesStrategy(Strategy):
 
     def pack(self, r, pool, p):
         rd = r.reader
-        raw = [chunk_raw(r, int(i), s, 0, p.code_block_chars)
+        raw = [chunk_raw(r, int(i), s, 0, p.code_block_chars, p.code_cut)
                for i, s in zip(pool.dense_idx[:p.top_chunks], pool.dense_scores[:p.top_chunks])]
         ranked = self.ranked_pages(r, pool, p)
         _prefetch(rd.pages, [pid for pid, _, _ in ranked[:p.top_pages]])
