@@ -23,7 +23,7 @@ class Page:
 
 
 # bump when code chunks change shape (rag/ingest/code/chunks.py): every indexed source file is re-chunked
-CODE_CHUNKS_VERSION = 2
+CODE_CHUNKS_VERSION = 3
 
 
 @dataclass

@@ -10,6 +10,7 @@ reproduces the shipped rows for those files (tests/test_code.py checks two).
     python scripts/build_code_set.py --fetch      # once: the sdist's boltons/*.py + LICENSE
     python scripts/build_code_set.py              # datasets/code/code-boltons.json.gz
     python scripts/build_datasets.py --vectors-only code-boltons   # its shipped e5 vectors
+    python scripts/build_code_set.py --folder rxjs/src --out /tmp/rxjs-set --suffix .ts   # any folder (docs only)
 """
 from __future__ import annotations
 
@@ -211,11 +212,84 @@ def write(obj: dict, path: Path = OUT) -> None:
         g.write(data)
 
 
+# --------------------------------------------------------------------------- any folder (docs/strategies.md table)
+
+_DOC_LINE = re.compile(r"^\s*(/\*\*|\*/|\*|//|#)")
+
+
+def _doc_text(block: list[str]) -> str:
+    """The prose of a doc comment (JSDoc, Go/Rust `//`, Python `#`): markers, @tags and code examples out."""
+    out = []
+    for x in block:
+        t = re.sub(r"^\s*(/\*\*|\*/|\*|///?|#)\s?", "", x).rstrip().removesuffix("*/").rstrip()
+        if t.startswith("@") or t.startswith("```"):
+            break
+        out.append(t)
+    return " ".join(" ".join(out).split())
+
+
+def folder_set(src: Path, out: Path, suffixes: tuple[str, ...]) -> tuple[int, int]:
+    """A gold set from any code folder, the CodeSearchNet way: a query is the first sentence of a definition's doc
+    comment (JSDoc, Go doc comment, `#` block), its gold the definition (`{"doc", "symbol"}` evidence), and the doc
+    comments that made queries are removed from the corpus written to ``out/corpus``. (files, questions)"""
+    from rag.ingest.code import code_language, is_stub, parse_code
+
+    def flat(defs):
+        for d in defs:
+            yield d
+            yield from flat(d.children)
+    corpus, questions, files = out / "corpus", [], 0
+    for p in sorted(src.rglob("*")):
+        if not p.is_file() or not p.name.endswith(suffixes) or is_stub(p) or re.search(r"(_test\.go|\.spec\.ts)$", p.name):
+            continue
+        rel = p.relative_to(src).as_posix()
+        text = p.read_text(encoding="utf-8", errors="replace")
+        lines = text.split("\n")
+        drop: set[int] = set()
+        for d in flat(parse_code(text, code_language(p)).defs):
+            if d.kind not in ("function", "method") or d.children or d.head < 0:
+                continue
+            i = d.head
+            while i - 1 >= 0 and lines[i - 1].strip() and _DOC_LINE.match(lines[i - 1]):
+                i -= 1
+            if i == d.head:
+                continue
+            sentence = re.split(r"(?<=[.!?])\s", _doc_text(lines[i:d.head]), maxsplit=1)[0]
+            sentence = re.sub(r"\{@link ([^}|]+)[^}]*\}", r"\1", sentence).strip()
+            short = d.name.rsplit(".", 1)[-1]
+            if sentence.startswith(short + " "):  # Go: "Execute uses the args ..." names itself: the rest
+                sentence = sentence[len(short) + 1:]
+                sentence = sentence[:1].upper() + sentence[1:]
+            if not MIN_WORDS <= len(sentence.split()) <= MAX_WORDS:
+                continue
+            drop.update(range(i, d.head))
+            questions.append({"id": f"{rel}::{d.name}", "question": sentence, "answers": [d.name],
+                              "evidence": [{"doc": rel, "symbol": d.name}]})
+        (corpus / rel).parent.mkdir(parents=True, exist_ok=True)
+        (corpus / rel).write_text("\n".join(x for k, x in enumerate(lines) if k not in drop), encoding="utf-8")
+        files += 1
+    with open(out / "questions.jsonl", "w", encoding="utf-8") as f:
+        for q in questions:
+            f.write(json.dumps(q, ensure_ascii=False) + "\n")
+    return files, len(questions)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--fetch", action="store_true", help=f"download {PACKAGE}=={VERSION} and keep its source")
     ap.add_argument("--seed", type=int, default=SEED)
+    ap.add_argument("--folder", type=Path, default=None,
+                    help="build a set from any code folder instead (docs/strategies.md, Code corpora): writes "
+                         "OUT/corpus and OUT/questions.jsonl")
+    ap.add_argument("--out", type=Path, default=None, help="with --folder: where to write")
+    ap.add_argument("--suffix", nargs="+", default=[".ts", ".go", ".py"], help="with --folder: files to read")
     a = ap.parse_args()
+    if a.folder is not None:
+        if a.out is None:
+            ap.error("--folder needs --out")
+        files, n = folder_set(a.folder, a.out, tuple(a.suffix))
+        print(f"wrote {a.out}: {files} files, {n} questions")
+        return
     if a.fetch:
         fetch()
         return

@@ -204,3 +204,20 @@ def test_search_answers_from_the_index_until_the_folder_changes(tmp_path, capsys
     assert main(["search", "gamma_function", *common]) == 0
     out, err = capsys.readouterr()
     assert f"{f} changed" in err and "function gamma_function" in out
+
+
+def test_import_blocks_are_kind_imports_and_rank_below_implementations(tmp_path, capsys):
+    """A file's opening imports name what the query asks about; they are kind `imports` and rank below every
+    implementation unless imports=keep."""
+    repo = tmp_path / "ts"
+    repo.mkdir()
+    (repo / "scan.ts").write_text(
+        "import { accumulate, accumulator, seed } from './accumulate';\n"
+        "import { accumulateValues, scanAccumulator } from './scanInternals';\n\n"
+        "export function scan(fn: any, init: any) {\n  return wrap(fn, init);\n}\n")
+    common = ["accumulate accumulator values", "--dataset", str(repo), "--workspace", str(tmp_path / "ws"),
+              "--embedder", "hash", "--no-progress", "--strategy", "chunks"]
+    kept = _search_order([*common, "--set", "imports=keep"], capsys)
+    assert kept[0] == "scan.ts:1-2 imports", kept  # by score alone the import block wins: the test can fail
+    got = _search_order(common, capsys)
+    assert got[0].endswith("function scan") and got[-1] == "scan.ts:1-2 imports", got

@@ -412,6 +412,7 @@ class SearchKey:
     where: str = ""  # only chunks whose fields match (parse_where), for dense and BM25 alike
     exact_names: bool = True  # code: chunks whose symbol is a name the query spells out rank first
     stubs: str = "last"  # code: stub chunks (.pyi, .d.ts) rank below implementations ("keep": as scored)
+    imports: str = "last"  # code: import-only chunks (kind imports) rank below implementations ("keep": as scored)
 
 
 # --------------------------------------------------------------------------- code: exact names first, stubs last
@@ -437,11 +438,12 @@ def query_names(question: str) -> set[str]:
 
 
 def code_order(reader: "IndexReader", question: str, rows, scores, key: "SearchKey", qvec=None, mask=None):
-    """A code index's ranking with exact names first and stubs last (``key.exact_names``, ``key.stubs``):
-    the chunks whose qualified symbol is a name the query spells out (``query_names``) lead, by score, even
-    from outside the pool (scored against ``qvec``); stub chunks (kind ``stub``) follow every implementation,
-    in their order. Prose indexes, or both switched off, come back as they were."""
-    if not reader.has_code or (not key.exact_names and key.stubs == "keep"):
+    """A code index's ranking with exact names first and stubs last (``key.exact_names``, ``key.stubs``,
+    ``key.imports``): the chunks whose qualified symbol is a name the query spells out (``query_names``) lead,
+    by score, even from outside the pool (scored against ``qvec``); stub chunks (kind ``stub``) and import-only
+    chunks (kind ``imports``) follow every implementation, in their order. Prose indexes, or all switched off,
+    come back as they were."""
+    if not reader.has_code or (not key.exact_names and key.stubs == "keep" and key.imports == "keep"):
         return rows, scores
     rows = np.asarray(rows, np.int64)
     scores = np.asarray(scores, np.float32)
@@ -457,9 +459,10 @@ def code_order(reader: "IndexReader", question: str, rows, scores, key: "SearchK
                 scores = np.concatenate([scores, (reader.vectors[extra] @ qvec).astype(np.float32)])
             lead = np.isin(rows, np.array(wanted, np.int64))
     stub = np.zeros(len(rows), bool)
-    if key.stubs == "last":
+    back = {k for k, policy in (("stub", key.stubs), ("imports", key.imports)) if policy == "last"}
+    if back and len(reader.kinds):  # no implementation in them: below every chunk that has one
         kinds = reader.kinds
-        stub = np.fromiter((kinds[int(r)] == "stub" for r in rows), bool, len(rows)) if len(kinds) else stub
+        stub = np.fromiter((kinds[int(r)] in back for r in rows), bool, len(rows))
     # tiers: exact implementations, other implementations, exact stubs, other stubs; by score within a tier
     # (the exact ones) or in the order given (the rest: fusion's order stays fusion's)
     tier = np.where(stub, 2, 0) + np.where(lead, 0, 1)

@@ -107,12 +107,14 @@ class BaseParams:
     # implementation unless "keep" (or a `where` asks for kind=stub)
     exact_names: bool = True
     stubs: str = "last"
+    imports: str = "last"  # import-only chunks (kind `imports`) below every implementation unless "keep"
 
     def validate(self) -> None:
         if getattr(self, "code_cut", "comments") not in CODE_CUTS:
             raise ValueError(f"code_cut must be one of {', '.join(CODE_CUTS)}, not {self.code_cut!r}")
-        if self.stubs not in STUB_POLICIES:
-            raise ValueError(f"stubs must be one of {', '.join(STUB_POLICIES)}, not {self.stubs!r}")
+        for name in ("stubs", "imports"):
+            if getattr(self, name) not in STUB_POLICIES:
+                raise ValueError(f"{name} must be one of {', '.join(STUB_POLICIES)}, not {getattr(self, name)!r}")
         if self.overflow not in OVERFLOW_POLICIES:
             raise ValueError(f"overflow must be one of {OVERFLOW_POLICIES}, not {self.overflow!r}")
         if "{question}" not in self.query_template:
@@ -135,7 +137,7 @@ class BaseParams:
 
     def search_key(self, needed: int) -> SearchKey:
         return SearchKey(self.query_template, self.search_dim, max(DEFAULT_POOL, needed), self.where,
-                         self.exact_names, self.stubs)
+                         self.exact_names, self.stubs, self.imports)
 
 
 STRATEGIES: dict[str, "Strategy"] = {}

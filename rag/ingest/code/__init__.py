@@ -31,7 +31,7 @@ LANGUAGES = {
     ".rb": "ruby", ".sh": "bash", ".bash": "bash",
 }
 CODE_SUFFIXES = tuple(LANGUAGES)
-KINDS = ("function", "method", "class", "type", "module", "lines", "stub")  # what a code chunk can be
+KINDS = ("function", "method", "class", "type", "module", "imports", "lines", "stub")  # what a code chunk can be
 STUB_SUFFIXES = (".pyi", ".d.ts", ".d.mts", ".d.cts")  # declarations only: every chunk of one is kind "stub"
 
 

@@ -57,6 +57,32 @@ def segments(defs: list[Def], lo: int, hi: int, container: Def | None) -> list[S
     return out
 
 
+# a line that starts an import (Python, JS/TS, Go, Rust, Java, C/C++, Ruby, shell), read at bracket depth 0
+_IMPORT_START = re.compile(r"^\s*(import\b|from\s+\S+\s+import\b|export\s+(\*|\{[^}]*\}?|type\s+\{)[^;]*\bfrom\b|"
+                           r"export\s+\*|package\s|use\s|extern\s+crate\s|mod\s+\w+\s*;|#\s*include\b|"
+                           r"require(_relative)?\b|(const|let|var)\s+[\w{},\s]+=\s*require\(|source\s|\.\s|"
+                           r"['\"]use strict['\"])")
+_OPEN, _CLOSE = "([{", ")]}"
+
+
+def imports_only(lines: list[str]) -> bool:
+    """Is a module-level segment nothing but imports (``import``/``from``/``package``/``use``/``#include``/
+    ``require``, a multi-line ``import (...)`` or ``import {...} from`` in), comments and blank lines? Such a
+    chunk is kind ``imports``: a quarter of a TypeScript index (every file opens with one) that matched queries
+    by the names it imports."""
+    depth, seen = 0, False
+    for raw in lines:
+        x = raw.strip()
+        if not x or (depth == 0 and _COMMENT_LINE.match(raw) and not x.startswith("@")):
+            continue
+        if depth == 0:
+            if not _IMPORT_START.match(raw):
+                return False
+            seen = True
+        depth = max(0, depth + sum(x.count(c) for c in _OPEN) - sum(x.count(c) for c in _CLOSE))
+    return seen
+
+
 _TRIVIAL = re.compile(r"^\s*([}\])]+[;,]?|end)?\s*$")  # blank, or only closing brackets (`}`, `end`)
 
 
@@ -204,6 +230,17 @@ def _pieces(segs: list[Segment], line_tokens: list[int], max_tokens: int) -> lis
 
 def code_segments(text: str, parsed: CodeParse, max_tokens: int, encoding: str, embed_window: int = 0,
                   doc_id: str = "") -> tuple[list[Segment], list[str], list[int]]:
+    """See ``_code_segments``; module-level segments that hold nothing but imports become kind ``imports``."""
+    segs, lines, line_tokens = _code_segments(text, parsed, max_tokens, encoding, embed_window, doc_id)
+    bare = [x.rstrip("\r\n") for x in lines]
+    for sg in segs:
+        if sg.kind == "module" and imports_only(bare[sg.first:sg.last + 1]):
+            sg.kind = "imports"
+    return segs, lines, line_tokens
+
+
+def _code_segments(text: str, parsed: CodeParse, max_tokens: int, encoding: str, embed_window: int = 0,
+                   doc_id: str = "") -> tuple[list[Segment], list[str], list[int]]:
     """(segments, lines with their newline, tokens per line). A segment is cut to at most ``max_tokens`` tokens
     of ``encoding`` and, with ``embed_window``, to what e5 reads (its own tokens, with room for the breadcrumb
     it will carry: counted for each definition, a long TypeScript signature included)."""
