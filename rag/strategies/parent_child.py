@@ -11,6 +11,9 @@ from .packing import _prefetch, counters, pack_blocks
 class ParentChildParams(BaseParams):
     top_k: int = 20  # leaves retrieved before de-duplication by parent
     max_parents: int = 4
+    # an import block is a leaf that stands for its file's first piece: ranked as scored here (on rxjs "last"
+    # cost evidence recall 0.556 -> 0.525 at more tokens; docs/strategies.md, Code corpora)
+    imports: str = "keep"
 
 
 @register_strategy
