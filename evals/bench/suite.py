@@ -796,45 +796,88 @@ def score_figure(root: Path, distinct: int = 300, repeated: int = 20_000, bulk: 
     return figs
 
 
+_SERVICE = r"""
+import json, sys, threading, time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+latency = float(sys.argv[1])
+body = sys.stdin.buffer.read()
+seen = []
+
+
+class H(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"  # keep-alive, as a deployed service behind any proxy
+    disable_nagle_algorithm = True  # headers and body leave at once (no 40 ms delayed-ACK stall)
+
+    def log_message(self, *a):
+        pass
+
+    def _send(self, data):
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def do_GET(self):  # the arrival times (time.monotonic: one clock for every process on the machine)
+        self._send(json.dumps(seen).encode())
+
+    def do_DELETE(self):
+        seen.clear()
+        self._send(b"[]")
+
+    def do_POST(self):
+        self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        seen.append(time.monotonic())
+        time.sleep(latency)
+        self._send(body)
+
+
+class S(ThreadingHTTPServer):
+    daemon_threads = True
+    request_queue_size = 256
+
+
+srv = S(("127.0.0.1", 0), H)
+print(srv.server_address[1], flush=True)
+srv.serve_forever()
+"""
+
+
 class _SleepyService:
     """A deployed service for the overhead figure: sleeps ``latency`` seconds per request on 127.0.0.1, then
-    answers with one context named by its page id (so locating it costs a lookup, as a good service's does)."""
+    answers with one context named by its page id (so locating it costs a lookup, as a good service's does).
+    It runs in its own process, as a deployed service does: in the runner's process its request parsing took the
+    runner's GIL (~1.5 ms a request, 16 of them a wave) and was counted as the runner's overhead."""
 
     def __init__(self, latency: float, page_id: str, text: str):
-        import threading
-        from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+        import subprocess
+        import sys
 
         body = json.dumps({"answer": "It is in the context [1].", "contexts": [{"text": text, "page_id": page_id}],
                            "usage": {"prompt_tokens": 300, "completion_tokens": 8}}).encode()
-        seen = self.arrivals = []
+        self.proc = subprocess.Popen([sys.executable, "-c", _SERVICE, str(latency)], stdin=subprocess.PIPE,
+                                     stdout=subprocess.PIPE)
+        self.proc.stdin.write(body)
+        self.proc.stdin.close()
+        port = int(self.proc.stdout.readline())
+        self.base = f"http://127.0.0.1:{port}"
+        self.url = self.base + "/ask"
 
-        class H(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"  # keep-alive, as a deployed service behind any proxy
-            disable_nagle_algorithm = True  # headers and body leave at once (no 40 ms delayed-ACK stall)
+    @property
+    def arrivals(self) -> list[float]:
+        import httpx
 
-            def log_message(self, *a):
-                pass
+        return httpx.get(self.base + "/arrivals", timeout=30).json()
 
-            def do_POST(self):
-                self.rfile.read(int(self.headers.get("Content-Length") or 0))
-                seen.append(time.perf_counter())
-                time.sleep(latency)
-                self.send_response(200)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
+    def reset(self) -> None:
+        import httpx
 
-        class S(ThreadingHTTPServer):
-            daemon_threads = True
-            request_queue_size = 256
-
-        self.srv = S(("127.0.0.1", 0), H)
-        threading.Thread(target=self.srv.serve_forever, daemon=True).start()
-        self.url = f"http://127.0.0.1:{self.srv.server_address[1]}/ask"
+        httpx.delete(self.base + "/arrivals", timeout=30)
 
     def close(self):
-        self.srv.shutdown()
+        self.proc.kill()
+        self.proc.wait()
 
 
 def system_overhead(root: Path, latency: float = 0.2, cases=((100, 1), (200, 4), (200, 16), (600, 16))) -> dict:
@@ -856,17 +899,18 @@ def system_overhead(root: Path, latency: float = 0.2, cases=((100, 1), (200, 4),
                                  systems=(SystemConfig("warm", svc.url, max_concurrency=1),)),
                        workspace=root, progress=False)  # the index is built once, as in any workspace
         for n, c in cases:
-            svc.arrivals.clear()
+            svc.reset()
             cfg = RunConfig(dataset="squad2", limit=n, scorers=scorers, use_cache=False,
                             systems=(SystemConfig("svc", svc.url, timeout=30, max_concurrency=c),))
-            t = time.perf_counter()
+            t = time.monotonic()
             run_evaluation(cfg, workspace=root, progress=False)
-            end = time.perf_counter()
+            end = time.monotonic()
             wall = end - t
-            start = (svc.arrivals[0] - t) if svc.arrivals else float("nan")
+            arrivals = sorted(svc.arrivals)
+            start = (arrivals[0] - t) if arrivals else float("nan")
             ideal = n * latency / c
             # the tail: the end of the run minus the last reply (a short run hides a fixed tail in its mean)
-            tail = end - (max(svc.arrivals) + latency) if svc.arrivals else float("nan")
+            tail = end - (arrivals[-1] + latency) if arrivals else float("nan")
             waves = -(-n // c) * latency  # what a perfect client reaches: N/C rounded up to whole waves
             out["cases"].append({"requests": n, "concurrency": c, "wall_s": wall, "start_s": start,
                                  "ideal_s": ideal, "overhead": (wall - start - ideal) / ideal, "tail_s": tail,

@@ -85,7 +85,10 @@ class LocalRunEngine(RunEngine):
                 # flight): the service never waits while a shard is scored and committed (issue 44, 17)
                 from concurrent.futures import ThreadPoolExecutor
 
-                ex = ThreadPoolExecutor(max_workers=max(2, parts.workers), thread_name_prefix="ragwb-system")
+                # one thread per request a service may have in flight: no thread waits on a client's slot while a
+                # later task could be sent (requests then leave in question order)
+                ex = ThreadPoolExecutor(max_workers=sum(x.max_concurrency for x in job.cfg.systems),
+                                        thread_name_prefix="ragwb-system")
                 prefetched = {(t[0].qid, t[1], t[2]): ex.submit(ask_system, parts.evaluator, t)
                               for shard in job.shards for t in system_tasks(job, shard, job.done)}
             for shard in job.shards:

@@ -380,12 +380,17 @@ def evaluate_shard(parts: RunParts, job: RunJob, shard: list, done: set | None =
         tasks = system_tasks(job, shard, done)
         ev = parts.evaluator
         if prefetched is not None:
-            replies = (prefetched.pop((t[0].qid, t[1], t[2])).result() for t in tasks)
+            # scored as they come back, not in question order: a reply that waits on an earlier one's turn (a
+            # busy client's slot is not first come, first served) held every reply behind it (issue 44, 17)
+            from concurrent.futures import as_completed
+
+            futs = {prefetched.pop((t[0].qid, t[1], t[2])): t for t in tasks}
+            pairs = ((futs[f], f.result()) for f in as_completed(futs))
         else:
             # services answer on worker threads (each client's own limit bounds its calls in flight) while this
             # thread scores the replies already back: the waiting and the scoring overlap, at any concurrency
-            replies = pool_map(lambda t: ask_system(ev, t), tasks, max(2, parts.workers), always_threads=True)
-        for (q, name, rep, h), res in zip(tasks, replies):
+            pairs = zip(tasks, pool_map(lambda t: ask_system(ev, t), tasks, max(2, parts.workers), always_threads=True))
+        for (q, name, rep, h), res in pairs:
             row, scores = ev.system_item(q, name, rep, res, h)
             yield q.qid, name, "default", rep, row, scores
     if job.cpoints:
