@@ -16,6 +16,7 @@ chunker (rag/ingest/code/chunks.py) turns the definitions into function-level ch
 """
 from __future__ import annotations
 
+import functools
 import re
 from pathlib import Path
 
@@ -124,11 +125,17 @@ def symbol_at(defs: list[Def], line: int) -> tuple[str, str]:
     return found
 
 
-def def_span(text: str, d: Def) -> tuple[int, int]:
-    """(start, end) character offsets of a definition's lines (the end before its last line's newline)."""
+@functools.lru_cache(maxsize=64)  # many gold lines point into one file (a str caches its own hash)
+def _starts(text: str) -> list[int]:
     starts = [0] + [m.end() for m in re.finditer("\n", text)]
     if text.endswith("\n"):
         starts.pop()  # no line after a final newline
+    return starts
+
+
+def def_span(text: str, d: Def) -> tuple[int, int]:
+    """(start, end) character offsets of a definition's lines (the end before its last line's newline)."""
+    starts = _starts(text)
     s0 = starts[d.first]
     e0 = starts[d.last + 1] - 1 if d.last + 1 < len(starts) else (len(text) - 1 if text.endswith("\n") else len(text))
     return s0, e0

@@ -267,10 +267,17 @@ def _code_segments(text: str, parsed: CodeParse, max_tokens: int, encoding: str,
         tiers = cut_tiers(s, bare) if s.symbol else None
         costs = [(line_tokens, max_tokens)]  # the tokenizer's budget, and the embedder's window less the
         if e5_lines is not None:  # breadcrumb this definition carries (whole, or as a numbered piece)
-            whole, split = _crumb_tokens(doc_id, s, bare, over)
-            fits = (sum(line_tokens[s.first:s.last + 1]) <= max_tokens
-                    and sum(e5_lines[s.first:s.last + 1]) <= embed_window - over - whole)
-            costs.append((e5_lines, embed_window - over - (whole if fits else split)))
+            code_e5 = sum(e5_lines[s.first:s.last + 1])
+            fits_o200k = sum(line_tokens[s.first:s.last + 1]) <= max_tokens
+            # a breadcrumb is at most two e5 tokens a character: far under the window, nothing to count (most
+            # definitions; counting every breadcrumb cost code-boltons' chunking 0.6 s)
+            bound = 2 * (len(doc_id) + len(s.kind) + len(s.symbol) + 4) + 2
+            if fits_o200k and code_e5 + bound <= embed_window - over:
+                costs.append((e5_lines, embed_window - over - bound))
+            else:
+                whole, split = _crumb_tokens(doc_id, s, bare, over)
+                fits = fits_o200k and code_e5 <= embed_window - over - whole
+                costs.append((e5_lines, embed_window - over - (whole if fits else split)))
         out.extend(_number_parts(_split(s, costs, 0, tiers), bare))
     return _no_blank_pieces(out, bare), lines, line_tokens
 
