@@ -65,7 +65,7 @@ def _(STRATEGIES, SYSTEMS, args, dataset_pick, mo, wb):
 
 
 @app.cell
-def _(mo):
+def _(interactive, mo):
     # budgets are batched in a form: moving sliders costs nothing until "Apply"
     budgets = mo.md(
         """
@@ -79,6 +79,9 @@ def _(mo):
         parent_child: top_k {parent_child__top_k} max_parents {parent_child__max_parents}
 
         every strategy: max_context_tokens {max_context_tokens} (0 = no limit) overflow {overflow}
+
+        code indexes: code_block_chars {code_block_chars} (0 = whole) code_cut {code_cut} ·
+        exact names first {exact_names} · stubs {stubs} · imports {imports} · where {where}
         """
     ).batch(
         chunks__top_k=mo.ui.slider(1, 30, value=8, show_value=True),
@@ -93,6 +96,13 @@ def _(mo):
         parent_child__max_parents=mo.ui.slider(1, 10, value=4, show_value=True),
         max_context_tokens=mo.ui.slider(0, 8000, step=250, value=0, show_value=True),
         overflow=mo.ui.dropdown(["truncate", "drop"], value="truncate"),
+        # code budgets (docs/strategies.md, Code corpora); "shipped" leaves each strategy its own default
+        code_block_chars=mo.ui.slider(0, 4000, step=250, value=1000, show_value=True),
+        code_cut=mo.ui.dropdown(["comments", "top"], value="comments"),
+        exact_names=mo.ui.checkbox(value=True),
+        stubs=mo.ui.dropdown(["last", "keep"], value="last"),
+        imports=mo.ui.dropdown([interactive.SHIPPED, "last", "keep"], value=interactive.SHIPPED),
+        where=mo.ui.text(placeholder="kind=method;file=src/*.py"),
     ).form(submit_button_label="Apply budgets")
     budgets
     return (budgets,)
@@ -205,7 +215,8 @@ def _(args, get_graded, interactive, scores, session):
 @app.cell
 def _(mo):
     quality = mo.ui.dropdown(["f1", "em", "faithfulness", "citation_precision", "citation_recall", "evidence_recall",
-                              "abstention_accuracy", "doc_ndcg@10"], value="f1", label="quality metric")
+                              "abstention_accuracy", "doc_ndcg@10", "evidence_mrr@10", "symbol_recall@10",
+                              "symbol_mrr@10"], value="f1", label="quality metric")
     cost = mo.ui.dropdown(["context_tokens", "prompt_tokens", "cost_usd"], value="context_tokens", label="cost")
     mo.hstack([quality, cost], justify="start")
     return cost, quality

@@ -221,3 +221,18 @@ def test_import_blocks_are_kind_imports_and_rank_below_implementations(tmp_path,
     assert kept[0] == "scan.ts:1-2 imports", kept  # by score alone the import block wins: the test can fail
     got = _search_order(common, capsys)
     assert got[0].endswith("function scan") and got[-1] == "scan.ts:1-2 imports", got
+
+
+def test_the_workbench_code_budgets_keep_each_strategys_own_default():
+    """The notebook's code row: "shipped" leaves parent_child its imports=keep; a value picked is sent where it
+    differs from a strategy's default; the defaults of the form send nothing."""
+    from evals.interactive import SHIPPED, points_from_budgets
+
+    form = {"code_block_chars": 1000, "code_cut": "comments", "exact_names": True, "stubs": "last",
+            "imports": SHIPPED, "where": ""}
+    shapes = ["chunks", "hybrid", "full_documents", "two_phase_pages", "parent_child"]
+    assert points_from_budgets(shapes, form) == [(s, {}) for s in shapes]
+    got = dict(points_from_budgets(shapes, {**form, "imports": "last", "code_cut": "top", "exact_names": False}))
+    assert got["parent_child"] == {"imports": "last", "exact_names": False}
+    assert got["chunks"] == {"code_cut": "top", "exact_names": False}  # its imports default is already "last"
+    assert got["full_documents"] == {"exact_names": False}  # no code_cut budget there

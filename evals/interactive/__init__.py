@@ -294,6 +294,9 @@ def race_result(db: str, run_id: str) -> tuple[str, pd.DataFrame]:
                                   [SimpleNamespace(**e) for e in race.get("exits", [])])
 
 
+SHIPPED = "shipped"  # a budget control's "each strategy keeps its own default" (parent_child's imports differ)
+
+
 def points_from_budgets(strategies: list[str], budgets: dict, systems=()) -> list[tuple[str, dict]]:
     """One point per strategy. ``STRATEGY__PARAM`` keys go to that strategy only; plain keys to every
     strategy that has the parameter. Only values that differ from the strategy's shipped default are
@@ -319,7 +322,7 @@ def points_from_budgets(strategies: list[str], budgets: dict, systems=()) -> lis
         kw = {}
         for key, v in (budgets or {}).items():
             owner, _, param = key.rpartition("__")
-            if v is None or param not in fields or (owner and owner != name):
+            if v is None or v == SHIPPED or param not in fields or (owner and owner != name):
                 continue
             if v != getattr(defaults, param):
                 kw[param] = v
