@@ -95,3 +95,27 @@ def test_ann_reader_is_arrow_backed_and_every_strategy_matches_exact(tmp_path, m
     for (mode, name, backend), b in blocks.items():
         if mode == "ann":
             assert b == blocks[("exact", name, backend)], (name, backend)
+
+
+def test_every_bundled_sets_default_chunks_are_in_its_shipped_vectors():
+    """A chunker change that forgets `scripts/build_datasets.py --vectors-only SET` made the main job embed 92
+    code-boltons chunks with e5 (46 s of a 32 s job); every default chunk's cache key must be shipped."""
+    import pyarrow.parquet as pq
+
+    from rag.index.embedders import EmbeddingCache
+    from rag.index.shipped import manifest, vectors_dir
+    from rag.ingest.chunking import chunk_document
+
+    cfg = IndexConfig()
+    missing = {}
+    for name, entry in sorted(manifest().items()):
+        if entry.get("embedder_key") != cfg.embedder.key:
+            continue
+        shipped = set(pq.read_table(vectors_dir() / entry["file"], columns=["k"]).column("k").to_pylist())
+        shipped = {k.hex() if isinstance(k, bytes) else k for k in shipped}
+        ds = load_bundled(name)
+        keys = {EmbeddingCache._key(cfg.embedder.key, "passage", c.embed_text)
+                for d in ds.documents for c in chunk_document(d, cfg.chunking)[0]}
+        if keys - shipped:
+            missing[name] = len(keys - shipped)
+    assert not missing, f"chunks not in the shipped vectors (rebuild them): {missing}"
