@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import csv
 import fnmatch
-import functools
 import gzip
 import hashlib
 import json
@@ -20,7 +19,8 @@ import time
 import unicodedata
 from pathlib import Path
 
-from .code import CODE_SUFFIXES, code_language, minified_reason, shebang_language
+from .code import (CODE_SUFFIXES, annotate_questions, code_language, def_span, line_starts, lines_span,
+                   minified_reason, shebang_language)
 from rag.models import Dataset, Document, Evidence, Page, Question, Skipped, pages_from_paragraphs
 from .textmatch import locate
 from rag.jsonsafe import loads_bounded
@@ -401,8 +401,6 @@ def load_code_set(path: str | Path, name: str | None = None) -> Dataset:
             skipped.append(Skipped(d["doc_id"], str(e).split(": ", 1)[-1]))
     skipped.extend(code_warnings(docs))
     questions = [Question.from_dict(q) for q in obj["questions"]]
-    from .code import annotate_questions
-
     annotate_questions(questions, docs)  # each span's definition, for the symbol metrics
     return Dataset(name or obj["name"], docs, questions, skipped)
 
@@ -764,8 +762,6 @@ def load_folder(folder: str | Path, questions_path: str | Path | None = None, na
         else:
             questions, bad = load_questions_jsonl(questions_path, docs)
         skipped.extend(bad)
-        from .code import annotate_questions
-
         annotate_questions(questions, docs)
     return Dataset(name or folder.name, docs, questions, skipped, parse_seconds=seconds)
 
@@ -926,13 +922,12 @@ def _question_from_record(rec: dict, by_id: dict[str, Document], warnings: list[
                                                                       for x in lines)):
                 raise TypeError(f"field '{where}.lines' must be [first, last] (1-based line numbers), got "
                                 f"{json.dumps(lines)}")
-            starts = _line_starts(doc.text)
+            starts = line_starts(doc.text)
             if not 1 <= lines[0] <= lines[1] <= len(starts):
                 warnings.append(f"{where}: lines {lines} out of range for {doc_id!r} ({len(starts)} lines); "
                                 "kept as document-level evidence")
             else:
-                s0 = starts[lines[0] - 1]
-                e0 = starts[lines[1]] - 1 if lines[1] < len(starts) else _text_end(doc.text)
+                s0, e0 = lines_span(doc.text, lines[0] - 1, lines[1] - 1)
                 at_page = _page_at(doc, s0)
                 evidence.append(Evidence(doc_id, at_page.page_id if at_page else None, s0, e0, doc.text[s0:e0]))
                 continue
@@ -977,8 +972,6 @@ def find_symbol(doc: Document, name: str) -> tuple[int, int] | None:
     parse = getattr(doc, "code_parse", None)
     if parse is None:
         return None
-    from .code import def_span
-
     def walk(defs):
         for d in defs:
             if d.name == name:
@@ -989,17 +982,6 @@ def find_symbol(doc: Document, name: str) -> tuple[int, int] | None:
         return None
     d = walk(parse.defs)
     return def_span(doc.text, d) if d is not None else None
-
-
-def _text_end(text: str) -> int:
-    """The end of a file's last line: before its final newline, as every other line's end is."""
-    return len(text) - 1 if text.endswith("\n") else len(text)
-
-
-@functools.lru_cache(maxsize=64)  # many gold lines point into one file (a str caches its own hash)
-def _line_starts(text: str) -> list[int]:
-    # a file ending with a newline has no line after it ("a\nb\n" has 2 lines, not 3)
-    return [0] + [m.end() for m in re.finditer("\n", text) if m.end() < len(text)]
 
 
 def _page_at(doc: Document, pos: int):

@@ -126,19 +126,21 @@ def symbol_at(defs: list[Def], line: int) -> tuple[str, str]:
 
 
 @functools.lru_cache(maxsize=64)  # many gold lines point into one file (a str caches its own hash)
-def _starts(text: str) -> list[int]:
-    starts = [0] + [m.end() for m in re.finditer("\n", text)]
-    if text.endswith("\n"):
-        starts.pop()  # no line after a final newline
-    return starts
+def line_starts(text: str) -> list[int]:
+    """Where each line of a file starts (a file ending with a newline has no line after it: "a\nb\n" has 2)."""
+    return [0] + [m.end() for m in re.finditer("\n", text) if m.end() < len(text)]
+
+
+def lines_span(text: str, first: int, last: int) -> tuple[int, int]:
+    """(start, end) character offsets of 0-based lines first..last (the end before the last line's newline)."""
+    starts = line_starts(text)
+    end = starts[last + 1] - 1 if last + 1 < len(starts) else len(text) - text.endswith("\n")
+    return starts[first], end
 
 
 def def_span(text: str, d: Def) -> tuple[int, int]:
-    """(start, end) character offsets of a definition's lines (the end before its last line's newline)."""
-    starts = _starts(text)
-    s0 = starts[d.first]
-    e0 = starts[d.last + 1] - 1 if d.last + 1 < len(starts) else (len(text) - 1 if text.endswith("\n") else len(text))
-    return s0, e0
+    """(start, end) character offsets of a definition's lines."""
+    return lines_span(text, d.first, d.last)
 
 
 def annotate_questions(questions: list, docs: list) -> None:

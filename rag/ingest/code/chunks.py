@@ -145,15 +145,13 @@ def cut_tiers(seg: Segment, bare: list[str]) -> list[tuple[set, bool]]:
     return tiers
 
 
-def _split(seg: Segment, line_tokens, max_tokens: int = 0, tiers: list[tuple[set, bool]] | None = None
+def _split(seg: Segment, costs: list[tuple[list[int], int]], tiers: list[tuple[set, bool]] | None = None
            ) -> list[Segment]:
-    """Cut a segment over its budget into whole-line pieces at the best tier of ``cut_tiers`` that has a cut
+    """Cut a segment over its budgets into whole-line pieces at the best tier of ``cut_tiers`` that has a cut
     inside it: a forced tier cuts at every one of its lines, the others greedily (each piece as long as fits,
-    cut at the latest allowed line); a piece still over is cut again at the next tiers. The budget is
-    ``max_tokens`` of ``line_tokens``, or several at once: ``line_tokens`` a list of (tokens per line, budget)
-    (the tokenizer's and the embedder's: one greedy pass under both, not one pass after the other)."""
-    costs = line_tokens if max_tokens == 0 and line_tokens and isinstance(line_tokens[0], tuple) else \
-        [(line_tokens, max_tokens)]
+    cut at the latest allowed line); a piece still over is cut again at the next tiers. ``costs``: (tokens per
+    line, budget) pairs, all held at once (the tokenizer's and the embedder's: one greedy pass under both, not
+    one pass after the other)."""
 
     def over(a, b):
         return any(sum(lt[a:b + 1]) > cap for lt, cap in costs)
@@ -191,7 +189,7 @@ def _split(seg: Segment, line_tokens, max_tokens: int = 0, tiers: list[tuple[set
     out = []
     for a, b in bounds:
         if b > a and over(a, b):
-            out.extend(_split(piece(a, b), costs, 0, tiers[k:] or [(set(range(a + 1, b + 1)), False)]))
+            out.extend(_split(piece(a, b), costs, tiers[k:] or [(set(range(a + 1, b + 1)), False)]))
         else:
             out.append(piece(a, b))
     return out
@@ -230,20 +228,10 @@ def _pieces(segs: list[Segment], line_tokens: list[int], max_tokens: int) -> lis
 
 def code_segments(text: str, parsed: CodeParse, max_tokens: int, encoding: str, embed_window: int = 0,
                   doc_id: str = "") -> tuple[list[Segment], list[str], list[int]]:
-    """See ``_code_segments``; module-level segments that hold nothing but imports become kind ``imports``."""
-    segs, lines, line_tokens = _code_segments(text, parsed, max_tokens, encoding, embed_window, doc_id)
-    bare = [x.rstrip("\r\n") for x in lines]
-    for sg in segs:
-        if sg.kind == "module" and imports_only(bare[sg.first:sg.last + 1]):
-            sg.kind = "imports"
-    return segs, lines, line_tokens
-
-
-def _code_segments(text: str, parsed: CodeParse, max_tokens: int, encoding: str, embed_window: int = 0,
-                   doc_id: str = "") -> tuple[list[Segment], list[str], list[int]]:
     """(segments, lines with their newline, tokens per line). A segment is cut to at most ``max_tokens`` tokens
     of ``encoding`` and, with ``embed_window``, to what e5 reads (its own tokens, with room for the breadcrumb
-    it will carry: counted for each definition, a long TypeScript signature included)."""
+    it will carry: counted for each definition, a long TypeScript signature included). Module-level segments
+    that hold nothing but imports are kind ``imports``."""
     parts = text.split("\n")  # lines as parsers count them (str.splitlines also splits at \f and \u2028)
     lines = [x + "\n" for x in parts[:-1]] + ([parts[-1]] if parts[-1] else [])
     bare = [x.rstrip("\r\n") for x in lines]
@@ -264,7 +252,6 @@ def _code_segments(text: str, parsed: CodeParse, max_tokens: int, encoding: str,
         e5_lines = [n - over for n in e5_tokens(lines)]
     out = []
     for s in segs:
-        tiers = cut_tiers(s, bare) if s.symbol else None
         costs = [(line_tokens, max_tokens)]  # the tokenizer's budget, and the embedder's window less the
         if e5_lines is not None:  # breadcrumb this definition carries (whole, or as a numbered piece)
             code_e5 = sum(e5_lines[s.first:s.last + 1])
@@ -278,7 +265,13 @@ def _code_segments(text: str, parsed: CodeParse, max_tokens: int, encoding: str,
                 whole, split = _crumb_tokens(doc_id, s, bare, over)
                 fits = fits_o200k and code_e5 <= embed_window - over - whole
                 costs.append((e5_lines, embed_window - over - (whole if fits else split)))
-        out.extend(_number_parts(_split(s, costs, 0, tiers), bare))
+        if not any(sum(lt[s.first:s.last + 1]) > cap for lt, cap in costs):  # most definitions: no cut to plan
+            out.append(s)
+            continue
+        out.extend(_number_parts(_split(s, costs, cut_tiers(s, bare) if s.symbol else None), bare))
+    for sg in out:
+        if sg.kind == "module" and imports_only(bare[sg.first:sg.last + 1]):
+            sg.kind = "imports"
     return _no_blank_pieces(out, bare), lines, line_tokens
 
 
