@@ -682,5 +682,24 @@ def _(conv_pick, conv_policies, conv_turn, interactive, mo, session):
     return
 
 
+@app.cell
+def _(STRATEGIES, mo):
+    # a look at retrieval with no run stored (`ragwb search`): the blocks one strategy returns for one query
+    look_form = mo.md("**Search** {query} through {strategy}").batch(
+        query=mo.ui.text(placeholder="a question, or a name like Command.get_help"),
+        strategy=mo.ui.dropdown(list(STRATEGIES), value="hybrid" if "hybrid" in STRATEGIES else list(STRATEGIES)[0]),
+    ).form(submit_button_label="Search")
+    look_form
+    return (look_form,)
+
+
+@app.cell
+def _(budgets, interactive, look_form, mo, session):
+    _v = look_form.value or {}
+    mo.ui.table(interactive.search_frame(session, _v["query"], _v["strategy"], budgets.value or {}), selection=None,
+                page_size=10) if _v.get("query") and session is not None else mo.md("")
+    return
+
+
 if __name__ == "__main__":
     app.run()

@@ -236,3 +236,22 @@ def test_the_workbench_code_budgets_keep_each_strategys_own_default():
     assert got["parent_child"] == {"imports": "last", "exact_names": False}
     assert got["chunks"] == {"code_cut": "top", "exact_names": False}  # its imports default is already "last"
     assert got["full_documents"] == {"exact_names": False}  # no code_cut budget there
+
+
+def test_the_workbench_search_box_shows_what_ragwb_search_prints(tmp_path, capsys):
+    """The notebook's search (interactive.search_frame) and `ragwb search` are one function (rag.strategies.look):
+    the same blocks in the same order, the exact name first, the applied budgets followed."""
+    from evals.interactive import open_session, search_frame
+
+    repo = tmp_path / "proj"
+    repo.mkdir()
+    (repo / "m.py").write_text("class Context:\n    def get_help(self):\n        return 'Command.get_help help'\n\n"
+                               "class Command:\n    def get_help(self):\n        return self.format()\n")
+    ws = tmp_path / "ws"
+    printed = _search_order(["Command.get_help", "--dataset", str(repo), "--workspace", str(ws), "--embedder", "hash",
+                             "--no-progress"], capsys)
+    sess = open_session(str(repo), str(ws), embedder="hash")
+    frame = search_frame(sess, "Command.get_help", "hybrid")
+    assert list(frame["where"]) == printed and frame["where"][0].endswith("method Command.get_help")
+    one = search_frame(sess, "Command.get_help", "hybrid", {"hybrid__top_k": 1})
+    assert len(one) == 1

@@ -1,6 +1,7 @@
 """``ragwb ingest`` and ``ragwb search``: corpora into the LanceDB workspace, and one query through one strategy."""
 from __future__ import annotations
 
+import dataclasses
 import sys
 from pathlib import Path
 
@@ -100,21 +101,14 @@ def _current_index(ws, a, cfg) -> str | None:
 
 
 def _print_search(a, kw: dict, r, params) -> int:
-    from rag.strategies import get_strategy
+    from rag.strategies import look
 
-    ctx = get_strategy(a.strategy).retrieve(r, a.query, params)
-    reader = r.reader
+    ctx, rows = look(r, a.strategy, a.query, **dataclasses.asdict(params))
     print(f"{a.strategy} ({', '.join(f'{k}={v}' for k, v in sorted(kw.items())) or 'defaults'}) over "
           f"{r.index}: {len(ctx.blocks)} blocks, {sum(b.n_tokens for b in ctx.blocks):,} tokens")
-    for b in ctx.blocks[:a.show]:
-        row = reader.rows.get(b.chunk_ids[0]) if b.chunk_ids else None
-        where = ", ".join(b.doc_ids[:2])
-        if row is not None and reader.symbols and reader.line_starts is not None and reader.code_languages[row]:
-            where = (f"{reader.doc_ids[row]}:{int(reader.line_starts[row])}-{int(reader.line_ends[row])} "
-                     f"{reader.kinds[row]} {reader.symbols[row]}".rstrip())
-        first = next((x.strip() for x in b.text.splitlines() if x.strip() and not x.startswith(
-            ("File:", "Language:", "Function:", "Method:", "Class:", "```"))), "")
-        print(f"{b.n:3d}. {b.score:7.3f}  {b.group:9s} {where}  [{b.n_tokens} tokens]\n       {first[:110]}")
+    for x in rows[:a.show]:
+        print(f"{x['rank']:3d}. {x['score']:7.3f}  {x['group']:9s} {x['where']}  [{x['tokens']} tokens]\n"
+              f"       {x['text']}")
     return 0
 
 

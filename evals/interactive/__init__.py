@@ -294,6 +294,18 @@ def race_result(db: str, run_id: str) -> tuple[str, pd.DataFrame]:
                                   [SimpleNamespace(**e) for e in race.get("exits", [])])
 
 
+def search_frame(sess, query: str, strategy: str, budgets: dict | None = None):
+    """The workbench's search box (``ragwb search``): the blocks ``strategy`` returns for ``query`` under the applied
+    budgets (that strategy's share of them), one row each, as a DataFrame; no run stored."""
+    import pandas as pd
+
+    from rag.strategies import look
+
+    (_, kw), = points_from_budgets([strategy], budgets or {})
+    _, rows = look(sess.retriever, strategy, query, **kw)
+    return pd.DataFrame(rows, columns=["rank", "score", "group", "where", "tokens", "text"])
+
+
 SHIPPED = "shipped"  # a budget control's "each strategy keeps its own default" (parent_child's imports differ)
 
 

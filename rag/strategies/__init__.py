@@ -51,6 +51,27 @@ def retrieve(retriever: Retriever, strategy: str, question: str, **params) -> Co
     return s.retrieve(retriever, question, make_params(strategy, **params))
 
 
+_HEADER_LINES = ("File:", "Language:", "Function:", "Method:", "Class:", "Type:", "Module:", "```")
+
+
+def look(retriever: Retriever, strategy: str, query: str, **params) -> tuple[Context, list[dict]]:
+    """One query through one strategy, as ``ragwb search`` and the workbench's search box show it: the context and,
+    per block, its rank, score, group, where it comes from (a code chunk: file, lines, kind, symbol), its tokens
+    and its first line of text."""
+    ctx = retrieve(retriever, strategy, query, **params)
+    rd, rows = retriever.reader, []
+    for b in ctx.blocks:
+        row = rd.rows.get(b.chunk_ids[0]) if b.chunk_ids else None
+        where = ", ".join(b.doc_ids[:2])
+        if row is not None and rd.symbols and rd.line_starts is not None and rd.code_languages[row]:
+            where = (f"{rd.doc_ids[row]}:{int(rd.line_starts[row])}-{int(rd.line_ends[row])} "
+                     f"{rd.kinds[row]} {rd.symbols[row]}".rstrip())
+        first = next((x.strip() for x in b.text.splitlines() if x.strip() and not x.startswith(_HEADER_LINES)), "")
+        rows.append({"rank": b.n, "score": round(float(b.score), 3), "group": b.group, "where": where,
+                     "tokens": b.n_tokens, "text": first[:110]})
+    return ctx, rows
+
+
 def describe_strategies() -> list[dict]:
     out = []
     for name, s in STRATEGIES.items():
