@@ -218,20 +218,40 @@ _DOC_LINE = re.compile(r"^\s*(/\*\*|\*/|\*|//|#)")
 
 
 def _doc_text(block: list[str]) -> str:
-    """The prose of a doc comment (JSDoc, Go/Rust `//`, Python `#`): markers, @tags and code examples out."""
+    """The prose of a doc comment (JSDoc, Go/Rust `//`, Python `#`), paragraphs kept (blank lines), markers out;
+    it ends at the first @tag or code example."""
     out = []
     for x in block:
         t = re.sub(r"^\s*(/\*\*|\*/|\*|///?|#)\s?", "", x).rstrip().removesuffix("*/").rstrip()
         if t.startswith("@") or t.startswith("```"):
             break
         out.append(t)
-    return " ".join(" ".join(out).split())
+    return "\n".join(out)
+
+
+def _doc_blocks(lines: list[str]) -> set[int]:
+    """Line numbers of every JSDoc block (`/** ... */`) standing on lines of its own: the folder set removes them
+    all, as the bundled Python set removes every docstring, so no definition keeps prose a query could match."""
+    drop: set[int] = set()
+    k = 0
+    while k < len(lines):
+        if lines[k].lstrip().startswith("/**"):
+            end = k
+            while end < len(lines) and "*/" not in lines[end]:
+                end += 1
+            if end < len(lines) and lines[end].split("*/", 1)[1].strip() == "":
+                drop.update(range(k, end + 1))
+            k = end + 1
+        else:
+            k += 1
+    return drop
 
 
 def folder_set(src: Path, out: Path, suffixes: tuple[str, ...]) -> tuple[int, int]:
-    """A gold set from any code folder, the CodeSearchNet way: a query is the first sentence of a definition's doc
-    comment (JSDoc, Go doc comment, `#` block), its gold the definition (`{"doc", "symbol"}` evidence), and the doc
-    comments that made queries are removed from the corpus written to ``out/corpus``. (files, questions)"""
+    """A gold set from any code folder, the CodeSearchNet way and the way the bundled Python set is built: a query
+    is the first sentence of the first paragraph of a function's doc comment (JSDoc, Go doc comment, `#` block),
+    its gold the definition (`{"doc", "symbol"}` evidence), and every doc comment (JSDoc blocks anywhere, the
+    comment run above any definition) is removed from the corpus written to ``out/corpus``. (files, questions)"""
     from rag.ingest.code import code_language, is_stub, parse_code
 
     def flat(defs):
@@ -245,24 +265,25 @@ def folder_set(src: Path, out: Path, suffixes: tuple[str, ...]) -> tuple[int, in
         rel = p.relative_to(src).as_posix()
         text = p.read_text(encoding="utf-8", errors="replace")
         lines = text.split("\n")
-        drop: set[int] = set()
+        drop = _doc_blocks(lines)
         for d in flat(parse_code(text, code_language(p)).defs):
-            if d.kind not in ("function", "method") or d.children or d.head < 0:
+            if d.head < 0:
                 continue
             i = d.head
             while i - 1 >= 0 and lines[i - 1].strip() and _DOC_LINE.match(lines[i - 1]):
                 i -= 1
             if i == d.head:
                 continue
-            sentence = re.split(r"(?<=[.!?])\s", _doc_text(lines[i:d.head]), maxsplit=1)[0]
-            sentence = re.sub(r"\{@link ([^}|]+)[^}]*\}", r"\1", sentence).strip()
+            drop.update(range(i, d.head))
+            if d.kind not in ("function", "method") or d.children:
+                continue
+            sentence = summary(re.sub(r"\{@link ([^}|]+)[^}]*\}", r"\1", _doc_text(lines[i:d.head])))
             short = d.name.rsplit(".", 1)[-1]
-            if sentence.startswith(short + " "):  # Go: "Execute uses the args ..." names itself: the rest
+            if sentence and sentence.startswith(short + " "):  # Go: "Execute uses the args ..." names itself: the rest
                 sentence = sentence[len(short) + 1:]
                 sentence = sentence[:1].upper() + sentence[1:]
-            if not MIN_WORDS <= len(sentence.split()) <= MAX_WORDS:
+            if not sentence or not MIN_WORDS <= len(sentence.split()) <= MAX_WORDS:
                 continue
-            drop.update(range(i, d.head))
             questions.append({"id": f"{rel}::{d.name}", "question": sentence, "answers": [d.name],
                               "evidence": [{"doc": rel, "symbol": d.name}]})
         (corpus / rel).parent.mkdir(parents=True, exist_ok=True)

@@ -390,6 +390,34 @@ def test_builder_reproduces_the_shipped_set_on_a_slice():
                 assert ast.get_docstring(n) is None, (d["doc_id"], getattr(n, "name", "module"))
 
 
+def test_folder_builder_strips_every_doc_comment_as_the_python_set_does(tmp_path):
+    """Issue 46: a folder set is built as code-boltons is: every JSDoc block leaves the corpus, not only those that
+    made queries (a doc left on a neighbour is prose no query of the set can match, and the TypeScript set kept
+    339 of them); a query is the first sentence of the doc's first paragraph (a summary paragraph without a full
+    stop ran on into the long description and was dropped as over 40 words)."""
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "ops.ts").write_text(
+        "import { x } from './x';\n\n"
+        "/**\n * Converts a higher-order Observable into a first-order Observable\n * producing values\n *\n"
+        " * Long description. It goes on for a while.\n * @see other\n */\n"
+        "export function switchAll(): number {\n  return 1;\n}\n\n"
+        "/** Short. */\nexport function tiny(): number {\n  return 2;\n}\n\n"
+        "/**\n * A class whose doc makes no query.\n */\nexport class Box {\n  /** Gets the value held in the box. */\n"
+        "  get(): number {\n    return 3;\n  }\n}\n")
+    b = _builder()
+    files, n = b.folder_set(src, tmp_path / "set", (".ts",))
+    qs = [json.loads(x) for x in (tmp_path / "set" / "questions.jsonl").read_text().splitlines()]
+    assert (files, n) == (1, 2)
+    assert qs[0] == {"id": "ops.ts::switchAll", "question": "Converts a higher-order Observable into a first-order "
+                     "Observable producing values", "answers": ["switchAll"],
+                     "evidence": [{"doc": "ops.ts", "symbol": "switchAll"}]}
+    assert qs[1]["evidence"] == [{"doc": "ops.ts", "symbol": "Box.get"}]
+    out = (tmp_path / "set" / "corpus" / "ops.ts").read_text()
+    assert "/**" not in out and "*/" not in out and "Short." not in out and "makes no query" not in out
+    assert "export function tiny()" in out and "export class Box {" in out and "  get(): number {" in out
+
+
 def test_bundled_code_set_loads_with_function_evidence():
     ds = load_bundled("code-boltons")
     assert len(ds.documents) == 30 and 300 <= len(ds.questions) <= 400 and not ds.skipped

@@ -618,11 +618,17 @@ class Retriever:
         self.warm([question], key)
         return self._pools[(question, key)]
 
-    def _fts(self, question: str, k: int) -> tuple[np.ndarray, np.ndarray]:
+    def bm25_query(self, question: str, stopwords: str = "auto") -> list[str]:
+        """The question's BM25 terms. ``stopwords``: "drop", "keep", or "auto" (drop them on an index holding
+        code: there "the" or "of" appear only in comments, so a high idf makes them rank comment-heavy chunks)."""
+        drop = stopwords == "drop" or (stopwords == "auto" and self.reader.has_code)
+        return analyze(question, self.reader.language, stopwords=drop, identifiers=self.reader.has_code)
+
+    def _fts(self, question: str, k: int, stopwords: str = "auto") -> tuple[np.ndarray, np.ndarray]:
         """Top-k chunk rows and scores from LanceDB's full-text index over the analysed tokens.
         (Run beside the dense search in a thread it was slower: on 2 cores e5 and the ANN search
         already use both.)"""
-        q = " ".join(analyze(question, self.reader.language, identifiers=self.reader.has_code))
+        q = " ".join(self.bm25_query(question, stopwords))
         if not q:
             return np.zeros(0, np.int64), np.zeros(0, np.float32)
         # through the Lance dataset: LanceDB's results and scores exactly, ~7 ms less at 1M chunks
@@ -630,18 +636,18 @@ class Retriever:
         top = np.array([self.reader.rows[c] for c in hits.column("chunk_id").to_pylist()], dtype=np.int64)
         return top, hits.column("_score").to_numpy().astype(np.float32)
 
-    def bm25_pool(self, pool: CandidatePool, k: int, backend: str = "memory") -> tuple[np.ndarray, np.ndarray]:
+    def bm25_pool(self, pool: CandidatePool, k: int, backend: str = "memory", stopwords: str = "auto"
+                  ) -> tuple[np.ndarray, np.ndarray]:
         """Top-k BM25 chunk rows and scores. ``memory``: Okapi BM25 here over the analysed tokens;
-        ``lancedb``: the same tokens through LanceDB's full-text index."""
-        memo = pool.extra.get(("bm25", k, backend))
+        ``lancedb``: the same tokens through LanceDB's full-text index; ``stopwords`` as in bm25_query."""
+        memo = pool.extra.get(("bm25", k, backend, stopwords))
         t0 = time.perf_counter()
         if memo is None and backend == "lancedb":
             if pool.mask is not None:
                 raise ValueError("a `where` filter works with bm25_backend=memory, not lancedb")
-            memo = pool.extra[("bm25", k, backend)] = self._fts(pool.question, k)
+            memo = pool.extra[("bm25", k, backend, stopwords)] = self._fts(pool.question, k, stopwords)
         elif memo is None:
-            s = self.reader.bm25.scores(analyze(pool.question, self.reader.language,
-                                                identifiers=self.reader.has_code))
+            s = self.reader.bm25.scores(self.bm25_query(pool.question, stopwords))
             if pool.mask is not None:
                 s = np.where(pool.mask, s, 0.0)
             kk = min(k, int((s > 0).sum()))
@@ -650,7 +656,7 @@ class Retriever:
                 top = top[np.lexsort((top, -s[top]))]
             else:
                 top = np.zeros(0, np.int64)
-            memo = pool.extra[("bm25", k, backend)] = (top, s[top])
+            memo = pool.extra[("bm25", k, backend, stopwords)] = (top, s[top])
         if ("bm25_ms", k, backend) not in pool.extra:  # charged to the question, not to the first point
             pool.extra[("bm25_ms", k, backend)] = (time.perf_counter() - t0) * 1000
         return memo
