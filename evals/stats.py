@@ -6,6 +6,8 @@ import functools
 import numpy as np
 
 DEFAULT_SEED = 20261122
+JUDGED_GAP = 0.10  # judged@10 of a point may differ this much between the runs before its judged metrics are
+#                    left uncompared (a system that finds new, unjudged passages looks worse until they are judged)
 DEFAULT_RESAMPLES = 2000
 
 

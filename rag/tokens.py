@@ -65,22 +65,36 @@ def install_bpe_file(name: str, cache_dir: Path | None = None) -> Path:
     return target
 
 
+def load_ranks(url: str, expected_hash: str | None = None) -> dict[bytes, int]:
+    """tiktoken's ``load_tiktoken_bpe`` for the bundled files, ~4x faster (the same dict: a test compares them):
+    the file is hash-checked by ``install_bpe_file``, then split once and each token decoded by binascii
+    directly (tiktoken's per-line ``base64.b64decode`` was ~0.3 s of a cold `ragwb search`'s first query)."""
+    import binascii
+
+    name = next((n for n, (u, h) in _BPE.items() if u == url), None)
+    if name is None or (expected_hash is not None and expected_hash != _BPE[name][1]):
+        raise TokenizerFileError(f"no bundled BPE file for {url} (hash {expected_hash})")
+    parts = install_bpe_file(name).read_bytes().split()
+    if len(parts) % 2:
+        raise TokenizerFileError(f"{name}: the BPE file is not token/rank pairs")
+    return dict(zip(map(binascii.a2b_base64, parts[0::2]), map(int, parts[1::2])))
+
+
 @functools.lru_cache(maxsize=None)
 def get_encoding(name: str = DEFAULT_ENCODING):
-    """A real ``tiktoken.Encoding`` loaded from the bundled files only."""
-    import tiktoken
+    """A real ``tiktoken.Encoding`` loaded from the bundled files only: tiktoken's own constructor for ``name``
+    (its pattern and special tokens, unchanged) with its BPE loader swapped for ``load_ranks``."""
+    import types
 
+    import tiktoken
+    from tiktoken_ext import openai_public
+
+    if name not in _BPE:
+        raise ValueError(f"unknown encoding {name!r}; valid: {', '.join(ENCODINGS)}")
+    make = openai_public.ENCODING_CONSTRUCTORS[name]
     with _lock:
-        path = install_bpe_file(name)
-        old = os.environ.get("TIKTOKEN_CACHE_DIR")
-        os.environ["TIKTOKEN_CACHE_DIR"] = str(path.parent)
-        try:
-            return tiktoken.get_encoding(name)
-        finally:
-            if old is None:
-                os.environ.pop("TIKTOKEN_CACHE_DIR", None)
-            else:
-                os.environ["TIKTOKEN_CACHE_DIR"] = old
+        spec = types.FunctionType(make.__code__, {**make.__globals__, "load_tiktoken_bpe": load_ranks})()
+        return tiktoken.Encoding(**spec)
 
 
 def count_tokens(text: str, encoding: str = DEFAULT_ENCODING) -> int:

@@ -287,3 +287,26 @@ def test_bm25_on_code_drops_the_query_stopwords_that_only_comments_hold(tmp_path
     assert r.bm25_query(q, "auto") == r.bm25_query(q, "drop") != r.bm25_query(q, "keep")
     with pytest.raises(ValueError, match="bm25_stopwords must be 'auto', 'drop' or 'keep', not 'some'"):
         retrieve(r, "hybrid", q, bm25_stopwords="some")
+
+
+def test_search_from_the_index_reads_it_without_importing_lancedb(tmp_path):
+    """`import lancedb` costs ~3 s (its REST namespace client); a search answered from the index reads the tables
+    through pylance (Workspace.read_table) and prints exactly what it prints with LanceDB loaded."""
+    import subprocess
+    import sys
+
+    repo = tmp_path / "proj"
+    repo.mkdir()
+    (repo / "a.py").write_text("def alpha_function(x):\n    return x + 1\n\n\ndef beta(y):\n    return y * 2\n")
+    ws = tmp_path / "ws"
+    assert main(["ingest", str(repo), "--workspace", str(ws), "--embedder", "hash", "--no-progress"]) == 0
+    args = ["search", "alpha_function", "--dataset", str(repo), "--workspace", str(ws), "--embedder", "hash",
+            "--no-progress"]
+    code = ("import sys, io, contextlib\n{pre}from evals.cli import main\nout = io.StringIO()\n"
+            "with contextlib.redirect_stdout(out):\n    assert main({args!r}) == 0\n"
+            "print(repr(out.getvalue()), 'lancedb' in sys.modules)\n")
+    runs = [subprocess.run([sys.executable, "-c", code.format(pre=pre, args=args)], capture_output=True, text=True,
+                           timeout=300) for pre in ("", "import lancedb\n")]
+    (lean, lean_loaded), (full, full_loaded) = [r.stdout.strip().rsplit(" ", 1) for r in runs]
+    assert (lean_loaded, full_loaded) == ("False", "True"), [r.stderr for r in runs]
+    assert lean == full and "function alpha_function" in lean

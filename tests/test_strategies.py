@@ -219,3 +219,40 @@ def test_bm25_scores_do_not_depend_on_the_process_hash_seed(tmp_path):
                            env={**__import__("os").environ, "PYTHONHASHSEED": str(seed)}).stdout.strip()
             for seed in range(6)}
     assert len(outs) == 1 and len(next(iter(outs))) == 32
+
+
+def test_bm25_postings_are_cached_by_their_tokens(tmp_path):
+    """A fresh process reads the BM25 postings a process before it built (the cold `ragwb search`); the cache is
+    keyed by a digest of the tokens, so a table rebuilt over other text never reads them; a file that does not
+    load is built again; and what it holds is what scores (the test can fail: a doctored file changes scores)."""
+    import numpy as np
+
+    from rag.index import retrieval
+    from rag.index.retrieval import BM25, open_index
+
+    docs = [_doc(f"d{i}", [f"alpha beta {w} gamma {i}"]) for i, w in enumerate(["river", "mountain", "valley", "ocean"])]
+    ws = Workspace(tmp_path)
+    s = ws.ingest(Dataset("bm", docs, []), IndexConfig(embedder=EmbedderConfig("hash")), progress=False)
+    q = ["valley", "alpha", "gamma"]
+    built = open_index(ws, s.index).bm25
+    (f,) = (tmp_path / "cache" / "bm25").glob(f"{s.index}-*.npz")
+    retrieval._readers.clear()  # a fresh process
+    loaded = open_index(ws, s.index).bm25
+    assert loaded is not built and loaded.vocab == built.vocab
+    assert np.array_equal(loaded.scores(q), built.scores(q)) and int(np.argmax(loaded.scores(q))) == 2
+    doctored = BM25.load(f)
+    lo, hi = doctored.offsets[doctored.vocab["valley"]:doctored.vocab["valley"] + 2]
+    doctored.doc_ids[lo:hi] = 0  # the file says "valley" is in d0
+    doctored.save(f)
+    retrieval._readers.clear()
+    assert int(np.argmax(open_index(ws, s.index).bm25.scores(q))) == 0  # read, not rebuilt
+    f.write_bytes(b"not an npz")
+    retrieval._readers.clear()
+    assert np.array_equal(open_index(ws, s.index).bm25.scores(q), built.scores(q))  # built again ...
+    assert np.array_equal(BM25.load(f).scores(q), built.scores(q))  # ... and saved again
+    docs[2] = _doc("d2", ["alpha beta lake gamma 2"])
+    s2 = ws.ingest(Dataset("bm", docs, []), IndexConfig(embedder=EmbedderConfig("hash")), progress=False)
+    assert s2.index == s.index
+    retrieval._readers.clear()
+    assert open_index(ws, s.index).bm25.scores(["valley"]).max() == 0  # the new tokens, not the old file's
+    assert [p.name for p in (tmp_path / "cache" / "bm25").glob("*.npz")] != [f.name]  # the old one replaced

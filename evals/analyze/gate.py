@@ -18,7 +18,7 @@ import numpy as np
 import pandas as pd
 
 from evals.score.metrics import METRICS, NOT_FAILURES
-from evals.stats import DEFAULT_SEED, paired_bootstrap, paired_bootstrap_columns
+from evals.stats import DEFAULT_SEED, JUDGED_GAP, paired_bootstrap, paired_bootstrap_columns
 from evals.store import ResultStore
 
 DEFAULT_TOLERANCES = {"default": 0.02, "context_tokens": "rel:0.05", "prompt_tokens": "rel:0.05",
@@ -28,32 +28,6 @@ GATED_DEFAULT = ["em", "f1", "abstention_accuracy", "citation_validity", "citati
                  "statement_coverage", "faithfulness", "evidence_recall", "doc_ndcg@10", "page_ndcg@10",
                  "context_tokens", "prompt_tokens", "cost_usd"]
 JUDGED_GATED = ["judged_ndcg@10", "judged_recall@10", "judged_precision@5"]  # gated by default where judged
-JUDGED_GAP = 0.10  # judged@10 of a point may differ this much between the runs before its judged metrics are
-#                    left uncompared (a system that finds new, unjudged passages looks worse until they are judged)
-
-
-def add_gate_args(p) -> None:
-    p.add_argument("--baseline", required=False, help="baseline run id, 'latest', or a baseline file (.json/.json.gz)")
-    p.add_argument("--candidate", required=True, help="candidate run id, prefix or 'latest'")
-    p.add_argument("--tolerances", default=None, help="TOML file with a [tolerances] table (metric = value or 'rel:x')")
-    p.add_argument("--metrics", nargs="*", default=None, help="metrics to gate (default: the headline set)")
-    p.add_argument("--max-error-rate", type=float, default=0.02,
-                   help="cap on the share of a point's items that failed, per point (0.02)")
-    p.add_argument("--aa-noise", action="store_true",
-                   help="widen each tolerance by the A/A noise floor measured between repeats 0 and 1 of the baseline")
-    p.add_argument("--resamples", type=int, default=2000, help="bootstrap resamples (2000)")
-    p.add_argument("--seed", type=int, default=DEFAULT_SEED, help="bootstrap seed (fixed: reproducible verdicts)")
-    p.add_argument("--markdown", default=None, help="also write the Markdown summary to this file")
-    p.add_argument("--json", dest="json_out", default=None, help="JSON verdict file (default: WORKSPACE/gate.json)")
-    p.add_argument("--write-baseline", default=None, metavar="FILE",
-                   help="write the candidate's per-question scores to FILE (a committed baseline) and exit")
-    p.add_argument("--allow-missing-points", action="store_true",
-                   help="gate only the points both runs have (default: fail when a candidate point has no baseline)")
-    p.add_argument("--judged-gap", type=float, default=JUDGED_GAP, metavar="SHARE",
-                   help="judged metrics of a point are compared only when its judged@10 differs by at most this "
-                        "between the runs (default 0.10); past it they are left out and the gate says so")
-    p.add_argument("--workspace", default="results", help="workspace folder (default: results)")
-    p.add_argument("--db", default=None, help="DuckDB file (default: WORKSPACE/results.duckdb)")
 
 
 def per_question(store: ResultStore, run_id: str) -> tuple[str, pd.DataFrame]:

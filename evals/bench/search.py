@@ -44,7 +44,7 @@ def search_figure(root: Path, chunks: int = 10_000) -> dict:
         "import json, sys, time, io, contextlib\n"
         "t = time.perf_counter()\n"
         "from evals.cli import main\n"
-        "import lancedb\n"
+        "import lance\n"  # what the command imports to read an index (Workspace.read_table; not lancedb)
         "imports = time.perf_counter() - t\n"
         "from rag.index.freshness import stale_reason\n"
         "from rag.index.workspace import Workspace\n"
@@ -85,4 +85,4 @@ def render(f: dict) -> list[str]:
             f"{f['first_query_s']:.2f} s (reader opened cold; {ok} the {f['target_s']} s target), warm queries "
             f"{f['warm_query_median_s'] * 1000:.0f} ms median, the freshness check {f['freshness_check_s'] * 1000:.0f} ms; "
             f"a whole `ragwb search` command {f['cli_s']:.1f} s, of which Python imports {f['imports_s']:.1f} s "
-            f"(lancedb's own import is most of it){'; it read the folder again: ' + f['stale'] if f['stale'] else ''}"]
+            f"(pylance's and pandas' imports are most of it){'; it read the folder again: ' + f['stale'] if f['stale'] else ''}"]

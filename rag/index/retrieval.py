@@ -9,7 +9,6 @@ versions, so a re-ingest is picked up. BM25 runs over the ``bm25_text`` column
 from __future__ import annotations
 
 import fnmatch
-import math
 import re
 import threading
 import time
@@ -19,48 +18,10 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from rag.ingest.code import KINDS
+from .bm25 import BM25, cached_bm25
 from .embedders import get_embedder
 from .workspace import IndexConfig, Workspace, mean_page_vector, vectors_of
 from rag.textproc import analyze
-
-
-class BM25:
-    """Okapi BM25 over pre-analysed tokens. The postings are one CSR table (term -> its documents, ascending, and
-    term frequencies) built with numpy: 9,500 code chunks in ~0.15 s where a dict of dicts took ~0.6 s (the
-    cold `ragwb search`). Scores are exactly those of the dict version: same documents in the same order, the
-    idf a Python float (math.log) of the document frequency."""
-
-    def __init__(self, docs_tokens: list[list[str]], k1: float = 1.2, b: float = 0.75):
-        self.k1, self.b, self.n = k1, b, len(docs_tokens)
-        lens = [len(t) for t in docs_tokens]
-        self.dl = np.array(lens, dtype=np.float32)
-        self.avgdl = float(self.dl.mean()) if self.n else 0.0
-        vocab: dict[str, int] = {}
-        tids = np.fromiter((vocab.setdefault(t, len(vocab)) for toks in docs_tokens for t in toks), np.int64,
-                           sum(lens))
-        docs = np.repeat(np.arange(self.n, dtype=np.int64), lens)
-        n = max(self.n, 1)
-        keys, counts = np.unique(tids * n + docs, return_counts=True)  # sorted: by term, then document
-        self.vocab = vocab
-        self.doc_ids = (keys % n).astype(np.int32)
-        self.tfs = counts.astype(np.float32)
-        self.offsets = np.searchsorted(keys // n, np.arange(len(vocab) + 1))
-        self.norm = (k1 * (1 - b + b * self.dl / self.avgdl)).astype(np.float32) if self.n else self.dl
-
-    def scores(self, query_tokens: list[str]) -> np.ndarray:
-        s = np.zeros(self.n, dtype=np.float32)
-        # terms in first-seen order, never a set's: float32 sums in another order round differently, and a
-        # set's order changes with each process's hash seed (a resumed run must score exactly as it did)
-        for t in dict.fromkeys(query_tokens):
-            tid = self.vocab.get(t)
-            if tid is None:
-                continue
-            lo, hi = int(self.offsets[tid]), int(self.offsets[tid + 1])
-            ids, tf = self.doc_ids[lo:hi], self.tfs[lo:hi]
-            df = hi - lo
-            idf = math.log(1 + (self.n - df + 0.5) / (df + 0.5))  # Lucene/BM25+ style (never negative)
-            s[ids] += idf * tf * (self.k1 + 1) / (tf + self.norm[ids])
-        return s
 
 
 class ArrowColumn:
@@ -204,6 +165,7 @@ class IndexReader:
     page_vector_table: object = None  # an ANN index's stored page vectors (a Lance dataset) ...
     page_vector_rows: dict | None = None  # ... and page_id -> its offset there
     vector_index: str = "exact"
+    bm25_cache: object = None  # a folder for the BM25 postings (the workspace's cache/bm25), keyed by their tokens
     _lock: threading.Lock = field(default_factory=threading.Lock)
     _dataset: object = None  # the chunks table's Lance dataset, opened on first use
 
@@ -260,11 +222,16 @@ class IndexReader:
         with self._lock:
             if self._bm25 is None:
                 if self.bm25_texts is None:  # ANN index: the tokens were left in LanceDB; read them now
-                    t = self.table.search().select(["chunk_id", "bm25_text"]).limit(len(self.chunk_ids)).to_arrow()
+                    t = self.dataset.to_table(columns=["chunk_id", "bm25_text"])
                     order = np.argsort([self.rows[c] for c in t.column("chunk_id").to_pylist()])
                     self.bm25_texts = ArrowColumn(t.column("bm25_text").take(order))
-                self._bm25 = BM25([t.split() for t in self.bm25_texts])
+                self._bm25 = self._cached_bm25()
         return self._bm25
+
+    def _cached_bm25(self) -> BM25:
+        if self.bm25_cache is None:
+            return BM25([t.split() for t in self.bm25_texts])
+        return cached_bm25(self.bm25_cache, self.index, self.bm25_texts)
 
     @property
     def dataset(self):
@@ -351,8 +318,8 @@ _rlock = threading.Lock()
 
 
 def _versions(ws: Workspace, index: str) -> tuple:
-    pv = (ws.table(index, "page_vectors").version,) if ws.has_table(f"{index}__page_vectors") else ()
-    return tuple(ws.table(index, k).version for k in ("chunks", "documents", "pages", "parents")) + pv
+    pv = (ws.read_table(index, "page_vectors").version,) if ws.has_table(f"{index}__page_vectors") else ()
+    return tuple(ws.read_table(index, k).version for k in ("chunks", "documents", "pages", "parents")) + pv
 
 
 def open_index(ws: Workspace, index: str) -> IndexReader:
@@ -363,7 +330,7 @@ def open_index(ws: Workspace, index: str) -> IndexReader:
         if r is not None and r.version == ver:
             return r
     meta = ws.meta(index)
-    table = ws.table(index, "chunks")
+    table = ws.read_table(index, "chunks")
     kind = meta.get("vector_index", "exact")
     if kind == "exact":  # exact search over an in-memory copy of the vectors (fast below the ANN threshold)
         ch = table.to_arrow()
@@ -371,19 +338,18 @@ def open_index(ws: Workspace, index: str) -> IndexReader:
         dim = vec.type.list_size
         vectors = vec.values.to_numpy(zero_copy_only=False).reshape(-1, dim).astype(np.float32)
     else:  # an ANN index: vectors and BM25 tokens stay in LanceDB; chunk text in Arrow buffers
-        ch = table.search().select([c for c in table.schema.names if c not in ("vector", "bm25_text")]).limit(
-            table.count_rows() or 1).to_arrow()
+        ch = table.to_lance().to_table(columns=[c for c in table.schema.names if c not in ("vector", "bm25_text")])
         vectors = None
     lean = vectors is None
     col = (lambda n: ArrowColumn(ch.column(n))) if lean else (lambda n: ch.column(n).to_pylist())  # noqa: E731
     if lean:
-        docs = ArrowRows.from_table(ws.table(index, "documents"), "doc_id")
-        pages = ArrowRows.from_table(ws.table(index, "pages"), "page_id")
-        parents = ArrowRows.from_table(ws.table(index, "parents"), "parent_id")
+        docs = ArrowRows.from_table(ws.read_table(index, "documents"), "doc_id")
+        pages = ArrowRows.from_table(ws.read_table(index, "pages"), "page_id")
+        parents = ArrowRows.from_table(ws.read_table(index, "parents"), "parent_id")
     else:
-        docs = {r["doc_id"]: r for r in ws.table(index, "documents").to_arrow().to_pylist()}
-        pages = {r["page_id"]: r for r in ws.table(index, "pages").to_arrow().to_pylist()}
-        parents = {r["parent_id"]: r for r in ws.table(index, "parents").to_arrow().to_pylist()}
+        docs = {r["doc_id"]: r for r in ws.read_table(index, "documents").to_arrow().to_pylist()}
+        pages = {r["page_id"]: r for r in ws.read_table(index, "pages").to_arrow().to_pylist()}
+        parents = {r["parent_id"]: r for r in ws.read_table(index, "parents").to_arrow().to_pylist()}
     r = IndexReader(index, IndexConfig.from_dict(meta["config"]), col("chunk_id"), col("doc_id"), col("page_id"),
                     ch.column("chunk_index").to_numpy(), ch.column("start").to_numpy(), ch.column("end").to_numpy(),
                     col("text"), ch.column("n_tokens").to_numpy(), col("parent_id"), col("language"),
@@ -393,9 +359,10 @@ def open_index(ws: Workspace, index: str) -> IndexReader:
         r.code_languages, r.symbols, r.kinds = col("code_language"), col("symbol"), col("kind")
         r.line_starts, r.line_ends = ch.column("line_start").to_numpy(), ch.column("line_end").to_numpy()
     if lean and len(ver) > 4:  # stored page vectors (an index ingested before them falls back to filtered reads)
-        pvd = ws.table(index, "page_vectors").to_lance()
+        pvd = ws.read_table(index, "page_vectors").to_lance()
         r.page_vector_table = pvd
         r.page_vector_rows = {p: i for i, p in enumerate(pvd.to_table(columns=["page_id"]).column("page_id").to_pylist())}
+    r.bm25_cache = ws.root / "cache" / "bm25"
     with _rlock:
         _readers[key] = r
     return r
