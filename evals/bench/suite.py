@@ -623,6 +623,10 @@ def render(f: dict) -> str:
                          f"overhead {c['overhead']:+.1%} ({c.get('overhead_vs_waves', float('nan')):+.1%} against "
                          f"whole waves of C requests), tail {c.get('tail_s', float('nan')):.2f} s after the last "
                          f"reply; target {sy['target']})")
+        for kind, x in (sy.get("client_alone") or {}).items():
+            lines.append(f"--system's client alone ({kind}, no runner): {x['requests']} requests at concurrency "
+                         f"{x['concurrency']}: {x['overhead_vs_waves']:+.1%} against whole waves; arrivals within a "
+                         f"wave spread {x['wave_spread_ms_first']:.0f} -> {x['wave_spread_ms_last']:.0f} ms")
     i = f.get("ingest")
     if i:
         lines.append(f"ingest ({i.get('embedded', '?')} of {i['chunks']} chunks embedded): {i['ingest_chunks_per_s']:.1f} "
@@ -797,50 +801,51 @@ def score_figure(root: Path, distinct: int = 300, repeated: int = 20_000, bulk: 
 
 
 _SERVICE = r"""
-import json, sys, threading, time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+import asyncio, json, socket, sys, time
 
 latency = float(sys.argv[1])
 body = sys.stdin.buffer.read()
-seen = []
+seen = []  # arrival times (time.monotonic: one clock for every process on the machine)
 
 
-class H(BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"  # keep-alive, as a deployed service behind any proxy
-    disable_nagle_algorithm = True  # headers and body leave at once (no 40 ms delayed-ACK stall)
-
-    def log_message(self, *a):
+async def handle(reader, writer):
+    # HTTP/1.1 keep-alive, headers and body in one write, TCP_NODELAY: a deployed service's own cost per request
+    # (~0.1 ms on an event loop) is not counted as the client's (a thread-per-connection server parsing 16
+    # requests at once on its own GIL spread each wave's arrivals by several ms)
+    writer.get_extra_info("socket").setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    try:
+        while True:
+            head = await reader.readuntil(b"\r\n\r\n")
+            lines = head.split(b"\r\n")
+            n = next((int(x.split(b":", 1)[1]) for x in lines[1:] if x.lower().startswith(b"content-length:")), 0)
+            if n:
+                await reader.readexactly(n)
+            method = lines[0].split(b" ", 1)[0]
+            if method == b"POST":
+                seen.append(time.monotonic())
+                await asyncio.sleep(latency)
+                data = body
+            elif method == b"DELETE":
+                seen.clear()
+                data = b"[]"
+            else:
+                data = json.dumps(seen).encode()
+            writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n"
+                         % len(data) + data)
+            await writer.drain()
+    except (asyncio.IncompleteReadError, ConnectionError):
         pass
-
-    def _send(self, data):
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
-
-    def do_GET(self):  # the arrival times (time.monotonic: one clock for every process on the machine)
-        self._send(json.dumps(seen).encode())
-
-    def do_DELETE(self):
-        seen.clear()
-        self._send(b"[]")
-
-    def do_POST(self):
-        self.rfile.read(int(self.headers.get("Content-Length") or 0))
-        seen.append(time.monotonic())
-        time.sleep(latency)
-        self._send(body)
+    finally:
+        writer.close()
 
 
-class S(ThreadingHTTPServer):
-    daemon_threads = True
-    request_queue_size = 256
+async def main():
+    srv = await asyncio.start_server(handle, "127.0.0.1", 0, backlog=256)
+    print(srv.sockets[0].getsockname()[1], flush=True)
+    await srv.serve_forever()
 
 
-srv = S(("127.0.0.1", 0), H)
-print(srv.server_address[1], flush=True)
-srv.serve_forever()
+asyncio.run(main())
 """
 
 
@@ -848,7 +853,8 @@ class _SleepyService:
     """A deployed service for the overhead figure: sleeps ``latency`` seconds per request on 127.0.0.1, then
     answers with one context named by its page id (so locating it costs a lookup, as a good service's does).
     It runs in its own process, as a deployed service does: in the runner's process its request parsing took the
-    runner's GIL (~1.5 ms a request, 16 of them a wave) and was counted as the runner's overhead."""
+    runner's GIL (~1.5 ms a request, 16 of them a wave) and was counted as the runner's overhead; and on an
+    asyncio loop, so its own per-request cost is not the client's either."""
 
     def __init__(self, latency: float, page_id: str, text: str):
         import subprocess
@@ -915,6 +921,44 @@ def system_overhead(root: Path, latency: float = 0.2, cases=((100, 1), (200, 4),
             out["cases"].append({"requests": n, "concurrency": c, "wall_s": wall, "start_s": start,
                                  "ideal_s": ideal, "overhead": (wall - start - ideal) / ideal, "tail_s": tail,
                                  "waves_s": waves, "overhead_vs_waves": (wall - start - waves) / waves})
+        out["client_alone"] = {kind: _client_alone(svc, kind, latency) for kind in ("SystemClient", "http.client")}
     finally:
         svc.close()
     return out
+
+
+def _client_alone(svc: _SleepyService, kind: str, latency: float, n: int = 200, c: int = 16) -> dict:
+    """N requests at concurrency C with no runner around them (no scoring, no store): ``SystemClient.ask``
+    (httpx behind the guard), or the standard library's ``http.client`` on one keep-alive connection per thread,
+    what the cheapest Python client costs. Against whole waves: the client's own share of the overhead."""
+    import http.client
+    import threading
+    from concurrent.futures import ThreadPoolExecutor, as_completed
+    from urllib.parse import urlsplit
+
+    from rag.answer.systems import SystemClient, SystemConfig
+
+    if kind == "SystemClient":
+        cli = SystemClient(SystemConfig("alone", svc.url, timeout=30, max_concurrency=c), use_cache=False)
+        ask = lambda i: cli.ask(f"question {i}", f"q{i}")  # noqa: E731
+    else:
+        u, local = urlsplit(svc.url), threading.local()
+
+        def ask(i):
+            con = getattr(local, "con", None) or http.client.HTTPConnection(u.hostname, u.port, timeout=30)
+            local.con = con
+            con.request("POST", u.path, body=json.dumps({"question": f"question {i}"}).encode(),
+                        headers={"Content-Type": "application/json"})
+            return json.loads(con.getresponse().read())
+    ask(-1)  # connections and imports warm
+    svc.reset()
+    t = time.monotonic()
+    with ThreadPoolExecutor(c) as ex:
+        for f in as_completed([ex.submit(ask, i) for i in range(n)]):
+            f.result()
+    end = time.monotonic()
+    arrivals = sorted(svc.arrivals)
+    waves = -(-n // c) * latency
+    spread = [arrivals[k + c - 1] - arrivals[k] for k in range(0, n - c + 1, c)]
+    return {"requests": n, "concurrency": c, "overhead_vs_waves": (end - arrivals[0] - waves) / waves,
+            "wave_spread_ms_last": spread[-1] * 1000, "wave_spread_ms_first": spread[0] * 1000}
