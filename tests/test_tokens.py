@@ -47,3 +47,20 @@ def test_the_fast_bpe_loader_reads_what_tiktokens_own_loader_reads(monkeypatch):
         load_ranks("https://example.com/evil.tiktoken", "00")
     with pytest.raises(TokenizerFileError, match="no bundled BPE file"):
         load_ranks(_BPE["o200k_base"][0], "0" * 64)
+
+
+def test_the_kept_ranks_are_checked_and_rebuilt_when_they_do_not_match(tmp_path, monkeypatch):
+    """The first load keeps the ranks as raw bytes beside the BPE file; a later load reads them only when their
+    sha256 is the pinned one: a damaged file is parsed from the hash-checked source again and rewritten."""
+    from rag.tokens import load_ranks
+
+    monkeypatch.setenv("RAGWB_CACHE_DIR", str(tmp_path))
+    url, expected = _BPE["cl100k_base"]
+    first = load_ranks(url, expected)
+    kept = tmp_path / "tiktoken" / "cl100k_base.ranks"
+    good = kept.read_bytes()
+    assert load_ranks(url, expected) == first
+    kept.write_bytes(good[:-1] + bytes([good[-1] ^ 1]))  # one bit of the last token flipped
+    assert load_ranks(url, expected) == first and kept.read_bytes() == good
+    kept.write_bytes(b"")
+    assert load_ranks(url, expected) == first and kept.read_bytes() == good
