@@ -252,12 +252,8 @@ def folder_set(src: Path, out: Path, suffixes: tuple[str, ...]) -> tuple[int, in
     is the first sentence of the first paragraph of a function's doc comment (JSDoc, Go doc comment, `#` block),
     its gold the definition (`{"doc", "symbol"}` evidence), and every doc comment (JSDoc blocks anywhere, the
     comment run above any definition) is removed from the corpus written to ``out/corpus``. (files, questions)"""
-    from rag.ingest.code import code_language, is_stub, parse_code
+    from rag.ingest.code import all_defs, code_language, is_stub, parse_code
 
-    def flat(defs):
-        for d in defs:
-            yield d
-            yield from flat(d.children)
     corpus, questions, files = out / "corpus", [], 0
     for p in sorted(src.rglob("*")):
         if not p.is_file() or not p.name.endswith(suffixes) or is_stub(p) or re.search(r"(_test\.go|\.spec\.ts)$", p.name):
@@ -266,7 +262,7 @@ def folder_set(src: Path, out: Path, suffixes: tuple[str, ...]) -> tuple[int, in
         text = p.read_text(encoding="utf-8", errors="replace")
         lines = text.split("\n")
         drop = _doc_blocks(lines)
-        for d in flat(parse_code(text, code_language(p)).defs):
+        for d in all_defs(parse_code(text, code_language(p)).defs):
             if d.head < 0:
                 continue
             i = d.head

@@ -13,16 +13,10 @@ import argparse
 from pathlib import Path
 
 from rag.ingest.chunking import ChunkConfig, chunk_document
-from rag.ingest.code import is_stub
+from rag.ingest.code import all_defs, is_stub
 from rag.ingest.code.chunks import _comment_up
 from rag.ingest.corpora import load_code_file
 from rag.tokens import E5_WINDOW, e5_tokens
-
-
-def _flat(defs):
-    for d in defs:
-        yield d
-        yield from _flat(d.children)
 
 
 def held_whole(root: Path, suffixes: tuple[str, ...]) -> dict:
@@ -37,7 +31,7 @@ def held_whole(root: Path, suffixes: tuple[str, ...]) -> dict:
         chunks += len(got)
         spans = [(c.line_start, c.line_end) for c in got]
         lines = doc.text.split("\n")
-        for d in _flat(doc.code_parse.defs if doc.code_parse else []):
+        for d in all_defs(doc.code_parse.defs if doc.code_parse else []):
             if d.kind not in ("function", "method") or d.children:
                 continue
             body = "\n".join(lines[d.first:d.last + 1])

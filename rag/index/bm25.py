@@ -80,11 +80,13 @@ class BM25:
         return s
 
 
-def cached_bm25(folder: Path, index: str, texts) -> BM25:
+def cached_bm25(folder: Path | None, index: str, texts) -> BM25:
     """The BM25 postings of ``texts`` (each a space-joined token string), from ``folder`` when a process built
     them over these very tokens (the key is a digest of them: a table rebuilt at version 1 again never reads
-    another's), else built and saved there. A cache file that does not load is built again: it is a cache,
-    never the record."""
+    another's), else built and saved there (``folder`` None: built, not kept). A cache file that does not load is
+    built again: it is a cache, never the record."""
+    if folder is None:
+        return BM25([t.split() for t in texts])
     h = hashlib.sha256()
     for t in texts:
         h.update(t.encode("utf-8"))

@@ -225,13 +225,8 @@ class IndexReader:
                     t = self.dataset.to_table(columns=["chunk_id", "bm25_text"])
                     order = np.argsort([self.rows[c] for c in t.column("chunk_id").to_pylist()])
                     self.bm25_texts = ArrowColumn(t.column("bm25_text").take(order))
-                self._bm25 = self._cached_bm25()
+                self._bm25 = cached_bm25(self.bm25_cache, self.index, self.bm25_texts)
         return self._bm25
-
-    def _cached_bm25(self) -> BM25:
-        if self.bm25_cache is None:
-            return BM25([t.split() for t in self.bm25_texts])
-        return cached_bm25(self.bm25_cache, self.index, self.bm25_texts)
 
     @property
     def dataset(self):

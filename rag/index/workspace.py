@@ -142,7 +142,7 @@ class ReadTable:
         import lance
 
         self._ws, self.name = ws, name
-        self._ds = lance.dataset(str(ws.root / "lancedb" / f"{name}.lance"))
+        self._ds = lance.dataset(str(ws.dataset_path(name)))
 
     @property
     def version(self) -> int:
@@ -533,9 +533,13 @@ class Workspace:
             _crash_point({1: "tables_created", 2: "before_chunks"}.get(step, ""))
         return dim
 
+    def dataset_path(self, name: str) -> Path:
+        """Where LanceDB keeps the local table ``name``: the Lance dataset ``lancedb/NAME.lance``."""
+        return self.root / "lancedb" / f"{name}.lance"
+
     def table_uri(self, index: str, kind: str) -> str:
         """Where a table's Lance dataset lives (engines write it directly, e.g. through lance-ray)."""
-        return str((self.root / "lancedb" / f"{index}__{kind}.lance").resolve())
+        return str(self.dataset_path(f"{index}__{kind}").resolve())
 
     KINDS = ("documents", "pages", "parents", "chunks", "questions", "meta", "page_vectors")
 

@@ -19,7 +19,7 @@ import time
 import unicodedata
 from pathlib import Path
 
-from .code import (CODE_SUFFIXES, annotate_questions, code_language, def_span, line_starts, lines_span,
+from .code import (CODE_SUFFIXES, all_defs, annotate_questions, code_language, def_span, line_starts, lines_span,
                    minified_reason, shebang_language)
 from rag.models import Dataset, Document, Evidence, Page, Question, Skipped, pages_from_paragraphs
 from .textmatch import locate
@@ -972,15 +972,7 @@ def find_symbol(doc: Document, name: str) -> tuple[int, int] | None:
     parse = getattr(doc, "code_parse", None)
     if parse is None:
         return None
-    def walk(defs):
-        for d in defs:
-            if d.name == name:
-                return d
-            hit = walk(d.children)
-            if hit is not None:
-                return hit
-        return None
-    d = walk(parse.defs)
+    d = next((d for d in all_defs(parse.defs) if d.name == name), None)
     return def_span(doc.text, d) if d is not None else None
 
 

@@ -101,6 +101,13 @@ def attach_leading_comments(defs: list[Def], lines: list[str], floor: int = 0) -
         prev_end = max(prev_end, d.last)
 
 
+def all_defs(defs: list[Def]):
+    """Every definition, nested ones too, in source order (a class, then its methods)."""
+    for d in defs:
+        yield d
+        yield from all_defs(d.children)
+
+
 def def_at(defs: list[Def], line: int) -> Def | None:
     """The innermost definition holding a 0-based line (None: module-level code, or a "lines" region)."""
     found = None
