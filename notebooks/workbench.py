@@ -81,7 +81,8 @@ def _(interactive, mo):
         every strategy: max_context_tokens {max_context_tokens} (0 = no limit) overflow {overflow}
 
         code indexes: code_block_chars {code_block_chars} (0 = whole) code_cut {code_cut} ·
-        exact names first {exact_names} · stubs {stubs} · imports {imports} · where {where}
+        exact names first {exact_names} · stubs {stubs} · imports {imports} · where {where} ·
+        hybrid's BM25 stopwords {hybrid__bm25_stopwords} (auto: dropped on code)
         """
     ).batch(
         chunks__top_k=mo.ui.slider(1, 30, value=8, show_value=True),
@@ -103,6 +104,7 @@ def _(interactive, mo):
         stubs=mo.ui.dropdown(["last", "keep"], value="last"),
         imports=mo.ui.dropdown([interactive.SHIPPED, "last", "keep"], value=interactive.SHIPPED),
         where=mo.ui.text(placeholder="kind=method;file=src/*.py"),
+        hybrid__bm25_stopwords=mo.ui.dropdown(["auto", "drop", "keep"], value="auto"),
     ).form(submit_button_label="Apply budgets")
     budgets
     return (budgets,)

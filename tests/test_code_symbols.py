@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -10,6 +11,8 @@ from evals.score.metrics import ScoringInput, score_retrieval
 from rag.ingest.corpora import load_folder
 from rag.models import Evidence, Question
 from rag.strategies import Block
+
+ROOT = Path(__file__).resolve().parents[1]
 
 
 def _blk(n, *spans, doc="f.py"):
@@ -236,6 +239,11 @@ def test_the_workbench_code_budgets_keep_each_strategys_own_default():
     assert got["parent_child"] == {"imports": "last", "exact_names": False}
     assert got["chunks"] == {"code_cut": "top", "exact_names": False}  # its imports default is already "last"
     assert got["full_documents"] == {"exact_names": False}  # no code_cut budget there
+    # the notebook's BM25 stopwords control: hybrid's own budget, sent to hybrid alone when changed
+    assert "hybrid__bm25_stopwords=mo.ui.dropdown" in (ROOT / "notebooks" / "workbench.py").read_text()
+    kept = dict(points_from_budgets(shapes, {**form, "hybrid__bm25_stopwords": "keep"}))
+    assert kept["hybrid"] == {"bm25_stopwords": "keep"} and all(kept[s] == {} for s in shapes if s != "hybrid")
+    assert dict(points_from_budgets(shapes, {**form, "hybrid__bm25_stopwords": "auto"}))["hybrid"] == {}
 
 
 def test_the_workbench_search_box_shows_what_ragwb_search_prints(tmp_path, capsys):
