@@ -318,3 +318,63 @@ def test_search_from_the_index_reads_it_without_importing_lancedb(tmp_path):
     (lean, lean_loaded), (full, full_loaded) = [r.stdout.strip().rsplit(" ", 1) for r in runs]
     assert (lean_loaded, full_loaded) == ("False", "True"), [r.stderr for r in runs]
     assert lean == full and "function alpha_function" in lean
+
+
+def test_the_default_code_blocks_tokens_are_counted_at_ingest_so_a_fresh_search_loads_no_bpe(tmp_path):
+    """Issue 46, item 5: tiktoken's 200,000-rank table took ~0.35 s of a fresh process's first `ragwb search`.
+    Ingest counts every code chunk's default block exactly and keeps the counts (cache/tokens): a fresh search
+    with the default budgets prints the same counts without loading the BPE; a corrupt counts file, or a budget
+    whose blocks ingest did not count, is counted by the BPE, to the same numbers."""
+    import subprocess
+    import sys
+
+    repo = tmp_path / "proj"
+    repo.mkdir()
+    body = "".join(f"    total = total + {i} * x  # step {i} of the sum\n" for i in range(40))
+    (repo / "a.py").write_text('def alpha_function(x):\n    """Adds the steps.\n\n    Long words here.\n    """\n'
+                               f"    total = 0\n{body}    return total\n\n\ndef beta(y):\n    return y * 2\n")
+    ws = tmp_path / "ws"
+    assert main(["ingest", str(repo), "--workspace", str(ws), "--embedder", "hash", "--no-progress"]) == 0
+    kept = list((ws / "cache" / "tokens").glob("*-o200k_base.npz"))
+    assert len(kept) == 1
+    code = ("import io, contextlib\nfrom evals.cli import main\nfrom rag.tokens import get_encoding\nout = io.StringIO()\n"
+            "with contextlib.redirect_stdout(out):\n    assert main({args!r}) == 0\n"
+            "print(repr(out.getvalue()), '|', get_encoding.cache_info().currsize)\n")
+
+    def search(*extra):
+        args = ["search", "alpha_function", "--dataset", str(repo), "--workspace", str(ws), "--embedder", "hash",
+                "--no-progress", "--strategy", "chunks", *extra]
+        r = subprocess.run([sys.executable, "-c", code.format(args=args)], capture_output=True, text=True, timeout=300)
+        out, loaded = r.stdout.strip().rsplit(" | ", 1)
+        return out, int(loaded), r.stderr
+
+    lean, loaded, err = search()
+    assert loaded == 0 and "function alpha_function" in lean and "tokens]" in lean, err
+    kept[0].write_bytes(b"not an npz")  # a cache that does not load is counted again, never trusted
+    counted, loaded, err = search()
+    assert loaded == 1 and counted == lean, err
+    assert search("--set", "code_block_chars=300")[1] == 1  # blocks ingest did not count: the BPE counts them
+
+
+def test_kept_counts_are_the_bpe_counts_and_follow_the_strategies_defaults(tmp_path):
+    """The counts ``save_counts`` keeps are exact encodes of each very text; a file of another encoding is not
+    loaded; ingest counts the blocks of the budgets the strategies ship (a changed default would count others)."""
+    import dataclasses
+
+    from rag import tokens
+    from rag.ingest.code.blocks import DEFAULT_BLOCK_CHARS, DEFAULT_CUT
+    from rag.strategies import make_params
+
+    texts = ["def f():\n    return 1\n", "héllo wörld ✓ " * 30, "x" * 5000, "def f():\n    return 1\n"]
+    enc = tokens.get_encoding("o200k_base")
+    path = tmp_path / "t.npz"
+    assert tokens.save_counts(path, texts, "o200k_base") <= 3  # each distinct text counted once (or known)
+    tokens._known.clear()
+    assert tokens.load_counts(path, "cl100k_base") == 0 and not tokens._known.get("cl100k_base")
+    assert tokens.load_counts(path, "o200k_base") == 3
+    for t in texts:
+        assert tokens._known["o200k_base"][tokens._digest(t)] == len(enc.encode(t, disallowed_special=()))
+    tokens._known.clear()
+    for name in ("chunks", "hybrid", "two_phase_pages"):
+        p = dataclasses.asdict(make_params(name))
+        assert (p["code_block_chars"], p["code_cut"]) == (DEFAULT_BLOCK_CHARS, DEFAULT_CUT), name

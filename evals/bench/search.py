@@ -1,7 +1,8 @@
 """``ragwb bench --only search`` (issue 46, item 5): ``ragwb search`` on a code folder of ~10,000 chunks answered
 from its index (the folder's files checked by ``stat``, not read): a cold first query in a fresh process, warm
 queries after it, the freshness check alone, and a whole ``ragwb search`` command (Python, imports and all),
-against the target of 0.3 s a query. The folder is this package's own source copied until it holds 10,000
+against the target of 0.3 s a query. The default code blocks' exact tokens are counted at ingest
+(cache/tokens): the first query loads no BPE. The folder is this package's own source copied until it holds 10,000
 chunks (``hash`` embedder: the index is built in seconds; e5 would add its query embedding, ~10 ms)."""
 from __future__ import annotations
 
@@ -64,19 +65,26 @@ def search_figure(root: Path, chunks: int = 10_000) -> dict:
         "check = time.perf_counter() - t\n"
         "n = len(open_index(ws, index).chunk_ids)\n"
         "print(json.dumps({'imports_s': imports, 'times': times, 'check_s': check, 'stale': why, 'chunks': n}))\n")
-    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600, check=True)
     import json
+    import os
 
-    got = json.loads(r.stdout.strip().splitlines()[-1])
+    # as an installed package runs: with its bytecode (pip compiles it at install); under PYTHONDONTWRITEBYTECODE
+    # every process compiles each module it imports again (~0.15 s of the first query's lazy imports). The first
+    # process writes the bytecode; its figures are kept apart (``compiling``), the second's are the figure.
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    runs = [json.loads(subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600,
+                                      check=True, env=env).stdout.strip().splitlines()[-1]) for _ in range(2)]
+    got = runs[1]
     t0 = time.perf_counter()
     cli = subprocess.run([sys.executable, "-m", "evals.cli", "search", "Retriever.pool", *common], capture_output=True,
-                         text=True, timeout=600)
+                         text=True, timeout=600, env=env)
     cli_s = time.perf_counter() - t0
     files = sum(1 for _ in folder.rglob("*.py"))
     return {"chunks": got["chunks"], "files": files, "ingest_s": ingest_s, "imports_s": got["imports_s"],
             "first_query_s": got["times"][0], "warm_query_median_s": statistics.median(got["times"][1:]),
             "freshness_check_s": got["check_s"], "stale": got["stale"], "cli_s": cli_s,
-            "cli_read_again": "reading" in cli.stderr, "target_s": TARGET_S}
+            "cli_read_again": "reading" in cli.stderr, "target_s": TARGET_S,
+            "compiling": {"first_query_s": runs[0]["times"][0], "imports_s": runs[0]["imports_s"]}}
 
 
 def render(f: dict) -> list[str]:
@@ -85,4 +93,6 @@ def render(f: dict) -> list[str]:
             f"{f['first_query_s']:.2f} s (reader opened cold; {ok} the {f['target_s']} s target), warm queries "
             f"{f['warm_query_median_s'] * 1000:.0f} ms median, the freshness check {f['freshness_check_s'] * 1000:.0f} ms; "
             f"a whole `ragwb search` command {f['cli_s']:.1f} s, of which Python imports {f['imports_s']:.1f} s "
-            f"(pylance's and pandas' imports are most of it){'; it read the folder again: ' + f['stale'] if f['stale'] else ''}"]
+            f"(pylance's and pandas' imports are most of it){'; it read the folder again: ' + f['stale'] if f['stale'] else ''}"
+            + (f"; the process that compiled the bytecode: first query {f['compiling']['first_query_s']:.2f} s"
+               if f.get("compiling") else "")]

@@ -331,7 +331,7 @@ def open_index(ws: Workspace, index: str) -> IndexReader:
         ch = table.to_arrow()
         vec = ch.column("vector").combine_chunks()
         dim = vec.type.list_size
-        vectors = vec.values.to_numpy(zero_copy_only=False).reshape(-1, dim).astype(np.float32)
+        vectors = vec.values.to_numpy(zero_copy_only=False).reshape(-1, dim).astype(np.float32, copy=False)
     else:  # an ANN index: vectors and BM25 tokens stay in LanceDB; chunk text in Arrow buffers
         ch = table.to_lance().to_table(columns=[c for c in table.schema.names if c not in ("vector", "bm25_text")])
         vectors = None
@@ -353,6 +353,10 @@ def open_index(ws: Workspace, index: str) -> IndexReader:
     if "symbol" in ch.column_names:  # code columns (an index written before them has none: prose)
         r.code_languages, r.symbols, r.kinds = col("code_language"), col("symbol"), col("kind")
         r.line_starts, r.line_ends = ch.column("line_start").to_numpy(), ch.column("line_end").to_numpy()
+        from rag.tokens import load_counts
+
+        enc = r.config.chunking.encoding  # the default blocks' exact tokens, counted at ingest
+        load_counts(ws.block_counts_path(index, enc), enc)
     if lean and len(ver) > 4:  # stored page vectors (an index ingested before them falls back to filtered reads)
         pvd = ws.read_table(index, "page_vectors").to_lance()
         r.page_vector_table = pvd
