@@ -623,6 +623,10 @@ def render(f: dict) -> str:
                          f"overhead {c['overhead']:+.1%} ({c.get('overhead_vs_waves', float('nan')):+.1%} against "
                          f"whole waves of C requests), tail {c.get('tail_s', float('nan')):.2f} s after the last "
                          f"reply; target {sy['target']})")
+            if "wave_slip_ms" in c:
+                lines.append(f"    where it goes: whole waves alone {c['floor_vs_ideal']:+.1%} over the ideal; the first "
+                             f"wave leaves over {c['first_wave_ms']:.0f} ms, each later wave starts "
+                             f"{c['wave_slip_ms']:.1f} ms late (median), {c['tail_s'] * 1000:.0f} ms after the last reply")
         for kind, x in (sy.get("client_alone") or {}).items():
             lines.append(f"--system's client alone ({kind}, no runner): {x['requests']} requests at concurrency "
                          f"{x['concurrency']}: {x['overhead_vs_waves']:+.1%} against whole waves; arrivals within a "
@@ -918,9 +922,17 @@ def system_overhead(root: Path, latency: float = 0.2, cases=((100, 1), (200, 4),
             # the tail: the end of the run minus the last reply (a short run hides a fixed tail in its mean)
             tail = end - (arrivals[-1] + latency) if arrivals else float("nan")
             waves = -(-n // c) * latency  # what a perfect client reaches: N/C rounded up to whole waves
+            # where the rest goes: the first wave leaving (C requests' client work, one after another on the GIL)
+            # and each later wave starting late (a reply's slot sends its next request)
+            firsts = [arrivals[k] for k in range(0, len(arrivals), c)]
+            slips = sorted(b - a - latency for a, b in zip(firsts, firsts[1:]))
             out["cases"].append({"requests": n, "concurrency": c, "wall_s": wall, "start_s": start,
                                  "ideal_s": ideal, "overhead": (wall - start - ideal) / ideal, "tail_s": tail,
-                                 "waves_s": waves, "overhead_vs_waves": (wall - start - waves) / waves})
+                                 "waves_s": waves, "overhead_vs_waves": (wall - start - waves) / waves,
+                                 "floor_vs_ideal": (waves - ideal) / ideal,
+                                 "first_wave_ms": (arrivals[min(c, len(arrivals)) - 1] - arrivals[0]) * 1000
+                                 if arrivals else float("nan"),
+                                 "wave_slip_ms": slips[len(slips) // 2] * 1000 if slips else float("nan")})
         out["client_alone"] = {kind: _client_alone(svc, kind, latency) for kind in ("SystemClient", "http.client")}
     finally:
         svc.close()
