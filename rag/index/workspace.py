@@ -497,10 +497,10 @@ class Workspace:
         cols = ["text", "doc_id", "line_start", "line_end", "code_language", "symbol", "kind"]
         if not set(cols) <= set(ds.schema.names):
             return
-        rows = ds.to_table(columns=cols).to_pylist()
+        # only code rows are read (a prose index of a million chunks reads one short column, finds none)
+        rows = ds.to_table(columns=cols, filter="code_language IS NOT NULL AND code_language != ''").to_pylist()
         texts = [code_block_text(r["text"], (r["line_start"], r["line_end"]), r["code_language"], r["doc_id"],
-                                 r["symbol"], r["kind"], DEFAULT_BLOCK_CHARS, DEFAULT_CUT)[0]
-                 for r in rows if r["code_language"]]
+                                 r["symbol"], r["kind"], DEFAULT_BLOCK_CHARS, DEFAULT_CUT)[0] for r in rows]
         path = self.block_counts_path(index, cfg.chunking.encoding)
         load_counts(path, cfg.chunking.encoding)  # the unchanged files' blocks are not counted again
         try:
