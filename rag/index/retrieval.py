@@ -361,7 +361,7 @@ def open_index(ws: Workspace, index: str) -> IndexReader:
         pvd = ws.read_table(index, "page_vectors").to_lance()
         r.page_vector_table = pvd
         r.page_vector_rows = {p: i for i, p in enumerate(pvd.to_table(columns=["page_id"]).column("page_id").to_pylist())}
-    r.bm25_cache = ws.root / "cache" / "bm25"
+    r.bm25_cache = ws.bm25_cache
     with _rlock:
         _readers[key] = r
     return r

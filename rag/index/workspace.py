@@ -27,6 +27,7 @@ from .embedders import EmbedderConfig, EmbeddingCache, get_embedder
 from .engines import get_engine
 from .rows import SCHEMAS, chunk_row, chunk_schema, document_row, page_rows, parent_row  # noqa: F401
 from rag.errors import env_number
+from rag.files import write_whole
 from rag.models import Dataset, Question
 from rag.llm.urls import redact_url
 
@@ -370,9 +371,7 @@ class Workspace:
 
     @staticmethod
     def _write_json(path: Path, d: dict) -> None:
-        tmp = path.with_suffix(f".{os.getpid()}.tmp")
-        tmp.write_text(json.dumps(d, indent=1, sort_keys=True))
-        tmp.replace(path)  # atomic: a reader never sees half a file
+        write_whole(path, json.dumps(d, indent=1, sort_keys=True).encode())  # a reader never sees half a file
 
     def questions(self, index: str) -> list[Question]:
         rows = self.table(index, "questions").to_arrow().to_pylist()
@@ -477,11 +476,16 @@ class Workspace:
             from .bm25 import cached_bm25
 
             texts = self.read_table(index, "chunks").to_lance().to_table(columns=["bm25_text"]).column("bm25_text")
-            cached_bm25(self.root / "cache" / "bm25", index, texts.to_pylist())
+            cached_bm25(self.bm25_cache, index, texts.to_pylist())
         if changed or removed or dirty:
             self.keep_block_counts(index, cfg)
         summ.seconds = time.perf_counter() - t0 + summ.parse_seconds
         return summ
+
+    @property
+    def bm25_cache(self) -> Path:
+        """BM25's postings, one file per index keyed by its tokens' digest (rag/index/bm25.py)."""
+        return self.root / "cache" / "bm25"
 
     def block_counts_path(self, index: str, encoding: str) -> Path:
         return self.root / "cache" / "tokens" / f"{index}-{encoding}.npz"
