@@ -35,13 +35,24 @@ def _(args, generate, mo, out_path, setup_error):
     _kept, _edits, _who = ([r["id"] for r in rows], {}, "")
     if _Path(out_path).is_file():
         _kept, _edits, _who = generate.resume_review(rows, generate.read_generated(out_path))
-    _keep = set(_kept)
-    table = mo.ui.table(generate.review_frame(rows), selection="multi",
-                        initial_selection=[i for i, r in enumerate(rows) if r["id"] in _keep],
-                        page_size=50, label="Selected rows are kept (all are, until you untick them)")
     get_edits, set_edits = mo.state({str(k): v for k, v in _edits.items()})
+    # the ticked rows, kept across the table's redraws (a kept rewrite redraws it with the new text)
+    get_ticked, set_ticked = mo.state({str(k) for k in _kept})
     resumed_from = (out_path, len(_kept), _who) if _Path(out_path).is_file() else None
-    return get_edits, resumed_from, rows, set_edits, table
+    return get_edits, get_ticked, resumed_from, rows, set_edits, set_ticked
+
+
+@app.cell
+def _(generate, get_edits, get_ticked, mo, rows, set_ticked):
+    # the table shows each kept rewrite in place of the generated text (the saved file has it too)
+    _edits = get_edits()
+    _shown = [{**r, "question": _edits.get(str(r["id"]), r["question"])} for r in rows]
+    _ticked = get_ticked()
+    table = mo.ui.table(generate.review_frame(_shown), selection="multi",
+                        initial_selection=[i for i, r in enumerate(rows) if str(r["id"]) in _ticked],
+                        on_change=lambda v: set_ticked({str(x) for x in v["id"]}),
+                        page_size=50, label="Selected rows are kept (all are, until you untick them)")
+    return (table,)
 
 
 @app.cell

@@ -13,6 +13,7 @@ def _():
 
     from evals import interactive
     from evals.analyze import explore
+    from evals.interactive import page
     from evals.report.charts import quality_cost_figure
     from evals.analyze.summary import HEADLINE, headline_table, summarize_scores
     from rag.strategies import default_strategies
@@ -25,12 +26,12 @@ def _():
     load_plugins(args.plugins)  # the user's shapes join the strategy list beside the five
     STRATEGIES = default_strategies()  # plugins in; routed and escalate are opt-in (not slider shapes)
     SYSTEMS = [x.name for x in wb.systems]  # deployed services (--system NAME=URL): points beside the shapes
-    return (HEADLINE, STRATEGIES, SYSTEMS, args, explore, headline_table, interactive, mo, pd, quality_cost_figure,
-            summarize_scores, wb)
+    return (HEADLINE, STRATEGIES, SYSTEMS, args, explore, headline_table, interactive, mo, page, pd,
+            quality_cost_figure, summarize_scores, wb)
 
 
 @app.cell
-def _(args, interactive, mo, wb):
+def _(args, interactive, mo, page, wb):
     # bundled sets first, then every folder this workspace holds; --dataset PATH opens a folder not ingested yet
     datasets = interactive.workspace_datasets(args.workspace)
     try:
@@ -38,6 +39,11 @@ def _(args, interactive, mo, wb):
         dataset_error = wb.error
     except ValueError as _e:
         _spec, dataset_error = None, wb.error or f"workbench: {_e.args[0]}"
+    if dataset_error:
+        # a mistyped flag evaluates nothing, exactly as an unknown dataset: one red cell, the page waits (a script
+        # or an export, where nobody can pick, ends with the line and exit code 2)
+        page.exit_headless(dataset_error)
+        _spec = None
     if _spec and _spec not in datasets.values():
         from pathlib import Path as _P
 
@@ -50,18 +56,81 @@ def _(args, interactive, mo, wb):
 
 
 @app.cell
-def _(STRATEGIES, SYSTEMS, args, dataset_pick, mo, wb):
+def _(STRATEGIES, SYSTEMS, dataset_pick, mo, wb):
     dataset = dataset_pick  # .value: the spec (a bundled name or a folder path)
     strategies = mo.ui.multiselect(list(STRATEGIES) + SYSTEMS, value=list(STRATEGIES) + SYSTEMS, label="strategies")
-    # debounce: the questions slider evaluates once, on release (every intermediate value was a whole evaluation)
-    limit = mo.ui.slider(10, 500, step=10, value=max(10, min(500, args.limit)), label="questions", show_value=True,
-                         debounce=True)
     _answerers = ["offline (extractive)"] + ([f"LLM: {wb.llm.model}"] if wb.llm else [])
     answerer = mo.ui.dropdown(_answerers, value=_answerers[-1], label="answerer")
-    mo.vstack([mo.hstack([dataset_pick, strategies, limit, answerer], justify="start", wrap=True),
+    mo.vstack([mo.hstack([dataset_pick, strategies, answerer], justify="start", wrap=True),
                mo.md("<small>An LLM answerer: `--llm-base-url URL --llm-model M` after `--`, or RAGWB_LLM_BASE_URL "
-                     "and RAGWB_LLM_MODEL (docs/llm.md).</small>") if not wb.llm else mo.md("")])
-    return answerer, dataset, limit, strategies
+                     "and RAGWB_LLM_MODEL (docs/llm.md); its price: `--price MODEL=IN,OUT` or RAGWB_PRICE."
+                     "</small>") if not wb.llm else mo.md("")])
+    return answerer, dataset, strategies
+
+
+@app.cell
+def _(args, dataset, interactive, mo):
+    mo.stop(dataset.value is None, mo.md("Pick a dataset above to load it."))
+    # a long first ingest (a set whose vectors are not shipped for this embedder) says what it costs first, at the
+    # rate this machine measured (slowed for its load now), and waits for the button (shown by the next cell)
+    ingest_cost = interactive.ingest_cost(dataset.value, args.workspace, args.embedder)
+    ingest_go = mo.ui.run_button(label=f"Embed {ingest_cost['chunks']:,} chunks now")
+    return ingest_cost, ingest_go
+
+
+@app.cell
+def _(args, dataset, ingest_cost, ingest_go, interactive, mo, page, wb):
+    # the Embed callout is this cell's output while it waits; the loaded set replaces it (it never stays behind)
+    mo.stop(ingest_cost["seconds"] > 60 and not ingest_go.value,
+            mo.callout(mo.vstack([mo.md(
+                f"**{dataset.value}** needs {ingest_cost['chunks']:,} chunks embedded with {args.embedder} first: "
+                f"about {ingest_cost['seconds'] / 60:.0f} min at {ingest_cost['rate']:,.1f} chunks/s "
+                f"({ingest_cost['source']}; once: later loads embed nothing). In `marimo edit` the stop button "
+                "interrupts it; an interrupted ingest resumes where it stopped."), ingest_go]), kind="warn"))
+    # a set not ingested yet shows a progress bar with its own rate in chunks/s and the time left
+    _bar, _rate = {}, page.EmbedRate(args.workspace, args.embedder)
+
+    def _embedded(n, total):
+        if "cm" not in _bar:
+            _bar["cm"] = mo.status.progress_bar(total=total, title=f"Ingesting {dataset.value}: embedding chunks",
+                                                subtitle="once per dataset and embedder; later loads embed nothing",
+                                                show_rate=False, show_eta=False, remove_on_exit=True)
+            _bar["bar"] = _bar["cm"].__enter__()
+        _bar["bar"].update(increment=n, subtitle=_rate.add(n, total))
+
+    with mo.status.spinner(title=f"Loading {dataset.value}"):
+        try:
+            base_session = interactive.open_session(dataset.value, args.workspace, args.embedder,
+                                                    on_progress=_embedded, questions=args.questions,
+                                                    systems=wb.systems)
+        finally:
+            if "cm" in _bar:
+                _bar["cm"].__exit__(None, None, None)
+    _rate.keep()  # the next estimate on this machine starts from this rate
+    answerer_sessions = {}  # one session per answerer, kept: switching back costs nothing
+    _n = len(base_session.dataset.questions)
+    mo.md(f"Loaded **{base_session.dataset.name}**: {len(base_session.dataset.documents):,} documents, "
+          f"{_n:,} question(s)" + (f"; embedded {_rate.done:,} chunks ({_rate.add(0, _rate.total)})"
+                                   if _rate.done else ""))
+    return answerer_sessions, base_session
+
+
+@app.cell
+def _(answerer, answerer_sessions, base_session, interactive, wb):
+    session = interactive.session_for_answerer(answerer_sessions, base_session, answerer.value, wb.llm, wb.prices)
+    return (session,)
+
+
+@app.cell
+def _(args, base_session, mo):
+    # the questions slider runs over this dataset's own questions (never "50" on an 11-question folder)
+    _n = len(base_session.dataset.questions)
+    _top = max(2, min(500, _n))
+    limit = mo.ui.slider(1 if _top <= 50 else 10, _top, step=1 if _top <= 50 else 10,
+                         value=max(1, min(_top, args.limit, _n or 1)), label=f"questions (of {_n})",
+                         show_value=True, debounce=True, disabled=_n <= 1)
+    limit if _n else mo.md("")
+    return (limit,)
 
 
 @app.cell
@@ -111,61 +180,21 @@ def _(interactive, mo):
 
 
 @app.cell
-def _(args, dataset, dataset_error, interactive, mo):
-    mo.stop(dataset.value is None, mo.md("Pick a dataset above to load it."))
-    # a long first ingest (a set whose vectors are not shipped for this embedder) says what it costs first
-    ingest_cost = interactive.ingest_cost(dataset.value, args.workspace, args.embedder)
-    ingest_go = mo.ui.run_button(label=f"Embed {ingest_cost['chunks']:,} chunks now")
-    (mo.callout(mo.vstack([mo.md(f"**{dataset.value}** needs {ingest_cost['chunks']:,} chunks embedded with "
-                                 f"{args.embedder} first: about {ingest_cost['seconds'] / 60:.0f} min on 2 cores "
-                                 "(once; later loads embed nothing). In `marimo edit` the stop button interrupts "
-                                 "it; an interrupted ingest resumes where it stopped."), ingest_go]), kind="warn")
-     if ingest_cost["seconds"] > 60 else mo.md(""))
-    return ingest_cost, ingest_go
-
-
-@app.cell
-def _(args, dataset, ingest_cost, ingest_go, interactive, mo, wb):
-    mo.stop(ingest_cost["seconds"] > 60 and not ingest_go.value,
-            mo.md(f"Waiting for *Embed {ingest_cost['chunks']:,} chunks now* before loading {dataset.value}."))
-    # a set not ingested yet shows a progress bar with rate and ETA while its chunks are embedded
-    _bar = {}
-
-    def _embedded(n, total):
-        if "cm" not in _bar:
-            _bar["cm"] = mo.status.progress_bar(total=total, title=f"Ingesting {dataset.value}: embedding chunks",
-                                                subtitle="once per dataset and embedder; later loads embed nothing",
-                                                show_rate=True, show_eta=True, remove_on_exit=True)
-            _bar["bar"] = _bar["cm"].__enter__()
-        _bar["bar"].update(increment=n)
-
-    with mo.status.spinner(title=f"Loading {dataset.value}"):
-        try:
-            base_session = interactive.open_session(dataset.value, args.workspace, args.embedder,
-                                                    on_progress=_embedded, questions=args.questions,
-                                                    systems=wb.systems)
-        finally:
-            if "cm" in _bar:
-                _bar["cm"].__exit__(None, None, None)
-    answerer_sessions = {}  # one session per answerer, kept: switching back costs nothing
-    return answerer_sessions, base_session
-
-
-@app.cell
-def _(answerer, answerer_sessions, base_session, interactive, wb):
-    session = interactive.session_for_answerer(answerer_sessions, base_session, answerer.value, wb.llm)
-    return (session,)
-
-
-@app.cell
 def _(mo):
     # summaries of earlier applied budgets: drawn as faded points under the current ones
     get_history, set_history = mo.state([])
-    return get_history, set_history
+    # bumped after every send: each cost line is counted again (what is cached now is free)
+    get_sent, set_sent = mo.state(0)
+    return get_history, get_sent, set_history, set_sent
 
 
 @app.cell
-def _(SYSTEMS, budgets, interactive, limit, mo, session, strategies):
+def _(SYSTEMS, budgets, get_sent, interactive, limit, mo, page, session, strategies):
+    get_sent()  # noqa: B018  (after a send the line counts again: what was sent is cached now)
+    _none = not session.dataset.questions
+    if _none:  # a folder with no questions: searchable below; nothing to answer (a script or an export ends here)
+        page.exit_headless("workbench: " + page.no_questions_message(session))
+    mo.stop(_none, mo.callout(mo.md(page.no_questions_message(session)), kind="info"))
     # before an Apply sends anything: the calls, prompt tokens and dollars it would cost, and what is cached
     applied_points = interactive.points_from_budgets(strategies.value, budgets.value or {}, systems=SYSTEMS)
     plan = interactive.answer_plan(session, applied_points, limit.value)
@@ -180,16 +209,22 @@ def _(SYSTEMS, budgets, interactive, limit, mo, session, strategies):
 
 @app.cell
 def _(applied_points, args, dataset, interactive, limit, mo, needs_ok, plan, send_go, session, set_history,
-      summarize_scores):
+      set_sent, summarize_scores):
     mo.stop(needs_ok and not (send_go.value or args.send),
             mo.md("Nothing sent yet: press *Send* above to answer the new items (the cost line says what it costs)."))
     # a progress bar per item; the notebook's stop (marimo edit) keeps every item already answered
-    with mo.status.progress_bar(total=max(plan.items, 1), title="Evaluating",
-                                subtitle="cached candidates: only packing, answering and scoring re-run",
-                                show_rate=True, show_eta=True, remove_on_exit=True) as _bar:
-        scores = interactive.evaluate_points(session, applied_points, limit.value,
-                                             on_item=lambda n: _bar.update(increment=n))
-        summary = interactive.summarize_session(session, scores)
+    try:
+        with mo.status.progress_bar(total=max(plan.items, 1), title="Evaluating",
+                                    subtitle="cached candidates: only packing, answering and scoring re-run",
+                                    show_rate=True, show_eta=True, remove_on_exit=True) as _bar:
+            scores = interactive.evaluate_points(session, applied_points, limit.value,
+                                                 on_item=lambda n: _bar.update(increment=n))
+            summary = interactive.summarize_session(session, scores)
+    except KeyboardInterrupt:  # Stop in `marimo edit`: what was answered is kept, said without a traceback
+        mo.stop(True, mo.callout(mo.md(f"Stopped. {len(session.items):,} item(s) answered so far are kept: press "
+                                       "*Apply budgets* (or *Send*) to go on from there."), kind="warn"))
+    if needs_ok:
+        set_sent(lambda n: n + 1)  # the cost line above counts again (now from the response cache)
     # earlier budgets belong to this dataset, answerer and question set: another set's points are not history
     history_key = (dataset.value, session.answerer_label, limit.value)
     set_history(lambda h: (h + [(history_key, summary)])[-40:])
@@ -216,37 +251,42 @@ def _(args, get_graded, interactive, scores, session):
 
 @app.cell
 def _(mo):
-    quality = mo.ui.dropdown(["f1", "em", "faithfulness", "citation_precision", "citation_recall", "evidence_recall",
-                              "abstention_accuracy", "doc_ndcg@10", "evidence_mrr@10", "symbol_recall@10",
-                              "symbol_mrr@10"], value="f1", label="quality metric")
+    # the metric the user picked last: kept while it has values here (a default that has none moves, and says why)
+    get_quality_pick, set_quality_pick = mo.state("f1")
+    return get_quality_pick, set_quality_pick
+
+
+@app.cell
+def _(get_quality_pick, mo, page, set_quality_pick, summary):
+    _opts, _shown, quality_note = page.metric_choices(summary, get_quality_pick())
+    quality = mo.ui.dropdown(_opts, value=_shown, label="quality metric", on_change=set_quality_pick)
     cost = mo.ui.dropdown(["context_tokens", "prompt_tokens", "cost_usd"], value="context_tokens", label="cost")
-    mo.hstack([quality, cost], justify="start")
+    mo.vstack([mo.hstack([quality, cost], justify="start"), mo.md(quality_note) if quality_note else mo.md("")])
     return cost, quality
 
 
 @app.cell
-def _(HEADLINE, cost, get_history, headline_table, history_key, mo, pd, quality, quality_cost_figure, summary):
+def _(HEADLINE, cost, get_history, headline_table, history_key, mo, page, pd, quality, quality_cost_figure,
+      summary):
     from evals.analyze.summary import drop_na_columns
-    from evals.report.charts import PARETO_CAPTION
+    from evals.report.charts import HISTORY_CAPTION, PARETO_CAPTION
     from evals.score.support import support_caption
 
     _hist = [s for k, s in get_history()[:-1] if k == history_key]
-    # as the CLI and the report: "mean [95% interval]" per metric, "n/a (why)" where a metric cannot apply,
-    # and n, the questions each point scored
+    # as the CLI and the report: "mean [95% interval] n=K" per metric (each metric's own n: f1 stands on the
+    # questions with answers, evidence recall on those with evidence), "n/a (why)" where a metric cannot apply
     # the answer-side metrics an LLM answer is scored on join the headline (faithfulness and citations against
     # token cost: what the budgets trade); columns n/a on every row are named in one line, not shown
     _metrics = HEADLINE[:4] + ["citation_validity", "citation_support", "statement_coverage"] + HEADLINE[4:]
     _table, _dropped = drop_na_columns(headline_table(summary, _metrics))
-    if len(summary) and "n_ok" in summary:
-        _n = summary.groupby(["strategy", "point"])["n_ok"].max()
-        _table.insert(2, "n", [int(_n.get((r.strategy, r.point), 0)) for r in _table.itertuples()])
+    _table = page.with_metric_n(_table, summary)
     mo.vstack([
         mo.ui.plotly(quality_cost_figure(summary, quality.value, cost.value,
                                          pd.concat(_hist, ignore_index=True) if _hist else None)),
         mo.ui.table(_table, selection=None, freeze_columns_left=["strategy", "point"]),
         mo.md("<small>not shown (n/a on every row): " + "; ".join(f"{m} ({why})" for m, why in _dropped.items())
               + "</small>") if _dropped else mo.md(""),
-        mo.md(f"<small>{PARETO_CAPTION}</small>"),
+        mo.md(f"<small>{PARETO_CAPTION}" + (f" {HISTORY_CAPTION}" if _hist else "") + "</small>"),
         mo.md(f"<small>faithfulness (offline): {support_caption()}</small>"),
     ]) if len(summary) else mo.md("Pick at least one strategy.")
     return
@@ -283,12 +323,18 @@ def _(applied_points, args, interactive, limit, mo, save_go, save_id, scores, se
 
         _rid = interactive.save_as_run(session, args.db, applied_points, limit.value,
                                        save_id.value.strip() or None)
-        _rep = write_report(_rid, db=args.db, out_dir=_Path(args.workspace) / "reports")
-        set_saved(lambda n: n + 1)
-        _out = mo.vstack([mo.md(f"Saved run **{_rid}** ({_rep}); `ragwb show {_rid}`, "
-                                f"`ragwb gate --baseline ... --candidate {_rid}`."),
-                          mo.download(_rep.read_bytes(), filename=_rep.name, mimetype="text/html",
-                                      label=f"Open the report of {_rid}")])
+        set_saved(lambda n: n + 1)  # every stored-run dropdown re-reads the store at once
+        try:
+            _rep = write_report(_rid, db=args.db, out_dir=_Path(args.workspace) / "reports")
+            _more = [mo.download(_rep.read_bytes(), filename=_rep.name, mimetype="text/html",
+                                 label=f"Open the report of {_rid}")]
+            _where = f" ({_rep})"
+        except Exception as _e:  # noqa: BLE001 - the run is stored: say the report failed, never hide the save
+            _more, _where = [mo.callout(mo.md(f"The report was not written: {type(_e).__name__}: {_e}"),
+                                        kind="warn")], ""
+        _out = mo.vstack([mo.callout(mo.md(f"Saved run **{_rid}**{_where}: it is in the stored-run lists below; "
+                                           f"`ragwb show {_rid}`, `ragwb gate --baseline ... --candidate {_rid}`."),
+                                     kind="success")] + _more)
     except (ValueError, KeyError) as _e:
         _out = mo.callout(mo.md(f"**Not saved:** {_e.args[0] if _e.args else _e}"), kind="danger")
     _out
@@ -298,10 +344,7 @@ def _(applied_points, args, interactive, limit, mo, save_go, save_id, scores, se
 @app.cell
 def _(mo, session):
     # the controls never read the scores, so an Apply keeps every tick, search, field, metric and sort as it was
-    from evals.score.metrics import METRICS as _METRICS
-
     _fields = sorted({k for q in session.dataset.questions for k in (q.metadata or {})})
-    m_metric = mo.ui.dropdown(sorted(_METRICS), value="f1", label="cell metric")
     f_disagree = mo.ui.checkbox(label="strategies disagree")
     f_fail = mo.ui.checkbox(label="any failure status")
     f_unans = mo.ui.checkbox(label="unanswerable")
@@ -309,15 +352,34 @@ def _(mo, session):
     f_value = mo.ui.text(label="equals", placeholder="value")
     f_search = mo.ui.text(label="search", placeholder="question text or id")
     f_worse = mo.ui.checkbox(label="B worse than A (the paired comparison's points)")
+    return f_disagree, f_fail, f_field, f_search, f_unans, f_value, f_worse
+
+
+@app.cell
+def _(mo):
+    get_cell_metric, set_cell_metric = mo.state(None)  # the matrix metric the user picked (None: follow the chart)
+    return get_cell_metric, set_cell_metric
+
+
+@app.cell
+def _(f_disagree, f_fail, f_field, f_search, f_unans, f_value, f_worse, get_cell_metric, judged_scores, mo, page,
+      quality, set_cell_metric, summary):
+    from evals.score.metrics import METRICS as _METRICS
+
+    # the cell metric: the user's pick, else the chart's metric (one that has values here); n/a ones are marked
+    # (judged metrics have values once a passage is graded)
+    _judged = set(judged_scores[judged_scores.status == "ok"].metric) if len(judged_scores) else set()
+    _opts, _shown, _ = page.metric_choices(summary, get_cell_metric() or quality.value, sorted(_METRICS), _judged)
+    m_metric = mo.ui.dropdown(_opts, value=_shown, label="cell metric", on_change=set_cell_metric)
     mo.vstack([mo.md("## Question x point matrix (click a cell to open it below)"),
                mo.hstack([m_metric, f_disagree, f_fail, f_unans, f_worse, f_field, f_value, f_search],
                          justify="start", wrap=True)])
-    return f_disagree, f_fail, f_field, f_search, f_unans, f_value, f_worse, m_metric
+    return (m_metric,)
 
 
 @app.cell
 def _(explore, f_disagree, f_fail, f_field, f_search, f_unans, f_value, f_worse, judged_scores, m_metric, mo,
-      pair_a, pair_b, pd, scores, session):
+      page, pair_a, pair_b, pd, scores, session):
     # the judged metrics are computed from the grades stored now, beside the item scores
     _sc = pd.concat([scores, judged_scores], ignore_index=True) if len(judged_scores) else scores
     _m = explore.question_matrix(_sc, session.dataset.questions, m_metric.value or "f1")
@@ -325,18 +387,19 @@ def _(explore, f_disagree, f_fail, f_field, f_search, f_unans, f_value, f_worse,
                                    None if f_field.value == "(none)" else f_field.value, f_value.value,
                                    f_search.value, (pair_a.value, pair_b.value) if f_worse.value else None)
     _pts = _m.attrs.get("points", [])
-    # the points first (after the id and a shortened question: the drill-down shows it whole), then the rest:
-    # every point column is on screen at 1440 px, metadata columns after them
+    # the points first (after the id and a shortened question: its full text on hover, and whole in the
+    # drill-down), then the rest: every point column is on screen at 1440 px, metadata columns after them
     _first = ["question_id", "question"] + _pts + ["spread", "failures"]
     _shown = matrix[_first + [c for c in matrix.columns if c not in _first]] if len(matrix) else matrix
     matrix_table = mo.ui.table(
-        _shown.assign(question=[q if len(q) <= 48 else q[:47] + "…" for q in _shown["question"]]) if len(_shown)
-        else _shown,
-        selection="single-cell", page_size=12, freeze_columns_left=["question_id"],
-        format_mapping={p: "{:.3f}" for p in _pts + ["spread"]},
-        style_cell=lambda _row, _col, _v: ({"backgroundColor": explore.cell_colour(_v)}
-                                          if _col in _pts and isinstance(_v, float) else {}),
-        label=f"{len(matrix)} of {len(_m)} questions")
+        # n/a cells are empty text (never nan); 3 decimals; narrow value columns
+        page.matrix_cells(_shown.assign(question=[q if len(q) <= 48 else q[:47] + "…" for q in _shown["question"]]),
+                          _pts + ["spread"]) if len(_shown) else _shown,
+        selection="single-cell", page_size=12, freeze_columns_left=["question_id"] if len(_shown) else None,
+        style_cell=lambda _row, _col, _v: ({"backgroundColor": explore.cell_colour(float(_v)), "maxWidth": "7em"}
+                                          if _col in _pts and _v not in ("", None) else
+                                          {"maxWidth": "7em"} if _col in _pts else {}),
+        label=f"{len(matrix)} of {len(_m)} questions") if len(_shown) else mo.md("No question matches the filters.")
     matrix_table
     return matrix, matrix_table
 
@@ -351,7 +414,7 @@ def _(mo):
 @app.cell
 def _(explore, get_pick, matrix, matrix_table, mo, scores, set_pick):
     _pts = explore.points_of(scores)
-    _cell = (matrix_table.value or [None])[0]
+    _cell = (getattr(matrix_table, "value", None) or [None])[0]
     _qids = list(matrix["question_id"]) if len(matrix) else []
     _c = explore.drilldown_choice(matrix, _pts, _cell, get_pick())
     set_pick(_c)
@@ -492,34 +555,61 @@ def _(STRATEGIES, mo):
     curve_strategy = mo.ui.multiselect(list(STRATEGIES), value=["chunks"], label="strategies (overlaid)")
     curve_param = mo.ui.text(value="top_k", label="budget")
     curve_values = mo.ui.text(value="2,4,8,16", label="values")
-    curve_go = mo.ui.run_button(label="Sweep")
-    race_go = mo.ui.run_button(label="Race these budgets")
     mo.vstack([mo.md("## Budget curve: sweep one budget from the applied budgets (re-packs from cached "
                      "candidates), or race it as a stored run (points leave as batches land: docs/sweeps.md)"),
-               mo.hstack([curve_strategy, curve_param, curve_values, curve_go, race_go], justify="start")])
-    return curve_go, curve_param, curve_strategy, curve_values, race_go
+               mo.hstack([curve_strategy, curve_param, curve_values], justify="start")])
+    return curve_param, curve_strategy, curve_values
 
 
 @app.cell
-def _(budgets, curve_go, curve_param, curve_strategy, curve_values, interactive, limit, mo, quality,
-      quality_cost_figure, session, summarize_scores):
-    mo.stop(not curve_go.value, mo.md("Press Sweep to draw the curve."))
-    try:  # a wrong budget name or value is shown here, naming the valid ones (never a blank output)
-        _sc = interactive.sweep_from_applied(session, curve_strategy.value, curve_param.value,
-                                             curve_values.value, budgets.value or {}, limit.value)
-        _out = mo.ui.plotly(quality_cost_figure(
-            summarize_scores(_sc), quality.value, "context_tokens",
-            title=f"{quality.value} vs context tokens: {', '.join(curve_strategy.value)} sweeping "
-                  f"{curve_param.value.strip()} = {curve_values.value} (other budgets as applied)"))
-    except (ValueError, KeyError) as _e:
-        _out = mo.callout(mo.md(f"**Sweep not run:** {_e.args[0] if _e.args else _e}"), kind="danger")
+def _(budgets, curve_param, curve_strategy, curve_values, get_sent, interactive, limit, mo, session):
+    get_sent()  # noqa: B018  (counted again after every send)
+    # what a Sweep would send, before it sends anything: the same line as Apply's, then the buttons
+    try:
+        sweep_points = interactive.sweep_points(curve_strategy.value, curve_param.value, curve_values.value,
+                                                budgets.value or {})
+        sweep_plan = interactive.answer_plan(session, sweep_points, limit.value)
+        _line, _said = sweep_plan.line(session.client.cfg.model if session.client is not None else ""), None
+    except (ValueError, KeyError) as _e:  # a wrong budget name or value is said here, naming the valid ones
+        sweep_points, sweep_plan, _said = [], None, _e.args[0] if _e.args else str(_e)
+    _calls = (sweep_plan.new_calls + sweep_plan.service_requests) if sweep_plan else 0
+    curve_go = mo.ui.run_button(label=f"Sweep ({_calls:,} new call(s))" if _calls else "Sweep",
+                                disabled=sweep_plan is None)
+    race_go = mo.ui.run_button(label="Race these budgets" + (f" (up to {_calls:,} call(s))" if _calls else ""),
+                               disabled=sweep_plan is None)
+    mo.vstack([mo.md(f"**Sweep / race, {session.answerer_label}**: {_line}") if sweep_plan is not None else
+               mo.callout(mo.md(f"**Sweep not possible:** {_said}"), kind="danger"),
+               mo.hstack([curve_go, race_go], justify="start")])
+    return curve_go, race_go, sweep_plan, sweep_points
+
+
+@app.cell
+def _(mo):
+    # the last curve drawn: it stays on screen when the cost line is counted again after its send
+    get_curve, set_curve = mo.state(None)
+    return get_curve, set_curve
+
+
+@app.cell
+def _(curve_go, curve_param, curve_strategy, curve_values, get_curve, interactive, limit, mo, quality,
+      quality_cost_figure, session, set_curve, set_sent, summarize_scores, sweep_plan, sweep_points):
+    mo.stop(not curve_go.value, get_curve() or mo.md("Press Sweep to draw the curve (the line above says what it "
+                                                     "sends first)."))
+    _sc = interactive.evaluate_points(session, sweep_points, limit.value)
+    _out = mo.ui.plotly(quality_cost_figure(
+        summarize_scores(_sc), quality.value, "context_tokens",
+        title=f"{quality.value} vs context tokens: {', '.join(curve_strategy.value)} sweeping "
+              f"{curve_param.value.strip()} = {curve_values.value} (other budgets as applied)"))
+    set_curve(_out)
+    if sweep_plan.new_calls + sweep_plan.service_requests:
+        set_sent(lambda n: n + 1)  # every cost line counts again: what was sent is cached now
     _out
     return
 
 
 @app.cell
 def _(args, budgets, curve_param, curve_strategy, curve_values, interactive, limit, mo, quality, race_go, session,
-      set_saved):
+      set_saved, set_sent, sweep_plan, wb):
     mo.stop(not race_go.value, mo.md(""))
     # the live leaderboard: replaced after every batch while the race runs; the run is stored like any other
     def _look(seen, alive, exits):
@@ -530,8 +620,10 @@ def _(args, budgets, curve_param, curve_strategy, curve_values, interactive, lim
     try:
         _rid = interactive.race_budgets(session, args.db, args.workspace, curve_strategy.value, curve_param.value,
                                         curve_values.value, budgets.value or {}, limit.value, quality.value,
-                                        on_look=_look)
+                                        on_look=_look, prices=wb.prices)
         set_saved(lambda n: n + 1)
+        if sweep_plan.new_calls + sweep_plan.service_requests:
+            set_sent(lambda n: n + 1)
         _line, _board = interactive.race_result(args.db, _rid)
         _out = mo.vstack([mo.md(_line), mo.ui.table(_board, selection=None)])
     except (ValueError, KeyError) as _e:
@@ -624,32 +716,20 @@ def _(args, base_run, cand_run, compare_go, interactive, mo):
 
 
 @app.cell
-def _(mo):
-    judge_button = mo.ui.run_button(label="Score faithfulness with the LLM judge (costs money)")
-    mo.vstack([mo.md("## LLM-judged scoring"), judge_button])
-    return (judge_button,)
+def _(interactive, mo, pick_a, session, wb):
+    # the judge's cost line first (calls, prompt tokens, dollars or "price unknown"); nothing is sent before the button
+    judge_plan = interactive.judge_plan(session, pick_a.value, wb.prices)
+    judge_button = mo.ui.run_button(label=f"Send {judge_plan['calls']:,} judge call(s)",
+                                    disabled=not judge_plan["calls"])
+    mo.vstack([mo.md("## LLM-judged scoring"), mo.md(judge_plan["line"]),
+               judge_button if judge_plan["calls"] else mo.md("")])
+    return judge_button, judge_plan
 
 
 @app.cell
-def _(args, judge_button, mo, pick_a, session):
+def _(args, interactive, judge_button, judge_plan, mo, pick_a, session, wb):
     mo.stop(not judge_button.value, mo.md("Nothing is sent to a judge until you press the button."))
-    from evals.score.judges import get_judge, judge_config_from_env
-    from rag.llm.client import LLMClient
-
-    _cfg = judge_config_from_env()
-    mo.stop(_cfg is None, mo.md("Set `RAGWB_JUDGE_BASE_URL` and `RAGWB_JUDGE_MODEL` (and the key's variable "
-                                "in `RAGWB_JUDGE_KEY_ENV`) to enable the judge."))
-    _judge = get_judge("llm_faithfulness", LLMClient(_cfg, f"{args.workspace}/cache/llm.sqlite"))
-    _rows = []
-    for (_s, _label, _qid), (_row, _sc) in session.items.items():
-        if f"{_s} · {_label}" != pick_a.value:
-            continue
-        import json as _json
-        _q = next(q for q in session.dataset.questions if q.qid == _qid)
-        _r = _judge.score(_q.text, _row["answer"], [b["text"] for b in _json.loads(_row["blocks"])])
-        _rows.append({"question_id": _qid, "judge_faithfulness": _r.value, "status": _r.status,
-                      "explanation": _r.detail})
-    mo.ui.table(_rows, selection=None)
+    mo.ui.table(interactive.judge_point(session, pick_a.value, args.workspace, wb.prices), selection=None)
     return
 
 

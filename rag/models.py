@@ -93,6 +93,29 @@ class Question:
         return cls(**{**d, "evidence": ev, "metadata": dict(d.get("metadata") or {})})
 
 
+def known_answerability(value) -> bool | None:
+    """True / False as stored, None for unknown: a gold line without 'answers', read back from a store as
+    None, NaN or pandas' NA (whose truth value raises)."""
+    if value is None:
+        return None
+    try:
+        return None if value != value else bool(value)
+    except TypeError:  # pandas' NA: its comparisons are NA, whose truth value raises
+        return None
+
+
+def gold_text(answers, answerable) -> str:
+    """The gold as a reader sees it: the reference answers; "(unanswerable)" only where the gold says so; and a
+    missing 'answers' field is unknown, never unanswerable."""
+    answers = [str(a) for a in (answers or [])]
+    known = known_answerability(answerable)
+    if answers:
+        return " | ".join(answers)
+    if known is False:
+        return "(unanswerable)"
+    return "answerability unknown (no reference answer)" if known is None else "(no reference answer)"
+
+
 @dataclass
 class Skipped:
     """A file or gold line left out (``kind="skipped"``), or kept with a downgrade (``"warning"``)."""

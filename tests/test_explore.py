@@ -270,7 +270,8 @@ def test_chart_symbols_are_fixed_per_strategy_and_the_pareto_status_is_an_outlin
     outline (black: front, grey: tied), said in the caption; labels are not clipped; history is open circles."""
     import pandas as pd
 
-    from evals.report.charts import FRONT_OUTLINE, PARETO_CAPTION, TIE_OUTLINE, quality_cost_figure
+    from evals.report.charts import (FRONT_OUTLINE, PARETO_CAPTION, TIE_OUTLINE, quality_cost_figure,
+                                     strategy_colour, strategy_symbol)
 
     rows = []
     for strat, pts in {"chunks": [("top_k=2", 100, 0.30, 0.25, 0.35), ("top_k=8", 400, 0.50, 0.45, 0.55)],
@@ -285,8 +286,16 @@ def test_chart_symbols_are_fixed_per_strategy_and_the_pareto_status_is_an_outlin
     fig = quality_cost_figure(summary, "f1", history=history)
     by = {t.name: t for t in fig.data}
     assert by["earlier budgets"].marker.symbol == "circle-open"
-    for name in ("chunks", "hybrid", "full_documents"):
-        assert by[name].marker.symbol == "circle" and by[name].cliponaxis is False  # one symbol, never a list
+    for name in ("chunks", "hybrid", "full_documents"):  # one symbol a strategy, never a list (issue 52: not all circles)
+        assert by[name].marker.symbol == strategy_symbol(name) and by[name].cliponaxis is False
+    assert len({by[n].marker.symbol for n in ("chunks", "hybrid", "full_documents")}) == 3
+    # a deployed service (any name no strategy has) gets a colour and a symbol no registered strategy uses
+    from rag.strategies import STRATEGIES
+
+    shapes = {(strategy_colour(n), strategy_symbol(n)) for n in STRATEGIES}
+    for system in ("v1", "prod-rag", "full_documents_v2"):
+        assert strategy_colour(system) not in {c for c, _ in shapes}
+        assert strategy_symbol(system) not in {s for _, s in shapes}
     chunks = by["chunks"]
     assert list(chunks.marker.line.color) == [FRONT_OUTLINE["color"]] * 2  # both chunks points are on the front
     assert list(by["hybrid"].marker.line.color) == [TIE_OUTLINE["color"]]  # dominated by chunks top_k=8, tied

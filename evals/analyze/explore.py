@@ -138,13 +138,13 @@ def question_matrix(scores: pd.DataFrame, questions: list, metric: str = "f1") -
     for k in meta_keys:
         out[k] = [str((by_id[q].metadata or {}).get(k, "")) if q in by_id else "" for q in qids]
     vals = wide.to_numpy(dtype=float) if len(pts) else np.zeros((len(qids), 0))
-    # rows no point scored (n/a everywhere) have no spread: left at 0 without asking numpy (its All-NaN warning)
-    spread = np.zeros(len(qids))
-    some = ~np.isnan(vals).all(axis=1) if vals.shape[1] else np.zeros(len(qids), bool)
+    # a spread needs two scored points: a row with fewer has none (NaN, shown blank), never a spread of 0.000
+    spread = np.full(len(qids), np.nan)
+    some = (~np.isnan(vals)).sum(axis=1) >= 2 if vals.shape[1] else np.zeros(len(qids), bool)
     if some.any():
         spread[some] = np.nanmax(vals[some], axis=1) - np.nanmin(vals[some], axis=1)
-    out["spread"] = np.nan_to_num(spread, nan=0.0).round(3)
-    out["disagree"] = out["spread"] >= DISAGREE_GAP
+    out["spread"] = spread.round(3)
+    out["disagree"] = np.nan_to_num(spread, nan=0.0) >= DISAGREE_GAP
     out["failures"] = fails.reindex(qids, fill_value=0).to_numpy(np.int64) if len(fails) else 0
     for p in pts:
         out[p] = wide[p].to_numpy(dtype=float).round(3)
@@ -320,7 +320,7 @@ def matrix_html(m: pd.DataFrame, max_rows: int = 500, table_id: str = "qmatrix")
                 cells.append(f"<td class='qtext' title='{html.escape(text, quote=True)}'>{html.escape(text[:90])}"
                              f"{'…' if len(text) > 90 else ''}</td>")
             else:
-                val = f"{v:.3f}" if isinstance(v, float) else str(v)
+                val = ("" if v != v else f"{v:.3f}") if isinstance(v, float) else str(v)
                 cells.append(f"<td data-v='{html.escape(val)}'>{html.escape(val)}</td>")
         body.append("<tr>" + "".join(cells) + "</tr>")
     more = f"<p>{len(m) - max_rows} more questions not shown (export the run for all)</p>" if len(m) > max_rows else ""

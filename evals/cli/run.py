@@ -9,22 +9,9 @@ from pathlib import Path
 
 from .common import (add_index_args, at_least, engine_address, index_config, non_negative_float, parse_sets,
                      positive_float, run_id_arg, share_arg, temperature_arg)
+from rag.llm.client import env_prices, parse_prices  # noqa: F401 (shared with the workbench)
+
 from .report import finish_report_notebook, start_report_notebook
-
-
-def parse_prices(items: list[str], base: dict | None = None) -> dict:
-    """['gpt-x=0.5,1.5'] -> {'gpt-x': [0.5, 1.5]} (dollars per million input, output tokens)."""
-    out = {k: [float(x) for x in v] for k, v in (base or {}).items()}
-    for it in items:
-        try:
-            model, vals = it.split("=", 1)
-            pin, pout = (float(x) for x in vals.split(","))
-        except ValueError:
-            raise ValueError(f"--price expects MODEL=INPUT,OUTPUT dollars per million tokens, got {it!r}") from None
-        if not model or not all(math.isfinite(x) and x >= 0 for x in (pin, pout)):
-            raise ValueError(f"--price {it!r}: prices must be finite numbers >= 0 (dollars per million tokens)")
-        out[model] = [pin, pout]
-    return out
 
 
 SWEEP_SECTIONS = {"run", "strategies", "prices"}
@@ -255,7 +242,7 @@ def cmd_run(a) -> int:
     for ds in ([None] if a.resume else datasets):
         cfg = RunConfig(dataset=ds or "squad2", questions_file=a.questions, index=index_config(a), grid=grid,
                         answerer=answerer, answerer_params={"threshold": a.threshold} if answerer == "extractive" else {},
-                        prices=parse_prices(a.price or [], run_sec.get("prices", {}) | sweep.get("prices", {})),
+                        prices=parse_prices(env_prices() + (a.price or []), run_sec.get("prices", {}) | sweep.get("prices", {})),
                         llm=llm, judge=judge, judges=tuple(a.judges or ()), scorers=tuple(a.scorers or ()),
                         repeats=repeats, limit=limit, memory=memory, query_modes=query_modes,
                         insert_fillers=a.insert_fillers, vector_index=a.vector_index, use_cache=not a.no_cache,
@@ -420,7 +407,8 @@ def add_run(sub) -> None:
                         "ragas_answer_accuracy, llm_faithfulness")
     s.add_argument("--price", action="append", metavar="MODEL=IN,OUT",
                    help="price of a model in dollars per million input and output tokens (repeatable; a [prices] "
-                        "table in --config works too); built-in table: rag/llm/client.py PRICES")
+                        "table in --config works too, and RAGWB_PRICE='MODEL=IN,OUT;...'); built-in table: "
+                        "rag/llm/client.py PRICES; a model with none is 'price unknown', never $0")
     s.add_argument("--max-failure-rate", type=share_arg, default=0.5, metavar="SHARE",
                    help="exit 6 when more than this share of a run's answers failed (timeouts, errors, context "
                         "overflow; default 0.5), or when every answer failed")

@@ -32,16 +32,19 @@ from .datasets import (WorkbenchArgs, resolve_dataset, workbench_args, workspace
 from ..run.runner import ItemEvaluator, point_id, point_label
 
 
-EMBED_CHUNKS_PER_S = {"e5": 8.0, "use": 100.0, "hash": 5000.0}  # measured on 2 cores (docs/performance.md)
+from .page import QUIET_RATES as EMBED_CHUNKS_PER_S, measured_rate, judge_plan, judge_point  # noqa: E402, F401
 
 
 def ingest_cost(dataset: str, workspace: str = "results", embedder: str = "e5") -> dict:
-    """What opening ``dataset`` would embed first: {"chunks": n, "seconds": estimate}. The notebook states
-    it and waits for a button before a long ingest (nothing is embedded without the user's say)."""
+    """What opening ``dataset`` would embed first: {"chunks": n, "seconds": estimate, "rate": chunks/s,
+    "source": where the rate comes from}. The rate is the one this workspace measured last (or a quiet 2-core
+    figure), slowed for the load now. The notebook states it and waits for a button before a long ingest
+    (nothing is embedded without the user's say)."""
     ws = Workspace(workspace)
     cfg = IndexConfig(embedder=EmbedderConfig(embedder))
     n = ws.chunks_to_embed(ws.load(dataset, None, cfg), cfg)
-    return {"chunks": n, "seconds": n / EMBED_CHUNKS_PER_S.get(embedder, 8.0)}
+    rate, source = measured_rate(workspace, embedder)
+    return {"chunks": n, "seconds": n / rate, "rate": rate, "source": source}
 
 
 def open_session(dataset: str = "squad2", workspace: str = "results", embedder: str = "e5",
@@ -220,11 +223,10 @@ def budget_curve(sess: Session, strategy: str, param: str, values: list, limit: 
     return evaluate_points(sess, [(strategy, {**(base or {}), param: v}) for v in values], limit)
 
 
-def sweep_from_applied(sess: Session, strategies: list[str], param: str, values: str, budgets: dict,
-                       limit: int = 100) -> pd.DataFrame:
-    """The workbench's Sweep: ``param`` over ``values`` ("2,4,8") for each strategy, every other budget
-    at what the user applied (not the shipped defaults). A budget a strategy does not have, or no value,
-    is an error naming the valid ones."""
+def sweep_points(strategies: list[str], param: str, values: str, budgets: dict) -> list[tuple[str, dict]]:
+    """The points of the workbench's Sweep: ``param`` over ``values`` ("2,4,8") for each strategy, every other
+    budget at what the user applied (not the shipped defaults). A budget a strategy does not have, or no value,
+    is an error naming the valid ones. The page prices these points (``answer_plan``) before it sends them."""
     import dataclasses
 
     param = param.strip()
@@ -233,17 +235,24 @@ def sweep_from_applied(sess: Session, strategies: list[str], param: str, values:
         raise ValueError("give at least one value to sweep, e.g. 2,4,8,16")
     if not strategies:
         raise ValueError("pick at least one strategy to sweep")
-    frames = []
+    points = []
     for name, applied in points_from_budgets(list(strategies), budgets):
         fields = [f.name for f in dataclasses.fields(get_strategy(name).Params)]
         if param not in fields:
             raise ValueError(f"strategy {name!r} has no budget {param!r}; valid: {', '.join(fields)}")
-        frames.append(budget_curve(sess, name, param, vals, limit, base=applied))
-    return pd.concat(frames, ignore_index=True)
+        points += [(name, {**applied, param: v}) for v in vals]
+    return points
+
+
+def sweep_from_applied(sess: Session, strategies: list[str], param: str, values: str, budgets: dict,
+                       limit: int = 100) -> pd.DataFrame:
+    """The workbench's Sweep evaluated: the long scores frame of every point of ``sweep_points``."""
+    return evaluate_points(sess, sweep_points(strategies, param, values, budgets), limit)
 
 
 def race_budgets(sess: Session, db: str, workspace: str, strategies: list[str], param: str, values: str,
-                 budgets: dict, limit: int, metric: str, batch: int = 50, on_look=None) -> str:
+                 budgets: dict, limit: int, metric: str, batch: int = 50, on_look=None, prices: dict | None = None
+                 ) -> str:
     """The workbench's "Race these budgets": the sweep of ``param`` over ``values`` for each strategy (its other
     budgets as applied) as a raced, stored run on the first ``limit`` questions (docs/sweeps.md), answered by the
     session's answerer (the LLM's response cache included). ``on_look(seen, alive, exits)`` after each batch.
@@ -267,7 +276,7 @@ def race_budgets(sess: Session, db: str, workspace: str, strategies: list[str], 
         grid[name] = {**{k: [v] for k, v in applied.items() if k != param}, param: vals}
     llm = sess.client.cfg if sess.client is not None else None
     cfg = RunConfig(dataset=sess.spec or sess.dataset.name, index=sess.retriever.reader.config, grid=grid,
-                    answerer="openai" if llm else "extractive", llm=llm, limit=limit,
+                    answerer="openai" if llm else "extractive", llm=llm, limit=limit, prices=dict(prices or {}),
                     race={"metric": metric, "batch": batch, "alpha": 0.05, "cost_tolerance": None, "seed": 0})
     return run_evaluation(cfg, workspace, db, progress=False, on_look=on_look).run_id
 
@@ -301,8 +310,15 @@ def search_frame(sess, query: str, strategy: str, budgets: dict | None = None):
 
     from rag.strategies import look
 
+    from .page import matched_text
+
     (_, kw), = points_from_budgets([strategy], budgets or {})
-    _, rows = look(sess.retriever, strategy, query, **kw)
+    ctx, rows = look(sess.retriever, strategy, query, **kw)
+    # the page shows the text that matched (the block from its first line holding a word of the query), not
+    # only the block's first line ("## Treatments" said nothing)
+    by_rank = {b.n: b.text for b in ctx.blocks}
+    for r in rows:
+        r["text"] = matched_text(by_rank.get(r["rank"], r["text"]), query)
     return pd.DataFrame(rows, columns=["rank", "score", "group", "where", "tokens", "text"])
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 
 from rag.answer.answerers import make_answerer
-from rag.llm.client import PRICES, LLMClient, price_of
+from rag.llm.client import PRICES, LLMClient, dollars_text, price_known, price_of
 from rag.strategies import get_strategy, make_params
 
 from ..run.runner import ItemEvaluator, point_label
@@ -29,12 +29,13 @@ def llm_session(sess, llm, prices: dict | None = None):
                    answerer_label=f"LLM: {llm.model}", workers=llm.max_concurrency)
 
 
-def session_for_answerer(sessions: dict, base, choice: str, llm=None):
-    """The session of the answerer picked in the page (made once, then kept: its items and cache stay warm)."""
+def session_for_answerer(sessions: dict, base, choice: str, llm=None, prices: dict | None = None):
+    """The session of the answerer picked in the page (made once, then kept: its items and cache stay warm);
+    ``prices``: the page's --price table (a model missing from it and the built-in table is "price unknown")."""
     if choice == OFFLINE or llm is None:
         return base
     if choice not in sessions:
-        sessions[choice] = llm_session(base, llm)
+        sessions[choice] = llm_session(base, llm, prices)
     return sessions[choice]
 
 
@@ -51,6 +52,7 @@ class AnswerPlan:
     service_requests: int = 0
     overflow: int = 0  # prompts that cannot fit the model's window: refused before any call
     notes: list = field(default_factory=list)
+    price_known: bool = True  # False: the model has no price here (said as "price unknown", never $0)
 
     def line(self, model: str = "") -> str:
         if not self.items:
@@ -58,7 +60,8 @@ class AnswerPlan:
         parts = [f"{self.items:,} new item(s)"]
         if self.new_calls or self.cached_calls:
             parts.append(f"{self.new_calls:,} answer call(s) to {model or 'the LLM'} "
-                         f"({self.prompt_tokens:,} prompt tokens, up to ${self.dollars:,.4f})")
+                         f"({self.prompt_tokens:,} prompt tokens, "
+                         f"{dollars_text(self.dollars, self.price_known, 'up to ')})")
             parts.append(f"{self.cached_calls:,} already in the response cache (free)")
         if self.overflow:
             parts.append(f"{self.overflow:,} prompt(s) over the context window (stored as context_overflow, not sent)")
@@ -73,6 +76,11 @@ def answer_plan(sess, points: list[tuple[str, dict]], limit: int) -> AnswerPlan:
     plan = AnswerPlan()
     qs = sess.dataset.questions[:limit]
     ev, client = sess.evaluator, sess.client
+    if client is not None:
+        plan.price_known = price_known(client.cfg.model, client.prices)
+    # two points that build the same prompt make one call: the second is answered from the response cache (as
+    # `ragwb show` later counts it), so a prompt is counted as a new call once
+    planned: set[str] = set()
     for name, kw in points:
         label = point_label(kw)
         todo = [q for q in qs if (name, label, q.qid) not in sess.items]
@@ -99,9 +107,10 @@ def answer_plan(sess, points: list[tuple[str, dict]], limit: int) -> AnswerPlan:
             n = ev.answerer.count(q.text, ctx.blocks)
             if window and n + client.cfg.max_tokens > window:
                 plan.overflow += 1
-            elif client.is_cached(msgs):
+            elif client.is_cached(msgs) or client.cache_key(msgs, client._params({}), 0) in planned:
                 plan.cached_calls += 1
             else:
+                planned.add(client.cache_key(msgs, client._params({}), 0))
                 plan.new_calls += 1
                 plan.prompt_tokens += n
                 plan.dollars += price_of(client.cfg.model, n, client.cfg.max_tokens, client.prices)

@@ -17,6 +17,7 @@ class WorkbenchArgs:
     args: argparse.Namespace
     error: str = ""  # a flag that could not be read: the page shows it in one cell
     llm: object = None  # rag.llm.client.LLMConfig when an LLM answerer is configured
+    prices: dict = field(default_factory=dict)  # --price / RAGWB_PRICE: model -> [input, output] $ per 1M tokens
     systems: tuple = ()  # rag.answer.systems.SystemConfig of each --system
     notes: list = field(default_factory=list)
 
@@ -47,6 +48,9 @@ def workbench_parser() -> argparse.ArgumentParser:
     p.add_argument("--concurrency", type=at_least(1), default=4, help="max concurrent LLM calls (4)")
     p.add_argument("--timeout", type=positive_float, default=60.0, help="per-call timeout in seconds (60)")
     p.add_argument("--retries", type=at_least(0), default=3, help="retries on 429/5xx/timeouts (3)")
+    p.add_argument("--price", action="append", default=[], metavar="MODEL=IN,OUT",
+                   help="price of a model in dollars per million input and output tokens, as `ragwb run --price` "
+                        "(repeatable; or RAGWB_PRICE='MODEL=IN,OUT;...'); a model with none is 'price unknown'")
     p.add_argument("--send", action="store_true",
                    help="answer without waiting for the Send button (the cost line is still shown): for "
                         "`python workbench.py` and `marimo export html`, where nobody is there to press it")
@@ -83,6 +87,9 @@ def workbench_args(argv: list[str], environ: dict | None = None) -> WorkbenchArg
             out.llm = LLMConfig(args.llm_base_url, args.llm_model, args.llm_key_env, args.temperature,
                                 args.max_tokens, args.timeout, args.retries, max_concurrency=args.concurrency,
                                 context_window=args.context_window or 0)
+        from rag.llm.client import env_prices, parse_prices
+
+        out.prices = parse_prices(env_prices(env) + list(args.price or []))
         if args.system:
             from rag.answer.systems import parse_system_args
 

@@ -7,7 +7,7 @@ import html
 import json
 import re
 
-from rag.models import Evidence
+from rag.models import Evidence, gold_text
 from rag.strategies import Block
 
 from ..score.metrics import block_holds
@@ -69,7 +69,9 @@ def drilldown_html(question, row: dict, scores: dict, point: str | None = None, 
     table for both points), and the blocks with their token counts: gold evidence highlighted, the answer's
     cited sentences highlighted in the blocks they cite."""
     blocks = json.loads(row["blocks"]) if isinstance(row["blocks"], str) else row["blocks"]
-    evidence = [e.__dict__ if hasattr(e, "__dict__") else e for e in question.evidence] if question.answerable else []
+    # evidence is marked unless the gold says there is no answer (unknown answerability keeps its evidence)
+    evidence = ([e.__dict__ if hasattr(e, "__dict__") else e for e in question.evidence]
+                if question.answerable is not False else [])
     held = {b["n"] for b in blocks if any(block_holds(Block.from_dict(b), Evidence(**ev)) for ev in evidence)}
     ans = html.escape(row["answer"] or "")
     ans = re.sub(r"\[(\d+)\]", lambda m: f"<a href='#{anchor}-{m.group(1)}'>[{m.group(1)}]</a>", ans)
@@ -77,7 +79,7 @@ def drilldown_html(question, row: dict, scores: dict, point: str | None = None, 
     total = sum(b["n_tokens"] for b in blocks)
     parts = [f"<p class='point'><b>showing: {html.escape(point or row.get('point_label', ''))}</b></p>" if point else "",
              f"<h3>{html.escape(question.text)}</h3>",
-             f"<p>gold: {html.escape(' | '.join(question.answers) or '(unanswerable)')}</p>",
+             f"<p>gold: {html.escape(gold_text(question.answers, question.answerable))}</p>",
              f"<p>answer ({html.escape(row['answer_status'])}): {ans}</p>"]
     fa = scores.get("faithfulness")
     if row["answer"] and fa is not None and fa.status == "ok":  # an answer in its own words: each sentence checked

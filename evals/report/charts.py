@@ -8,18 +8,43 @@ PALETTE = ["#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#17becf", "#8
            "#7f7f7f"]
 
 
-def strategy_colour(strategy: str) -> str:
-    """One colour per strategy in every chart of the workbench and the report, whatever else is drawn
-    (a faded history trace, a missing strategy): registered strategies by registry order, others
-    (plugins, systems) by a stable hash of the name."""
+# colours and symbols no registered strategy takes: plugins and `--system` points get these, so a deployed
+# service is never drawn in a shape's colour
+OTHER_COLOURS = ["#000000", "#b8860b", "#006d5b", "#8b008b", "#4682b4", "#a0522d", "#556b2f", "#dc143c"]
+SYMBOLS = ["circle", "square", "diamond", "triangle-up", "cross", "x", "triangle-down", "pentagon", "hexagon",
+           "star-triangle-up"]
+OTHER_SYMBOLS = ["star", "hourglass", "bowtie", "star-square", "hexagram", "star-diamond"]
+
+
+def _pick(strategy: str, own: list[str], other: list[str]) -> str:
+    """Registered strategies by registry order from ``own``; any other name (a plugin, a system) from ``other``
+    by a stable hash of the name."""
     import hashlib
 
     from rag.strategies import STRATEGIES
 
     names = list(STRATEGIES)
-    if strategy in names:
-        return PALETTE[names.index(strategy) % len(PALETTE)]
-    return PALETTE[int(hashlib.sha256(strategy.encode()).hexdigest(), 16) % len(PALETTE)]
+    if strategy in names and names.index(strategy) < len(own):
+        return own[names.index(strategy)]
+    return other[int(hashlib.sha256(strategy.encode()).hexdigest(), 16) % len(other)]
+
+
+def strategy_colour(strategy: str) -> str:
+    """One colour per strategy in every chart of the workbench and the report, whatever else is drawn
+    (a faded history trace, a missing strategy)."""
+    return _pick(strategy, PALETTE, OTHER_COLOURS)
+
+
+def strategy_symbol(strategy: str) -> str:
+    """One marker symbol per strategy (the caption promises it): the colour's twin for readers who cannot
+    tell the colours apart."""
+    return _pick(strategy, SYMBOLS, OTHER_SYMBOLS)
+
+
+# quality metrics read as a share (0-1): their axis is pinned to 0-1, so a run where every point scores 1.0 is
+# not drawn on an axis to 2
+def is_unit_interval(metric: str) -> bool:
+    return not any(metric.endswith(s) for s in ("tokens", "_usd", "_ms", "_count", "calls", "_chars"))
 
 
 def pareto_front(points: list[tuple[float, float]]) -> list[bool]:
@@ -32,9 +57,14 @@ def pareto_front(points: list[tuple[float, float]]) -> list[bool]:
 
 
 def quality_cost_frame(summary: pd.DataFrame, quality: str, cost: str = "context_tokens") -> pd.DataFrame:
+    cols = ["strategy", "point", "mean", "low", "high", "cost", "pareto", "tie"]
+    if summary is None or not len(summary) or "metric" not in summary:
+        return pd.DataFrame(columns=cols)  # nothing summarised yet (no questions, or nothing scored)
     q = summary[(summary.metric == quality) & (summary.n_ok > 0)].set_index(["strategy", "point"])
     c = summary[summary.metric == cost].set_index(["strategy", "point"])
     df = q[["mean", "low", "high"]].join(c[["mean"]].rename(columns={"mean": "cost"}), how="inner").reset_index()
+    if not len(df):
+        return pd.DataFrame(columns=cols)
     df["pareto"] = pareto_front(list(zip(df["cost"], df["mean"])))
     df["tie"] = pareto_ties(df)
     return df
@@ -59,8 +89,8 @@ def pareto_ties(df: pd.DataFrame) -> list[bool]:
 FRONT_OUTLINE = {"color": "#111", "width": 3}  # a point on the Pareto front
 TIE_OUTLINE = {"color": "#999", "width": 3}  # a point tied with the front (its 95% interval reaches it)
 PARETO_CAPTION = ("Each strategy has one colour and one symbol. Black outline: on the Pareto front (no other point "
-                  "is cheaper and better); grey outline: tied with the front (95% intervals overlap); small open "
-                  "circles: earlier budgets of this dataset and question set.")
+                  "is cheaper and better); grey outline: tied with the front (95% intervals overlap).")
+HISTORY_CAPTION = "Small open circles: earlier budgets of this dataset and question set."
 
 
 def quality_cost_figure(summary: pd.DataFrame, quality: str, cost: str = "context_tokens",
@@ -90,17 +120,20 @@ def quality_cost_figure(summary: pd.DataFrame, quality: str, cost: str = "contex
             error_y={"type": "data", "symmetric": False, "array": g["high"] - g["mean"],
                      "arrayminus": g["mean"] - g["low"], "color": strategy_colour(strat)},
             line={"color": strategy_colour(strat)},
-            marker={"size": 12, "color": strategy_colour(strat), "symbol": "circle",
+            marker={"size": 12, "color": strategy_colour(strat), "symbol": strategy_symbol(strat),
                     "line": {"color": [o["color"] for o in outline], "width": [o["width"] for o in outline]}},
             customdata=["Pareto front" if p else "tied with the front" if t else "dominated"
                         for p, t in zip(g["pareto"], g["tie"])],
             hovertemplate="%{text} (%{customdata})<br>cost %{x:.0f}<br>" + quality + " %{y:.3f}<extra>" + strat
                           + "</extra>"))
-    front = df[df.pareto].sort_values("cost")
+    front = df[df["pareto"].astype(bool)].sort_values("cost")
     if len(front) > 1:
         fig.add_trace(go.Scatter(x=front["cost"], y=front["mean"], mode="lines", name="Pareto front",
                                  line={"dash": "dot", "color": "grey"}))
     notes = []
+    if not len(df) and summary is not None and len(summary):
+        notes.append(f"no point has a {quality} value on these questions (n/a: see the table's reasons); "
+                     "pick a metric that has values")
     if len(df) > 1 and df["mean"].nunique() <= 1:
         notes.append(f"every point scores {df['mean'].iloc[0]:.3f}: {quality} does not separate these points")
     if len(df) and cost == "cost_usd" and (df["cost"] == 0).all():
@@ -116,6 +149,8 @@ def quality_cost_figure(summary: pd.DataFrame, quality: str, cost: str = "contex
                       margin={"l": 70, "r": 70, "t": 60, "b": 80})
     # room beyond the outermost points, so their labels are never cut at either edge
     fig.update_xaxes(automargin=True)
+    if is_unit_interval(quality) and (not len(df) or (df["low"].min() >= 0 and df["high"].max() <= 1)):
+        fig.update_yaxes(range=[-0.03, 1.08])
     if len(df):
         costs = pd.concat([df["cost"], h["cost"]]) if len(h) else df["cost"]
         lo, hi = float(costs.min()), float(costs.max())

@@ -12,6 +12,7 @@ from pathlib import Path
 import pandas as pd
 
 from evals.store import ResultStore
+from rag.models import gold_text, known_answerability
 from evals.analyze.summary import headline_table, summarize_scores
 from evals.score.support import support_caption
 from .charts import PARETO_CAPTION, quality_cost_figure
@@ -95,7 +96,7 @@ def plain_table_html(df: pd.DataFrame) -> str:
 
 def worst_questions(store: ResultStore, run_id: str, metric: str = "f1", n: int = 5) -> pd.DataFrame:
     return store.con.execute(
-        "SELECT r.strategy, r.point_label, r.question_id, q.text AS question, q.answers AS gold, q.evidence, "
+        "SELECT r.strategy, r.point_label, r.question_id, q.text AS question, q.answers AS gold, q.answerable, q.evidence, "
         "r.answer, s.value AS score, r.blocks "
         "FROM scores s JOIN results r USING (run_id, strategy, point_id, question_id, repeat) "
         "JOIN run_gold q ON q.run_id = r.run_id AND q.question_id = r.question_id "
@@ -145,6 +146,9 @@ def report_sections(store: ResultStore, run_id: str, compare: str | None = None)
     scores = run_scores(store, run_id)  # read once (judged metrics included): the summary, the charts, the matrix
     summ = summarize_scores(scores)
     present = set(scores.metric) if len(scores) else set()
+    ok_metrics = set(scores[scores.status == "ok"].metric) if len(scores) else set()
+    # F1 leads where answers were written; plain questions (no answers) lead with the first metric that has values
+    lead = next((m for m in ["f1"] + QUALITY if m in ok_metrics), "f1")
     judged = [m for m in JUDGE_METRICS + ["judged_ndcg@10", "judged_recall@10"] if m in present]  # LLM judges, relevance judgments
     # conversations: the cost that differs between memory policies is the prompt (history included)
     cost = "prompt_tokens" if store.con.execute("SELECT count(*) FROM results WHERE run_id = ? AND turn IS NOT NULL",
@@ -176,29 +180,29 @@ def report_sections(store: ResultStore, run_id: str, compare: str | None = None)
         from evals.analyze.gate import compare_runs
         comparison = compare_runs(store, compare, run_id)
     worst = []
-    for _, r in worst_questions(store, run_id).iterrows():
+    for _, r in worst_questions(store, run_id, lead).iterrows():
         blocks = json.loads(r["blocks"])
         items = "".join(f"<li><b>[{b['n']}]</b> <span class='src'>{html.escape(', '.join(b['page_ids'][:1] or b['doc_ids']))}"
                         f"</span><pre>{html.escape(b['text'][:1500])}</pre></li>" for b in blocks[:5])
         gold = json.loads(r["gold"] or "[]")
-        gold_pages = sorted({e.get("page_id") or e.get("doc_id") for e in json.loads(r["evidence"] or "[]")})
+        gold_pages = sorted({e.get("page_id") or e.get("doc_id") for e in json.loads(r["evidence"] or "[]")} - {None})
+        on = (f"; gold evidence on <code>{html.escape(', '.join(gold_pages[:5]))}</code>" if gold_pages else "")
         worst.append(f"<div class='q'><p><b>{html.escape(r['strategy'])}</b> ({html.escape(r['point_label'])}) "
                      f"<code>{html.escape(r['question_id'])}</code>: {html.escape(r['question'])}</p>"
-                     f"<p>gold: <i>{html.escape(' | '.join(gold) or '(unanswerable)')}</i>; gold evidence on "
-                     f"<code>{html.escape(', '.join(gold_pages[:5]))}</code></p>"
-                     f"<p>answer: <i>{html.escape(r['answer'] or '')}</i> (F1 {r['score']:.2f})</p><ol>{items}</ol></div>")
+                     f"<p>gold: <i>{html.escape(gold_text(gold, r['answerable']))}</i>{on}</p>"
+                     f"<p>answer: <i>{html.escape(r['answer'] or '')}</i> ({html.escape(lead)} "
+                     f"{r['score']:.2f})</p><ol>{items}</ol></div>")
     from types import SimpleNamespace
 
     from evals.analyze.explore import matrix_html, question_matrix, quality_per_1k_tokens
 
     qdf = store.run_questions(run_id)
-    qs = [SimpleNamespace(qid=r.question_id, text=r.text, answerable=None if r.answerable is None or r.answerable != r.answerable else bool(r.answerable),
+    qs = [SimpleNamespace(qid=r.question_id, text=r.text, answerable=known_answerability(r.answerable),
                           metadata=json.loads(r.metadata) if isinstance(r.metadata, str) and r.metadata else {})
           for r in qdf.itertuples()]
-    matrix = question_matrix(scores, qs, "f1") if len(scores) else pd.DataFrame()
+    matrix = question_matrix(scores, qs, lead) if len(scores) else pd.DataFrame()
     per_1k = pd.DataFrame()
     if len(scores):  # every quality metric the run scored (not only F1), per 1,000 prompt tokens
-        ok_metrics = set(scores[scores.status == "ok"].metric)
         parts = [quality_per_1k_tokens(scores, m, cost="prompt_tokens").rename(columns={m: "mean"}).assign(metric=m)
                  for m in QUALITY + judged if m in ok_metrics]
         if parts:
@@ -240,7 +244,7 @@ def report_sections(store: ResultStore, run_id: str, compare: str | None = None)
             "shared_summary": shared_summary,
             "figures": figs, "conversation_figures": conv_figs, "breakdown": breakdown, "breakdowns": breakdowns,
             "statuses": statuses,
-            "comparison": comparison, "matrix": matrix, "matrix_html": matrix_html(matrix), "per_1k": per_1k,
+            "comparison": comparison, "matrix": matrix, "lead": lead, "matrix_html": matrix_html(matrix), "per_1k": per_1k,
             "paired": paired, "paired_against": pts[0] if pts else "",
             "worst_html": "".join(worst) or "<p>no scored questions</p>"}
 
@@ -295,9 +299,9 @@ def build_report_html(store: ResultStore, run_id: str, compare: str | None = Non
         parts += [f"<h2>Each point against {html.escape(sec['paired_against'])} (paired on the questions both "
                   "scored; better / worse when the 95% interval of the delta excludes 0)</h2>", _table(sec["paired"])]
     parts += [
-              "<h2>Question x point matrix (click a header to sort)</h2>",
+              f"<h2>Question x point matrix: {html.escape(sec['lead'])} (click a header to sort)</h2>",
               "<div class='scroll'>" + sec["matrix_html"] + "</div>",
-              "<h2>Worst questions (lowest F1) with their contexts</h2>", sec["worst_html"]]
+              f"<h2>Worst questions (lowest {html.escape(sec['lead'])}) with their contexts</h2>", sec["worst_html"]]
     from evals.analyze.explore import SORT_JS
 
     # the page uses the window's width (a wide matrix scrolls inside its own box); prose stays readable

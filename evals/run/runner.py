@@ -91,8 +91,12 @@ class RunSummary:
         if self.skipped_done:
             s += f" ({self.skipped_done} already done, resumed)"
         if self.llm:
+            from rag.llm.client import dollars_text
+
+            known = self.llm.get("price_known", True)
             s += (f"\n  LLM cache: {self.llm['hits']} hits, {self.llm['misses']} misses, {self.llm['calls']} calls, "
-                  f"{self.llm['tokens_saved']} tokens and ${self.llm['dollars_saved']:.4f} saved")
+                  f"{self.llm['tokens_saved']} tokens saved, " + dollars_text(self.llm["dollars_saved"], known)
+                  + (" saved" if known else ""))
         if self.race:
             s += "\n" + race_lines(self.race, self.llm)
         return s
@@ -404,6 +408,10 @@ def run_evaluation(cfg: RunConfig, workspace: str | Path = "results", db: str | 
         bar.close()
         summary.seconds = time.perf_counter() - t0
         summary.llm = engine.llm_stats()
+        if summary.llm and cfg.llm is not None:  # a model with no price: its dollars are unknown, not $0
+            from rag.llm.client import PRICES, price_known
+
+            summary.llm["price_known"] = price_known(cfg.llm.model, {**PRICES, **(cfg.prices or {})})
         summary.engine = engine.describe()
         stored = store.count_items(run_id)
         if cfg.race:  # a raced run plans as it goes: each point's questions are the ones it answered

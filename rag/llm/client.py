@@ -9,6 +9,7 @@ stored or printed.
 """
 from __future__ import annotations
 
+import math
 import contextlib
 import contextvars
 import hashlib
@@ -33,6 +34,43 @@ PRICES: dict[str, tuple[float, float]] = {
     "gpt-4.1-nano": (0.10, 0.40),
     "local": (0.0, 0.0),
 }
+
+
+def parse_prices(items: list[str], base: dict | None = None) -> dict:
+    """['gpt-x=0.5,1.5'] -> {'gpt-x': [0.5, 1.5]} (dollars per million input, output tokens)."""
+    out = {k: [float(x) for x in v] for k, v in (base or {}).items()}
+    for it in items:
+        try:
+            model, vals = it.split("=", 1)
+            pin, pout = (float(x) for x in vals.split(","))
+        except ValueError:
+            raise ValueError(f"--price expects MODEL=INPUT,OUTPUT dollars per million tokens, got {it!r}") from None
+        if not model or not all(math.isfinite(x) and x >= 0 for x in (pin, pout)):
+            raise ValueError(f"--price {it!r}: prices must be finite numbers >= 0 (dollars per million tokens)")
+        out[model] = [pin, pout]
+    return out
+
+
+PRICE_ENV = "RAGWB_PRICE"  # MODEL=IN,OUT[;MODEL=IN,OUT]: what --price says, for the workbench and ragwb run
+
+
+def env_prices(environ=None) -> list[str]:
+    """The --price items the environment gives (RAGWB_PRICE, ';'-separated)."""
+    import os
+
+    raw = (os.environ if environ is None else environ).get(PRICE_ENV, "")
+    return [x.strip() for x in raw.split(";") if x.strip()]
+
+
+def price_known(model: str, prices: dict | None = None) -> bool:
+    """Is there a price for ``model``? An unknown price is said as "price unknown", never as $0."""
+    return model in (prices or PRICES)
+
+
+def dollars_text(dollars: float, known: bool, prefix: str = "") -> str:
+    """A dollar amount as a line says it: "$0.0123", or "price unknown (--price MODEL=IN,OUT)" for a model
+    with no price (its calls are not free)."""
+    return f"{prefix}${dollars:,.4f}" if known else "price unknown (--price MODEL=IN,OUT)"
 
 
 def price_of(model: str, prompt_tokens: int, completion_tokens: int, prices: dict | None = None) -> float:

@@ -1,0 +1,247 @@
+"""What the workbench page says about itself: a run with nobody there to press a button (a script, an export) ends
+with one line; which quality metrics have values here (the chart's default is one that has); how long an embed
+will take at the rate this machine measured; per-metric n in the headline."""
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+import pandas as pd
+
+# the quality metrics the chart and the matrix offer, in the order a default is picked from
+QUALITY_CHOICES = ["f1", "em", "faithfulness", "citation_precision", "citation_recall", "evidence_recall",
+                   "abstention_accuracy", "doc_ndcg@10", "evidence_mrr@10", "symbol_recall@10", "symbol_mrr@10"]
+NA_MARK = " (n/a here)"
+
+
+class PageCannotGoOn(RuntimeError):
+    """Raised under ``marimo export`` where a live page would wait (the export then fails, with this line)."""
+
+
+def _exporting() -> bool:
+    """``marimo export`` runs the cells in a kernel process it spawned: its parent's command line says export."""
+    try:
+        cmd = Path(f"/proc/{os.getppid()}/cmdline").read_bytes().split(b"\0")
+    except OSError:
+        return False
+    return any(b"marimo" in c for c in cmd) and b"export" in cmd
+
+
+def headless_mode() -> str:
+    """"script" (``python workbench.py``), "export" (``marimo export html``) or "" (a live page, or a library
+    call): where nobody can answer the page."""
+    try:
+        import marimo as mo
+
+        mode = mo.app_meta().mode
+    except Exception:  # noqa: BLE001 - no marimo context: a library call, not a page
+        return ""
+    if mode == "script":
+        return "script"
+    return "export" if mode == "edit" and _exporting() else ""
+
+
+def exit_headless(message: str, code: int = 2) -> None:
+    """Where nobody can answer the page, a page that cannot go on (an unknown dataset, a bad flag, a folder with
+    no questions) ends with one line: a script exits with ``code`` (2, as ``ragwb``), an export fails with the
+    line on stderr (marimo's export then exits 1: its kernel cannot set the exit code). In a live page it returns
+    and the cell shows the message instead."""
+    mode = headless_mode()
+    if not mode:
+        return
+    sys.stdout.flush()
+    sys.stderr.write(message.rstrip() + "\n")
+    sys.stderr.flush()
+    if mode == "script":
+        os._exit(code)  # noqa: SLF001 - marimo's script runner turns SystemExit into a traceback
+    raise PageCannotGoOn(message)
+
+
+NO_QUESTIONS = ("{name} has no questions yet: its documents are indexed and searchable (the search box at the end of "
+                "this page). To measure answers, give it questions: write a JSONL file (one {{\"question\": ...}} "
+                "a line; docs/datasets.md) and reopen with `--questions FILE`; or let an LLM write them with "
+                "`ragwb generate --dataset {spec}` (docs/generate.md); or run `ragwb judge` on a pool to grade "
+                "passages (docs/judgments.md).")
+
+
+def no_questions_message(sess) -> str:
+    return NO_QUESTIONS.format(name=sess.dataset.name, spec=sess.spec or sess.dataset.name)
+
+
+def metrics_with_values(summary: pd.DataFrame) -> set[str]:
+    if summary is None or not len(summary) or "n_ok" not in summary:
+        return set()
+    return set(summary[summary.n_ok > 0].metric)
+
+
+def metric_choices(summary: pd.DataFrame, wanted: str | None, choices: list[str] = QUALITY_CHOICES,
+                   also: set | frozenset = frozenset()) -> tuple[dict[str, str], str, str]:
+    """The quality dropdown: label -> metric (a metric with no value on these questions is marked n/a here),
+    the label to show (the user's pick while it has values, else the first metric that has) and a note saying
+    why the default moved ("" when it did not)."""
+    have = metrics_with_values(summary) | set(also)  # also: metrics with values beside the summary (judged)
+    options = {m + ("" if m in have else NA_MARK): m for m in choices}
+    label_of = {m: lab for lab, m in options.items()}
+    if wanted in have or summary is None or not len(summary):
+        return options, label_of.get(wanted, label_of[choices[0]]), ""
+    first = next((m for m in choices if m in have), None)
+    if first is None:  # e.g. plain questions answered by the offline answerer: no quality metric applies
+        return options, label_of.get(wanted, label_of[choices[0]]), (
+            "No quality metric has a value on these questions with this answerer: plain questions have no "
+            "reference answers (f1, em, abstention n/a) and extractive answers copy the context (faithfulness "
+            "n/a). An LLM answerer (`--llm-base-url`, `--llm-model`) is scored on faithfulness and citations; "
+            "answers or evidence in the questions file, or grades below, add the rest (docs/datasets.md).")
+    note = (f"Showing **{first}**: {wanted} has no value on these questions (no reference answers to score it "
+            f"against); metrics marked n/a here have none." if wanted else "")
+    return options, label_of[first], note
+
+
+def with_metric_n(table: pd.DataFrame, summary: pd.DataFrame) -> pd.DataFrame:
+    """Each headline cell with the questions its own mean stands on ("0.612 [0.500, 0.700] n=6"): f1 on the six
+    questions with answers, evidence recall on the one with evidence, never one n for the whole row."""
+    if not len(table) or summary is None or not len(summary):
+        return table
+    n = summary.set_index(["strategy", "point", "metric"])["n_ok"].to_dict()
+    out = table.copy()
+    for c in out.columns:
+        if c in ("strategy", "point") or out[c].dtype.kind != "O" or c.endswith("tokens"):
+            continue
+        out[c] = [v if not isinstance(v, str) or v.startswith("n/a") else f"{v} n={int(n.get((s, p, c), 0))}"
+                  for v, s, p in zip(out[c], out["strategy"], out["point"])]
+    return out
+
+
+def matrix_cells(frame: pd.DataFrame, columns: list[str]) -> pd.DataFrame:
+    """The matrix as the page shows it: n/a cells empty text, never ``nan``; numbers at 3 decimals."""
+    out = frame.copy()
+    for c in columns:
+        if c in out:
+            out[c] = ["" if v is None or (isinstance(v, float) and v != v) else f"{v:.3f}"
+                      if isinstance(v, (int, float)) else str(v) for v in out[c]]
+    return out
+
+
+# ---- how long an embed takes here: the rate this machine measured last, slowed by the load it has now
+RATES_FILE = "embed_rates.json"
+QUIET_RATES = {"e5": 8.0, "use": 100.0, "hash": 5000.0}  # chunks/s on 2 quiet cores (docs/performance.md)
+
+
+def measured_rate(workspace: str, embedder: str) -> tuple[float, str]:
+    """(chunks per second, where it comes from): the last rate measured in this workspace when there is one,
+    else the quiet-machine figure; either divided by the run queue beyond the cores (a load of 8 on 2 cores
+    embeds about 4x slower)."""
+    try:
+        rates = json.loads((Path(workspace) / "cache" / RATES_FILE).read_text())
+        rate, src = float(rates[embedder]), "measured here last time"
+    except (OSError, ValueError, KeyError, TypeError):
+        rate, src = QUIET_RATES.get(embedder, 8.0), "a quiet 2-core figure"
+    try:
+        load, cores = os.getloadavg()[0], os.cpu_count() or 1
+    except OSError:
+        load, cores = 0.0, 1
+    slow = max(1.0, load / cores)
+    if slow > 1.05:
+        src += f", slowed {slow:.1f}x for the load now ({load:.1f} on {cores} cores)"
+    return max(rate / slow, 1e-6), src
+
+
+class EmbedRate:
+    """Counts embedded chunks as they come and says the rate in chunks/s with the time left; at the end it keeps
+    the measured rate for the next estimate (``measured_rate``)."""
+
+    def __init__(self, workspace: str, embedder: str):
+        self.workspace, self.embedder = workspace, embedder
+        self.t0, self.done, self.total = time.perf_counter(), 0, 0
+
+    def add(self, n: int, total: int) -> str:
+        self.done += n
+        self.total = total
+        dt = time.perf_counter() - self.t0
+        rate = self.done / dt if dt > 0 else 0.0
+        left = (total - self.done) / rate if rate > 0 else 0.0
+        return f"{rate:,.1f} chunks/s · about {left:,.0f} s left"
+
+    def keep(self) -> None:
+        dt = time.perf_counter() - self.t0
+        if self.done < 8 or dt <= 0:  # too few to be a rate
+            return
+        path = Path(self.workspace) / "cache" / RATES_FILE
+        try:
+            rates = json.loads(path.read_text()) if path.exists() else {}
+            if not isinstance(rates, dict):
+                rates = {}
+        except (OSError, ValueError):
+            rates = {}
+        rates[self.embedder] = round(self.done / dt, 3)
+        from rag.files import write_whole
+
+        path.parent.mkdir(parents=True, exist_ok=True)
+        write_whole(path, json.dumps(rates).encode())
+
+
+# ---- the LLM judge from the page: its cost line first, then the scores
+def _point_items(sess, point: str | None):
+    for (s, label, qid), (row, _sc) in sess.items.items():
+        if point and f"{s} · {label}" == point and row.get("answer"):
+            yield qid, row
+
+
+def judge_plan(sess, point: str | None, prices: dict | None = None) -> dict:
+    """What "score faithfulness with the LLM judge" would send for ``point``'s answered items: {"calls",
+    "line"}. The judge is RAGWB_JUDGE_BASE_URL / RAGWB_JUDGE_MODEL; prompt tokens are counted exactly (the
+    cited blocks and the answer's sentences, an upper bound: every block), dollars at the judge model's price
+    or "price unknown". Calls already in the response cache are free and counted as calls here (at most)."""
+    from evals.score.judges import judge_config_from_env
+    from rag.llm.client import PRICES, dollars_text, price_known, price_of
+    from rag.tokens import count_tokens
+
+    cfg = judge_config_from_env()
+    if cfg is None:
+        return {"calls": 0, "line": "Set `RAGWB_JUDGE_BASE_URL` and `RAGWB_JUDGE_MODEL` (and the key's variable in "
+                                    "`RAGWB_JUDGE_KEY_ENV`) to enable the judge."}
+    if not point:
+        return {"calls": 0, "line": "Pick point A in the drill-down: the judge scores its answers."}
+    table = {**PRICES, **(prices or {})}
+    calls = tokens = 0
+    for _qid, row in _point_items(sess, point):
+        blocks = json.loads(row["blocks"]) if isinstance(row["blocks"], str) else row["blocks"]
+        calls += 1
+        tokens += count_tokens("\n\n".join(b["text"] for b in blocks) + "\n" + row["answer"]) + 60
+    dollars = price_of(cfg.model, tokens, cfg.max_tokens * calls, table)
+    return {"calls": calls, "line": (
+        f"**LLM judge {cfg.model}** on {point}: up to {calls:,} call(s) ({tokens:,} prompt tokens, "
+        f"{dollars_text(dollars, price_known(cfg.model, table), 'up to ')}; calls in the response cache are free)"
+        if calls else f"{point} has no answered item to judge.")}
+
+
+def judge_point(sess, point: str, workspace: str, prices: dict | None = None) -> pd.DataFrame:
+    """llm_faithfulness of ``point``'s answered items (after the page's Send), one row each."""
+    from evals.score.judges import get_judge, judge_config_from_env
+    from rag.llm.client import PRICES, LLMClient
+
+    cfg = judge_config_from_env()
+    judge = get_judge("llm_faithfulness", LLMClient(cfg, f"{workspace}/cache/llm.sqlite",
+                                                    prices={**PRICES, **(prices or {})}))
+    by_id = {q.qid: q for q in sess.dataset.questions}
+    rows = []
+    for qid, row in _point_items(sess, point):
+        blocks = json.loads(row["blocks"]) if isinstance(row["blocks"], str) else row["blocks"]
+        r = judge.score(by_id[qid].text, row["answer"], [b["text"] for b in blocks])
+        rows.append({"question_id": qid, "judge_faithfulness": r.value, "status": r.status, "explanation": r.detail})
+    return pd.DataFrame(rows, columns=["question_id", "judge_faithfulness", "status", "explanation"])
+
+
+def matched_text(text: str, query: str, chars: int = 320) -> str:
+    """The part of a block a search result shows: from the first line holding a word of the query (header lines
+    like "## Treatments" only when nothing else matches), whitespace folded, cut at ``chars``."""
+    import re
+
+    words = {w for w in re.findall(r"\w+", query.lower()) if len(w) > 2}
+    lines = [x.strip() for x in text.splitlines() if x.strip()]
+    body = [x for x in lines if not x.startswith("#")] or lines
+    start = next((i for i, x in enumerate(body) if words & set(re.findall(r"\w+", x.lower()))), 0)
+    out = " ".join(" ".join(body[start:]).split())
+    return out if len(out) <= chars else out[:chars - 1] + "…"
