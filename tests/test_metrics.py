@@ -29,7 +29,9 @@ def test_answer_abstention_on_answerable_and_unanswerable():
     assert s["f1"].value > 0 and s["false_abstention"].value == 0 and "missed_abstention" not in s
     s = score_all(ScoringInput(Q, blocks, FALLBACK))  # refusal on an answerable question
     assert s["em"].value == 0 and s["false_abstention"].value == 1 and s["abstention_accuracy"].value == 0
-    assert "citation_precision" not in s and "faithfulness" not in s  # nothing claimed
+    # nothing claimed: the answer-side metrics are stored n/a with why, never a missing row (issue 52)
+    for m in ("citation_precision", "faithfulness", "citation_support", "statement_coverage"):
+        assert s[m].value is None and s[m].status == "not_applicable" and "abstained" in s[m].detail
     s = score_all(ScoringInput(U, blocks, FALLBACK))  # fallback on an unanswerable one is right
     assert s["em"].value == 1 and s["f1"].value == 1 and s["missed_abstention"].value == 0
     s = score_all(ScoringInput(U, blocks, "It is on the moon. [1]"))

@@ -173,7 +173,8 @@ def headline_table(summary: pd.DataFrame, metrics: list[str] = HEADLINE, by: str
     if s.empty:
         return pd.DataFrame(columns=index)
     wide = s.pivot_table(index=index, columns="metric", values="cell", aggfunc="first")
-    wide = wide[[m for m in metrics if m in wide.columns]].reset_index()
+    # a point with no score at all for a metric another point has (full documents cite no chunk) reads "n/a", not NaN
+    wide = wide[[m for m in metrics if m in wide.columns]].fillna("n/a (not scored)").reset_index()
     wide.columns.name = None
     # budget points in numeric order (top_k=2 before top_k=16), not as strings
     order = sorted(range(len(wide)), key=lambda i: tuple(natural_key(str(wide.iloc[i][c])) for c in index))

@@ -128,7 +128,7 @@ def cmd_judge(a) -> int:
             else:
                 with pd.option_context("display.width", 200, "display.float_format", "{:.3f}".format):
                     print("agreement (kappa: Cohen's; kappa_quadratic: weighted by squared grade distance)")
-                    print(t.to_string(index=False))
+                    print(t.to_string(index=False, na_rep="n/a"))
                     for (x, y), cm in conf.items():
                         print(f"\nconfusion: rows {x}, columns {y}")
                         print(cm.to_string())
@@ -140,7 +140,7 @@ def cmd_judge(a) -> int:
                 with pd.option_context("display.width", 220, "display.float_format", "{:.3f}".format):
                     print("prediction-powered estimates (LLM grades on all questions, corrected by people's on "
                           "the questions they graded fully; 95% intervals)")
-                    print(t.to_string(index=False))
+                    print(t.to_string(index=False, na_rep="n/a"))
     return status
 
 

@@ -25,8 +25,20 @@ def cmd_runs(a) -> int:
     if not df["plugins"].any():
         df = df.drop(columns=["plugins"])
     with pd.option_context("display.width", 200, "display.max_columns", 20):
-        print(df.to_string(index=False))
+        print(df.to_string(index=False, na_rep="n/a"))
     return 0
+
+
+def metric_n_line(summ, metrics: list[str]) -> str:
+    """"questions scored per metric: f1 4, evidence_recall 2, ..." when the metrics shown stand on different
+    numbers of questions (a mixed questions file); "" when every one stands on the same n."""
+    if summ is None or not len(summ) or "n_ok" not in summ:
+        return ""
+    n = summ[summ.metric.isin(metrics) & (summ.n_ok > 0)].groupby("metric").n_ok.max()
+    if n.nunique() <= 1:
+        return ""
+    return "questions scored per metric (the most of any point): " + ", ".join(
+        f"{m} {int(n[m])}" for m in metrics if m in n.index)
 
 
 def cmd_show(a) -> int:
@@ -48,7 +60,7 @@ def cmd_show(a) -> int:
             print(f"run {rid}: {a.per_1k} per 1,000 {a.cost.replace('_', ' ')} (1000 x mean {a.per_1k} / mean "
                   f"{a.cost}, 95% bootstrap interval of the ratio; n = questions with both scored)")
             with pd.option_context("display.width", 250, "display.max_columns", 30):
-                print(t.sort_values("per_1k_tokens", ascending=False).to_string(index=False))
+                print(t.sort_values("per_1k_tokens", ascending=False).to_string(index=False, na_rep="n/a"))
             return 0
         if a.oracle:  # how much could routing save at most on this run?
             from evals.score.metrics import METRICS
@@ -60,14 +72,14 @@ def cmd_show(a) -> int:
                   f"{a.tolerance:g} of the best any point reached ({info['questions']} questions; {info['left_out']} "
                   f"with no ok score left out). No router can beat it on this run.")
             with pd.option_context("display.width", 250, "display.max_columns", 30):
-                print(t.to_string(index=False))
+                print(t.to_string(index=False, na_rep="n/a"))
             if info["summary"]:
                 print(info["summary"])
             return 0
         if a.turns:
             from evals.analyze.summary import conversation_table
             with pd.option_context("display.width", 250, "display.max_columns", 30):
-                print(conversation_table(st, rid).to_string(index=False))
+                print(conversation_table(st, rid).to_string(index=False, na_rep="n/a"))
             return 0
         if a.metrics:  # commas as in `score --metrics`, or spaces
             a.metrics = [m.strip() for x in a.metrics for m in x.split(",") if m.strip()]
@@ -118,7 +130,10 @@ def cmd_show(a) -> int:
                 by_reason.setdefault(why, []).append(m)
             print("not shown (n/a on every row): " + "; ".join(f"{', '.join(ms)} ({why})" for why, ms in
                                                                by_reason.items()))
-        print(table.to_string(index=False) if len(table) else "no items committed yet")
+        print(table.to_string(index=False, na_rep="n/a") if len(table) else "no items committed yet")
+        n_line = metric_n_line(summ, [c for c in table.columns if c in metrics])
+        if n_line:  # questions with and without answers or evidence: each mean stands on its own n
+            print(n_line)
         if "faithfulness" in metrics and len(table):
             from evals.score.support import support_caption
             print(f"\nfaithfulness (offline): {support_caption()}")
@@ -128,7 +143,7 @@ def cmd_show(a) -> int:
                   f"the rows above are means over different questions. On the {n} of {total} questions every "
                   "point answered:")
             t = headline_table(ssum, metrics)
-            print(t.to_string(index=False) if len(t) else "no question was answered by every point")
+            print(t.to_string(index=False, na_rep="n/a") if len(t) else "no question was answered by every point")
     return 0
 
 
@@ -148,7 +163,7 @@ def cmd_compare(a) -> int:
     print(f"run {rid}: {b_} (B) against {a_} (A), paired over the questions both scored; delta = B - A with a 95% "
           "paired bootstrap interval; better / worse when the interval excludes 0 in the metric's direction")
     with pd.option_context("display.width", 250, "display.max_columns", 30):
-        print(t.to_string(index=False))
+        print(t.to_string(index=False, na_rep="n/a"))
     return 0
 
 

@@ -42,7 +42,7 @@ def cmd_route(a) -> int:
             t, info = escalation(st, rid, a.escalate[0], a.escalate[1], a.metric, a.cost)
             print(info["summary"])
             with pd.option_context("display.width", 250, "display.max_columns", 30, "display.precision", 3):
-                print(t.to_string(index=False))
+                print(t.to_string(index=False, na_rep="n/a"))
             return 0
         res = learn_router(st, Workspace(a.workspace), rid, a.metric, a.cost, a.tolerance, a.folds, a.seed, higher,
                            progress=True, confidence=a.confidence, curve=tuple(a.curve))
@@ -58,8 +58,8 @@ def cmd_route(a) -> int:
     if info["not_routable"]:
         print(f"not routable (routed, escalate or a deployed system): {', '.join(info['not_routable'])}")
     with pd.option_context("display.width", 250, "display.max_columns", 30, "display.precision", 3):
-        print(res.table.to_string(index=False))
-        print(res.paired.to_string(index=False))
+        print(res.table.to_string(index=False, na_rep="n/a"))
+        print(res.paired.to_string(index=False, na_rep="n/a"))
     reports = Path(a.workspace) / "reports"
     reports.mkdir(parents=True, exist_ok=True)
     html = reports / f"route-{rid}-{a.metric.replace('@', '_')}.html"

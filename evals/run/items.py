@@ -16,7 +16,7 @@ from pathlib import Path
 
 from rag.answer.answerers import Answer, make_answerer
 from rag.index.workspace import Workspace
-from rag.llm.client import PRICES, LLMClient, price_of
+from rag.llm.client import PRICES, LLMClient, price_known, price_of
 from rag.answer.prompts import FALLBACK, is_fallback, parse_citations, prompt_tokens
 from rag.index.retrieval import Retriever
 from rag.strategies import (BUILTIN, DEFAULT_POOL, Context, Strategy, blocks_json, get_strategy, make_params,
@@ -205,6 +205,8 @@ class ItemEvaluator:
             ans = self.answerer.answer(q.text, ctx.blocks, repeat=rep, history=history)
         t4 = time.perf_counter()
         price = price_of(self.model, ans.prompt_tokens, ans.completion_tokens, self.prices)
+        if answer is None and self.model != "local" and not price_known(self.model, self.prices or None):
+            price = None  # an LLM with no price: its dollars are unknown (stored so), never $0
         hist_tokens = (prompt_tokens(history, self.r.reader.config.chunking.encoding) - 3) if history else 0
         scored = ans.text
         if len(scored) > MAX_SCORED_ANSWER_CHARS:  # a runaway answer: scored on its head, said in the row

@@ -312,7 +312,9 @@ def run_evaluation(cfg: RunConfig, workspace: str | Path = "results", db: str | 
         planned = ((len(cpoints) if conversational else len(points)) + len(cfg.systems)) * len(questions) * cfg.repeats
         if planned == 0:  # never a "finished" run that scored nothing
             raise ValueError(f"dataset {ds.name!r} has no questions to score"
-                             + (" (pass --questions FILE.jsonl for a folder dataset; docs/datasets.md)"
+                             + (" (its documents are indexed and `ragwb search` answers from them; to score, write "
+                                "questions, one {\"question\": ...} a line, and pass --questions FILE.jsonl "
+                                "(docs/datasets.md), or let an LLM write them: `ragwb generate` (docs/generate.md))"
                                 if Path(cfg.dataset).is_dir() else ""))
         if not resume:
             run_id = run_id or time.strftime("%Y%m%d-%H%M%S-") + uuid.uuid4().hex[:6]

@@ -42,7 +42,7 @@ class ScoringInput:
     answer_status: str = "ok"
     prompt_tokens: int = 0
     completion_tokens: int = 0
-    price_usd: float = 0.0
+    price_usd: float | None = 0.0  # None: the answering model has no known price
     counters: dict = field(default_factory=dict)
     embed: Callable | None = None  # texts -> normalised query vectors (optional)
     by_construction: dict = field(default_factory=dict)  # metric -> why the answerer meets it by construction
@@ -157,6 +157,7 @@ def _failed(inp: ScoringInput, names: list[str]) -> dict[str, Score] | None:
     return None
 
 
+ABSTAINED = "the answer abstained: no statement to check"
 UNKNOWN_ANSWERABILITY = "answerability unknown: the gold line has no 'answers' (add answers, or \"answers\": [] for unanswerable)"
 
 
@@ -244,8 +245,8 @@ def score_citation(inp: ScoringInput) -> dict[str, Score]:
     names = ["citation_validity", "citation_precision", "citation_recall", "statement_coverage"]
     if (f := _failed(inp, names)) is not None:
         return f
-    if is_fallback(inp.answer, inp.fallback):
-        return {}  # nothing claimed, nothing to cite
+    if is_fallback(inp.answer, inp.fallback):  # nothing claimed, nothing to cite: said, never a missing row
+        return {n: Score(None, "not_applicable", ABSTAINED) for n in names}
     cites = parse_citations(inp.answer)
     k = len(inp.blocks)
     out = {"citation_validity": Score(sum(1 for c in cites if 1 <= c <= k) / len(cites) if cites else 1.0)}
@@ -353,7 +354,7 @@ def score_faithfulness(inp: ScoringInput) -> dict[str, Score]:
     if (f := _failed(inp, ["faithfulness", "citation_support"])) is not None:
         return f
     if is_fallback(inp.answer, inp.fallback):
-        return {}
+        return {n: Score(None, "not_applicable", ABSTAINED) for n in ("faithfulness", "citation_support")}
     sents = split_sentences(inp.answer)
     if not sents:
         return {"faithfulness": Score(None, "undetermined", "empty answer")}
@@ -403,7 +404,9 @@ def score_cost(inp: ScoringInput) -> dict[str, Score]:
            "token_estimate_error": Score((est - ctx) / ctx) if ctx else Score(None, "undetermined", "empty context")}
     if inp.answer_status == "ok":
         out.update(prompt_tokens=Score(float(inp.prompt_tokens)), completion_tokens=Score(float(inp.completion_tokens)),
-                   cost_usd=Score(inp.price_usd))
+                   cost_usd=Score(inp.price_usd) if inp.price_usd is not None else Score(
+                       None, "not_applicable", "price unknown: the model has no price (--price MODEL=IN,OUT, or "
+                                             "RAGWB_PRICE)"))
     else:
         for n in ("prompt_tokens", "completion_tokens", "cost_usd"):
             out[n] = Score(None, inp.answer_status, "answer not available")
