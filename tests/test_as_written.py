@@ -168,3 +168,114 @@ def test_marimo_export_of_the_workbench_on_plain_questions_and_on_none(shape, tm
     shown = html.replace("\\u003C", "<").replace("\\u003E", ">")
     assert "Showing <strong>faithfulness</strong>: f1 has no value on these questions" in shown
     assert "f1 (n/a here)" in html and "price unknown" in html
+
+
+def _serve(argv: list[str]):
+    from test_workbench_own import _port, _wait_http
+
+    port = _port()
+    proc = subprocess.Popen([sys.executable, "-m", "marimo", "run", "--headless", "--no-token", "--port", str(port),
+                             str(ROOT / "notebooks" / "workbench.py"), "--", *argv],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    _wait_http(f"http://127.0.0.1:{port}/")
+    return proc, f"http://127.0.0.1:{port}/"
+
+
+def test_plain_questions_in_chromium_chart_apply_sweep_save_drilldown_report(browser, tmp_path, llm):
+    """plain.jsonl with an LLM answerer, as a team opens it on day one: the cost line before any call (price
+    unknown, never $0), the first chart on a metric that has values (and why), Apply and a Sweep each waiting for
+    their Send and sending exactly what they said, the line counted again after, Save as run said and listed at once,
+    the drill-down saying the answerability is unknown, the saved report opened from disk with no network."""
+    from openai_server import Handler
+
+    docs, ws = _folder(tmp_path), tmp_path / "ws"
+    proc, url = _serve(["--dataset", str(docs), "--questions", str(DATA / "plain.jsonl"), "--embedder", "hash",
+                        "--workspace", str(ws), "--llm-base-url", llm, "--llm-model", "local-extractive"])
+    try:
+        page = browser.new_page(viewport={"width": 1440, "height": 1000})
+        errors = []
+        page.on("pageerror", lambda e: errors.append(str(e)))
+        calls = Handler.calls
+        page.goto(url)
+        line = page.locator("text=/[1-9]\\d* answer call\\(s\\) to local-extractive/").first
+        line.wait_for(timeout=120000)
+        assert "price unknown" in line.inner_text() and "$0.0000" not in line.inner_text()
+        page.wait_for_selector("text=questions (of 8)", timeout=30000)  # the slider runs over the file's questions
+        assert Handler.calls == calls  # the cost line sent nothing
+        announced = int(line.inner_text().split(" answer call")[0].split(";")[-1].strip().replace(",", ""))
+        page.get_by_role("button", name=f"Send {announced} call(s)", exact=True).click()
+        page.wait_for_selector(".main-svg", timeout=120000)
+        page.wait_for_selector("text=f1 has no value on these questions", timeout=60000)
+        page.wait_for_selector("text=nothing new to answer", timeout=60000)  # the line counted again after Send
+        assert Handler.calls - calls == announced
+        page.wait_for_selector("text=answerability unknown (no reference answer)", timeout=60000)  # the drill-down
+        # Apply a changed budget: a new cost line and Send, exactly what it said
+        slider = page.locator("[role=slider]").nth(1)  # chunks top_k (the questions slider is the first)
+        slider.focus()
+        for _ in range(7):
+            page.keyboard.press("ArrowLeft")
+        page.get_by_text("Apply budgets").click()
+        page.wait_for_selector("text=Nothing sent yet", timeout=60000)
+        send = page.get_by_role("button", name=re.compile(r"^Send [1-9]\d* call\(s\)$"))
+        send.wait_for(timeout=60000)
+        n = int(re.search(r"Send (\d+)", send.inner_text()).group(1))
+        calls = Handler.calls
+        send.click()
+        page.wait_for_selector("text=/chunks · top_k=1/", timeout=120000)
+        page.wait_for_selector("text=nothing new to answer", timeout=60000)
+        assert Handler.calls - calls == n
+        # a Sweep says what it sends first and waits; its button sends exactly that
+        sweep_line = page.locator("text=/Sweep \\/ race, LLM: local-extractive/").first
+        sweep_line.wait_for(timeout=60000)
+        sweep = page.get_by_role("button", name=re.compile(r"^Sweep \(\d+ new call\(s\)\)$"))
+        sweep.wait_for(timeout=60000)
+        n = int(re.search(r"\((\d+) new", sweep.inner_text()).group(1))
+        assert f"{n} answer call(s)" in sweep_line.locator("xpath=..").inner_text()  # the line names them
+        calls = Handler.calls
+        sweep.click()
+        page.wait_for_selector("text=/sweeping top_k = 2,4,8,16/", timeout=120000)
+        page.get_by_role("button", name="Sweep", exact=True).wait_for(timeout=60000)  # counted again: nothing new
+        assert Handler.calls - calls == n
+        # Save as run: said, and in every stored-run list at once
+        page.get_by_placeholder("wb-...").fill("SAVED")
+        page.keyboard.press("Tab")
+        page.get_by_role("button", name="Save as run").click()
+        page.wait_for_selector("text=Saved run SAVED", timeout=120000)
+        page.locator("select").filter(has=page.locator("option", has_text="SAVED")).first.wait_for(timeout=60000)
+        assert errors == [], errors
+        page.close()
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+    # the saved run's report, opened from disk: its charts draw and nothing is fetched from outside
+    report = ws / "reports" / "report-SAVED.html"
+    page = browser.new_page()
+    outside = []
+    page.on("request", lambda r: None if r.url.startswith(("file://", "data:", "blob:")) else outside.append(r.url))
+    page.goto(report.as_uri())
+    page.wait_for_selector(".main-svg", timeout=60000)
+    text = page.inner_text("body")
+    assert "answerability unknown (no reference answer)" in text and "(unanswerable)" not in text
+    assert outside == [], outside
+    page.close()
+
+
+def test_a_folder_without_questions_in_chromium_is_searchable_and_says_how_to_get_questions(browser, tmp_path):
+    docs = _folder(tmp_path)
+    proc, url = _serve(["--dataset", str(docs), "--embedder", "hash", "--workspace", str(tmp_path / "ws")])
+    try:
+        page = browser.new_page(viewport={"width": 1440, "height": 1000})
+        errors = []
+        page.on("pageerror", lambda e: errors.append(str(e)))
+        page.goto(url)
+        page.wait_for_selector("text=has no questions yet", timeout=120000)
+        page.wait_for_selector("text=ragwb generate", timeout=30000)
+        page.get_by_placeholder("a question, or a name like Command.get_help").fill("annual leave days")
+        page.get_by_role("button", name="Search").click()
+        # the matched text, not only a heading line
+        page.wait_for_selector("text=/26 days/", timeout=60000)
+        assert page.locator("text=Traceback").count() == 0 and errors == [], errors
+        page.close()
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)

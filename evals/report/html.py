@@ -222,7 +222,7 @@ def report_sections(store: ResultStore, run_id: str, compare: str | None = None)
     from evals.analyze.summary import run_notes
 
     header = (f"dataset <b>{html.escape(str(run['dataset']))}</b>, commit {html.escape(str(run['git_commit']))}, "
-              f"created {html.escape(str(run['created_at']))}, status {html.escape(str(run['status']))}"
+              f"created {html.escape(str(run['created_at'])[:19])}, status {html.escape(str(run['status']))}"
               + "".join(f"<br><b>Note:</b> {html.escape(n)}" for n in run_notes(run, store.path)
                         + judged_notes(store, run_id, scores)))
     from evals.analyze.summary import headline_metrics, item_losses, shared_questions, with_losses
