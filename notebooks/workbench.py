@@ -396,6 +396,7 @@ def _(explore, f_disagree, f_fail, f_field, f_search, f_unans, f_value, f_worse,
         page.matrix_cells(_shown.assign(question=[q if len(q) <= 48 else q[:47] + "…" for q in _shown["question"]]),
                           _pts + ["spread"]) if len(_shown) else _shown,
         selection="single-cell", page_size=12, freeze_columns_left=["question_id"] if len(_shown) else None,
+        hover_template=lambda _r, _c, _v: page.full_question(_shown, _r) if _c == "question" else None,
         style_cell=lambda _row, _col, _v: ({"backgroundColor": explore.cell_colour(float(_v)), "maxWidth": "7em"}
                                           if _col in _pts and _v not in ("", None) else
                                           {"maxWidth": "7em"} if _col in _pts else {}),

@@ -122,7 +122,8 @@ def summarize_scores(df: pd.DataFrame, metrics: list[str] | None = None, seed: i
             per_q = g.groupby("question_id")["value"].mean().to_numpy()
         mean, lo, hi = bootstrap_ci(per_q, n_resamples=n_resamples, seed=seed or 20261122)
         na = pos[st == "not_applicable"]
-        why = str(detail[na[0]]) if len(ok) == 0 and len(na) and detail is not None else ""
+        # every distinct reason, sorted (items n/a for different causes say each; never the first row's by chance)
+        why = "; ".join(sorted({str(x) for x in detail[na]})) if len(ok) == 0 and len(na) and detail is not None else ""
         rows.append({"strategy": strategy, "point": label, "metric": metric, "n": len(pos), "n_ok": len(ok),
                      "mean": mean, "low": lo, "high": hi, "na_reason": why,
                      "higher_is_better": METRICS[metric].higher_is_better if metric in METRICS else True})

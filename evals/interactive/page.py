@@ -245,3 +245,12 @@ def matched_text(text: str, query: str, chars: int = 320) -> str:
     start = next((i for i, x in enumerate(body) if words & set(re.findall(r"\w+", x.lower()))), 0)
     out = " ".join(" ".join(body[start:]).split())
     return out if len(out) <= chars else out[:chars - 1] + "…"
+
+
+def full_question(matrix: pd.DataFrame, row_id) -> str | None:
+    """The matrix's question column is cut to fit 1440 px; hovering a cell shows the whole text (``row_id``: the
+    row's position in the frame given to the table, as marimo passes it)."""
+    try:
+        return str(matrix["question"].iloc[int(row_id)])
+    except (KeyError, IndexError, ValueError, TypeError):
+        return None
