@@ -30,6 +30,32 @@ GATED_DEFAULT = ["em", "f1", "abstention_accuracy", "citation_validity", "citati
 JUDGED_GATED = ["judged_ndcg@10", "judged_recall@10", "judged_precision@5"]  # gated by default where judged
 
 
+# the costs a different chunking moves by design: between runs on different indexes they are reported, and gated only
+# when --metrics names them (the user asked to compare them)
+INDEX_COSTS = ("context_tokens", "prompt_tokens", "completion_tokens", "cost_usd", "context_tokens_est")
+
+
+def index_settings(config: dict | None) -> dict:
+    """A stored run config's index as flat settings: chunker, chunk_tokens, overlap, leaf_min, leaf_max,
+    parent_max, encoding, embed_window, embedder (and its model where it has one)."""
+    idx = (config or {}).get("index") or {}
+    out = dict(idx.get("chunking") or {})
+    emb = idx.get("embedder") or {}
+    if emb:
+        out["embedder"] = emb.get("name")
+        if emb.get("model"):
+            out["embed_model"] = emb.get("model")
+    return out
+
+
+def index_difference(base_config: dict | None, cand_config: dict | None) -> str:
+    """"index differs: chunk_tokens 128 vs 256, overlap 16 vs 32" (baseline first), or "" when the two runs were
+    built on the same index settings."""
+    a, b = index_settings(base_config), index_settings(cand_config)
+    diff = [f"{k} {a.get(k)} vs {b.get(k)}" for k in dict.fromkeys([*a, *b]) if a.get(k) != b.get(k)]
+    return "index differs: " + ", ".join(diff) if diff else ""
+
+
 def per_question(store: ResultStore, run_id: str) -> tuple[str, pd.DataFrame]:
     run = store.run(run_id)
     df = store.con.execute(
@@ -128,7 +154,10 @@ def point_error_rates(df: pd.DataFrame) -> dict[str, float]:
 def gate(base: tuple[str, pd.DataFrame], cand: tuple[str, pd.DataFrame], metrics: list[str] | None = None,
          tolerances: dict | None = None, max_error_rate: float = 0.02, aa_noise: bool = False,
          resamples: int = 2000, seed: int = DEFAULT_SEED, allow_missing_points: bool = False,
-         judged_gap: float = JUDGED_GAP) -> dict:
+         judged_gap: float = JUDGED_GAP, index_differs: str = "") -> dict:
+    """``index_differs``: the two runs' index settings differ (``index_difference``); points still pair by
+    question, and the token costs a chunking moves are reported but gated only when ``metrics`` names them."""
+    asked = set(metrics or ())
     (bds, b), (cds, c) = base, cand
     b, c = with_point_keys(b), with_point_keys(c)
     # compare points by parameters; the candidate's labels name them
@@ -218,7 +247,11 @@ def gate(base: tuple[str, pd.DataFrame], cand: tuple[str, pd.DataFrame], metrics
         tol = max(_tol(tols, metric, pb["baseline"]), noise.get((strategy, point, metric), 0.0))
         worse = (pb["high"] < -tol) if hib else (pb["low"] > tol)
         better = (pb["low"] > tol) if hib else (pb["high"] < -tol)
-        verdict = "REGRESSION" if worse else ("improved" if better else "ok")
+        if index_differs and metric in INDEX_COSTS and metric not in asked:  # a different index moves its costs
+            worse, verdict = False, "changed (index differs)" if (better or (pb["high"] < -tol if hib else
+                                                                             pb["low"] > tol)) else "ok"
+        else:
+            verdict = "REGRESSION" if worse else ("improved" if better else "ok")
         rows.append({"strategy": strategy, "point": point, "metric": metric, "n": pb["n"],
                      "baseline": pb["baseline"], "candidate": pb["candidate"], "delta": pb["delta"],
                      "low": pb["low"], "high": pb["high"], "tolerance": tol,
@@ -227,6 +260,7 @@ def gate(base: tuple[str, pd.DataFrame], cand: tuple[str, pd.DataFrame], metrics
             failures.append(f"{strategy} [{point}] {metric}: delta {pb['delta']:+.4f} "
                             f"(95% CI {pb['low']:+.4f} .. {pb['high']:+.4f}) beyond tolerance {tol:.4f}")
     return {"passed": not failures, "failures": failures, "warnings": warnings, "rows": rows,
+            "index_difference": index_differs,
             "error_rates": {"baseline": error_rate(b), "candidate": error_rate(c)},
             "coverage": {"points_compared": len(bp & cp), "candidate_points": len(cp), "baseline_points": len(bp),
                          "candidate_only": [named(k) for k in cand_only],
@@ -237,7 +271,9 @@ def gate(base: tuple[str, pd.DataFrame], cand: tuple[str, pd.DataFrame], metrics
 def to_markdown(res: dict, base_name: str, cand_name: str) -> str:
     head = "PASSED" if res["passed"] else "FAILED"
     cov = res.get("coverage", {})
-    lines = [f"### ragwb gate: {head}", "", f"baseline `{base_name}` vs candidate `{cand_name}`; non-ok rates "
+    lines = ([res["index_difference"] + " (points still paired by question; their token costs are reported, gated "
+              "only where --metrics names them)", ""] if res.get("index_difference") else []) + [
+             f"### ragwb gate: {head}", "", f"baseline `{base_name}` vs candidate `{cand_name}`; non-ok rates "
              f"{res['error_rates']['baseline']:.1%} / {res['error_rates']['candidate']:.1%}", "",
              f"compared {cov.get('points_compared', '?')} of {cov.get('candidate_points', '?')} candidate points "
              f"(matched by parameters) on {cov.get('questions_compared', '?')} shared questions"
@@ -263,9 +299,11 @@ def to_markdown(res: dict, base_name: str, cand_name: str) -> str:
 def compare_runs(store: ResultStore, base: str, cand: str) -> pd.DataFrame:
     """Paired deltas of two runs on the points they share (matched by parameters); ``.attrs["coverage"]``
     says how many points and questions were compared and which were left out."""
-    res = gate(per_question(store, base), per_question(store, cand), resamples=1000, allow_missing_points=True)
+    differs = index_difference(store.run(base).get("config"), store.run(cand).get("config"))
+    res = gate(per_question(store, base), per_question(store, cand), resamples=1000, allow_missing_points=True,
+               index_differs=differs)
     df = pd.DataFrame(res["rows"])
-    df.attrs["coverage"] = res["coverage"]
+    df.attrs["coverage"] = {**res["coverage"], "index_difference": differs}
     return df
 
 
@@ -279,11 +317,13 @@ def main_gate(a) -> int:
             return 0
         if not a.baseline:
             raise ValueError("--baseline is required (a run id or a baseline file)")
+        differs = ""
         if Path(a.baseline).is_file():
             base, bname = read_baseline(a.baseline), a.baseline
         else:
             bid = st.resolve_run(a.baseline)
             base, bname = per_question(st, bid), bid
+            differs = index_difference(st.run(bid).get("config"), st.run(cid).get("config"))
     if a.metrics is not None:  # "f1,faithfulness" as `score --metrics` takes it, or "f1 faithfulness"
         a.metrics = [m.strip() for x in a.metrics for m in x.split(",") if m.strip()]
     if a.metrics is not None:  # a mistyped metric in CI would gate nothing: every name must be known and scored
@@ -301,7 +341,7 @@ def main_gate(a) -> int:
         with open(a.tolerances, "rb") as f:
             tols = tomllib.load(f).get("tolerances", {})
     res = gate(base, cand, a.metrics, tols, a.max_error_rate, a.aa_noise, a.resamples, a.seed,
-               a.allow_missing_points, a.judged_gap)
+               a.allow_missing_points, a.judged_gap, index_differs=differs)
     md = to_markdown(res, bname, cid)
     print(md)
     if a.markdown:

@@ -455,7 +455,8 @@ def coverage_line(cmp: pd.DataFrame | None) -> str:
         return ""
     left = ([f"{p} (only in the candidate run)" for p in cov.get("candidate_only", [])]
             + [f"{p} (only in the baseline run)" for p in cov.get("baseline_only", [])])
-    return (f"compared **{cov.get('points_compared')} of {cov.get('candidate_points')}** candidate points (matched "
+    differs = f"**{cov['index_difference']}**; " if cov.get("index_difference") else ""
+    return (differs + f"compared **{cov.get('points_compared')} of {cov.get('candidate_points')}** candidate points (matched "
             f"by parameters) on **{cov.get('questions_compared')}** shared questions"
             + (f"; not compared: {', '.join(left)}" if left else ""))
 

@@ -280,7 +280,8 @@ def build_report_html(store: ResultStore, run_id: str, compare: str | None = Non
     parts += ["<h2>Scores that are not ok</h2>", _table(sec["statuses"]) if len(sec["statuses"]) else "<p>none</p>"]
     if sec["comparison"] is not None:
         cov = sec["comparison"].attrs.get("coverage", {})
-        note = (f"<p>compared {cov.get('points_compared')} of {cov.get('candidate_points')} points (matched by "
+        note = ((f"<p><b>{html.escape(cov['index_difference'])}</b></p>" if cov.get("index_difference") else "")
+                + f"<p>compared {cov.get('points_compared')} of {cov.get('candidate_points')} points (matched by "
                 f"parameters) on {cov.get('questions_compared')} shared questions"
                 + (f"; not compared: {html.escape(', '.join(cov['candidate_only'] + cov['baseline_only']))}"
                    if cov.get("candidate_only") or cov.get("baseline_only") else "") + "</p>")
