@@ -14,7 +14,7 @@ from rag.llm.client import env_prices, parse_prices  # noqa: F401 (shared with t
 from .report import finish_report_notebook, start_report_notebook
 
 
-SWEEP_SECTIONS = {"run", "strategies", "prices"}
+SWEEP_SECTIONS = {"run", "strategies", "prices", "index"}
 
 RUN_KEYS = {"datasets": "a list of dataset names", "strategies": "a list of strategy names",
             "answerer": "extractive or openai", "limit": "an integer >= 1", "repeats": "an integer >= 1",
@@ -57,6 +57,15 @@ def load_sweep(path: str) -> dict:
         here = Path(path).parent
         run["plugins"] = [str(here / x) if (here / x).is_file() else x for x in plugs]
         load_plugins(run["plugins"])
+    if "index" in d:  # index axes: chunker, chunk_tokens, overlap, leaf sizes, parent size, embedder
+        from evals.run.index_grid import check_axes
+
+        if not isinstance(d["index"], dict):
+            raise ValueError(f"{path}: [index] must be a table of SETTING = value or [values]")
+        try:
+            d["index"] = check_axes(d["index"])
+        except ValueError as e:
+            raise ValueError(f"{path}: [index] {e}") from None
     strategies = d.get("strategies", {})
     for name, axes in strategies.items():
         if name not in STRATEGIES:
@@ -172,6 +181,10 @@ def cmd_run(a) -> int:
     grid = dict(sweep.get("strategies", {}))
     cli_axes = parse_sets(a.set or [])
     memory = memory_grid(a.memory, cli_axes.pop("memory", {}))
+    # index axes: --set index.PARAM=V1,V2 and the sweep file's [index] table (the flag wins per setting)
+    from evals.run.index_grid import check_axes
+
+    index_grid = check_axes({**sweep.get("index", {}), **cli_axes.pop("index", {})})
     query_modes = tuple(x.strip() for x in (a.query_mode or "").split(",") if x.strip())
     if query_modes:
         from rag.answer.memory import get_query_mode
@@ -247,7 +260,7 @@ def cmd_run(a) -> int:
                         repeats=repeats, limit=limit, memory=memory, query_modes=query_modes,
                         insert_fillers=a.insert_fillers, vector_index=a.vector_index, use_cache=not a.no_cache,
                         fit_context=a.fit_context, systems=systems, prompt=prompt, plugin_timeout=a.plugin_timeout,
-                        race=race,
+                        race=race, index_grid=index_grid,
                         plugins=plugin_hashes(list(a.plugins or []) + list(run_sec.get("plugins") or [])))
         if a.show_prompt:
             from evals.run.runner import show_prompts

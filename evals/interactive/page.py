@@ -125,27 +125,7 @@ def matrix_cells(frame: pd.DataFrame, columns: list[str]) -> pd.DataFrame:
 
 
 # ---- how long an embed takes here: the rate this machine measured last, slowed by the load it has now
-RATES_FILE = "embed_rates.json"
-QUIET_RATES = {"e5": 8.0, "use": 100.0, "hash": 5000.0}  # chunks/s on 2 quiet cores (docs/performance.md)
-
-
-def measured_rate(workspace: str, embedder: str) -> tuple[float, str]:
-    """(chunks per second, where it comes from): the last rate measured in this workspace when there is one,
-    else the quiet-machine figure; either divided by the run queue beyond the cores (a load of 8 on 2 cores
-    embeds about 4x slower)."""
-    try:
-        rates = json.loads((Path(workspace) / "cache" / RATES_FILE).read_text())
-        rate, src = float(rates[embedder]), "measured here last time"
-    except (OSError, ValueError, KeyError, TypeError):
-        rate, src = QUIET_RATES.get(embedder, 8.0), "a quiet 2-core figure"
-    try:
-        load, cores = os.getloadavg()[0], os.cpu_count() or 1
-    except OSError:
-        load, cores = 0.0, 1
-    slow = max(1.0, load / cores)
-    if slow > 1.05:
-        src += f", slowed {slow:.1f}x for the load now ({load:.1f} on {cores} cores)"
-    return max(rate / slow, 1e-6), src
+from rag.index.rates import QUIET_RATES, keep_rate, measured_rate  # noqa: E402, F401 (the page's estimate)
 
 
 class EmbedRate:
@@ -165,21 +145,7 @@ class EmbedRate:
         return f"{rate:,.1f} chunks/s · about {left:,.0f} s left"
 
     def keep(self) -> None:
-        dt = time.perf_counter() - self.t0
-        if self.done < 8 or dt <= 0:  # too few to be a rate
-            return
-        path = Path(self.workspace) / "cache" / RATES_FILE
-        try:
-            rates = json.loads(path.read_text()) if path.exists() else {}
-            if not isinstance(rates, dict):
-                rates = {}
-        except (OSError, ValueError):
-            rates = {}
-        rates[self.embedder] = round(self.done / dt, 3)
-        from rag.files import write_whole
-
-        path.parent.mkdir(parents=True, exist_ok=True)
-        write_whole(path, json.dumps(rates).encode())
+        keep_rate(self.workspace, self.embedder, self.done, time.perf_counter() - self.t0)
 
 
 # ---- the LLM judge from the page: its cost line first, then the scores

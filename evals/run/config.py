@@ -42,6 +42,8 @@ class RunConfig:
     plugin_timeout: float = 60.0  # seconds a plugin's shape may take for one item (0 = no limit)
     # a raced sweep (docs/sweeps.md): {"metric", "batch", "alpha", "cost_tolerance" (None: one winner), "seed"}
     race: dict = field(default_factory=dict)
+    # index axes (docs/sweeps.md "Index axes"): setting -> [values] swept over ``index``; {} = the one index
+    index_grid: dict = field(default_factory=dict)
 
     def __post_init__(self):
         if not isinstance(self.repeats, int) or self.repeats < 1:
@@ -63,6 +65,8 @@ class RunConfig:
             d.pop("plugin_timeout")
         if not d.get("race"):  # not raced: runs stored before races keep their hash
             d.pop("race", None)
+        if not d.get("index_grid"):  # one index: runs stored before index axes keep their hash
+            d.pop("index_grid", None)
         return d
 
     @property

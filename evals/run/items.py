@@ -405,7 +405,12 @@ def evaluate_shard(parts: RunParts, job: RunJob, shard: list, done: set | None =
                                                               done, parts.llm):
             yield q.qid, cp.strategy, cp.pid, rep, row, scores
         return
-    params = [(name, make_params(name, **kw), point_id(kw), point_label(kw)) for name, kw in job.points]
+    from .index_grid import budgets_of, index_tag
+
+    # a point of an index sweep carries its index settings beside its budgets: the strategy takes the budgets, the
+    # stored params keep both (points are matched by params: two configs are never one point)
+    params = [(name, make_params(name, **budgets_of(kw)), point_id(kw), point_label(kw)) for name, kw in job.points]
+    tags = {pid: index_tag(kw) for (_, kw), (_, _, pid, _) in zip(job.points, params) if index_tag(kw)}
     todo_q = [q for q in shard if any((n, pid, q.qid, rep) not in done for n, _, pid, _ in params
                                       for rep in range(cfg.repeats))]
     if not todo_q:
@@ -417,6 +422,8 @@ def evaluate_shard(parts: RunParts, job: RunJob, shard: list, done: set | None =
     # LLM-bound items run with bounded concurrency; offline ones in order
     results = pool_map(lambda t: parts.evaluator.evaluate(*t), tasks, parts.workers)
     for (q, name, p, pid, label, rep), (row, scores) in zip(tasks, results):
+        if pid in tags:
+            row["params"] = json.dumps({**json.loads(row["params"]), **tags[pid]})
         yield q.qid, name, pid, rep, row, scores
 
 

@@ -276,9 +276,13 @@ def run_evaluation(cfg: RunConfig, workspace: str | Path = "results", db: str | 
         corpus = {d.doc_id: d.content_hash for d in ds.documents}
         if resume and not allow_changed_corpus:
             check_same_corpus(run_id, store.run(run_id).get("corpus") or {}, corpus)
-        ingest = ws.ingest(ds, cfg.index, progress=progress, wait=lock_wait, vector_index=cfg.vector_index,
-                           engine=engine.ingest_engine())
-        print(ingest.render(), file=sys.stderr)
+        # every index config (one, or the product of the index axes) built before any answer
+        from .index_grid import ingest_variants, tag_points
+
+        built = ingest_variants(ws, ds, cfg, progress, lock_wait, engine.ingest_engine())
+        for _, summ_i in built:
+            print(summ_i.render(), file=sys.stderr)
+        ingest = built[0][1]
         if cfg.questions_file and Path(cfg.dataset).is_dir():
             ws.remember_questions(cfg.dataset, cfg.questions_file)
         questions = ds.questions[:cfg.limit] if cfg.limit else ds.questions
@@ -287,6 +291,14 @@ def run_evaluation(cfg: RunConfig, workspace: str | Path = "results", db: str | 
             print(f"notice: run {run_id}: the gold set changed since the run started; its stored questions "
                   "are kept as they were (a stored run is history)", file=sys.stderr)
         conversational = any(q.conversation_id for q in questions)
+        if len(built) > 1:  # every strategy point on every index config, its settings in the point's params
+            if conversational or cfg.race:
+                raise ValueError("index axes (--set index.*) run on question sets without --race for now: a "
+                                 "conversational set or a raced grid takes one index a run")
+            by_index = [(summ_i.index, tag_points(points, tag)) for tag, summ_i in built]
+            points = [p for _, pts in by_index for p in pts]
+        else:
+            by_index = [(ingest.index, points)]
         cpoints = []
         if conversational:
             from .conversations import expand_conversation_grid
@@ -328,13 +340,17 @@ def run_evaluation(cfg: RunConfig, workspace: str | Path = "results", db: str | 
         else:
             planned = int(store.run(run_id).get("planned") or planned)  # the plan the run was started with
         done = store.done_keys(run_id)
-        job = RunJob(cfg, str(ws.root), ingest.index, questions, points, cpoints, done,
-                     make_shards(questions, conversational,
-                                 # services only: one stream, no pool drained at every shard's end (a shard
-                                 # exists to batch query embeddings, which a service run has none of)
-                                 max(shard_questions, len(questions)) if (cfg.systems and not points
-                                                                         and engine.name == "local")
-                                 else shard_questions))
+        shards = make_shards(questions, conversational,
+                             # services only: one stream, no pool drained at every shard's end (a shard
+                             # exists to batch query embeddings, which a service run has none of)
+                             max(shard_questions, len(questions)) if (cfg.systems and not points
+                                                                     and engine.name == "local")
+                             else shard_questions)
+        job = RunJob(cfg, str(ws.root), ingest.index, questions, points, cpoints, done, shards)
+        # one job per index config (its own index; the services, which use none, go with the first)
+        jobs = [job] if len(by_index) == 1 else [
+            RunJob(dataclasses.replace(cfg, systems=cfg.systems if i == 0 else ()), str(ws.root), index, questions,
+                   pts, [], done, shards) for i, (index, pts) in enumerate(by_index)]
 
         summary = RunSummary(run_id, ds.name, skipped_done=len(done))
         bar = _Progress(planned - len(done), progress, f"run {ds.name}")
@@ -379,8 +395,8 @@ def run_evaluation(cfg: RunConfig, workspace: str | Path = "results", db: str | 
         race_log: dict = {}
         # the last wave: as many items as can be in flight at once (a service's or an LLM's concurrency)
         stretch = max([x.max_concurrency for x in cfg.systems] + [c.max_concurrency for c in (cfg.llm,) if c] + [1])
-        items = engine.evaluate(job) if not cfg.race else raced_items(
-            cfg, engine, job, store, run_id, shard_questions, flush, race_log, on_look)
+        items = (itertools.chain.from_iterable(engine.evaluate(j) for j in jobs) if not cfg.race else raced_items(
+            cfg, engine, job, store, run_id, shard_questions, flush, race_log, on_look))
         for qid, name, pid, rep, row, scores in items:
             key = (name, pid, qid, rep)
             if key in written:  # a shard retried after its worker died may repeat items: keep the first

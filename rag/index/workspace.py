@@ -315,13 +315,19 @@ class Workspace:
         return ds
 
     def chunks_to_embed(self, ds: Dataset, cfg: "IndexConfig") -> int:
+        return len(self.texts_to_embed(ds, cfg))
+
+    def texts_to_embed(self, ds: Dataset, cfg: "IndexConfig") -> list[str]:
+        """The embedding-cache keys (embedder and text digest) of the chunks ``chunks_to_embed`` counts: an index
+        sweep counts a text two configs share once."""
         """How many chunks an ingest of ``ds`` would embed now (changed documents whose chunks are neither
         in the embedding cache nor in the set's shipped vectors): the cost a notebook states before it
         starts a long ingest. Nothing is written."""
         from .shipped import manifest
 
-        if ds.name in BUNDLED and manifest().get(ds.name, {}).get("embedder_key") == cfg.embedder.key:
-            return 0  # seeded from the shipped vectors (a non-default chunking would still embed: rare)
+        if (ds.name in BUNDLED and manifest().get(ds.name, {}).get("embedder_key") == cfg.embedder.key
+                and cfg.chunking == ChunkConfig()):
+            return []  # seeded from the shipped vectors (another chunking is counted below: index axes sweep it)
         existing, dirty = (self._verified_documents(self.index_name(ds.name, cfg))
                            if self.has_table(f"{self.index_name(ds.name, cfg)}__documents") else ({}, set()))
         texts = [c.embed_text for d in ds.documents
@@ -329,13 +335,13 @@ class Workspace:
                  for c in chunk_document(d, cfg.chunking)[0]]
         cache = self.embedding_cache
         keys = list(dict.fromkeys(cache._key(cfg.embedder.key, "passage", t) for t in texts))
-        found = 0
+        found: set = set()
         with cache._lock:
             for i in range(0, len(keys), 500):
                 part = keys[i:i + 500]
-                found += cache.db.execute(f"SELECT count(*) FROM emb WHERE k IN ({','.join('?' * len(part))})",
-                                          part).fetchone()[0]
-        return len(keys) - found
+                found.update(k for (k,) in cache.db.execute(
+                    f"SELECT k FROM emb WHERE k IN ({','.join('?' * len(part))})", part).fetchall())
+        return [k for k in keys if k not in found]
 
     def stored_document(self, index: str, doc_id: str):
         """A document as its committed rows hold it (text and pages), or None."""

@@ -1,0 +1,138 @@
+"""Index axes on the grid (docs/sweeps.md, "Index axes"): chunking and the embedder are budgets a run sweeps.
+
+``ragwb run --set index.chunk_tokens=64,128 --set index.chunker=tokens,hierarchy`` (or a TOML ``[index]`` table)
+makes one run whose points carry their index settings: every strategy point is evaluated on every index config, and
+a point's label and params name the settings that vary (``index.chunk_tokens=64,top_k=8``). Each distinct config is
+ingested once into the workspace (keyed by its hash, as any index), before any answer is made; a chunk text already
+embedded by the same embedder comes from the embedding cache (never embedded twice, across configs and runs)."""
+from __future__ import annotations
+
+import dataclasses
+import itertools
+
+from rag.index.workspace import IndexConfig
+
+PREFIX = "index."  # a point's index settings sit beside its budgets under this prefix
+# the index settings a grid may sweep: name -> (what it is, the check of one value)
+AXES = {
+    "chunker": "a chunker name",
+    "chunk_tokens": "an integer >= 1 (token windows)",
+    "overlap": "an integer >= 0 (below chunk_tokens)",
+    "leaf_min": "an integer >= 1 (hierarchy leaves)",
+    "leaf_max": "an integer >= 1 (hierarchy leaves; the code chunker's chunk size)",
+    "parent_max": "an integer >= 1 (hierarchy parents)",
+    "embedder": "an embedder name (e5, use, hash, openai, st; openai and st take --embed-base-url/--embed-model)",
+}
+
+
+def check_axes(axes: dict) -> dict:
+    """``{"chunk_tokens": [64, 128], ...}`` checked before anything runs: an unknown name, an empty list or a value
+    of the wrong kind is an error naming the valid ones. Returns the axes with every value a list."""
+    from rag.index.embedders import EMBEDDERS
+    from rag.ingest.chunking import CHUNKERS
+
+    out = {}
+    for name, vals in (axes or {}).items():
+        if name not in AXES:
+            raise ValueError(f"unknown index setting {name!r}; valid: {', '.join(AXES)}")
+        vals = vals if isinstance(vals, list) else [vals]
+        if not vals:
+            raise ValueError(f"index.{name}: give at least one value")
+        for v in vals:
+            if name == "chunker" and v not in CHUNKERS:
+                raise ValueError(f"index.chunker: unknown chunker {v!r}; valid: {', '.join(CHUNKERS)}")
+            if name == "embedder" and v not in EMBEDDERS:
+                raise ValueError(f"index.embedder: unknown embedder {v!r}; valid: {', '.join(EMBEDDERS)}")
+            if name not in ("chunker", "embedder") and (isinstance(v, bool) or not isinstance(v, int)
+                                                       or v < (0 if name == "overlap" else 1)):
+                raise ValueError(f"index.{name} must be {AXES[name]}, got {v!r}")
+        out[name] = list(dict.fromkeys(vals))  # a value given twice is one config
+    return out
+
+
+def index_variants(base: IndexConfig, axes: dict) -> list[tuple[dict, IndexConfig]]:
+    """(tag, config) for the product of the axes over ``base``: the tag holds only the swept settings, as a
+    point carries them (``{"index.chunk_tokens": 64}``). No axes: ``[({}, base)]``. A combination the chunker
+    refuses (overlap not below chunk_tokens) is an error naming it, before anything runs."""
+    axes = check_axes(axes)
+    if not axes:
+        return [({}, base)]
+    keys = list(axes)
+    out = []
+    for combo in itertools.product(*(axes[k] for k in keys)):
+        chosen = dict(zip(keys, combo))
+        chunking = {k: v for k, v in chosen.items() if k != "embedder"}
+        try:
+            ch = dataclasses.replace(base.chunking, **chunking)
+        except ValueError as e:
+            raise ValueError(f"index config {label(chosen)}: {e}") from None
+        emb = base.embedder
+        if "embedder" in chosen and chosen["embedder"] != emb.name:
+            # a shipped model takes no model or URL of the base's; openai and st keep the ones given by flag
+            keep = chosen["embedder"] in ("openai", "st")
+            emb = dataclasses.replace(emb, name=chosen["embedder"], base_url=emb.base_url if keep else None,
+                                      model=emb.model if keep else None)
+        out.append(({PREFIX + k: v for k, v in chosen.items()}, IndexConfig(ch, emb)))
+    return out
+
+
+def label(chosen: dict) -> str:
+    return ",".join(f"{k}={v}" for k, v in chosen.items())
+
+
+def tag_points(points: list[tuple[str, dict]], tag: dict) -> list[tuple[str, dict]]:
+    """The points of one index config: each strategy point with that config's settings beside its budgets."""
+    return [(name, {**kw, **tag}) for name, kw in points]
+
+
+def budgets_of(kw: dict) -> dict:
+    """A point's budgets without its index settings (what the strategy's Params take)."""
+    return {k: v for k, v in kw.items() if not k.startswith(PREFIX)} if any(
+        k.startswith(PREFIX) for k in kw) else kw
+
+
+def index_tag(kw: dict) -> dict:
+    """A point's index settings as it carries them (``{"index.chunk_tokens": 64}``; ``{}`` on one index)."""
+    return {k: v for k, v in kw.items() if k.startswith(PREFIX)}
+
+
+def index_of(kw: dict) -> dict:
+    """A point's index settings (``{}`` for a run on one index)."""
+    return {k[len(PREFIX):]: v for k, v in kw.items() if k.startswith(PREFIX)}
+
+
+def _duration(seconds: float) -> str:
+    return f"{seconds:.0f} s" if seconds < 90 else f"{seconds / 60:.0f} min"
+
+
+def ingest_variants(ws, ds, cfg, progress: bool, lock_wait, ingest_engine) -> list[tuple[dict, object]]:
+    """Every index config of ``cfg`` built (or found built) before any answer: (tag, IngestSummary) each. With
+    more than one config, what each must embed is said first, at the rate this machine measured (slowed for its
+    load): a sweep over indexes never starts embedding unannounced."""
+    import sys
+
+    from rag.index.rates import keep_rate, measured_rate
+
+    variants = index_variants(cfg.index, cfg.index_grid)
+    if len(variants) > 1:
+        lines, counted = [], set()
+        for tag, ic in variants:
+            keys = ws.texts_to_embed(ds, ic)
+            new = [k for k in keys if k not in counted]  # a text an earlier config embeds is embedded once
+            counted.update(keys)
+            n, shared = len(new), len(keys) - len(new)
+            rate, src = measured_rate(ws.root, ic.embedder.name)
+            lines.append(f"  {label(index_of(tag))}: " + (
+                f"{n:,} chunk(s) to embed with {ic.embedder.name}, about {_duration(n / rate)} at "
+                f"{rate:,.1f} chunks/s ({src})" if n else "nothing new to embed (built, cached, or embedded by an "
+                                                         "earlier config)")
+                + (f"; {shared:,} shared with an earlier config" if shared else ""))
+        print(f"index configs: {len(variants)}, each built once before any answer (a text embedded by the same "
+              "embedder is never embedded again):\n" + "\n".join(lines), file=sys.stderr)
+    out = []
+    for tag, ic in variants:
+        summ = ws.ingest(ds, ic, progress=progress, wait=lock_wait, vector_index=cfg.vector_index,
+                         engine=ingest_engine)
+        keep_rate(ws.root, ic.embedder.name, summ.embedded, summ.embed_seconds)
+        out.append((tag, summ))
+    return out

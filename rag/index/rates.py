@@ -1,0 +1,50 @@
+"""How fast this machine embeds: the rate an ingest measured last, per embedder, kept in the workspace
+(``cache/embed_rates.json``), so a cost line ("Embed 682 chunks: about 1 min") follows this machine and its load
+rather than a quiet-machine constant."""
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+RATES_FILE = "embed_rates.json"
+QUIET_RATES = {"e5": 8.0, "use": 100.0, "hash": 5000.0}  # chunks/s on 2 quiet cores (docs/performance.md)
+
+
+def measured_rate(workspace: str | Path, embedder: str) -> tuple[float, str]:
+    """(chunks per second, where it comes from): the last rate measured in this workspace when there is one,
+    else the quiet-machine figure; either divided by the run queue beyond the cores (a load of 8 on 2 cores
+    embeds about 4x slower)."""
+    try:
+        rates = json.loads((Path(workspace) / "cache" / RATES_FILE).read_text())
+        rate, src = float(rates[embedder]), "measured here last time"
+        if not rate > 0:
+            raise ValueError(rate)
+    except (OSError, ValueError, KeyError, TypeError):
+        rate, src = QUIET_RATES.get(embedder, 8.0), "a quiet 2-core figure"
+    try:
+        load, cores = os.getloadavg()[0], os.cpu_count() or 1
+    except OSError:
+        load, cores = 0.0, 1
+    slow = max(1.0, load / cores)
+    if slow > 1.05:
+        src += f", slowed {slow:.1f}x for the load now ({load:.1f} on {cores} cores)"
+    return max(rate / slow, 1e-6), src
+
+
+def keep_rate(workspace: str | Path, embedder: str, chunks: int, seconds: float) -> None:
+    """Keep a measured rate for the next estimate (too few chunks, or no time, is not a rate)."""
+    if chunks < 8 or seconds <= 0:
+        return
+    path = Path(workspace) / "cache" / RATES_FILE
+    try:
+        rates = json.loads(path.read_text()) if path.exists() else {}
+        if not isinstance(rates, dict):
+            rates = {}
+    except (OSError, ValueError):
+        rates = {}
+    rates[embedder] = round(chunks / seconds, 3)
+    from rag.files import write_whole
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    write_whole(path, json.dumps(rates).encode())

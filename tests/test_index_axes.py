@@ -1,0 +1,99 @@
+"""Issue 53: index settings as sweep axes. One run holds every index config's points (their settings in the label
+and params), each config is built once before any answer and priced first, a text embedded by the same embedder is
+never embedded again (a second identical run embeds nothing), an unknown setting is an error naming the valid ones,
+and evidence is scored by document, page and characters, never by chunk id, so two chunkings meet the same gold."""
+import json
+import re
+import shutil
+from pathlib import Path
+
+import duckdb
+
+from evals.cli import main
+from evals.score.metrics import ScoringInput, score_all
+from rag.models import Evidence, Question
+from rag.strategies import Block
+
+DATA = Path(__file__).resolve().parent / "data" / "as_written"
+
+
+def test_one_run_holds_every_index_config_and_a_second_run_embeds_nothing(tmp_path, capsys):
+    docs, ws = tmp_path / "handbook", tmp_path / "ws"
+    shutil.copytree(DATA / "handbook", docs)
+    run = ["run", "--dataset", str(docs), "--questions", str(DATA / "mixed.jsonl"), "--embedder", "hash",
+           "--workspace", str(ws), "--no-progress", "--no-report", "--strategies", "chunks,hybrid",
+           "--set", "index.chunk_tokens=24,48", "--set", "index.chunker=tokens,hierarchy"]
+    assert main(run + ["--run-id", "GRID"]) == 0
+    err = capsys.readouterr().err
+    # priced first: one line per config, before the first ingest
+    head = err[:err.index("ingested ")]
+    assert "index configs: 4, each built once before any answer" in head
+    assert len(re.findall(r"^  chunk_tokens=\d+,chunker=\w+: ", head, re.M)) == 4
+    con = duckdb.connect(str(ws / "results.duckdb"), read_only=True)
+    labels = con.execute("SELECT strategy, point_label, count(*) FROM results WHERE run_id='GRID' GROUP BY ALL "
+                         "ORDER BY ALL").fetchall()
+    params = {json.dumps(json.loads(p), sort_keys=True) for (p,) in con.execute(
+        "SELECT DISTINCT params FROM results WHERE run_id='GRID'").fetchall()}
+    planned = con.execute("SELECT planned, status FROM runs WHERE run_id='GRID'").fetchone()
+    con.close()
+    assert len(labels) == 8 and all(n == 7 for _, _, n in labels)  # 2 strategies x 4 configs, 7 questions each
+    assert {lab for _, lab, _ in labels} == {f"index.chunk_tokens={t},index.chunker={c}" for t in (24, 48)
+                                             for c in ("tokens", "hierarchy")}
+    assert all('"index.chunk_tokens": ' in p and '"index.chunker": ' in p and '"top_k": ' in p for p in params)
+    assert len(params) == 8  # points are matched by params: two index configs are never one point
+    assert planned == (56, "finished")
+    # the tokens chunker cuts 24- and 48-token windows differently: their context tokens differ
+    assert main(["show", "GRID", "--workspace", str(ws), "--metrics", "context_tokens"]) == 0
+    show = capsys.readouterr().out
+    rows = {m.group(1): float(m.group(2)) for m in re.finditer(
+        r"^\s*chunks\s+(index\.chunk_tokens=\d+,index\.chunker=tokens)\s+7\s+0\s+([\d.]+)", show, re.M)}
+    assert len(rows) == 2 and len(set(rows.values())) == 2, show
+    # the same grid again, as a new run: every config is built, every text cached; nothing is embedded
+    assert main(run + ["--run-id", "GRID2"]) == 0
+    err = capsys.readouterr().err
+    assert "nothing new to embed" in err and re.findall(r"embedded (\d+) chunks", err) == ["0"] * 4
+
+
+def test_an_unknown_index_setting_or_value_is_refused_before_anything_runs(tmp_path, capsys):
+    docs, ws = tmp_path / "handbook", tmp_path / "ws"
+    shutil.copytree(DATA / "handbook", docs)
+    base = ["run", "--dataset", str(docs), "--questions", str(DATA / "plain.jsonl"), "--embedder", "hash",
+            "--workspace", str(ws), "--no-progress", "--no-report"]
+    assert main(base + ["--set", "index.chunk_size=64,128"]) == 2
+    err = capsys.readouterr().err
+    assert "unknown index setting 'chunk_size'; valid: chunker, chunk_tokens, overlap" in err
+    assert main(base + ["--set", "index.embedder=e5,word2vec"]) == 2
+    assert "unknown embedder 'word2vec'; valid:" in capsys.readouterr().err
+    assert main(base + ["--set", "index.chunk_tokens=8"]) == 2  # overlap 16 is not below 8: named
+    assert "index config chunk_tokens=8: overlap must be >= 0 and < chunk_tokens" in capsys.readouterr().err
+    assert not (ws / "results.duckdb").exists() or not duckdb.connect(str(ws / "results.duckdb"), read_only=True) \
+        .execute("SELECT count(*) FROM runs").fetchone()[0]
+    # the sweep file's [index] table is the same axis
+    sweep = tmp_path / "sweep.toml"
+    sweep.write_text("[index]\nchunk_tokens = [24, 48]\n[strategies.chunks]\ntop_k = [2]\n")
+    assert main(base + ["--config", str(sweep), "--run-id", "T", "--strategies", "chunks"]) == 0
+    con = duckdb.connect(str(ws / "results.duckdb"), read_only=True)
+    got = sorted(x for (x,) in con.execute("SELECT DISTINCT point_label FROM results WHERE run_id='T'").fetchall())
+    con.close()
+    assert got == ["index.chunk_tokens=24,top_k=2", "index.chunk_tokens=48,top_k=2"]
+    sweep.write_text("[index]\nchunk_sizes = [24]\n")
+    assert main(base + ["--config", str(sweep)]) == 2
+    assert "[index] unknown index setting 'chunk_sizes'" in capsys.readouterr().err
+
+
+def test_identical_text_under_two_chunkings_gets_identical_evidence_scores():
+    """Evidence is located by document, page and characters: the same retrieved text under two chunkings (other
+    chunk ids, other neighbours) scores the same, so two chunk sizes are measured on one gold."""
+    q = Question("q", "How many days of annual leave?", ["26 days"], True, "", "en",
+                 [Evidence("leave.md", "leave.md#p1", 40, 70, "26 days of annual leave")])
+    text = "Full-time staff receive 26 days of annual leave per calendar year."
+
+    def block(chunk_id, n_tokens):
+        return Block(1, text, "chunks", ("leave.md",), ("leave.md#p1",), (chunk_id,), (("leave.md", 15, 81),),
+                     n_tokens, 0.9)
+
+    a = score_all(ScoringInput(q, [block("leave.md#p1/c0", 14)], "26 days [1]"))
+    b = score_all(ScoringInput(q, [block("leave.md#p1/c7-of-a-finer-chunking", 14)], "26 days [1]"))
+    keys = [m for m in a if m.startswith(("evidence", "doc_", "page_", "citation"))]
+    assert keys and all((a[m].value, a[m].status) == (b[m].value, b[m].status) for m in keys)
+    assert a["evidence_recall"].value == 1.0
