@@ -97,3 +97,44 @@ def test_identical_text_under_two_chunkings_gets_identical_evidence_scores():
     keys = [m for m in a if m.startswith(("evidence", "doc_", "page_", "citation"))]
     assert keys and all((a[m].value, a[m].status) == (b[m].value, b[m].status) for m in keys)
     assert a["evidence_recall"].value == 1.0
+
+
+def test_best_prints_a_config_that_reproduces_the_chosen_point(tmp_path, capsys):
+    """Issue 53, item 7: `ragwb best RUN --metric M` names the best point with its interval and the runner-up's
+    paired difference, and writes TOML that `ragwb run --config` takes; that run reproduces the point's numbers."""
+    docs, ws = tmp_path / "handbook", tmp_path / "ws"
+    shutil.copytree(DATA / "handbook", docs)
+    common = ["--embedder", "hash", "--workspace", str(ws), "--no-progress", "--no-report"]
+    assert main(["run", "--dataset", str(docs), "--questions", str(DATA / "mixed.jsonl"), *common,
+                 "--strategies", "chunks,parent_child", "--set", "chunks.top_k=1,4",
+                 "--set", "index.chunk_tokens=24,128", "--set", "index.chunker=tokens", "--run-id", "GRID"]) == 0
+    capsys.readouterr()
+    out = tmp_path / "best.toml"
+    assert main(["best", "GRID", "--metric", "context_tokens", "--workspace", str(ws)]) == 0  # lower is better
+    text = capsys.readouterr().out
+    assert re.search(r"^best on context_tokens: chunks · index\.chunk_tokens=24,top_k=1: ",
+                     text, re.M), text
+    assert main(["best", "GRID", "--metric", "f1", "--workspace", str(ws), "--out", str(out)]) == 0
+    text = capsys.readouterr().out
+    best = re.search(r"^best on f1: (\S+) · (\S+): ([\d.]+) \[", text, re.M)
+    assert best and re.search(r"^runner-up .*paired delta \(runner-up - best\) [+-][\d.]+ \[", text, re.M), text
+    assert "[index]" in out.read_text() and "chunker = \"tokens\"" in out.read_text()
+    assert main(["run", "--config", str(out), *common, "--run-id", "AGAIN"]) == 0
+    capsys.readouterr()
+    con = duckdb.connect(str(ws / "results.duckdb"), read_only=True)
+
+    def means(rid, strategy, label=None):
+        q = ("SELECT metric, avg(value) FROM scores s JOIN results r USING (run_id, strategy, point_id, question_id, "
+             "repeat) WHERE s.run_id = ? AND s.strategy = ? AND s.status = 'ok'"
+             + (" AND r.point_label = ?" if label else "") + " GROUP BY metric")
+        return dict(con.execute(q, [rid, strategy] + ([label] if label else [])).fetchall())
+
+    chosen, again = means("GRID", best.group(1), best.group(2)), means("AGAIN", best.group(1))
+    con.close()
+    for m in ("f1", "context_tokens", "evidence_recall"):
+        assert abs(chosen[m] - again[m]) < 1e-9, (m, chosen[m], again[m])
+    # the front within a tolerance, cheapest first, each with its TOML; a cap on context tokens
+    assert main(["best", "GRID", "--metric", "f1", "--race-cost", "0.0", "--workspace", str(ws)]) == 0
+    assert "front on f1 vs context_tokens: chunks · index.chunk_tokens=24" in capsys.readouterr().out
+    assert main(["best", "GRID", "--metric", "f1", "--max-context-tokens", "1", "--workspace", str(ws)]) == 2
+    assert "no point of run GRID keeps its mean context within 1 tokens" in capsys.readouterr().err

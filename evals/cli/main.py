@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from . import agreement, bench, catalog, gate, generate, ingest, judge, report, results, route, run
+from . import agreement, bench, best, catalog, gate, generate, ingest, judge, report, results, route, run
 
 EPILOG = """examples:
   ragwb ingest squad2                       # bundled SQuAD 2.0 set into results/lancedb
@@ -20,7 +20,7 @@ EPILOG = """examples:
 
 # the order `ragwb --help` lists them in
 COMMANDS = [ingest.add_ingest, run.add_run, run.add_score, results.add_runs, results.add_show, results.add_compare,
-            route.add_route, results.add_export, report.add_report, ingest.add_search, catalog.add_strategies,
+            route.add_route, best.add_best, results.add_export, report.add_report, ingest.add_search, catalog.add_strategies,
             catalog.add_metrics, agreement.add_score_claims, agreement.add_agreement, catalog.add_memory,
             judge.add_judge, generate.add_generate, gate.add_gate, bench.add_bench]
 

@@ -58,7 +58,7 @@ def load_sweep(path: str) -> dict:
         run["plugins"] = [str(here / x) if (here / x).is_file() else x for x in plugs]
         load_plugins(run["plugins"])
     if "index" in d:  # index axes: chunker, chunk_tokens, overlap, leaf sizes, parent size, embedder
-        from evals.run.index_grid import check_axes
+        from evals.run.index_grid import check_axes, fold_fixed
 
         if not isinstance(d["index"], dict):
             raise ValueError(f"{path}: [index] must be a table of SETTING = value or [values]")
@@ -182,9 +182,10 @@ def cmd_run(a) -> int:
     cli_axes = parse_sets(a.set or [])
     memory = memory_grid(a.memory, cli_axes.pop("memory", {}))
     # index axes: --set index.PARAM=V1,V2 and the sweep file's [index] table (the flag wins per setting)
-    from evals.run.index_grid import check_axes
+    from evals.run.index_grid import check_axes, fold_fixed
 
     index_grid = check_axes({**sweep.get("index", {}), **cli_axes.pop("index", {})})
+    base_index = index_config(a) if not a.resume else None
     query_modes = tuple(x.strip() for x in (a.query_mode or "").split(",") if x.strip())
     if query_modes:
         from rag.answer.memory import get_query_mode
@@ -253,14 +254,15 @@ def cmd_run(a) -> int:
 
     engine = get_run_engine(a.engine, engine_address(a))
     for ds in ([None] if a.resume else datasets):
-        cfg = RunConfig(dataset=ds or "squad2", questions_file=a.questions, index=index_config(a), grid=grid,
+        index, axes = fold_fixed(base_index, index_grid) if base_index is not None else (index_config(a), {})
+        cfg = RunConfig(dataset=ds or "squad2", questions_file=a.questions, index=index, grid=grid,
                         answerer=answerer, answerer_params={"threshold": a.threshold} if answerer == "extractive" else {},
                         prices=parse_prices(env_prices() + (a.price or []), run_sec.get("prices", {}) | sweep.get("prices", {})),
                         llm=llm, judge=judge, judges=tuple(a.judges or ()), scorers=tuple(a.scorers or ()),
                         repeats=repeats, limit=limit, memory=memory, query_modes=query_modes,
                         insert_fillers=a.insert_fillers, vector_index=a.vector_index, use_cache=not a.no_cache,
                         fit_context=a.fit_context, systems=systems, prompt=prompt, plugin_timeout=a.plugin_timeout,
-                        race=race, index_grid=index_grid,
+                        race=race, index_grid=axes,
                         plugins=plugin_hashes(list(a.plugins or []) + list(run_sec.get("plugins") or [])))
         if a.show_prompt:
             from evals.run.runner import show_prompts

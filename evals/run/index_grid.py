@@ -76,6 +76,16 @@ def index_variants(base: IndexConfig, axes: dict) -> list[tuple[dict, IndexConfi
     return out
 
 
+def fold_fixed(base: IndexConfig, axes: dict) -> tuple[IndexConfig, dict]:
+    """A setting given one value is the run's index, not an axis: folded into the base config (so the stored
+    config says the index the run was built on, and labels name only what varies); the rest stay axes."""
+    axes = check_axes(axes)
+    fixed = {k: v[0] for k, v in axes.items() if len(v) == 1}
+    if fixed:
+        ((_, base),) = index_variants(base, fixed)
+    return base, {k: v for k, v in axes.items() if len(v) > 1}
+
+
 def label(chosen: dict) -> str:
     return ",".join(f"{k}={v}" for k, v in chosen.items())
 

@@ -1,0 +1,169 @@
+"""`ragwb best RUN --metric M`: the best point of a run with its whole configuration (index settings and the
+strategy's budgets) as TOML that `ragwb run --config` takes, its interval, and the runner-up it beat with the paired
+difference; where no point is clearly best, the points tied with it. ``--max-context-tokens N`` keeps the points
+whose mean context is within N tokens; ``--race-cost TOL`` prints the quality/cost front instead (a point leaves it
+when a cheaper one is at least as good within TOL), each with its TOML."""
+from __future__ import annotations
+
+import dataclasses
+import json
+
+import pandas as pd
+
+from evals.score.metrics import METRICS
+
+from .explore import paired_points
+from .summary import run_scores, summarize_scores
+
+COST = "context_tokens"
+
+
+@dataclasses.dataclass
+class Choice:
+    metric: str
+    table: pd.DataFrame  # point, strategy, label, mean, low, high, n, context_tokens (candidates, best first)
+    best: list[str]  # the point, or the front (race-cost), or the point and those tied with it
+    runner_up: dict | None  # the paired comparison of the best with the next point
+    tied: list[str]
+    configs: dict  # point -> TOML text
+    note: str = ""
+    front: bool = False  # --race-cost: ``best`` is the quality/cost front, cheapest first
+
+
+def _toml_value(v) -> str:
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, (int, float)):
+        return repr(v)
+    if isinstance(v, (list, tuple)):
+        return "[" + ", ".join(_toml_value(x) for x in v) + "]"
+    return json.dumps(str(v), ensure_ascii=False)  # a TOML basic string (JSON's escapes are TOML's)
+
+
+def point_toml(run: dict, strategy: str, params: dict, point: str, stats: str) -> str:
+    """The point as a sweep file: [run] (the dataset, the strategy, the run's limit), [index] (every setting that
+    differs from the shipped defaults: the run's flags and the point's own axes), [strategies.NAME] (each budget
+    that differs from the strategy's default). `ragwb run --config FILE` evaluates exactly this point."""
+    from rag.index.embedders import EmbedderConfig
+    from rag.ingest.chunking import ChunkConfig
+    from rag.strategies import get_strategy
+
+    cfg = run.get("config") or {}
+    idx = dict((cfg.get("index") or {}).get("chunking") or {})
+    emb = (cfg.get("index") or {}).get("embedder") or {}
+    idx.update({k[len("index."):]: v for k, v in params.items() if k.startswith("index.")})
+    chunk_default, emb_default = dataclasses.asdict(ChunkConfig()), dataclasses.asdict(EmbedderConfig())
+    index = {k: v for k, v in idx.items() if k in ("chunker", "chunk_tokens", "overlap", "leaf_min", "leaf_max",
+                                                    "parent_max") and v != chunk_default.get(k)}
+    name = params.get("index.embedder", emb.get("name"))
+    if name and name != emb_default["name"]:
+        index["embedder"] = name
+    fields = {f.name: f.default for f in dataclasses.fields(get_strategy(strategy).Params)}
+    budgets = {k: v for k, v in params.items() if not k.startswith("index.") and k in fields
+               and v != fields[k] and v is not None}
+    lines = [f"# ragwb best: {point} ({stats})", f"# from run {run.get('run_id', '')}; run it again with "
+             "`ragwb run --config THIS_FILE`" + (" plus the same --llm-base-url/--llm-model" if cfg.get("llm") else ""),
+             "[run]", f"datasets = [{_toml_value(cfg.get('dataset', run.get('dataset')))}]",
+             f"strategies = [{_toml_value(strategy)}]"]
+    if cfg.get("limit"):
+        lines.append(f"limit = {int(cfg['limit'])}")
+    if cfg.get("answerer") and cfg["answerer"] != "extractive":
+        lines.append(f"answerer = {_toml_value(cfg['answerer'])}")
+    if index:
+        lines += ["", "[index]"] + [f"{k} = {_toml_value(v)}" for k, v in index.items()]
+    lines += ["", f"[strategies.{strategy}]"] + [f"{k} = {_toml_value(v)}" for k, v in sorted(budgets.items())]
+    if emb.get("model") or emb.get("base_url"):
+        lines.insert(2, f"# embedder {emb.get('name')}: pass --embed-model {emb.get('model') or ''} "
+                        f"--embed-base-url {emb.get('base_url') or ''} as the run did")
+    return "\n".join(lines) + "\n"
+
+
+def choose(store, run_id: str, metric: str, max_context_tokens: float | None = None,
+           race_cost: float | None = None) -> Choice:
+    scores = run_scores(store, run_id)
+    if metric not in set(scores.metric):
+        raise ValueError(f"metric {metric!r} not scored in run {run_id}; scored: "
+                         f"{', '.join(sorted(set(scores.metric)))}")
+    summ = summarize_scores(scores, [metric, COST])
+    q = summ[(summ.metric == metric) & (summ.n_ok > 0)].set_index(["strategy", "point"])
+    if q.empty:
+        raise ValueError(f"no point of run {run_id} has a {metric} value (n/a on every row)")
+    c = summ[summ.metric == COST].set_index(["strategy", "point"])["mean"]
+    t = q[["mean", "low", "high", "n_ok"]].join(c.rename(COST)).reset_index()
+    t["point_name"] = t["strategy"] + " · " + t["point"]
+    higher = getattr(METRICS.get(metric), "higher_is_better", True)
+    note = ""
+    if max_context_tokens is not None:
+        within = t[t[COST] <= max_context_tokens]
+        if within.empty:
+            raise ValueError(f"no point of run {run_id} keeps its mean context within {max_context_tokens:g} tokens; "
+                             f"the cheapest has {t[COST].min():.0f}")
+        note = f"points whose mean context is within {max_context_tokens:g} tokens: {len(within)} of {len(t)}"
+        t = within
+    t = t.sort_values(["mean", COST], ascending=[not higher, True]).reset_index(drop=True)
+    params = _point_params(store, run_id)
+    run = {**store.run(run_id), "run_id": run_id}
+
+    def cfg_of(row) -> str:
+        stats = f"{metric} {row['mean']:.3f} [{row['low']:.3f}, {row['high']:.3f}], n={int(row['n_ok'])}, " \
+                f"{row[COST]:.0f} context tokens"
+        return point_toml(run, row["strategy"], params[(row["strategy"], row["point"])], row["point_name"], stats)
+
+    if race_cost is not None:  # the quality/cost front: a cheaper point at least as good within TOL removes one
+        by_cost = t.sort_values([COST, "mean"], ascending=[True, not higher]).reset_index(drop=True)
+        front, best_so_far = [], None
+        for _, r in by_cost.iterrows():
+            if best_so_far is None or (r["mean"] > best_so_far + race_cost if higher
+                                       else r["mean"] < best_so_far - race_cost):
+                front.append(r)
+                best_so_far = r["mean"]
+        return Choice(metric, t, [r["point_name"] for r in front], None, [],
+                      {r["point_name"]: cfg_of(r) for r in front},
+                      (note + "; " if note else "") + f"the quality/cost front (tolerance {race_cost:g}), cheapest "
+                                                      "first", front=True)
+    best = t.iloc[0]
+    runner, tied = None, []
+    for _, r in t.iloc[1:].iterrows():  # paired on the questions both scored: which points the data cannot separate
+        p = paired_points(scores, best["point_name"], r["point_name"], [metric], n_resamples=2000)
+        if not len(p):
+            continue
+        row = p.iloc[0].to_dict()
+        if runner is None:
+            runner = {"point": r["point_name"], **row}
+        if row["verdict"] == "tie":
+            tied.append(r["point_name"])
+    return Choice(metric, t, [best["point_name"]], runner, tied, {best["point_name"]: cfg_of(best)}, note)
+
+
+def _point_params(store, run_id: str) -> dict:
+    rows = store.con.execute("SELECT DISTINCT strategy, point_label, params FROM results WHERE run_id = ?",
+                             [run_id]).fetchall()
+    return {(s, lab): (json.loads(p) if p else {}) for s, lab, p in rows}
+
+
+def render(choice: Choice) -> str:
+    m, t = choice.metric, choice.table
+    out = []
+    if choice.note:
+        out.append(choice.note)
+    if choice.front:
+        rows = t.set_index("point_name")
+        out.append(f"front on {m} vs {COST}: " + "; ".join(
+            f"{p} ({rows.loc[p, 'mean']:.3f}, {rows.loc[p, COST]:.0f} tokens)" for p in choice.best))
+    else:
+        b = t.iloc[0]
+        out.append(f"best on {m}: {b['point_name']}: {b['mean']:.3f} [{b['low']:.3f}, {b['high']:.3f}] "
+                   f"(n={int(b['n_ok'])}, {b[COST]:.0f} context tokens)")
+        r = choice.runner_up
+        if r is not None:
+            out.append(f"runner-up {r['point']}: paired delta (runner-up - best) {r['delta']:+.3f} "
+                       f"[{r['low']:+.3f}, {r['high']:+.3f}] on {int(r['n'])} questions: "
+                       + ("the best is clearly better" if r["verdict"] == "worse" else
+                          "not separated (a tie)" if r["verdict"] == "tie" else r["verdict"]))
+        if choice.tied:
+            more = len(choice.tied) - 12
+            out.append(f"no point is clearly best: {len(choice.tied)} tied with it (95% paired interval includes 0): "
+                       + "; ".join(choice.tied[:12]) + (f"; and {more} more" if more > 0 else ""))
+    for name in choice.best:
+        out += ["", choice.configs[name].rstrip()]
+    return "\n".join(out) + "\n"
