@@ -138,3 +138,22 @@ def test_best_prints_a_config_that_reproduces_the_chosen_point(tmp_path, capsys)
     assert "front on f1 vs context_tokens: chunks · index.chunk_tokens=24" in capsys.readouterr().out
     assert main(["best", "GRID", "--metric", "f1", "--max-context-tokens", "1", "--workspace", str(ws)]) == 2
     assert "no point of run GRID keeps its mean context within 1 tokens" in capsys.readouterr().err
+
+
+def test_index_configs_race_like_other_points(tmp_path, capsys):
+    """Issue 53, item 5: the points of every index config race together; one raced out stops costing answer calls
+    (fewer items stored), and the summary says the indexes were built before (a race cannot save embedding)."""
+    ws = tmp_path / "ws"
+    assert main(["run", "--dataset", "squad2", "--workspace", str(ws), "--embedder", "hash", "--no-progress",
+                 "--no-report", "--strategies", "chunks", "--set", "chunks.top_k=1,8", "--set",
+                 "index.chunk_tokens=24,128", "--set", "index.overlap=4", "--race", "f1", "--race-batch", "25",
+                 "--limit", "200", "--run-id", "R"]) == 0
+    out = capsys.readouterr().out
+    assert "its 2 index configs were built before the race: a race saves answer calls, never embedding" in out
+    con = duckdb.connect(str(ws / "results.duckdb"), read_only=True)
+    items = dict(con.execute("SELECT point_label, count(*) FROM results WHERE run_id='R' GROUP BY 1").fetchall())
+    con.close()
+    assert set(items) == {f"index.chunk_tokens={t},top_k={k}" for t in (24, 128) for k in (1, 8)}
+    raced = [p for p, n in items.items() if n < 200]
+    assert raced and all(f"chunks · {p}: raced out at question" in out for p in raced)
+    assert sum(items.values()) < 800

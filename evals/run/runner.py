@@ -111,6 +111,9 @@ def race_lines(race: dict, llm: dict | None = None) -> str:
                                   f"${llm.get('dollars_spent', 0):.4f}" if llm else "")]
     lines += [f"  - {e['point']}: {e['reason']}" for e in race["exits"]]
     lines.append(f"  survivors: {', '.join(race['survivors'])}")
+    if race.get("index_configs", 1) > 1:  # what a race cannot save
+        lines.append(f"  its {race['index_configs']} index configs were built before the race: a race saves answer "
+                     "calls, never embedding")
     return "\n".join(lines)
 
 
@@ -292,9 +295,9 @@ def run_evaluation(cfg: RunConfig, workspace: str | Path = "results", db: str | 
                   "are kept as they were (a stored run is history)", file=sys.stderr)
         conversational = any(q.conversation_id for q in questions)
         if len(built) > 1:  # every strategy point on every index config, its settings in the point's params
-            if conversational or cfg.race:
-                raise ValueError("index axes (--set index.*) run on question sets without --race for now: a "
-                                 "conversational set or a raced grid takes one index a run")
+            if conversational:
+                raise ValueError("index axes (--set index.*) run on question sets: a conversational set takes one "
+                                 "index a run for now")
             by_index = [(summ_i.index, tag_points(points, tag)) for tag, summ_i in built]
             points = [p for _, pts in by_index for p in pts]
         else:
@@ -396,7 +399,7 @@ def run_evaluation(cfg: RunConfig, workspace: str | Path = "results", db: str | 
         # the last wave: as many items as can be in flight at once (a service's or an LLM's concurrency)
         stretch = max([x.max_concurrency for x in cfg.systems] + [c.max_concurrency for c in (cfg.llm,) if c] + [1])
         items = (itertools.chain.from_iterable(engine.evaluate(j) for j in jobs) if not cfg.race else raced_items(
-            cfg, engine, job, store, run_id, shard_questions, flush, race_log, on_look))
+            cfg, engine, jobs, store, run_id, shard_questions, flush, race_log, on_look))
         for qid, name, pid, rep, row, scores in items:
             key = (name, pid, qid, rep)
             if key in written:  # a shard retried after its worker died may repeat items: keep the first
@@ -472,7 +475,7 @@ def race_order(questions: list, seed: int) -> list:
     return order
 
 
-def raced_items(cfg: RunConfig, engine, job: RunJob, store: ResultStore, run_id: str, shard_questions: int, flush,
+def raced_items(cfg: RunConfig, engine, jobs: list, store: ResultStore, run_id: str, shard_questions: int, flush,
                 log: dict, on_look=None):
     """A raced sweep (evals/analyze/race.py): the questions in a seeded order, batch by batch over the points
     still in the race; after each batch is committed, every point the confidence sequence rules out leaves.
@@ -483,10 +486,12 @@ def raced_items(cfg: RunConfig, engine, job: RunJob, store: ResultStore, run_id:
 
     r = cfg.race
     metric = r["metric"]
+    job = jobs[0]  # (index axes: one job per index config, the same questions; points race across all of them)
     order = race_order(job.questions, int(r.get("seed", 0)))
     pos = {q.qid: i for i, q in enumerate(order)}
+    all_points = [p for j in jobs for p in j.points]
     # a point is named "strategy · label" in the race (as in show and the workbench), keyed in the store
-    name_of = {(name, point_id(kw)): f"{name} · {point_label(kw)}" for name, kw in job.points}
+    name_of = {(name, point_id(kw)): f"{name} · {point_label(kw)}" for name, kw in all_points}
     by_name = {v: k for k, v in name_of.items()}
     state = RaceState(metric, getattr(METRICS.get(metric), "higher_is_better", True), float(r.get("alpha", 0.05)),
                       r.get("cost_tolerance"), alive=list(by_name))
@@ -494,11 +499,14 @@ def raced_items(cfg: RunConfig, engine, job: RunJob, store: ResultStore, run_id:
     ends = list(range(batch, len(order), batch)) + [len(order)]
     prev, spent = 0, 0
     for end in ends:
-        pts = [(n, kw) for n, kw in job.points if name_of[(n, point_id(kw))] in state.alive]
         qs = order[prev:end]
-        spent += len(pts) * len(qs) * cfg.repeats
-        bj = dataclasses.replace(job, questions=qs, points=pts, shards=make_shards(qs, False, shard_questions))
-        yield from engine.evaluate(bj)
+        for j in jobs:  # a raced-out index config stops costing answer calls (its index was built before)
+            pts = [(n, kw) for n, kw in j.points if name_of[(n, point_id(kw))] in state.alive]
+            if not pts:
+                continue
+            spent += len(pts) * len(qs) * cfg.repeats
+            bj = dataclasses.replace(j, questions=qs, points=pts, shards=make_shards(qs, False, shard_questions))
+            yield from engine.evaluate(bj)
         flush()  # every item of the batch is committed before the look (a kill after it replays the same look)
         prev = end
         vals, cost = _race_values(store, run_id, metric, [by_name[p] for p in state.alive], pos, end)
@@ -507,8 +515,8 @@ def raced_items(cfg: RunConfig, engine, job: RunJob, store: ResultStore, run_id:
             print(f"race: {ex.point} {ex.reason}", file=sys.stderr)
         if on_look is not None:
             on_look(end, list(state.alive), list(state.exits))
-    full = len(job.points) * len(order) * cfg.repeats
-    log.update({"metric": metric, "alpha": state.alpha, "batch": batch, "questions": len(order),
+    full = len(all_points) * len(order) * cfg.repeats
+    log.update({"index_configs": len(jobs), "metric": metric, "alpha": state.alpha, "batch": batch, "questions": len(order),
                 "survivors": list(state.alive), "planned": spent, "full_grid_items": full,
                 "exits": [{"point": e.point, "at_question": e.at_question, "reason": e.reason, "delta": e.delta,
                            "low": e.low, "high": e.high, "versus": e.versus} for e in state.exits]})
