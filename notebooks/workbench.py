@@ -634,6 +634,70 @@ def _(args, budgets, curve_param, curve_strategy, curve_values, interactive, lim
 
 
 @app.cell
+def _(mo, session):
+    # index settings as budgets: the values to compare, each config built once (docs/sweeps.md, Index axes)
+    from rag.index.embedders import EMBEDDERS as _EMB
+
+    _c = session.retriever.reader.config
+    _embedders = sorted({x for x in _EMB if x not in ("openai", "st")} | {_c.embedder.name})
+    index_form = mo.md(
+        """
+        **Index**: values to compare, comma-separated (e.g. chunk tokens `64,128,256`); each config is built once
+        and priced before anything is embedded. chunker {chunker} · chunk tokens {chunk_tokens} · overlap {overlap}
+        · leaf min {leaf_min} · leaf max {leaf_max} · parent max {parent_max} · embedder {embedder}
+        """
+    ).batch(
+        chunker=mo.ui.text(value=_c.chunking.chunker), chunk_tokens=mo.ui.text(value=str(_c.chunking.chunk_tokens)),
+        overlap=mo.ui.text(value=str(_c.chunking.overlap)), leaf_min=mo.ui.text(value=str(_c.chunking.leaf_min)),
+        leaf_max=mo.ui.text(value=str(_c.chunking.leaf_max)),
+        parent_max=mo.ui.text(value=str(_c.chunking.parent_max)),
+        embedder=mo.ui.multiselect(_embedders, value=[_c.embedder.name]),
+    ).form(submit_button_label="Plan the index sweep")
+    mo.vstack([mo.md("## Index: chunk size, chunker and embedder as budgets (the applied budgets on every config)"),
+               index_form])
+    return (index_form,)
+
+
+@app.cell
+def _(applied_points, args, index_form, limit, mo, session):
+    mo.stop(index_form.value is None, mo.md("Nothing is embedded until you plan the sweep and press its button."))
+    from evals.interactive import index_sweep as _ix
+
+    try:
+        index_axes = _ix.form_axes(index_form.value)
+        index_plan = _ix.plan_index_sweep(session, args.workspace, index_axes, applied_points, limit.value)
+        _err = None
+    except ValueError as _e:  # an unknown chunker or embedder, a value of the wrong kind: named, nothing run
+        index_axes, index_plan, _err = {}, None, _e.args[0] if _e.args else str(_e)
+    mo.stop(_err is not None, mo.callout(mo.md(f"**Index sweep not possible:** {_err}"), kind="danger"))
+    _model = session.client.cfg.model if session.client is not None else ""
+    index_go = mo.ui.run_button(label=(f"Embed {index_plan.chunks:,} chunks and run (about "
+                                       f"{index_plan.seconds / 60:.1f} min)") if index_plan.chunks
+                                else "Run the index sweep")
+    mo.vstack([mo.md(f"**{session.answerer_label}**: {index_plan.line(_model)}"),
+               mo.ui.table(index_plan.table, selection=None, label="index configs (applied-index table)"), index_go])
+    return index_axes, index_go
+
+
+@app.cell
+def _(applied_points, args, index_axes, index_go, interactive, limit, mo, quality, quality_cost_figure, session,
+      set_saved, wb):
+    mo.stop(not index_go.value, mo.md(""))
+    from evals.interactive import index_sweep as _ix
+
+    with mo.status.spinner(title="Building the index configs, then answering"):
+        _rid = _ix.run_index_sweep(session, args.db, args.workspace, index_axes, applied_points, limit.value,
+                                   wb.prices)
+    set_saved(lambda n: n + 1)
+    mo.vstack([mo.md(f"Stored as run **{_rid}**: `ragwb show {_rid}`; the best config to paste: "
+                     f"`ragwb best {_rid} --metric {quality.value}`."),
+               mo.ui.plotly(quality_cost_figure(interactive.stored_summary(args.db, _rid), quality.value,
+                                                title=f"{quality.value} vs context tokens: every index config "
+                                                      f"(run {_rid})"))])
+    return
+
+
+@app.cell
 def _(mo, rows):
     mo.vstack([mo.md("## Data out\n\nEvery table above has CSV / JSON / Parquet download. In your own code: "
                      "`from evals.interactive import open_session, evaluate_points; rows = "

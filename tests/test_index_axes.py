@@ -157,3 +157,62 @@ def test_index_configs_race_like_other_points(tmp_path, capsys):
     raced = [p for p, n in items.items() if n < 200]
     assert raced and all(f"chunks · {p}: raced out at question" in out for p in raced)
     assert sum(items.values()) < 800
+
+
+def test_the_workbench_index_row_prices_then_sweeps_two_chunk_sizes_onto_one_chart(browser, tmp_path):
+    """Issue 53, item 6: the Index row. Two chunk sizes are planned (the applied-index table says what each must
+    embed), nothing is embedded before the button, then one stored run holds both configs' points on one chart with
+    the index setting in each point's label. The screenshot is docs/img/workbench-index-sweep.png's source."""
+    import sqlite3
+    import subprocess
+    import sys
+
+    from test_workbench_own import _port, _wait_http
+
+    docs, ws = tmp_path / "handbook", tmp_path / "ws"
+    shutil.copytree(DATA / "handbook", docs)
+    port = _port()
+    root = Path(__file__).resolve().parents[1]
+    proc = subprocess.Popen([sys.executable, "-m", "marimo", "run", "--headless", "--no-token", "--port", str(port),
+                             str(root / "notebooks" / "workbench.py"), "--", "--dataset", str(docs), "--questions",
+                             str(DATA / "mixed.jsonl"), "--embedder", "hash", "--workspace", str(ws)],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        _wait_http(f"http://127.0.0.1:{port}/")
+        page = browser.new_page(viewport={"width": 1440, "height": 1000})
+        errors = []
+        page.on("pageerror", lambda e: errors.append(str(e)))
+        page.goto(f"http://127.0.0.1:{port}/")
+        page.wait_for_selector(".main-svg", timeout=120000)
+
+        def embedded():
+            con = sqlite3.connect(ws / "cache" / "embeddings.sqlite")
+            n = con.execute("SELECT count(*) FROM emb").fetchone()[0]
+            con.close()
+            return n
+
+        before = embedded()
+        form = page.locator("marimo-form", has=page.get_by_text("Plan the index sweep")).first
+        tokens = form.locator("input[type=text]").nth(1)  # chunker, then chunk tokens
+        tokens.fill("24,128")
+        form.locator("input[type=text]").nth(2).fill("4")  # overlap below 24
+        page.get_by_text("Plan the index sweep").click()
+        page.wait_for_selector("text=/2 index config\\(s\\): [1-9]\\d* chunk\\(s\\) to embed first/", timeout=60000)
+        page.wait_for_selector("text=chunk_tokens=24", timeout=30000)  # the applied-index table
+        assert embedded() == before  # planned, nothing embedded
+        page.get_by_role("button", name=re.compile(r"^Embed \d+ chunks and run")).click()
+        page.wait_for_selector("text=/every index config \\(run /", timeout=120000)
+        page.wait_for_selector("text=/index\\.chunk_tokens=24/", timeout=30000)  # a point's label on the chart
+        assert embedded() > before
+        chart = page.locator(".main-svg").last
+        chart.scroll_into_view_if_needed()
+        page.screenshot(path=str(tmp_path / "workbench-index-sweep.png"), full_page=False)
+        assert errors == [], errors
+        page.close()
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+    con = duckdb.connect(str(ws / "results.duckdb"), read_only=True)
+    labels = {x for (x,) in con.execute("SELECT DISTINCT point_label FROM results").fetchall()}
+    con.close()
+    assert {"index.chunk_tokens=24", "index.chunk_tokens=128"} <= labels

@@ -116,7 +116,9 @@ def quality_cost_figure(summary: pd.DataFrame, quality: str, cost: str = "contex
                    for p, t in zip(g["pareto"], g["tie"])]
         fig.add_trace(go.Scatter(
             x=g["cost"], y=g["mean"], mode="lines+markers+text" if len(g) > 1 else "markers", name=strat,
-            text=g["point"], textposition="top center", textfont={"size": 11}, cliponaxis=False,
+            text=g["point"], cliponaxis=False, textfont={"size": 11},
+            # labels alternate above and below the points, so two close points (two chunk sizes) stay readable
+            textposition=["top center" if i % 2 == 0 else "bottom center" for i in range(len(g))],
             error_y={"type": "data", "symmetric": False, "array": g["high"] - g["mean"],
                      "arrayminus": g["mean"] - g["low"], "color": strategy_colour(strat)},
             line={"color": strategy_colour(strat)},

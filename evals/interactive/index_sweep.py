@@ -1,0 +1,106 @@
+"""The workbench's Index row (docs/sweeps.md, "Index axes"): chunker, chunk tokens, overlap, leaf and parent sizes
+and the embedder as values to sweep; what each config must embed (and about how long, at this machine's measured
+rate) before anything is embedded; then one stored run holding the applied budgets' points on every config, drawn
+on one chart (one colour per strategy, the index settings in each point's label)."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pandas as pd
+
+from ..run.index_grid import AXES, index_of, index_variants, label
+
+# the form's fields, in the order the row shows them
+FIELDS = ["chunker", "chunk_tokens", "overlap", "leaf_min", "leaf_max", "parent_max", "embedder"]
+
+
+def form_axes(values: dict | None) -> dict:
+    """The Index form's text fields ("64,128") as index axes; an empty field is not an axis. A value that is not
+    one the setting takes is an error naming it (``check_axes`` names the valid ones)."""
+    from ..run.index_grid import check_axes
+
+    axes = {}
+    for k, raw in (values or {}).items():
+        if k not in AXES:
+            continue
+        items = [x.strip() for x in (",".join(raw) if isinstance(raw, (list, tuple)) else str(raw or "")).split(",")
+                 if x.strip()]
+        if not items:
+            continue
+        if k in ("chunker", "embedder"):
+            axes[k] = items
+        else:
+            try:
+                axes[k] = [int(x) for x in items]
+            except ValueError:
+                raise ValueError(f"index.{k} must be {AXES[k]}, got {raw!r}") from None
+    return check_axes(axes)
+
+
+@dataclass
+class IndexPlan:
+    variants: list  # [(tag, IndexConfig)]
+    table: pd.DataFrame  # one row per config: settings, chunks to embed, seconds, built
+    chunks: int = 0
+    seconds: float = 0.0
+    answer_items: int = 0  # items of the sweep (answer calls at most, with an LLM; cached ones are free)
+
+    def line(self, model: str = "") -> str:
+        n = len(self.variants)
+        emb = (f"{self.chunks:,} chunk(s) to embed first (about {self.seconds / 60:.1f} min at this machine's rate)"
+               if self.chunks else "nothing to embed (every config built, or its texts cached)")
+        calls = (f"; up to {self.answer_items:,} answer call(s) to {model} (the response cache answers the ones "
+                 "asked before)" if model else f"; {self.answer_items:,} item(s) answered offline")
+        return f"{n} index config(s): {emb}{calls}"
+
+
+def plan_index_sweep(sess, workspace: str, axes: dict, points: list, limit: int) -> IndexPlan:
+    """What an index sweep of the applied points would cost before anything runs: per config the chunks it must
+    embed (a text an earlier config or run embedded with the same embedder is not counted) and the time at the rate
+    measured here; and the items to answer."""
+    from rag.index.rates import measured_rate
+    from rag.index.workspace import Workspace
+
+    from ..run.index_grid import fold_fixed
+
+    ws = Workspace(workspace)
+    base, axes = fold_fixed(sess.retriever.reader.config, axes)  # one value: the index of every point, not an axis
+    variants = index_variants(base, axes)
+    ds = sess.dataset
+    rows, counted, total, secs = [], set(), 0, 0.0
+    for tag, ic in variants:
+        keys = ws.texts_to_embed(ds, ic)
+        new = [k for k in keys if k not in counted]
+        counted.update(keys)
+        rate, src = measured_rate(workspace, ic.embedder.name)
+        total += len(new)
+        secs += len(new) / rate
+        built = ws.has_table(f"{ws.index_name(ds.name, ic)}__documents")
+        rows.append({"index config": label(index_of(tag)) or "as loaded", "chunker": ic.chunking.chunker,
+                     "chunk_tokens": ic.chunking.chunk_tokens, "overlap": ic.chunking.overlap,
+                     "embedder": ic.embedder.name, "built": "yes" if built else "no",
+                     "chunks to embed": len(new), "about": f"{len(new) / rate:,.0f} s", "rate": f"{rate:,.1f}/s ({src})"})
+    items = len(variants) * len(points) * min(limit, len(ds.questions))
+    return IndexPlan(variants, pd.DataFrame(rows), total, secs, items)
+
+
+def run_index_sweep(sess, db: str, workspace: str, axes: dict, points: list, limit: int,
+                    prices: dict | None = None) -> str:
+    """The applied points on every index config as one stored run (each config built first); returns its id."""
+    from ..run.runner import RunConfig, run_evaluation
+
+    if not points:
+        raise ValueError("pick at least one strategy to sweep the index over")
+    if any(name in sess.evaluator.systems for name, _ in points):
+        points = [(n, kw) for n, kw in points if n not in sess.evaluator.systems]  # a service has no index
+    grid: dict = {}
+    for name, kw in points:
+        grid.setdefault(name, {k: [v] for k, v in kw.items()})
+    from ..run.index_grid import fold_fixed
+
+    index, axes = fold_fixed(sess.retriever.reader.config, axes)
+    llm = sess.client.cfg if sess.client is not None else None
+    cfg = RunConfig(dataset=sess.spec or sess.dataset.name, index=index, grid=grid,
+                    answerer="openai" if llm else "extractive", llm=llm, limit=limit, prices=dict(prices or {}),
+                    index_grid=axes)
+    return run_evaluation(cfg, workspace, db, progress=False).run_id
