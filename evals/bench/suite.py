@@ -27,7 +27,7 @@ def add_bench_args(p) -> None:
                    help="corpus copies for the growth curve (default 1 4 16; empty to skip)")
     p.add_argument("--only", nargs="*", choices=["ingest", "retrieval", "repack", "eval", "ragas", "llm", "growth",
                                                  "rerun", "support", "mainjob", "scale", "scale5", "engines", "apply",
-                                                 "gate", "score", "system", "race", "search"],
+                                                 "gate", "score", "system", "race", "search", "index-grid"],
                    default=None,
                    help="measure only these figures; scale, scale5, mainjob and engines (minutes each) run only "
                         "when named here")
@@ -159,6 +159,9 @@ def main_bench(a) -> int:
         if want("search") and a.only:  # builds a 10,000-chunk code index: only when asked by name
             from .search import search_figure
             figs["search"] = search_figure(tmp / "search")
+        if want("index-grid") and a.only:  # embeds three chunkings of a set with e5: only when asked by name
+            from .index_grid import index_grid_figure
+            figs["index_grid"] = index_grid_figure(tmp / "index_grid", "xquad-en", a.embedder)
         if want("scale") and a.only:  # minutes at 1M rows: only when asked by name
             from .scale import scale_curve
             figs["scale"] = scale_curve(a.scale)
@@ -594,6 +597,13 @@ def gate_figure(root: Path, items: int = 50_000, points: int = 5) -> dict:
 
 def render(f: dict) -> str:
     lines = [f"machine: {f['machine']}", f"dataset: {f['dataset']}"]
+    ig = f.get("index_grid")
+    if ig:
+        lines.append(f"index grid ({', '.join(ig['configs'])} on {ig['dataset']}, {ig['embedder']}): {ig['chunks']} chunks, "
+                     f"{ig['distinct_texts']} distinct texts ({ig['shared_share']:.0%} shared across configs), "
+                     f"{ig['embedded']} embedded; ingest {ig['ingest_s']:.1f} s vs the raw embedder on those texts "
+                     f"{ig['raw_embedder_s']:.1f} s -> {ig['throughput_vs_raw']:.2f}x (target {ig['target']}); the "
+                     f"same grid again embedded {ig['second_run_embedded']}")
     sc = f.get("score")
     if sc:
         d = sc.get("distinct")
