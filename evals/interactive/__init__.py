@@ -32,6 +32,8 @@ from .datasets import (WorkbenchArgs, resolve_dataset, workbench_args, workspace
 from ..run.runner import ItemEvaluator, point_id, point_label
 
 
+from .sweeps import (budget_curve, parse_budget_value, race_budgets, race_leaderboard, race_result,  # noqa: E402, F401
+                     sweep_from_applied, sweep_points)
 from .page import QUIET_RATES as EMBED_CHUNKS_PER_S, measured_rate, judge_plan, judge_point  # noqa: E402, F401
 
 
@@ -204,103 +206,6 @@ def _point_groups(sess: Session, scores: pd.DataFrame) -> list[tuple[tuple, pd.D
         starts = np.cumsum([0] + [n for _, n in layout])
         return sorted(((k, scores.iloc[a:b]) for k, a, b in zip(keys, starts, starts[1:])), key=lambda kv: kv[0])
     return list(scores.groupby(["strategy", "point_label"], sort=True))
-
-
-def parse_budget_value(v: str):
-    v = v.strip()
-    for conv in (int, float):
-        try:
-            return conv(v)
-        except ValueError:
-            pass
-    return v
-
-
-def budget_curve(sess: Session, strategy: str, param: str, values: list, limit: int = 100,
-                 base: dict | None = None) -> pd.DataFrame:
-    """Sweep one budget of one strategy (other budgets at ``base`` or the shipped defaults): the
-    long scores frame of every value, re-packed from cached candidates where the search allows."""
-    return evaluate_points(sess, [(strategy, {**(base or {}), param: v}) for v in values], limit)
-
-
-def sweep_points(strategies: list[str], param: str, values: str, budgets: dict) -> list[tuple[str, dict]]:
-    """The points of the workbench's Sweep: ``param`` over ``values`` ("2,4,8") for each strategy, every other
-    budget at what the user applied (not the shipped defaults). A budget a strategy does not have, or no value,
-    is an error naming the valid ones. The page prices these points (``answer_plan``) before it sends them."""
-    import dataclasses
-
-    param = param.strip()
-    vals = [parse_budget_value(x) for x in str(values).split(",") if x.strip()]
-    if not vals:
-        raise ValueError("give at least one value to sweep, e.g. 2,4,8,16")
-    if not strategies:
-        raise ValueError("pick at least one strategy to sweep")
-    points = []
-    for name, applied in points_from_budgets(list(strategies), budgets):
-        fields = [f.name for f in dataclasses.fields(get_strategy(name).Params)]
-        if param not in fields:
-            raise ValueError(f"strategy {name!r} has no budget {param!r}; valid: {', '.join(fields)}")
-        points += [(name, {**applied, param: v}) for v in vals]
-    return points
-
-
-def sweep_from_applied(sess: Session, strategies: list[str], param: str, values: str, budgets: dict,
-                       limit: int = 100) -> pd.DataFrame:
-    """The workbench's Sweep evaluated: the long scores frame of every point of ``sweep_points``."""
-    return evaluate_points(sess, sweep_points(strategies, param, values, budgets), limit)
-
-
-def race_budgets(sess: Session, db: str, workspace: str, strategies: list[str], param: str, values: str,
-                 budgets: dict, limit: int, metric: str, batch: int = 50, on_look=None, prices: dict | None = None
-                 ) -> str:
-    """The workbench's "Race these budgets": the sweep of ``param`` over ``values`` for each strategy (its other
-    budgets as applied) as a raced, stored run on the first ``limit`` questions (docs/sweeps.md), answered by the
-    session's answerer (the LLM's response cache included). ``on_look(seen, alive, exits)`` after each batch.
-    Returns the run id."""
-    import dataclasses
-
-    from ..run.runner import RunConfig, run_evaluation
-    from ..score.metrics import METRICS
-
-    if metric not in METRICS:
-        raise ValueError(f"unknown metric {metric!r}; valid: {', '.join(sorted(METRICS))}")
-    param = param.strip()
-    vals = [parse_budget_value(x) for x in str(values).split(",") if x.strip()]
-    if len(vals) * len(strategies) < 2:
-        raise ValueError("a race needs at least two points: give two or more values (e.g. 2,4,8,16)")
-    grid = {}
-    for name, applied in points_from_budgets(list(strategies), budgets):
-        fields = [f.name for f in dataclasses.fields(get_strategy(name).Params)]
-        if param not in fields:
-            raise ValueError(f"strategy {name!r} has no budget {param!r}; valid: {', '.join(fields)}")
-        grid[name] = {**{k: [v] for k, v in applied.items() if k != param}, param: vals}
-    llm = sess.client.cfg if sess.client is not None else None
-    cfg = RunConfig(dataset=sess.spec or sess.dataset.name, index=sess.retriever.reader.config, grid=grid,
-                    answerer="openai" if llm else "extractive", llm=llm, limit=limit, prices=dict(prices or {}),
-                    race={"metric": metric, "batch": batch, "alpha": 0.05, "cost_tolerance": None, "seed": 0})
-    return run_evaluation(cfg, workspace, db, progress=False, on_look=on_look).run_id
-
-
-def race_leaderboard(seen: int, alive: list[str], exits: list) -> pd.DataFrame:
-    """The live leaderboard of a race: every point, in the race or when and why it left."""
-    rows = [{"point": p, "status": "in the race", "after question": seen, "why": ""} for p in alive]
-    rows += [{"point": e.point, "status": "left", "after question": e.at_question, "why": e.reason} for e in exits]
-    return pd.DataFrame(rows, columns=["point", "status", "after question", "why"])
-
-
-def race_result(db: str, run_id: str) -> tuple[str, pd.DataFrame]:
-    """A stored race in one line (items against the full grid, survivors) and its final leaderboard."""
-    from types import SimpleNamespace
-
-    from ..store import ResultStore
-
-    with ResultStore(db, read_only=True) as st:
-        race = json.loads(st.run(run_id).get("summary") or "{}").get("race", {})
-    line = (f"Raced and stored as **{run_id}** (`ragwb show {run_id}`): {race.get('planned', 0):,} of "
-            f"{race.get('full_grid_items', 0):,} items of the full grid; survivors: "
-            f"{', '.join(race.get('survivors', []))}")
-    return line, race_leaderboard(race.get("questions", 0), race.get("survivors", []),
-                                  [SimpleNamespace(**e) for e in race.get("exits", [])])
 
 
 def search_frame(sess, query: str, strategy: str, budgets: dict | None = None):
