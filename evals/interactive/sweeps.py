@@ -8,6 +8,7 @@ import pandas as pd
 
 from rag.strategies import get_strategy
 
+from .evaluate import evaluate_points, points_from_budgets
 from .session import Session
 
 
@@ -25,7 +26,6 @@ def budget_curve(sess: Session, strategy: str, param: str, values: list, limit: 
                  base: dict | None = None) -> pd.DataFrame:
     """Sweep one budget of one strategy (other budgets at ``base`` or the shipped defaults): the
     long scores frame of every value, re-packed from cached candidates where the search allows."""
-    from . import evaluate_points  # (the package's, defined beside the session)
 
     return evaluate_points(sess, [(strategy, {**(base or {}), param: v}) for v in values], limit)
 
@@ -34,7 +34,6 @@ def sweep_points(strategies: list[str], param: str, values: str, budgets: dict) 
     """The points of the workbench's Sweep: ``param`` over ``values`` ("2,4,8") for each strategy, every other
     budget at what the user applied (not the shipped defaults). A budget a strategy does not have, or no value,
     is an error naming the valid ones. The page prices these points (``answer_plan``) before it sends them."""
-    from . import points_from_budgets  # (the package's, defined beside the session)
 
     import dataclasses
 
@@ -56,7 +55,6 @@ def sweep_points(strategies: list[str], param: str, values: str, budgets: dict) 
 def sweep_from_applied(sess: Session, strategies: list[str], param: str, values: str, budgets: dict,
                        limit: int = 100) -> pd.DataFrame:
     """The workbench's Sweep evaluated: the long scores frame of every point of ``sweep_points``."""
-    from . import evaluate_points  # (the package's, defined beside the session)
 
     return evaluate_points(sess, sweep_points(strategies, param, values, budgets), limit)
 
@@ -68,7 +66,6 @@ def race_budgets(sess: Session, db: str, workspace: str, strategies: list[str], 
     budgets as applied) as a raced, stored run on the first ``limit`` questions (docs/sweeps.md), answered by the
     session's answerer (the LLM's response cache included). ``on_look(seen, alive, exits)`` after each batch.
     Returns the run id."""
-    from . import points_from_budgets  # (the package's, defined beside the session)
 
     import dataclasses
 
