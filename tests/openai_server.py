@@ -21,7 +21,7 @@ the share of the query's words in the passage); ``questioner`` (and ``-text``, `
 ragwb generate's replies, good and bad);
 ``fault-gzip-bomb`` (``Handler.huge_mb`` MB gzipped), ``fault-deep`` (JSON nested 100,000 deep),
 ``fault-header-trickle`` (the status line and headers one byte every ``Handler.trickle`` s);
-embeddings: ``fault-nan`` (NaN vectors), ``fault-string`` (each embedding a string, not a list), ``fault-short`` (one vector fewer than asked), ``fault-500``.
+embeddings: ``slow-hash`` (answers after 0.05 s; ``Handler.embed_peak``: the most embeddings requests at once), ``fault-nan`` (NaN vectors), ``fault-string`` (each embedding a string, not a list), ``fault-short`` (one vector fewer than asked), ``fault-500``.
 ``Handler.peak`` is the most chat requests it has served at once (concurrency limits are checked
 against it); ``Handler.requests`` records (path with query, Authorization header) of each POST;
 ``Handler.context_window``, when set, is reported by ``/models`` as the model's ``max_model_len``.
@@ -96,6 +96,7 @@ class Handler(BaseHTTPRequestHandler):
     server_version = "ragwb-local/1"
     calls = 0
     inflight = peak = 0
+    embed_inflight = embed_peak = 0
     seen: set = set()
     lock = threading.Lock()
     requests: list = []
@@ -191,6 +192,15 @@ class Handler(BaseHTTPRequestHandler):
         if path.endswith("/embeddings"):
             from rag.index.embedders import get_embedder
 
+            with Handler.lock:  # embeddings requests in flight at once (index sweeps embed concurrently)
+                Handler.embed_inflight += 1
+                Handler.embed_peak = max(Handler.embed_peak, Handler.embed_inflight)
+            try:
+                if model == "slow-hash":
+                    time.sleep(0.05)
+            finally:
+                with Handler.lock:
+                    Handler.embed_inflight -= 1
             inp = req.get("input", [])
             inp = [inp] if isinstance(inp, str) else inp
             vecs = get_embedder("hash").embed_passages(inp)

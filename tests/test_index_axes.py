@@ -216,3 +216,29 @@ def test_the_workbench_index_row_prices_then_sweeps_two_chunk_sizes_onto_one_cha
     labels = {x for (x,) in con.execute("SELECT DISTINCT point_label FROM results").fetchall()}
     con.close()
     assert {"index.chunk_tokens=24", "index.chunk_tokens=128"} <= labels
+
+
+def test_a_remote_embedder_embeds_an_index_grid_concurrently_and_each_text_once(tmp_path, capsys):
+    """Issue 53, item 2: with an OpenAI-compatible embeddings endpoint (the 127.0.0.1 test server), the distinct
+    texts of every config are sent --concurrency requests at a time, a text two configs share is sent once, and
+    the configs are then built from the cache."""
+    from openai_server import Handler, start
+
+    srv, url = start()
+    try:
+        docs, ws = tmp_path / "handbook", tmp_path / "ws"
+        shutil.copytree(DATA / "handbook", docs)
+        Handler.embed_peak = 0
+        assert main(["run", "--dataset", str(docs), "--questions", str(DATA / "plain.jsonl"), "--embedder", "openai",
+                     "--embed-base-url", url, "--embed-model", "slow-hash", "--embed-key-env", "NO_SUCH_KEY_VAR",
+                     "--workspace", str(ws), "--no-progress", "--no-report", "--strategies", "chunks",
+                     "--set", "index.chunk_tokens=24,32,128", "--set", "index.overlap=4", "--concurrency", "3",
+                     "--run-id", "REMOTE"]) == 0
+        err = capsys.readouterr().err
+        m = re.search(r"embedded (\d+) text\(s\) for the remote configs, 3 request\(s\) at a time", err)
+        assert m and int(m.group(1)) > 0, err
+        assert Handler.embed_peak >= 2, err  # requests overlapped
+        built = [int(x) for x in re.findall(r"embedded (\d+) chunks", err)]
+        assert len(built) == 3 and sum(built) == 0  # every config built from the cache filled concurrently
+    finally:
+        srv.shutdown()

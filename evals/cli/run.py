@@ -272,7 +272,7 @@ def cmd_run(a) -> int:
         summ = run_evaluation(cfg, a.workspace, a.db, run_id=a.run_id if len(datasets) == 1 else None,
                               resume=a.resume, progress=not a.no_progress,
                               allow_changed_corpus=a.allow_changed_corpus, lock_wait=a.wait,
-                              follow_symlinks=a.follow_symlinks, engine=engine)
+                              follow_symlinks=a.follow_symlinks, engine=engine, embed_concurrency=a.concurrency)
         print(summ.render())
         if summ.incomplete:  # stored items differ from the plan: said, and the exit status says it too
             status = 5
@@ -400,7 +400,9 @@ def add_run(sub) -> None:
     s.add_argument("--timeout", type=positive_float, default=60.0, help="per-call timeout in seconds (> 0; 60)")
     s.add_argument("--retries", type=at_least(0), default=3,
                    help="retries on 429/5xx/timeouts, >= 0 (exponential backoff; 3)")
-    s.add_argument("--concurrency", type=at_least(1), default=4, help="max concurrent LLM calls, >= 1 (4)")
+    s.add_argument("--concurrency", type=at_least(1), default=4,
+                   help="max concurrent LLM calls, service requests and (index sweeps) embeddings requests to a "
+                        "remote embedder, >= 1 (4)")
     s.add_argument("--context-window", type=at_least(1), default=None, metavar="TOKENS",
                    help="the answer model's context window; a prompt + --max-tokens that cannot fit is stored as "
                         "status context_overflow before any call (default: what the endpoint's /models reports, "

@@ -115,10 +115,46 @@ def _duration(seconds: float) -> str:
     return f"{seconds:.0f} s" if seconds < 90 else f"{seconds / 60:.0f} min"
 
 
-def ingest_variants(ws, ds, cfg, progress: bool, lock_wait, ingest_engine) -> list[tuple[dict, object]]:
+REMOTE = ("openai",)  # embedders behind an endpoint: their requests can overlap
+
+
+def embed_concurrently(ws, ds, variants: list, concurrency: int) -> int:
+    """For configs whose embedder is remote, the distinct texts every config must embed, sent ``concurrency``
+    requests at a time into the embedding cache before the configs are built (each build then finds them there);
+    a text two configs share is sent once. Returns the texts embedded."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from rag.index.embedders import get_embedder
+    from rag.ingest.chunking import chunk_document
+
+    done = 0
+    by_key: dict = {}
+    for _, ic in variants:
+        if ic.embedder.name in REMOTE:
+            texts = by_key.setdefault(ic.embedder.key, (ic.embedder, {}))[1]
+            for d in ds.documents:
+                for c in chunk_document(d, ic.chunking)[0]:
+                    texts.setdefault(c.embed_text, None)
+    cache = ws.embedding_cache
+    for key, (ecfg, texts) in by_key.items():
+        todo = list(texts)
+        # requests of at most a batch, and at least as many requests as workers (a small set still overlaps)
+        size = max(1, min(ecfg.batch_size, -(-len(todo) // max(1, concurrency))))
+        parts = [todo[i:i + size] for i in range(0, len(todo), size)]
+        emb = get_embedder(ecfg)
+        before = cache.misses
+        with ThreadPoolExecutor(max_workers=max(1, concurrency), thread_name_prefix="ragwb-embed") as ex:
+            list(ex.map(lambda part: cache.embed(emb, key, part, "passage"), parts))
+        done += cache.misses - before
+    return done
+
+
+def ingest_variants(ws, ds, cfg, progress: bool, lock_wait, ingest_engine, concurrency: int = 1
+                    ) -> list[tuple[dict, object]]:
     """Every index config of ``cfg`` built (or found built) before any answer: (tag, IngestSummary) each. With
     more than one config, what each must embed is said first, at the rate this machine measured (slowed for its
-    load): a sweep over indexes never starts embedding unannounced."""
+    load): a sweep over indexes never starts embedding unannounced. A remote embedder's texts are sent
+    ``concurrency`` requests at a time (``embed_concurrently``)."""
     import sys
 
     from rag.index.rates import keep_rate, measured_rate
@@ -139,6 +175,9 @@ def ingest_variants(ws, ds, cfg, progress: bool, lock_wait, ingest_engine) -> li
                 + (f"; {shared:,} shared with an earlier config" if shared else ""))
         print(f"index configs: {len(variants)}, each built once before any answer (a text embedded by the same "
               "embedder is never embedded again):\n" + "\n".join(lines), file=sys.stderr)
+    if len(variants) > 1 and concurrency > 1 and any(ic.embedder.name in REMOTE for _, ic in variants):
+        n = embed_concurrently(ws, ds, variants, concurrency)
+        print(f"embedded {n:,} text(s) for the remote configs, {concurrency} request(s) at a time", file=sys.stderr)
     out = []
     for tag, ic in variants:
         summ = ws.ingest(ds, ic, progress=progress, wait=lock_wait, vector_index=cfg.vector_index,

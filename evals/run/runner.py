@@ -233,11 +233,12 @@ def run_evaluation(cfg: RunConfig, workspace: str | Path = "results", db: str | 
                    flush_every: int = 1000, on_flush=None, allow_changed_corpus: bool = False,
                    flush_seconds: float = 1.0,
                    lock_wait: float | None = None, follow_symlinks: bool = False, engine="local",
-                   shard_questions: int = SHARD_QUESTIONS, on_look=None) -> RunSummary:
+                   shard_questions: int = SHARD_QUESTIONS, on_look=None, embed_concurrency: int = 1) -> RunSummary:
     """Run (or resume) one evaluation. ``on_look(questions_seen, points_in_race, exits)``: a raced run calls it
     after each look (the workbench's live leaderboard). Items are committed in batches every ``flush_seconds`` or
     ``flush_every`` items; ``on_flush(n_items_committed)`` is called after each commit. ``engine``
-    (evals/run/engines.py): where items are evaluated; the driver (this process) always writes the store."""
+    (evals/run/engines.py): where items are evaluated; the driver (this process) always writes the store.
+    ``embed_concurrency``: requests at once to a remote embedder of an index sweep (speed only: not in the config)."""
     import contextlib
 
     from evals.store import run_writer
@@ -268,7 +269,7 @@ def run_evaluation(cfg: RunConfig, workspace: str | Path = "results", db: str | 
         # every index config (one, or the product of the index axes) built before any answer
         from .index_grid import ingest_variants, tag_points
 
-        built = ingest_variants(ws, ds, cfg, progress, lock_wait, engine.ingest_engine())
+        built = ingest_variants(ws, ds, cfg, progress, lock_wait, engine.ingest_engine(), embed_concurrency)
         for _, summ_i in built:
             print(summ_i.render(), file=sys.stderr)
         ingest = built[0][1]
