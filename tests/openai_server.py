@@ -19,7 +19,9 @@ sent one byte every ``Handler.trickle`` seconds), ``fault-huge`` (a valid reply 
 context abstains, a rich one answers; escalation tests); ``grader`` (a relevance judge: ``##final score: N`` from
 the share of the query's words in the passage); ``questioner`` (and ``-text``, ``-empty``, ``-wrong``, ``-same``:
 ragwb generate's replies, good and bad);
-``fault-gzip-bomb`` (``Handler.huge_mb`` MB gzipped), ``fault-deep`` (JSON nested 100,000 deep),
+``fault-gzip-bomb`` (``Handler.huge_mb`` MB gzipped), ``enc-br``, ``enc-zstd``, ``enc-compress``,
+``enc-gzipgzip`` (a valid reply under an encoding the guard refuses), ``enc-tail`` (a gzip member then
+``Handler.tail_mb`` MB of junk), ``enc-twice`` (two gzip members), ``enc-deflate`` (raw deflate), ``fault-deep`` (JSON nested 100,000 deep),
 ``fault-header-trickle`` (the status line and headers one byte every ``Handler.trickle`` s);
 embeddings: ``slow-hash`` (answers after 0.05 s; ``Handler.embed_peak``: the most embeddings requests at once), ``fault-nan`` (NaN vectors), ``fault-string`` (each embedding a string, not a list), ``fault-short`` (one vector fewer than asked), ``fault-500``.
 ``Handler.peak`` is the most chat requests it has served at once (concurrency limits are checked
@@ -106,6 +108,7 @@ class Handler(BaseHTTPRequestHandler):
     trickle = 0.2
     huge_mb = 12
     gzipped: dict = {}
+    tail_mb = 0.5  # enc-tail: junk after a valid gzip member
 
     def log_message(self, *a):  # quiet
         pass
@@ -162,6 +165,25 @@ class Handler(BaseHTTPRequestHandler):
                                                 "message": {"role": "assistant", "content": text}}]}).encode()
                 Handler.gzipped[Handler.huge_mb] = gzip.compress(body, 9)
             return self._send(200, Handler.gzipped[Handler.huge_mb], {"Content-Encoding": "gzip"})
+        if model.startswith("enc-"):  # a valid reply sent in an encoding the guard refuses, or with bytes after it
+            import gzip
+            import zlib
+
+            kind = model[len("enc-"):].split("-", 1)[0]  # br, zstd, compress, gzipgzip, tail, twice, deflate
+            ok = json.dumps({"id": "e", "object": "chat.completion", "created": 0, "model": model,
+                             "choices": [{"index": 0, "finish_reason": "stop",
+                                          "message": {"role": "assistant", "content": "fine"}}],
+                             "data": [{"object": "embedding", "index": 0, "embedding": [0.1, 0.2]}]}).encode()
+            if kind == "tail":  # a valid gzip member, then Handler.tail_mb MB of junk
+                return self._send(200, gzip.compress(ok) + b"j" * int(Handler.tail_mb * 1_000_000),
+                                  {"Content-Encoding": "gzip"})
+            if kind == "twice":  # two gzip members back to back
+                return self._send(200, gzip.compress(ok) + gzip.compress(ok), {"Content-Encoding": "gzip"})
+            if kind == "deflate":  # raw deflate (no zlib header)
+                c = zlib.compressobj(wbits=-15)
+                return self._send(200, c.compress(ok) + c.flush(), {"Content-Encoding": "deflate"})
+            name = {"gzipgzip": "gzip, gzip"}.get(kind, kind)
+            return self._send(200, ok, {"Content-Encoding": name})
         if model == "fault-deep":  # 200 OK whose JSON nests 100,000 deep
             return self._send(200, b"[" * 100_000 + b"]" * 100_000)
         if model == "fault-header-trickle":  # the status line and headers one byte every Handler.trickle s

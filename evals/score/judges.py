@@ -196,12 +196,15 @@ class _RagasJudge:
         try:
             res = asyncio.run_coroutine_threadsafe(asyncio.wait_for(go(), self.timeout), self.loop).result()
         except BaseException as e:  # noqa: BLE001 - every failure becomes a status
-            from rag.llm.urls import scrub
+            from rag.llm.guard import guard_cause
+            from rag.llm.urls import scrub_cut
 
-            detail = f"{type(e).__name__}: {str(e)[:250]}"
+            refused = guard_cause(e)  # a body over the cap or an encoding refused, named (not "Connection error.")
+            detail = scrub_cut(f"{type(e).__name__}: {e}" + (f" ({refused})" if refused is not None and refused
+                                                             is not e else ""), 250, self.client.secrets)
             if not str(e).strip() or any(w in str(e).lower() for w in ("max_tokens", "length", "incomplete")):
                 detail += " (the judge's reply may have been cut short: raise --judge-max-tokens)"
-            return Score(None, _status_of(e), scrub(detail, self.client.secrets))
+            return Score(None, _status_of(e), detail)
         v = getattr(res, "value", res)
         if v is None or (isinstance(v, float) and math.isnan(v)):
             return Score(None, "undetermined", "ragas returned no score")

@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from concurrent.futures import ThreadPoolExecutor
 
-from rag.llm.urls import redact_url, scrub
+from rag.llm.urls import redact_url, scrub_cut
 from rag.llm.client import LLMClient, structured_format
 
 PROMPT_VERSION = "umbrela-0-3/1"
@@ -72,8 +72,8 @@ def judge_pairs(client: LLMClient, pairs: list[dict], progress=None) -> list[dic
             res = client.chat(messages_for(p["question"], p["text"]), purpose="relevance_judge", **extra)
         except Exception as e:  # noqa: BLE001 - one pair's failure is stored with its reason; the rest go on
             return {**row, "grade": None, "status": "error",
-                    "detail": scrub(f"{redact_url(client.cfg.base_url)}: question {p['question_id']} passage "
-                                    f"{p['passage_key']}: {type(e).__name__}: {str(e)[:200]}")[:500]}
+                    "detail": scrub_cut(f"{redact_url(client.cfg.base_url)}: question {p['question_id']} passage "
+                                        f"{p['passage_key']}: {type(e).__name__}: {e}", 500, client.secrets)}
         if res.status != "ok":
             return {**row, "grade": None, "status": "error", "detail": f"{res.status}: {res.error}"[:500]}
         g = parse_grade(res.text)

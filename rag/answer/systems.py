@@ -31,7 +31,7 @@ from rag.errors import EndpointError
 from rag.llm.guard import ResponseTooLarge
 from rag.jsonsafe import loads_bounded
 from rag.llm.client import MAX_USAGE_TOKENS
-from rag.llm.urls import redact_url, register_secret, scrub, scrub_obj, url_secrets
+from rag.llm.urls import redact_url, register_secret, scrub, scrub_cut, scrub_obj, url_secrets
 
 REQUEST_KEYS = {"question", "question_id", "history", "extra", "headers"}
 RESPONSE_KEYS = {"answer", "contexts", "context_text", "context_doc_id", "context_page_id", "context_source",
@@ -221,10 +221,11 @@ class SystemClient:
                 ms = (time.perf_counter() - t0) * 1000
                 if resp.status_code == 429 or resp.status_code >= 500:
                     status = "rate_limited" if resp.status_code == 429 else "error"
-                    err = f"HTTP {resp.status_code}: {resp.text[:200]}"
+                    err = f"HTTP {resp.status_code}: {scrub_cut(resp.text, 200, self.secrets)}"
                     exc = _Resp(resp)
                 elif resp.status_code >= 400:
-                    return SystemResult("error", latency_ms=ms, error=f"HTTP {resp.status_code}: {resp.text[:200]}"), None
+                    return SystemResult("error", latency_ms=ms,
+                                        error=f"HTTP {resp.status_code}: {scrub_cut(resp.text, 200, self.secrets)}"), None
                 elif 300 <= resp.status_code < 400:
                     where = redact_url(resp.headers.get("location", "")) or "nowhere (no Location header)"
                     return SystemResult("error", latency_ms=ms,

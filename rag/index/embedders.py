@@ -155,8 +155,12 @@ def with_retries(fn, *, retries: int = 5, base_delay: float = 0.5, max_delay: fl
         try:
             return fn()
         except (openai.RateLimitError, openai.APITimeoutError, openai.APIConnectionError, openai.APIStatusError) as e:
+            from rag.llm.guard import guard_cause
+
             transient = not isinstance(e, openai.APIStatusError) or isinstance(e, openai.RateLimitError) \
                 or e.status_code >= 500
+            if guard_cause(e) is not None:  # a body over the cap or a refused encoding comes back the same: no retry
+                transient = False
             if not transient or attempt == retries:
                 raise
             sleep(retry_delay(attempt, base_delay, max_delay, e))
@@ -203,11 +207,16 @@ class OpenAIEmbedder(Embedder):
                 resp = with_retries(lambda: self.client.embeddings.create(model=self.cfg.model, input=batch,
                                                                           encoding_format="float"))
             except openai.APIError as e:
+                from rag.llm.guard import guard_cause
+                from rag.llm.urls import scrub_cut
+
                 code = getattr(e, "status_code", None)
-                msg = str(getattr(e, "message", "") or e).splitlines()[0][:200]
+                refused = guard_cause(e)  # a body over the cap or an encoding refused: its own words, not "Connection"
+                msg = str(refused) if refused is not None else str(getattr(e, "message", "") or e)
                 secrets = [os.environ.get(self.cfg.api_key_env) or "", *url_secrets(self.cfg.base_url)]
+                msg = scrub_cut(msg, 100_000, secrets)
                 raise EndpointError(f"{self.where()} failed{f' with HTTP {code}' if code else ''}: "
-                                    f"{scrub(msg, secrets)}") from None
+                                    f"{(msg.splitlines() or [''])[0][:200]}") from None
             out.append(self._checked(resp, len(batch)))
         m = _normalise(np.vstack(out)) if out else np.zeros((0, max(self.dim, 1)), np.float32)
         self.dim = m.shape[1]

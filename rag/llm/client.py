@@ -23,7 +23,7 @@ from dataclasses import asdict, dataclass
 from urllib.parse import urlsplit
 from pathlib import Path
 
-from .urls import redact_url, register_secret, scrub, split_query, url_secrets
+from .urls import redact_url, register_secret, scrub, scrub_cut, split_query, url_secrets
 
 # dollars per million tokens (input, output); edit or extend with --price MODEL=IN,OUT
 PRICES: dict[str, tuple[float, float]] = {
@@ -396,11 +396,12 @@ class LLMClient:
                     return LLMResult(None, "error", error=last_err, latency_s=time.perf_counter() - t0, calls=calls,
                                      http_status=e.status_code)  # a client error will not fix itself
             except openai.APIConnectionError as e:
-                from .guard import too_large_cause
+                from .guard import guard_cause
 
-                big = too_large_cause(e)
-                if big is not None:  # the same request would get the same flood: not retried, not stored
-                    return LLMResult(None, "error", error=str(big), latency_s=time.perf_counter() - t0, calls=calls)
+                big = guard_cause(e)
+                if big is not None:  # the same request would get the same flood or encoding: not retried, not stored
+                    return LLMResult(None, "error", error=scrub_cut(str(big), 300, self.secrets),
+                                     latency_s=time.perf_counter() - t0, calls=calls)
                 last_status, last_err = "error", _short(e)
             except (ValueError, KeyError, TypeError, AttributeError) as e:  # malformed JSON body
                 return LLMResult(None, "parse_error", error=_short(e), latency_s=time.perf_counter() - t0,
@@ -421,5 +422,10 @@ current_repeat: contextvars.ContextVar[int] = contextvars.ContextVar("ragwb_repe
 
 
 def _short(e: Exception) -> str:
-    s = f"{type(e).__name__}: {e}"
-    return s[:300]
+    """An error as stored: scrubbed whole (every secret this process holds, in every spelling), then cut; a secret
+    straddling the cut never leaves its prefix behind (a guard refusal is named by its own message)."""
+    from .guard import guard_cause
+
+    cause = guard_cause(e)
+    return scrub_cut(f"{type(e).__name__}: {e}" + (f" ({cause})" if cause is not None and cause is not e else ""),
+                     300)

@@ -12,8 +12,9 @@ sends through ``GuardedTransport``, which reads the body itself and stops at
 
 Replies are asked for uncompressed (``Accept-Encoding: identity``). A server that compresses anyway (gzip or
 deflate) is decoded here, chunk by chunk with a bounded output, and the cap counts the *decoded* bytes while
-decoding: a 300 KB gzip of 300 MB of zeros stops at the cap, never holding more than the cap in memory. Any
-other encoding is refused with its name.
+decoding: a 300 KB gzip of 300 MB of zeros stops at the cap, never holding more than the cap in memory; the bytes
+read count too, and bytes after the end of the stream (a second member, trailing junk) are refused by name. Any
+other encoding (br, zstd, compress, "gzip, gzip") is refused with its name, on every client's path.
 """
 from __future__ import annotations
 
@@ -66,8 +67,12 @@ class ReadBudget:
             raise ResponseTooLarge(too_large_message(self.max_bytes), request=self.request)
         self.take(b"")
 
+    raw = 0  # bytes read off the wire (a compressed body's own size counts against the cap too)
+
     def take(self, chunk: bytes) -> bytes:
-        """One raw chunk of the body -> its decoded bytes, counted against the cap as they are decoded."""
+        """One raw chunk of the body -> its decoded bytes, counted against the cap as they are decoded. Every byte
+        read counts: a compressed body's trailing bytes after its stream ends (a second gzip member, junk) are
+        refused by name, never left uncounted in the decoder's ``unused_data``."""
         if time.monotonic() > self.deadline:
             raise httpx.ReadTimeout(f"no complete response within {self.timeout:g} s (a server sending slowly: "
                                     f"{self.n:,} bytes by then)", request=self.request)
@@ -75,18 +80,35 @@ class ReadBudget:
             out = chunk
             self._count(len(out))
             return out
+        self.raw += len(chunk)
+        if self.max_bytes and self.raw > self.max_bytes:
+            raise ResponseTooLarge(too_large_message(self.max_bytes) + " (counted as read: the reply was compressed)",
+                                   request=self.request)
+        if chunk and self.decoder.eof:
+            self._trailing(len(chunk))
         parts, data = [], chunk
         while data:
             room = (self.max_bytes - self.n + 1) if self.max_bytes else 0  # at most one byte past the cap
             try:
                 out = self.decoder.decompress(data, max(room, 1) if self.max_bytes else 0)
             except zlib.error as e:
+                if self.n == 0 and self.raw == len(chunk) and data is chunk and not getattr(self, "_raw_tried", False):
+                    # "deflate" sent without its zlib header (raw deflate, as some servers do): decoded as browsers do
+                    self._raw_tried, self.decoder = True, zlib.decompressobj(-15)
+                    continue
                 raise httpx.DecodingError(f"response body is not valid gzip/deflate ({e})",
                                           request=self.request) from None
             self._count(len(out))
             parts.append(out)
             data = self.decoder.unconsumed_tail
+            if self.decoder.eof and self.decoder.unused_data:
+                self._trailing(len(self.decoder.unused_data))
         return b"".join(parts)
+
+    def _trailing(self, n: int) -> None:
+        raise httpx.DecodingError(f"response body continues after the end of its gzip/deflate stream ({n:,} more "
+                                  "bytes: a second member or trailing data); refused, nothing of it is kept",
+                                  request=self.request)
 
     def _count(self, n: int) -> None:
         self.n += n
@@ -196,6 +218,18 @@ def too_large_cause(e: BaseException) -> ResponseTooLarge | None:
     seen = 0
     while e is not None and seen < 10:
         if isinstance(e, ResponseTooLarge):
+            return e
+        e, seen = e.__cause__ or e.__context__, seen + 1
+    return None
+
+
+def guard_cause(e: BaseException) -> httpx.TransportError | None:
+    """What the guard refused behind an exception a client library wrapped (openai's "APIConnectionError:
+    Connection error."): a body over the cap, or an encoding refused by name (br, zstd, a second gzip member).
+    The same request would be refused again: callers report its own message and do not retry."""
+    seen = 0
+    while e is not None and seen < 10:
+        if isinstance(e, (ResponseTooLarge, httpx.DecodingError)):
             return e
         e, seen = e.__cause__ or e.__context__, seen + 1
     return None

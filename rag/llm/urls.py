@@ -113,6 +113,10 @@ def secret_forms(secret: str) -> set[str]:
     forms |= {raw.hex(), raw.hex().upper()}
     esc = json.dumps(secret)[1:-1]
     forms |= {esc, esc.replace("/", "\\/"), json.dumps(secret, ensure_ascii=False)[1:-1].replace("/", "\\/")}
+    # spelled byte by byte or character by character (an echo that escapes everything), and JSON-escaped twice
+    forms |= {"".join(f"%{b:02X}" for b in raw), "".join(f"%{b:02x}" for b in raw)}
+    forms |= {"".join(f"\\u{ord(c):04x}" for c in secret), "".join(f"\\u{ord(c):04X}" for c in secret)}
+    forms |= {json.dumps(f)[1:-1] for f in set(forms) if "\\" in f}
     return {f for f in forms if len(f) >= MIN_SECRET}
 
 
@@ -150,6 +154,13 @@ def scrub(text: str | None, secrets=()) -> str | None:
     if pat is not None:
         text = pat.sub("***", text)
     return _KEY_SHAPED.sub("***", text)
+
+
+def scrub_cut(text: str | None, limit: int, secrets=()) -> str | None:
+    """``text`` scrubbed whole, then cut to ``limit`` characters: scrub first, cut after, so a secret that
+    straddles the cut is replaced before the cut can keep its prefix."""
+    text = scrub(text, secrets)
+    return text[:limit] if isinstance(text, str) else text
 
 
 def scrub_obj(obj):
