@@ -586,7 +586,9 @@ class ResultStore:
                 df = con.execute(f"SELECT * FROM {table} WHERE run_id = ? ORDER BY {order}", [run_id]).df()
             if fmt == "parquet":
                 df.to_parquet(p, index=False)
-            else:
-                df.to_csv(p, index=False)
+            else:  # logged answers and ids come from outside: every text cell escaped (evals/csvout.py)
+                from .csvout import write_csv
+
+                write_csv(df, p)
             written.append(p)
         return written

@@ -87,3 +87,50 @@ def test_secrets_are_scrubbed_in_every_spelling_and_before_the_cut():
     text = "x" * 285 + "api_key=" + "TOKh2%2FYw3Jk8%25Zq9" + " and more"
     for cut in (scrub_cut(text, 300), _short(RuntimeError(text))):
         assert "TOK" not in cut and len(cut) <= 300
+
+
+def test_every_csv_the_product_writes_escapes_formula_cells(tmp_path, capsys):
+    """Issue 54, item 5: the grading pool escaped question, text, doc and retrieved_by but not question_id or page,
+    and `ragwb export --format csv` escaped nothing. One writer now escapes every text cell."""
+    import csv
+
+    from evals.cli import main
+    from evals.csvout import safe_frame
+
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "=1+2.txt").write_text("Invoices are sent on the first day of every month by email.\n")
+    (docs / "b.txt").write_text("Support answers within two working days.\n")
+    q = tmp_path / "q.jsonl"
+    q.write_text(json.dumps({"id": "=1+1", "question": "When are invoices sent?", "answers": ["first day"]}) + "\n"
+                 + json.dumps({"id": "@q", "question": "How fast is support?"}) + "\n")
+    ws = tmp_path / "ws"
+    assert main(["run", "--dataset", str(docs), "--questions", str(q), "--embedder", "hash", "--workspace", str(ws),
+                 "--strategies", "chunks", "--no-progress", "--no-report", "--run-id", "F"]) == 0
+    assert main(["export", "F", "--format", "csv", "--workspace", str(ws), "--out", str(tmp_path / "x")]) == 0
+    assert main(["judge", "F", "--export", str(tmp_path / "pool.csv"), "--workspace", str(ws)]) == 0
+    capsys.readouterr()
+    for path in [*(tmp_path / "x").glob("*.csv"), tmp_path / "pool.csv"]:
+        with open(path, newline="", encoding="utf-8") as f:
+            cells = [c for row in csv.reader(f) for c in row]
+        assert cells and not [c for c in cells if c[:1] in ("=", "+", "@", "\t", "\r")], path
+        assert "'=1+1" in cells and "'@q" in cells, path
+    with open(tmp_path / "pool.csv", newline="", encoding="utf-8") as f:
+        assert any(c.startswith("'=1+2.txt") for row in csv.reader(f) for c in row)  # the page and doc cells
+    # a logged answer from outside, as `ragwb export` would write it
+    import pandas as pd
+
+    out = safe_frame(pd.DataFrame({"answer": ["=cmd|' /C calc'!A0", "fine"], "value": [0.5, -1.0]}))
+    assert list(out.answer) == ["'=cmd|' /C calc'!A0", "fine"] and list(out.value) == [0.5, -1.0]
+    # and the import reads the escaped id back: grading the exported pool stores the grades
+    with open(tmp_path / "pool.csv", newline="", encoding="utf-8") as f:
+        rows = list(csv.DictReader(f))
+    for r in rows:
+        r["grade"] = "2"
+    with open(tmp_path / "pool.csv", "w", newline="", encoding="utf-8") as f:
+        w = csv.DictWriter(f, fieldnames=list(rows[0]))
+        w.writeheader()
+        w.writerows(rows)
+    assert main(["judge", "F", "--import", str(tmp_path / "pool.csv"), "--judge-name", "ana",
+                 "--workspace", str(ws)]) == 0
+    assert f"stored {len(rows)} judgments" in capsys.readouterr().out

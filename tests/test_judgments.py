@@ -128,12 +128,22 @@ def test_a_bad_pool_file_says_each_problem_and_stores_nothing(run_ws, tmp_path, 
     assert "4 bad row(s); nothing was stored" in err
     assert _judgments(ws) == before  # the good first row was not stored either
 
-    # one judge grading a pair twice: the last grade wins, said; two judges' grades are both kept
+    # one judge grading a pair twice with two grades is a conflict naming both lines (issue 54, 6: rows that fold to
+    # one key, as an id with a tab does, replaced grades silently); the same grade twice is stored once, said
     r = rows[0]
-    _write(pool, [dict(r, grade="1", judge="human:cy"), dict(r, grade="3", judge="human:cy"),
+    _write(pool, [dict(r, grade="1", judge="human:cy"), dict(r, question_id=r["question_id"] + "\t", grade="3",
+                                                             judge="human:cy"),
+                  dict(r, grade="0", judge="human:di")], fields=list(r) + ["judge"])
+    assert main(["judge", "R1", "--workspace", str(ws), "--import", str(pool)]) == 2
+    err = capsys.readouterr().err
+    assert "line 3: human:cy grades passage" in err and "but line 2 grades the same pair 1" in err
+    assert _judgments(ws) == before
+    _write(pool, [dict(r, grade="3", judge="human:cy"), dict(r, question_id=r["question_id"] + "\r", grade="3",
+                                                             judge="human:cy"),
                   dict(r, grade="0", judge="human:di")], fields=list(r) + ["judge"])
     assert main(["judge", "R1", "--workspace", str(ws), "--import", str(pool)]) == 0
-    assert "the last grade wins" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "the same grade as line 2 for the same pair: stored once" in out and "stored 2 judgments" in out
     got = {(j, g) for j, q, p, g, s in _judgments(ws) if p == r["passage_key"] and q == r["question_id"]}
     assert ("human:cy", 3) in got and ("human:di", 0) in got and ("human:cy", 1) not in got
 

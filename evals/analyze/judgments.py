@@ -114,11 +114,8 @@ def write_pool(pool: Pool, judged: pd.DataFrame, out: str | Path, include_judged
         df = df[~already]
     cols = POOL_COLUMNS + (["judged"] if include_judged else [])
     Path(out).parent.mkdir(parents=True, exist_ok=True)
-    out_df = df[cols].copy()
-    for c in ("question", "text", "doc", "retrieved_by"):  # corpus text is hostile: never a formula
-        if c in out_df:
-            out_df[c] = out_df[c].map(escape_cell)
-    out_df.to_csv(out, index=False, quoting=csv.QUOTE_NONNUMERIC)
+    # every text cell is hostile (corpus text, question ids, pages): never a formula (evals/csvout.py)
+    write_csv(df[cols], out, quoting=csv.QUOTE_NONNUMERIC)
     return {"rows": len(df), "already_judged": int(already.sum()), "questions": int(df.question_id.nunique())}
 
 
@@ -187,7 +184,7 @@ def read_pool_file(path: str | Path, pool: Pool, judge_name: str | None = None) 
     chosen: dict[tuple, tuple[int, dict]] = {}
     for i, r in enumerate(df.to_dict("records"), start=2):  # line 1 is the header
         where = f"{p.name} line {i}"
-        qid, pk = r["question_id"].strip(), r["passage_key"].strip()
+        qid, pk = unescape_cell(r["question_id"]).strip(), r["passage_key"].strip()
         if qid not in qids:
             plan.errors.append(f"{where}: unknown question_id {qid!r} (not in this run's pool)")
             continue
@@ -210,12 +207,20 @@ def read_pool_file(path: str | Path, pool: Pool, judge_name: str | None = None) 
             plan.errors.append(f"{where}: empty judge and no --judge-name")
             continue
         judge = raw_judge if ":" in raw_judge else f"human:{raw_judge}"
-        key = (qid, pk, judge)
-        row = {"question_key": question_key(qtext[qid]), "passage_key": pk, "judge": judge, "grade": g,
+        # keyed as the store keys a grade (question text, passage, judge): two rows that fold to one key (an id
+        # with a tab or CR, two ids of one question text) are one grade, never two silently replaced
+        key = (question_key(qtext[qid]), pk, judge)
+        row = {"question_key": key[0], "passage_key": pk, "judge": judge, "grade": g,
                "question_id": qid, "question": qtext[qid], "text": known[(qid, pk)], "status": "ok", "detail": ""}
-        if key in chosen and chosen[key][1]["grade"] != g:
-            plan.notes.append(f"{where}: {judge} graded passage {pk} of {qid} again ({chosen[key][1]['grade']} on "
-                              f"line {chosen[key][0]}, {g} here): the last grade wins")
+        if key in chosen:
+            was_line, was = chosen[key]
+            if was["grade"] != g:
+                plan.errors.append(f"{where}: {judge} grades passage {pk} of {qid} {g}, but line {was_line} grades "
+                                   f"the same pair {was['grade']} (rows that name one pair, ids compared without "
+                                   "surrounding spaces, tabs or CRs): keep one of them")
+            else:
+                plan.notes.append(f"{where}: the same grade as line {was_line} for the same pair: stored once")
+            continue
         chosen[key] = (i, row)
     plan.rows = [row for _, row in chosen.values()]
     if edited:
@@ -224,16 +229,7 @@ def read_pool_file(path: str | Path, pool: Pool, judge_name: str | None = None) 
     return plan
 
 
-FORMULA_START = ("=", "+", "-", "@", "\t", "\r")  # what a spreadsheet reads as a formula (OWASP CSV injection)
-
-
-def escape_cell(v):
-    """A text cell a spreadsheet will show as text: one that starts like a formula gets a leading quote."""
-    return "'" + v if isinstance(v, str) and v.startswith(FORMULA_START) else v
-
-
-def unescape_cell(v: str) -> str:
-    return v[1:] if isinstance(v, str) and v.startswith("'") and v[1:].startswith(FORMULA_START) else v
+from evals.csvout import FORMULA_START, escape_cell, unescape_cell, write_csv  # noqa: E402, F401 (one CSV writer)
 
 
 def sniff_delimiter(text: str) -> str:
