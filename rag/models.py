@@ -141,6 +141,7 @@ class Dataset:
     source_folder: str = ""
     read_started_ns: int = 0
     folder_filters: dict = field(default_factory=dict)
+    load_seconds: float = 0.0  # a folder's read: listing (ignore rules, patterns) and parsing, for the ingest total
 
     def doc(self, doc_id: str) -> Document:
         return self._by_id()[doc_id]

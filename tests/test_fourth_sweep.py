@@ -134,3 +134,69 @@ def test_every_csv_the_product_writes_escapes_formula_cells(tmp_path, capsys):
     assert main(["judge", "F", "--import", str(tmp_path / "pool.csv"), "--judge-name", "ana",
                  "--workspace", str(ws)]) == 0
     assert f"stored {len(rows)} judgments" in capsys.readouterr().out
+
+
+def test_one_bad_question_line_never_fails_the_file(tmp_path, capsys):
+    """Issue 54, item 9: a lone surrogate beside an id aborted the whole ingest (no file or line named); a 50 MB
+    question was accepted. Each is now its own skipped line, named; the rest of the file loads."""
+    from evals.cli import main
+
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "a.txt").write_text("Invoices are sent on the first day of every month.\n")
+    q = tmp_path / "q.jsonl"
+    q.write_text('{"id": "a1", "question": "bad \\ud800 here"}\n'
+                 '{"id": "a2", "question": "fine", "metadata": {"note": "x\\udfff"}}\n'
+                 + json.dumps({"question": "word " * 3000}) + "\n"
+                 '{"question": "When are invoices sent?"}\n')
+    assert main(["ingest", str(docs), "--questions", str(q), "--embedder", "hash", "--workspace",
+                 str(tmp_path / "ws"), "--no-progress"]) == 0
+    out = capsys.readouterr().out
+    assert f"{q}:1: field 'question' holds a lone surrogate" in out
+    assert f"{q}:2: field 'metadata.note' holds a lone surrogate" in out
+    assert f"{q}:3: field 'question' is 15,000 characters, over the 10,000" in out
+    assert "questions 1" in out
+
+
+def test_flags_that_would_do_less_than_asked_are_refused_first(tmp_path, capsys):
+    """Issue 54, item 10: `--race-alpha 0` ended in "math domain error", `--race ''` ran unraced, `generate --out DIR`
+    made every call and then failed; each is refused before any work, naming the flag. URL flags say where a key goes."""
+    from evals.cli import main
+    from evals.cli.main import build_parser
+
+    base = ["run", "--dataset", "squad2", "--embedder", "hash", "--workspace", str(tmp_path / "ws"), "--limit", "5",
+            "--no-progress", "--no-report", "--set", "chunks.top_k=1,2", "--strategies", "chunks"]
+    assert main(base + ["--race", "f1", "--race-alpha", "0"]) == 2
+    assert "--race-alpha must be between 0 and 1" in capsys.readouterr().err
+    assert main(base + ["--race", ""]) == 2
+    assert "--race needs a metric name" in capsys.readouterr().err
+    assert not (tmp_path / "ws" / "results.duckdb").exists()
+    calls = Handler.calls
+    srv, url = start()
+    try:
+        assert main(["generate", "squad2", "--embedder", "hash", "--workspace", str(tmp_path / "ws"),
+                     "--llm-base-url", url, "--llm-model", "questioner", "--n", "2", "--out", str(tmp_path)]) == 2
+        assert "is a folder; give the JSONL file to write" in capsys.readouterr().err
+        assert Handler.calls == calls  # nothing was sent
+    finally:
+        srv.shutdown()
+    helps = build_parser()._subparsers._group_actions[0].choices["run"].format_help()
+    assert "never put a key or password in the URL" in " ".join(helps.split())
+    assert "485 s at the defaults" in " ".join(helps.split())
+
+
+def test_the_ingest_total_counts_reading_the_folder(tmp_path):
+    """Issue 54, item 11: a slow listing (a 10-star pattern) took 18.7 s while the summary said "total 2.0s": the
+    total now includes the folder's read (listing and parsing), as Workspace.load measured it."""
+    from rag.index.embedders import EmbedderConfig
+    from rag.index.workspace import IndexConfig, Workspace
+
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "a.txt").write_text("Invoices are sent on the first day of every month.\n")
+    ws, cfg = Workspace(tmp_path / "ws"), IndexConfig(embedder=EmbedderConfig("hash"))
+    ds = ws.load(str(docs), None, cfg)
+    assert ds.load_seconds > 0
+    ds.load_seconds = 30.0  # as if listing the folder had taken 30 s
+    summ = ws.ingest(ds, cfg)
+    assert summ.seconds >= 30.0 and "total 3" in summ.render()

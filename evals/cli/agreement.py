@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 
-from .common import at_least, positive_float
+from .common import URL_SECRETS, at_least, positive_float
 
 
 def cmd_score_claims(a) -> int:
@@ -36,7 +36,7 @@ def add_agreement(sub) -> None:
                        "support model, baselines, and LLM judges when --judge-base-url is set.")
     s.add_argument("--limit", type=at_least(1), default=None, help="only the first N claims")
     s.add_argument("--resamples", type=at_least(100), default=1000, help="bootstrap resamples (1000)")
-    s.add_argument("--judge-base-url", default=None, help="OpenAI-compatible endpoint of an LLM judge")
+    s.add_argument("--judge-base-url", default=None, help="OpenAI-compatible endpoint of an LLM judge" + URL_SECRETS)
     s.add_argument("--judge-model", default=None, help="judge model name")
     s.add_argument("--judge-key-env", default="OPENAI_API_KEY", help="environment variable holding the judge's key")
     s.add_argument("--judges", nargs="*", default=None, help="LLM judges (default llm_faithfulness; "

@@ -104,7 +104,8 @@ def add_index_args(p: argparse.ArgumentParser) -> None:
                         "multilingual (no Greek); hash: lexical feature hashing (instant); openai: an "
                         "OpenAI-compatible /embeddings endpoint; st: a sentence-transformers model on disk")
     g.add_argument("--embed-model", default=None, help="model name (openai) or local path (st)")
-    g.add_argument("--embed-base-url", default=None, help="base URL of the embeddings endpoint (openai)")
+    g.add_argument("--embed-base-url", default=None,
+                   help="base URL of the embeddings endpoint (openai)" + URL_SECRETS)
     g.add_argument("--embed-key-env", default="OPENAI_API_KEY",
                    help="name of the environment variable holding the embeddings API key")
     g.add_argument("--chunker", default="auto", choices=["auto", "tokens", "hierarchy", "code"],
@@ -138,6 +139,11 @@ def add_index_args(p: argparse.ArgumentParser) -> None:
 def add_store_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--workspace", default="results", help="workspace folder (default: results)")
     p.add_argument("--db", default=None, help="DuckDB file (default: WORKSPACE/results.duckdb)")
+
+
+# a URL flag's help ends with this: a key or password inside a URL shows in the process list (/proc/PID/cmdline)
+URL_SECRETS = ("; never put a key or password in the URL (other users see a command line): give the key by "
+               "environment variable (--*-key-env)")
 
 
 def index_config(a):

@@ -4,7 +4,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from .common import add_index_args, at_least, index_config, positive_float
+from .common import URL_SECRETS, add_index_args, at_least, index_config, positive_float
 
 
 def _counted(counts: dict) -> str:
@@ -26,6 +26,11 @@ def cmd_generate(a) -> int:
     unknown = [t for t in types if t not in TYPES]
     if unknown or not types:
         raise ValueError(f"--types: unknown type(s) {', '.join(unknown) or '(none)'}; valid: {', '.join(TYPES)}")
+    out = Path(a.out)  # checked before the first call: every call's answers are lost if the file cannot be written
+    if out.is_dir():
+        raise ValueError(f"--out {out} is a folder; give the JSONL file to write (e.g. {out / 'gold.jsonl'})")
+    if not out.parent.exists():
+        raise ValueError(f"--out {out}: its folder {out.parent} does not exist")
     cfg = index_config(a)
     ws = Workspace(a.workspace)
     ds = ws.load(a.dataset, None, cfg)
@@ -118,7 +123,7 @@ def add_generate(sub) -> None:
                    help="then run 9 points over the set's human questions and the generated ones and report how "
                         "alike they rank the points (Kendall tau, sign agreement; docs/generate.md)")
     s.add_argument("--validate-limit", type=at_least(1), default=200, help="human questions used by --validate (200)")
-    s.add_argument("--llm-base-url", default=None, help="OpenAI-compatible base URL")
+    s.add_argument("--llm-base-url", default=None, help="OpenAI-compatible base URL" + URL_SECRETS)
     s.add_argument("--llm-model", default=None, help="model name at that endpoint")
     s.add_argument("--llm-key-env", default="OPENAI_API_KEY", help="environment variable holding the API key")
     s.add_argument("--llm-format", default="", choices=["", "json_schema", "json_object"],

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import sys
 
-from .common import add_store_args, at_least, open_store, positive_float
+from .common import URL_SECRETS, add_store_args, at_least, open_store, positive_float
 
 
 def _pairs_to_judge(pool, judged, judge: str) -> list[dict]:
@@ -165,7 +165,8 @@ def add_judge(sub) -> None:
     s.add_argument("--from-gold", action="store_true",
                    help="store the run's gold evidence as judge gold:evidence (a pooled passage showing it = 3, "
                         "else 0): to check pooling against full gold")
-    s.add_argument("--judge-base-url", default=None, help="OpenAI-compatible endpoint of an LLM relevance judge")
+    s.add_argument("--judge-base-url", default=None,
+                   help="OpenAI-compatible endpoint of an LLM relevance judge" + URL_SECRETS)
     s.add_argument("--judge-model", default=None, help="judge model name (stored as llm:MODEL)")
     s.add_argument("--judge-key-env", default="OPENAI_API_KEY", help="environment variable holding the judge's key")
     s.add_argument("--judge-max-tokens", type=at_least(1), default=64, help="max tokens per grade reply (64)")

@@ -7,7 +7,7 @@ import sys
 import tomllib
 from pathlib import Path
 
-from .common import (add_index_args, at_least, engine_address, index_config, non_negative_float, parse_sets,
+from .common import (URL_SECRETS, add_index_args, at_least, engine_address, index_config, non_negative_float, parse_sets,
                      positive_float, run_id_arg, share_arg, temperature_arg)
 from rag.llm.client import env_prices, parse_prices  # noqa: F401 (shared with the workbench)
 
@@ -138,10 +138,15 @@ def race_config(a, systems) -> dict:
     unknown metric, or a race the run cannot hold is an error naming it."""
     knobs = [f for f, v in (("--race-batch", a.race_batch), ("--race-alpha", a.race_alpha),
                             ("--race-cost", a.race_cost), ("--race-seed", a.race_seed)) if v is not None]
+    if a.race is not None and not a.race.strip():  # `--race ''` (an empty variable in a CI script) is no race
+        raise ValueError("--race needs a metric name (e.g. --race f1); an empty one would run the grid unraced")
     if not a.race:
         if knobs:
             raise ValueError(f"{', '.join(knobs)} without --race METRIC would do nothing")
         return {}
+    if a.race_alpha is not None and not 0 < a.race_alpha < 1:
+        raise ValueError(f"--race-alpha must be between 0 and 1 (exclusive), got {a.race_alpha:g}: 0 rules nothing "
+                         "out and 1 rules out on no evidence")
     from evals.score.metrics import METRICS
 
     if a.race not in METRICS:
@@ -387,7 +392,8 @@ def add_run(sub) -> None:
     s.add_argument("--insert-fillers", type=non_negative_float, default=0.0, metavar="RATE",
                    help="conversational sets: insert seeded filler turns ('thanks', 'ok') after each turn with "
                         "this probability, to measure retrieval bypass (default 0)")
-    s.add_argument("--llm-base-url", default=None, help="OpenAI-compatible base URL, e.g. http://127.0.0.1:8080/v1")
+    s.add_argument("--llm-base-url", default=None,
+                   help="OpenAI-compatible base URL, e.g. http://127.0.0.1:8080/v1" + URL_SECRETS)
     s.add_argument("--llm-model", default=None, help="model name at that endpoint")
     s.add_argument("--llm-key-env", default="OPENAI_API_KEY", help="environment variable holding the API key")
     s.add_argument("--prompt", default=None, metavar="FILE",
@@ -412,7 +418,7 @@ def add_run(sub) -> None:
                         "point's own overflow policy (truncate or drop the last block); the item's counters say so")
     s.add_argument("--no-cache", action="store_true", help="do not use the LLM response cache")
     s.add_argument("--judge-base-url", default=None, help="OpenAI-compatible endpoint of an LLM judge (costs money; "
-                   "off by default)")
+                   "off by default)" + URL_SECRETS)
     s.add_argument("--judge-model", default=None, help="judge model name")
     s.add_argument("--judge-key-env", default="OPENAI_API_KEY", help="environment variable holding the judge's key")
     s.add_argument("--judge-max-tokens", type=at_least(1), default=1024, help="max tokens per judge call")
@@ -421,7 +427,8 @@ def add_run(sub) -> None:
                         "server, vLLM and OpenAI enforce it), json_object asks for any JSON (default: neither)")
     s.add_argument("--judges", nargs="*", default=None,
                    help="judges to run: ragas_faithfulness (default), ragas_context_recall, "
-                        "ragas_answer_accuracy, llm_faithfulness")
+                        "ragas_answer_accuracy, llm_faithfulness; a ragas judgment waits at most "
+                        "--timeout x (--retries + 1) x 2 + 5 s (485 s at the defaults) before it is a timeout")
     s.add_argument("--price", action="append", metavar="MODEL=IN,OUT",
                    help="price of a model in dollars per million input and output tokens (repeatable; a [prices] "
                         "table in --config works too, and RAGWB_PRICE='MODEL=IN,OUT;...'); built-in table: "

@@ -843,15 +843,43 @@ def _field(rec: dict, name: str, types: tuple, what: str, default=None, required
     return v
 
 
+MAX_QUESTION_CHARS = 10_000  # a longer "question" is a pasted document, not a question: its line is skipped, named
+
+
+def _not_text(obj, where: str = "") -> str | None:
+    """The first field holding a lone surrogate (a JSON escape like \\ud800 that is no character and cannot be
+    stored as UTF-8), or None."""
+    if isinstance(obj, str):
+        try:
+            obj.encode("utf-8")
+        except UnicodeEncodeError:
+            return where or "the line"
+        return None
+    items = obj.items() if isinstance(obj, dict) else enumerate(obj) if isinstance(obj, list) else ()
+    for k, v in items:
+        name = f"{where}[{k}]" if isinstance(k, int) else f"{where}.{k}" if where else str(k)
+        bad = (name if isinstance(k, str) and _not_text(k) else None) or _not_text(v, name)
+        if bad:
+            return bad
+    return None
+
+
 def _question_from_record(rec: dict, by_id: dict[str, Document], warnings: list[str] | None = None) -> Question:
     if not isinstance(rec, dict):
         raise TypeError("a question line must be a JSON object")
     warnings = [] if warnings is None else warnings
+    bad = _not_text(rec)
+    if bad:  # checked first: with an id, such a line passed here and failed the whole ingest when stored
+        raise ValueError(f"field '{bad}' holds a lone surrogate (an escape like \\ud800 that is no character): "
+                         "not storable text")
     if "question" not in rec:
         raise KeyError("question")
     text = rec["question"]
     if not isinstance(text, str) or not text.strip():
         raise ValueError("field 'question' must be a non-empty string")
+    if len(text) > MAX_QUESTION_CHARS:
+        raise ValueError(f"field 'question' is {len(text):,} characters, over the {MAX_QUESTION_CHARS:,} a question "
+                         "may have (a document pasted as a question?)")
     if rec.get("id") is None:  # optional: a stable id from the question's own text (docs/datasets.md)
         qid = derived_question_id(text)
     else:
