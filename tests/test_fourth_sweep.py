@@ -200,3 +200,29 @@ def test_the_ingest_total_counts_reading_the_folder(tmp_path):
     ds.load_seconds = 30.0  # as if listing the folder had taken 30 s
     summ = ws.ingest(ds, cfg)
     assert summ.seconds >= 30.0 and "total 3" in summ.render()
+
+
+def test_patterns_are_matched_by_an_automaton_that_cannot_backtrack(tmp_path, capsys):
+    """Issue 54, item 1: a .gitignore line of 16 `*a` segments then `b` beside a file named 60 `a`s killed the
+    ingest at 120 s (12 segments, 40 characters: 129 s a match); the same as --exclude hung. Patterns are now
+    compiled for RE2 (pathspec's re2 backend): the same files, each match linear in the path. (A regression here
+    hangs, it does not pass; the time is a bench figure: `ragwb bench --only patterns`.)"""
+    from evals.cli import main
+    from rag.ingest.corpora import pattern_spec
+
+    spec = pattern_spec(["*a" * 16 + "b", "*.log", "!keep.log"])
+    assert type(spec._backend).__name__.startswith("Re2")
+    assert not spec.match_file("a" * 60) and spec.match_file("a" * 59 + "b") and spec.match_file("x.log")
+    assert not spec.match_file("keep.log")
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / ("a" * 60 + ".txt")).write_text("kept: the pattern does not match it\n")
+    (docs / ("a" * 40 + "b.txt")).write_text("left out by the pattern\n")
+    (docs / ".gitignore").write_text("*a" * 16 + "b*\n")
+    assert main(["ingest", str(docs), "--embedder", "hash", "--workspace", str(tmp_path / "ws"),
+                 "--no-progress"]) == 0
+    out = capsys.readouterr().out
+    assert "documents 1 (added 1" in out and "1 files or folders left out by .gitignore" in out
+    assert main(["ingest", str(docs), "--embedder", "hash", "--workspace", str(tmp_path / "ws2"), "--no-progress",
+                 "--no-gitignore", "--exclude", "*a" * 12 + "b*"]) == 0
+    assert "documents 1 (added 1" in capsys.readouterr().out

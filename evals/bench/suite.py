@@ -27,7 +27,8 @@ def add_bench_args(p) -> None:
                    help="corpus copies for the growth curve (default 1 4 16; empty to skip)")
     p.add_argument("--only", nargs="*", choices=["ingest", "retrieval", "repack", "eval", "ragas", "llm", "growth",
                                                  "rerun", "support", "mainjob", "scale", "scale5", "engines", "apply",
-                                                 "gate", "score", "system", "race", "search", "index-grid"],
+                                                 "gate", "score", "system", "race", "search", "index-grid",
+                                                 "patterns"],
                    default=None,
                    help="measure only these figures; scale, scale5, mainjob and engines (minutes each) run only "
                         "when named here")
@@ -159,6 +160,9 @@ def main_bench(a) -> int:
         if want("search") and a.only:  # builds a 10,000-chunk code index: only when asked by name
             from .search import search_figure
             figs["search"] = search_figure(tmp / "search")
+        if want("patterns"):
+            from .patterns import patterns_figure
+            figs["patterns"] = patterns_figure()
         if want("index-grid") and a.only:  # embeds three chunkings of a set with e5: only when asked by name
             from .index_grid import index_grid_figure
             figs["index_grid"] = index_grid_figure(tmp / "index_grid", "xquad-en", a.embedder)
@@ -597,6 +601,10 @@ def gate_figure(root: Path, items: int = 50_000, points: int = 5) -> dict:
 
 def render(f: dict) -> str:
     lines = [f"machine: {f['machine']}", f"dataset: {f['dataset']}"]
+    pt = f.get("patterns")
+    if pt:
+        lines.append(f"hostile gitignore patterns ({pt['backend']}): " + "; ".join(
+            f"{c['stars']} stars vs {c['name_chars']} chars {c['match_us']:.2f} us a match" for c in pt["cases"]))
     ig = f.get("index_grid")
     if ig:
         lines.append(f"index grid ({', '.join(ig['configs'])} on {ig['dataset']}, {ig['embedder']}): {ig['chunks']} chunks, "

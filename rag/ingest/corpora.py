@@ -519,8 +519,25 @@ def _shown_path(path: Path) -> str:
 GITIGNORE_MAX_BYTES = 1 << 20
 
 
-MAX_PATTERN_STARS = 16  # a gitignore line with more '*' (after runs are collapsed) is skipped, said
+MAX_PATTERN_STARS = 16  # without re2 (fallback only): a gitignore line with more '*' is skipped, said
 MAX_PATTERN_CHARS = 1000
+
+
+def _re2() -> bool:
+    try:
+        import re2  # noqa: F401  (google-re2: a linear-time automaton, no backtracking)
+        return True
+    except ImportError:
+        return False
+
+
+def pattern_spec(lines: list[str]):
+    """A compiled set of gitignore lines matched by RE2 (google-re2, a dependency): linear in the path whatever the
+    pattern holds (16 `*a` segments then `b` against 60 `a`s backtracked for minutes in Python's `re`; the star cap
+    was no defence). Without re2 installed, pathspec's own backend and the star cap below."""
+    import pathspec
+
+    return pathspec.GitIgnoreSpec.from_lines(lines, backend="re2" if _re2() else "simple")
 
 
 def _collapse_stars(line: str) -> str:
@@ -537,19 +554,17 @@ def gitignore_lines(lines: list[str], where: str) -> tuple[list[str], list[Skipp
     """The lines of a .gitignore that are safe to match, and a warning for each one left out (naming the file
     and line): a pattern git would skip (a lone backslash), or one too long or with too many stars to match in
     bounded time. Matching then stays linear in the path, whatever the file holds."""
-    import pathspec
-
     out, warns = [], []
     for i, raw in enumerate(lines, start=1):
         line = _collapse_stars(raw)
         why = ""
         if len(line) > MAX_PATTERN_CHARS:
             why = f"longer than {MAX_PATTERN_CHARS:,} characters"
-        elif line.count("*") > MAX_PATTERN_STARS:
-            why = f"more than {MAX_PATTERN_STARS} '*' wildcards (matching it could take minutes)"
+        elif line.count("*") > MAX_PATTERN_STARS and not _re2():
+            why = f"more than {MAX_PATTERN_STARS} '*' wildcards (matching it could take minutes without re2)"
         else:
             try:
-                pathspec.GitIgnoreSpec.from_lines([line])
+                pattern_spec([line])
             except Exception as e:  # noqa: BLE001 - pathspec's own error types vary by version
                 why = f"not a pattern git reads ({str(e)[:80]})"
         if why:
@@ -574,13 +589,11 @@ class _Ignored:
     --include/--exclude patterns (gitignore syntax, relative to the corpus folder) leave out; counted."""
 
     def __init__(self, root: Path, include: tuple = (), exclude: tuple = (), gitignore: bool = True):
-        import pathspec
-
         self.root, self.gitignore = root, gitignore
-        self.include = pathspec.GitIgnoreSpec.from_lines(_user_patterns(include, "--include")) if include else None
-        self.exclude = pathspec.GitIgnoreSpec.from_lines(_user_patterns(exclude, "--exclude")) if exclude else None
+        self.include = pattern_spec(_user_patterns(include, "--include")) if include else None
+        self.exclude = pattern_spec(_user_patterns(exclude, "--exclude")) if exclude else None
         # each --exclude rule on its own, to count what each left out (one line per rule in the summary)
-        self.exclude_rules = [(x, pathspec.GitIgnoreSpec.from_lines([x])) for x in _user_patterns(exclude, "--exclude")]
+        self.exclude_rules = [(x, pattern_spec([x])) for x in _user_patterns(exclude, "--exclude")]
         self.specs: list[tuple[Path, object]] = []  # (folder, its .gitignore)
         self.by_gitignore = self.by_pattern = 0
         self.by_rule: dict[str, int] = {}
@@ -589,8 +602,6 @@ class _Ignored:
     def enter(self, d: Path) -> None:
         g = d / ".gitignore"
         if self.gitignore and g.is_file():
-            import pathspec
-
             try:
                 if g.stat().st_size > GITIGNORE_MAX_BYTES:  # a corpus file like any other: capped
                     raise OSError(f"larger than {GITIGNORE_MAX_BYTES:,} bytes")
@@ -600,7 +611,7 @@ class _Ignored:
                 return
             lines, warns = gitignore_lines(lines, str(g))
             self.unread.extend(warns)
-            self.specs.append((d, pathspec.GitIgnoreSpec.from_lines(lines)))
+            self.specs.append((d, pattern_spec(lines)))
 
     def _git(self, path: Path, is_dir: bool) -> bool:
         for base, spec in self.specs:
