@@ -170,6 +170,16 @@ def test_marimo_export_of_the_workbench_on_plain_questions_and_on_none(shape, tm
     assert "f1 (n/a here)" in html and "price unknown" in html
 
 
+def embedded_count(ws: Path) -> int:
+    """Texts in a workspace's embedding cache (what was embedded so far)."""
+    import sqlite3
+
+    con = sqlite3.connect(ws / "cache" / "embeddings.sqlite")
+    n = con.execute("SELECT count(*) FROM emb").fetchone()[0]
+    con.close()
+    return n
+
+
 def _serve(argv: list[str]):
     from test_workbench_own import _port, _wait_http
 

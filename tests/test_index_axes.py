@@ -163,33 +163,21 @@ def test_the_workbench_index_row_prices_then_sweeps_two_chunk_sizes_onto_one_cha
     """Issue 53, item 6: the Index row. Two chunk sizes are planned (the applied-index table says what each must
     embed), nothing is embedded before the button, then one stored run holds both configs' points on one chart with
     the index setting in each point's label. The screenshot is docs/img/workbench-index-sweep.png's source."""
-    import sqlite3
-    import subprocess
-    import sys
-
-    from test_workbench_own import _port, _wait_http
+    from test_as_written import _serve, embedded_count
 
     docs, ws = tmp_path / "handbook", tmp_path / "ws"
     shutil.copytree(DATA / "handbook", docs)
-    port = _port()
-    root = Path(__file__).resolve().parents[1]
-    proc = subprocess.Popen([sys.executable, "-m", "marimo", "run", "--headless", "--no-token", "--port", str(port),
-                             str(root / "notebooks" / "workbench.py"), "--", "--dataset", str(docs), "--questions",
-                             str(DATA / "mixed.jsonl"), "--embedder", "hash", "--workspace", str(ws)],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc, url = _serve(["--dataset", str(docs), "--questions", str(DATA / "mixed.jsonl"), "--embedder", "hash",
+                        "--workspace", str(ws)])
     try:
-        _wait_http(f"http://127.0.0.1:{port}/")
         page = browser.new_page(viewport={"width": 1440, "height": 1000})
         errors = []
         page.on("pageerror", lambda e: errors.append(str(e)))
-        page.goto(f"http://127.0.0.1:{port}/")
+        page.goto(url)
         page.wait_for_selector(".main-svg", timeout=120000)
 
         def embedded():
-            con = sqlite3.connect(ws / "cache" / "embeddings.sqlite")
-            n = con.execute("SELECT count(*) FROM emb").fetchone()[0]
-            con.close()
-            return n
+            return embedded_count(ws)
 
         before = embedded()
         form = page.locator("marimo-form", has=page.get_by_text("Plan the index sweep")).first
