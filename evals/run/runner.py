@@ -84,6 +84,7 @@ class RunSummary:
     engine: str = "local"
     incomplete: str = ""  # why the run is not finished (stored items differ from the plan)
     race: dict = field(default_factory=dict)  # a raced run: exits, survivors, what it saved
+    lock_wait: float = 0.0  # seconds spent waiting for the workspace lock (not in ``seconds``)
 
     def render(self) -> str:
         s = f"run {self.run_id} ({self.dataset}): {self.items} items in {self.seconds:.1f}s"
@@ -91,6 +92,8 @@ class RunSummary:
             s += f" on {self.engine}"
         if self.skipped_done:
             s += f" ({self.skipped_done} already done, resumed)"
+        if self.lock_wait >= 0.05:
+            s += f"; {self.lock_wait:.1f}s more waiting for the workspace lock (not counted)"
         if self.llm:
             from rag.llm.client import dollars_text
 
@@ -243,7 +246,9 @@ def run_evaluation(cfg: RunConfig, workspace: str | Path = "results", db: str | 
 
     from evals.store import run_writer
 
-    t0 = time.perf_counter()
+    from rag.index.workspace import lock_wait_seconds
+
+    t0, waited0 = time.perf_counter(), lock_wait_seconds()
     ws = Workspace(workspace)
     store = ResultStore(db or Path(workspace) / "results.duckdb")
     held = contextlib.ExitStack()
@@ -414,7 +419,9 @@ def run_evaluation(cfg: RunConfig, workspace: str | Path = "results", db: str | 
         store.con  # noqa: B018
         flush()
         bar.close()
-        summary.seconds = time.perf_counter() - t0
+        # waiting for another process's hold of the workspace is not this run's work: said apart, not counted
+        summary.lock_wait = lock_wait_seconds() - waited0
+        summary.seconds = time.perf_counter() - t0 - summary.lock_wait
         summary.llm = engine.llm_stats()
         if summary.llm and cfg.llm is not None:  # a model with no price: its dollars are unknown, not $0
             from rag.llm.client import PRICES, price_known

@@ -413,7 +413,8 @@ class Workspace:
                 engine=None, on_progress=None) -> IngestSummary:
         t0 = time.perf_counter()
         index = self.index_name(ds.name, cfg)
-        summ = IngestSummary(ds.name, index, skipped=[str(s) for s in ds.skipped])
+        # the Skipped entries themselves: the summary tells what was left out from what was kept with a warning
+        summ = IngestSummary(ds.name, index, skipped=list(ds.skipped))
         summ.notices += self._repair_tables(index)
         existing, dirty = self._verified_documents(index)
         if dirty:
@@ -468,7 +469,7 @@ class Workspace:
         meta = {"index": index, "dataset": ds.name, "config": cfg.to_dict(), "config_hash": cfg.hash,
                 "dim": dim, "documents": summ.documents, "vector_index": summ.vector_index,
                 "pages": summ.pages, "chunks": summ.chunks, "tokens": summ.tokens, "questions": summ.questions,
-                "skipped": summ.skipped}
+                "skipped": [str(x) for x in summ.skipped]}
         self._write_json_table(index, "meta", [{"qid": "meta", "json": json.dumps(meta)}])
         if ds.source_folder or ds.name in BUNDLED:  # what a later `ragwb search` checks instead of reading again
             from .freshness import write_snapshot
@@ -849,6 +850,14 @@ class WorkspaceBusy(RuntimeError):
     """Another process is writing the workspace and did not finish within the wait."""
 
 
+_WAITED = [0.0]  # seconds this process spent waiting for workspace locks (a run's time leaves them out)
+
+
+def lock_wait_seconds() -> float:
+    """Seconds this process has waited for workspace locks so far (a run subtracts its share from its time)."""
+    return _WAITED[0]
+
+
 class WorkspaceLock:
     """An OS file lock (``filelock``; released by the kernel if its holder is killed) plus a note of
     who holds it, so the second writer can say whom it waits for."""
@@ -878,11 +887,14 @@ class WorkspaceLock:
                 raise WorkspaceBusy(f"workspace {self.root} is being written by {who}; "
                                     "retry later or pass --wait SECONDS") from None
             print(f"waiting up to {self.wait:g}s for workspace {self.root}: written by {who}", file=sys.stderr)
+            t = time.perf_counter()
             try:
                 self.lock.acquire(timeout=self.wait)
             except Timeout:
                 raise WorkspaceBusy(f"workspace {self.root} still being written by {self.holder()} after "
                                     f"{self.wait:g}s; pass --wait SECONDS to wait longer") from None
+            finally:
+                _WAITED[0] += time.perf_counter() - t
         self.note.write_text(json.dumps({"pid": os.getpid(), "command": " ".join(sys.argv[:3])[:120],
                                          "since": time.strftime("%H:%M:%S")}))
         return self
