@@ -55,3 +55,37 @@ def test_a_runs_time_leaves_out_waiting_for_the_workspace_lock(tmp_path):
     finally:
         release.touch()
         holder.wait(timeout=60)
+
+
+def test_a_full_document_cut_short_says_so_and_earns_nothing_past_the_cut(tmp_path):
+    """Issue 55, item 3: full_documents cut a file over max_total_chars to its start with "truncated": false and no
+    marker. The block is now marked, the prompt and the drill-down say where it stops and how much it shows, and the
+    symbol and evidence metrics credit only what was shown."""
+    import json
+
+    from evals.interactive import evaluate_points, item_for, open_session, side_by_side_html
+    from rag.answer.prompts import render_context
+    from rag.strategies import Block
+
+    repo = tmp_path / "proj"
+    repo.mkdir()
+    filler = "".join(f"def helper_{i}(x):\n    return x + {i}\n\n\n" for i in range(40))
+    (repo / "m.py").write_text("def early(x):\n    \"\"\"Add one.\"\"\"\n    return x + 1\n\n\n" + filler
+                               + "def late(x):\n    \"\"\"Double a number.\"\"\"\n    return 2 * x\n")
+    q = tmp_path / "q.jsonl"
+    q.write_text(json.dumps({"id": "late", "question": "Double a number.",
+                             "evidence": [{"doc": "m.py", "symbol": "late"}]}) + "\n")
+    sess = open_session(str(repo), str(tmp_path / "ws"), "hash", questions=str(q))
+    scores = evaluate_points(sess, [("full_documents", {"max_total_chars": 400}),
+                                    ("full_documents", {"max_total_chars": 80000})], 5)
+    cut = scores[scores.point_label == "max_total_chars=400"].set_index("metric")
+    whole = scores[scores.point_label == "max_total_chars=80000"].set_index("metric")
+    assert cut.loc["symbol_recall@10", "value"] == 0.0 and whole.loc["symbol_recall@10", "value"] == 1.0
+    assert cut.loc["evidence_recall", "value"] == 0.0 and whole.loc["evidence_recall", "value"] == 1.0
+    row, _ = item_for(sess, "full_documents · max_total_chars=400", "late")
+    blocks = [Block.from_dict(b) for b in json.loads(row["blocks"])]
+    assert blocks[0].truncated and blocks[0].spans[0][2] <= 400
+    assert "[... cut here: the block shows" in render_context(blocks)
+    assert "cut here: the block shows" in side_by_side_html(sess, "late", "full_documents · max_total_chars=400")
+    row, _ = item_for(sess, "full_documents · max_total_chars=80000", "late")
+    assert not any(b["truncated"] for b in json.loads(row["blocks"]))

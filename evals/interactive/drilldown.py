@@ -9,6 +9,7 @@ import re
 
 from rag.models import Evidence, gold_text
 from rag.strategies import Block
+from rag.strategies.packing import cut_marker
 
 from ..score.metrics import block_holds
 from .session import Session, item_for
@@ -89,6 +90,8 @@ def drilldown_html(question, row: dict, scores: dict, point: str | None = None, 
     parts.append(f"<p>{len(blocks)} blocks, {total} tokens</p><ol>")
     for b in blocks:
         tag = " <b>(holds gold evidence)</b>" if b["n"] in held else ""
+        if b.get("truncated"):  # a block cut short says so, with how much it shows
+            tag += f" <i>{html.escape(cut_marker(Block.from_dict(b)).strip())}</i>"
         parts.append(f"<li id='{anchor}-{b['n']}'><b>[{b['n']}]</b> <code>{html.escape(', '.join(b['page_ids'][:1] or b['doc_ids']))}</code>"
                      f" {b['n_tokens']} tokens{tag}<pre style='white-space:pre-wrap'>"
                      f"{_highlight(b['text'], b, evidence, cited.get(b['n']))}</pre></li>")

@@ -13,6 +13,8 @@ import pandas as pd
 
 from evals.store import ResultStore
 from rag.models import gold_text, known_answerability
+from rag.strategies import Block
+from rag.strategies.packing import cut_marker
 from evals.analyze.summary import headline_table, summarize_scores
 from evals.score.support import support_caption
 from .charts import PARETO_CAPTION, quality_cost_figure
@@ -183,7 +185,9 @@ def report_sections(store: ResultStore, run_id: str, compare: str | None = None)
     for _, r in worst_questions(store, run_id, lead).iterrows():
         blocks = json.loads(r["blocks"])
         items = "".join(f"<li><b>[{b['n']}]</b> <span class='src'>{html.escape(', '.join(b['page_ids'][:1] or b['doc_ids']))}"
-                        f"</span><pre>{html.escape(b['text'][:1500])}</pre></li>" for b in blocks[:5])
+                        f"</span><pre>{html.escape(b['text'][:1500])}"
+                        f"{html.escape(cut_marker(Block.from_dict(b))) if b.get('truncated') else ''}</pre></li>"
+                        for b in blocks[:5])
         gold = json.loads(r["gold"] or "[]")
         gold_pages = sorted({e.get("page_id") or e.get("doc_id") for e in json.loads(r["evidence"] or "[]")} - {None})
         on = (f"; gold evidence on <code>{html.escape(', '.join(gold_pages[:5]))}</code>" if gold_pages else "")

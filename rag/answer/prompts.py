@@ -6,6 +6,7 @@ import json
 import re
 from dataclasses import dataclass
 
+from rag.strategies.packing import cut_marker
 from rag.tokens import count_tokens, count_tokens_memo as _piece_tokens
 
 FALLBACK = "The document does not mention this."
@@ -31,7 +32,8 @@ def _context_pieces(blocks) -> list[tuple[str, str, str]]:
             parts.append(("", f"## {_GROUP_HEADINGS.get(b.group, b.group.title())}", ""))
             current = b.group
         src = ", ".join(b.page_ids[:1] or b.doc_ids)
-        parts.append((f"[{b.n}]", f" (source: {src})\n", b.text))
+        # a block cut short says so where the model reads it (rag/strategies/packing.py cut_marker)
+        parts.append((f"[{b.n}]", f" (source: {src})\n", b.text + cut_marker(b)))
     return parts
 
 

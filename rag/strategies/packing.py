@@ -43,10 +43,19 @@ def truncate_to_tokens(text: str, budget: int, encoding: str = "o200k_base") -> 
     return ""
 
 
+def cut_marker(block) -> str:
+    """What follows a block cut short wherever it is shown (the prompt, the drill-down, the report): a reader, and a
+    model, must not take the start of a file for the whole of it. "" for a whole block."""
+    if not getattr(block, "truncated", False):
+        return ""
+    shown = sum(e - s for _, s, e in block.spans)
+    return f"\n[... cut here: the block shows {shown:,} characters of {', '.join(block.doc_ids[:1]) or 'its source'}]"
+
+
 def pack_blocks(raw: list[tuple], params: BaseParams, encoding: str) -> list[Block]:
     """Number blocks in rank order under the shared token budget.
 
-    ``raw`` holds (text, group, doc_ids, page_ids, chunk_ids, spans, n_tokens, score[, offsets]).
+    ``raw`` holds (text, group, doc_ids, page_ids, chunk_ids, spans, n_tokens, score[, offsets[, truncated]]).
     ``offsets`` maps a page, chunk or document id to the position in ``text`` where its text
     starts (absent: 0). ``spans`` are the document ranges the text shows, in order, back to back.
     Policy for the block that would overflow ``max_context_tokens``:
@@ -69,7 +78,7 @@ def pack_blocks(raw: list[tuple], params: BaseParams, encoding: str) -> list[Blo
                 d2, p2, c2, sp2 = cut_provenance(len(cut), d, p, c, spans, offsets)
                 out.append(Block(len(out) + 1, cut, group, d2, p2, c2, sp2, k, score, True))
             break
-        out.append(Block(len(out) + 1, text, group, d, p, c, spans, n, score))
+        out.append(Block(len(out) + 1, text, group, d, p, c, spans, n, score, bool(item[9]) if len(item) > 9 else False))
         used += n
     return out
 
