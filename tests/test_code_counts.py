@@ -89,3 +89,32 @@ def test_a_full_document_cut_short_says_so_and_earns_nothing_past_the_cut(tmp_pa
     assert "cut here: the block shows" in side_by_side_html(sess, "late", "full_documents · max_total_chars=400")
     row, _ = item_for(sess, "full_documents · max_total_chars=80000", "late")
     assert not any(b["truncated"] for b in json.loads(row["blocks"]))
+
+
+def test_a_doc_comment_piece_of_a_split_definition_is_never_packed_as_an_empty_fence(tmp_path):
+    """Issue 55, item 1 (the block side): a definition split at its JSDoc left a comment-only piece that
+    code_cut="comments" packed as a header over an empty code fence (14% of rxjs's blocks). Such a piece keeps its
+    top instead: every block of the index shows lines."""
+    import re
+
+    from evals.interactive import open_session, search_frame
+    from rag.ingest.code.blocks import code_block_text
+    from rag.strategies import look
+
+    jsdoc = "/**\n" + "".join(f" * Line {i}: checks a boolean at subscription time and picks a source.\n"
+                              for i in range(60)) + " */\n"
+    text, ranges, _ = code_block_text(jsdoc, (5, 66), "typescript", "iif.ts", "iif", "function", 1000, "comments")
+    fenced = text.split("```typescript\n", 1)[1].rsplit("\n```", 1)[0]
+    assert fenced.strip() and ranges and ranges[0][1] > ranges[0][0]
+    repo = tmp_path / "src"
+    repo.mkdir()
+    (repo / "iif.ts").write_text(jsdoc + "export function iif<T>(condition: () => boolean, a: T, b: T): T {\n"
+                                 + "".join(f"  const v{i} = condition() ? a : b;\n" for i in range(40))
+                                 + "  return condition() ? a : b;\n}\n")
+    sess = open_session(str(repo), str(tmp_path / "ws"), "hash")
+    ctx, _ = look(sess.retriever, "chunks", "Checks a boolean at subscription time", top_k=20)
+    assert len(ctx.blocks) >= 2  # the definition was split
+    for b in ctx.blocks:
+        code = re.split(r"```typescript\n", b.text, maxsplit=1)[1].rsplit("\n```", 1)[0]
+        assert code.strip(), b.text[:300]
+    assert len(search_frame(sess, "Checks a boolean at subscription time", "chunks"))

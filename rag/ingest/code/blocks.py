@@ -75,6 +75,11 @@ def cut_code_comments(code: str, max_chars: int, language: str) -> tuple[str, li
         return code, [(0, len(code))], 0, False
     lines = code.splitlines(keepends=True)
     is_comment = comment_lines([x.rstrip("\r\n") for x in lines], language)
+    if not any(ln.strip() and not c for ln, c in zip(lines, is_comment)):
+        # a piece of nothing but comment (the doc comment of a definition split at it): leaving its comments out
+        # would pack an empty fence; it keeps its top instead, the words a docstring-style query matches
+        shown = cut_code(code, max_chars)
+        return shown, [(0, len(shown))], 0, len(shown) < len(code)
     keep = [True] * len(lines)
     total, dropped, i = len(code), 0, 0
     while total > max_chars and i < len(lines):  # comment runs, top first
