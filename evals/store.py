@@ -99,6 +99,7 @@ CREATE TABLE IF NOT EXISTS results (
     PRIMARY KEY (run_id, strategy, point_id, question_id, repeat)
 );
 ALTER TABLE results ADD COLUMN IF NOT EXISTS conversation_id VARCHAR;
+ALTER TABLE results ADD COLUMN IF NOT EXISTS passage_keys VARCHAR;  -- the judged metrics' ranked passages (keys)
 ALTER TABLE results ADD COLUMN IF NOT EXISTS turn INTEGER;
 ALTER TABLE results ADD COLUMN IF NOT EXISTS query_mode VARCHAR;
 CREATE TABLE IF NOT EXISTS scores (
@@ -154,7 +155,7 @@ FROM results GROUP BY ALL;
 RESULT_COLUMNS = ["run_id", "strategy", "point_id", "point_label", "params", "question_id", "repeat", "blocks",
                   "counters", "answer", "answer_status", "answer_error", "citations", "n_blocks", "prompt_tokens",
                   "context_tokens", "completion_tokens", "usage_source", "cached", "retrieve_ms", "pack_ms",
-                  "answer_ms", "score_ms", "conversation_id", "turn", "query_mode"]
+                  "answer_ms", "score_ms", "conversation_id", "turn", "query_mode", "passage_keys"]
 SCORE_COLUMNS = ["run_id", "strategy", "point_id", "question_id", "repeat", "metric", "value", "status", "detail"]
 
 

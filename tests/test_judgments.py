@@ -270,3 +270,33 @@ def test_pool_export_escapes_formulas_and_import_reads_spreadsheet_saves(run_ws,
     said = capsys.readouterr().out
     assert "read as cp1252" in said and "';'" in said and "graded by passage_key" in said
     assert ("human:eu", 2) in {(j, g) for j, q, p, g, s in _judgments(ws) if p == rows[0]["passage_key"]}
+
+
+def test_judged_metrics_read_the_passage_keys_kept_with_each_item_or_its_blocks(run_ws, tmp_path):
+    """Issue 56's speed item: each item keeps its ranked passage keys when it is written, so a run's judged read is
+    a lookup (the gate at 50,000 items: docs/performance.md). A run stored before (no keys) reads its blocks: the
+    same values, statuses and reasons."""
+    import duckdb
+    import pandas as pd
+
+    from evals.analyze.judgments import build_pool, judged_scores, question_key
+    from evals.store import ResultStore
+
+    db = run_ws / "results.duckdb"
+    with ResultStore(db) as st:
+        pool = build_pool(st, "R1", 10).rows
+        st.add_judgments([{"question_key": question_key(q), "passage_key": pk, "judge": "human:t", "grade": i % 4,
+                           "question_id": qid, "question": q, "text": "", "status": "ok", "detail": ""}
+                          for i, (qid, q, pk) in enumerate(zip(pool.question_id, pool.question, pool.passage_key))
+                          if i % 3], source="test")
+        with st.session() as con:
+            assert con.execute("SELECT count(*) FROM results WHERE run_id = 'R1' AND passage_keys IS NULL"
+                               ).fetchone()[0] == 0
+        kept = judged_scores(st, "R1")
+    con = duckdb.connect(str(db))
+    con.execute("UPDATE results SET passage_keys = NULL WHERE run_id = 'R1'")  # as a run stored before the keys
+    con.close()
+    with ResultStore(db, read_only=True) as st:
+        parsed = judged_scores(st, "R1")
+    assert len(kept) and (kept.status == "ok").any()
+    pd.testing.assert_frame_equal(kept.reset_index(drop=True), parsed.reset_index(drop=True))

@@ -268,19 +268,35 @@ def effective_grades(judged: pd.DataFrame, source: str = "auto") -> dict[tuple[s
     return {k: int(math.floor(v + 0.5)) for k, v in m.items()}
 
 
-def judged_item_scores(blocks: list[dict], grades: dict, qk: str, rel_total: int, ideal: list[int],
+RANKED_KEYS = 10  # the distinct passages an item's judged metrics read (judged@10, nDCG@10; P@5 within them)
+
+
+def ranked_passage_keys(texts) -> str:
+    """An item's distinct passage keys in block order, the first ``RANKED_KEYS``, comma-joined: what its judged
+    metrics read. Stored with the item when it is written (``results.passage_keys``), so reading a run's judged
+    metrics is a lookup, not a JSON parse and a hash of every passage (the gate at 50,000 items)."""
+    seen, out = set(), []
+    for t in texts:
+        pk = passage_key(t)
+        if pk not in seen:  # the same passage twice in one context counts once
+            seen.add(pk)
+            out.append(pk)
+            if len(out) == RANKED_KEYS:
+                break
+    return ",".join(out)
+
+
+def judged_item_scores(blocks: list[dict] | str, grades: dict, qk: str, rel_total: int, ideal: list[int],
                        any_judged: bool) -> dict[str, tuple]:
-    """(value, status, detail) of each judged metric for one item. Unjudged passages count as not relevant
-    (as trec_eval does), which is why judged@10 is always shown beside them."""
+    """(value, status, detail) of each judged metric for one item (``blocks``: the item's blocks, or its stored
+    ``ranked_passage_keys``). Unjudged passages count as not relevant (as trec_eval does), which is why judged@10 is
+    always shown beside them."""
     if not any_judged:
         why = "no judgments for this question"
         return {m: (None, "not_applicable", why) for m in JUDGED_METRICS}
-    seen, ranked = set(), []
-    for b in sorted(blocks, key=lambda b: b["n"]):
-        pk = passage_key(b["text"])
-        if pk not in seen:  # the same passage twice in one context counts once
-            seen.add(pk)
-            ranked.append(grades.get((qk, pk)))
+    keys = blocks if isinstance(blocks, str) else ranked_passage_keys(
+        b["text"] for b in sorted(blocks, key=lambda b: b["n"]))
+    ranked = [grades.get((qk, pk)) for pk in keys.split(",")] if keys else []
     top10, top5 = ranked[:10], ranked[:5]
     out = {}
     if not top10:
@@ -309,11 +325,14 @@ def judged_scores(store, run_id: str, source: str = "auto") -> pd.DataFrame:
     if not grades:
         return pd.DataFrame(columns=cols)
     with store.session() as con:
-        res = con.execute("SELECT strategy, point_id, question_id, repeat, blocks FROM results WHERE run_id = ?",
+        # an item's stored passage keys where it has them (written since they were kept), else its blocks
+        res = con.execute("SELECT strategy, point_id, question_id, repeat, passage_keys, "
+                          "CASE WHEN passage_keys IS NULL THEN blocks END AS blocks FROM results WHERE run_id = ?",
                           [run_id]).df()
+    keys = res.passage_keys.tolist()
     # plain lists, not itertuples over Arrow-backed columns (element access cost seconds at 50,000 items)
     items = zip(res.strategy.tolist(), res.point_id.tolist(), res.question_id.tolist(), res["repeat"].tolist(),
-                res.blocks.tolist())
+                [k if isinstance(k, str) else b for k, b in zip(keys, res.blocks.tolist())])
     return pd.DataFrame([(run_id, *r) for r in judged_rows(items, qkeys, grades)], columns=cols)
 
 
@@ -327,7 +346,7 @@ def judged_rows(items, qkeys: dict[str, str], grades: dict):
     for strategy, point, qid, rep, blocks in items:
         qk = qkeys.get(qid, "")
         gs = per_q.get(qk, [])
-        if isinstance(blocks, str) or blocks is None:
+        if blocks is None or (isinstance(blocks, str) and blocks.startswith("[")):  # blocks as JSON, else keys
             blocks = json.loads(blocks or "[]")
         for m, (v, st, d) in judged_item_scores(blocks, grades, qk, sum(g >= RELEVANT for g in gs),
                                                 sorted(gs, reverse=True), bool(gs)).items():

@@ -530,7 +530,7 @@ def gate_figure(root: Path, items: int = 50_000, points: int = 5) -> dict:
     import pandas as pd
 
     from evals.analyze.gate import compare_runs, gate, per_question
-    from evals.analyze.judgments import build_pool, judged_scores, question_key
+    from evals.analyze.judgments import build_pool, judged_scores, question_key, ranked_passage_keys
     from evals.store import ResultStore
     from rag.models import Question
 
@@ -542,11 +542,15 @@ def gate_figure(root: Path, items: int = 50_000, points: int = 5) -> dict:
     questions = [Question(q, f"bench question {q}?", ["x"], True) for q in qids]
     texts = [f"passage {i} " + "lorem ipsum " * 8 for i in range(5_000)]  # ~110 characters each
 
-    def blocks(p: int) -> list[str]:  # per question, 10 passages; points overlap (they share the first 5)
+    keys = [ranked_passage_keys([t]) for t in texts]
+
+    def blocks(p: int) -> tuple[list[str], list[str]]:  # per question, 10 passages; points share the first 5
         picks = rng.integers(0, len(texts), (nq, 10))
         picks[:, :5] = (np.arange(nq)[:, None] * 7 + np.arange(5)) % len(texts)
-        return [json.dumps([{"n": k + 1, "text": texts[t], "doc_ids": ["d"], "page_ids": ["d#p0"]}
-                            for k, t in enumerate(row)]) for row in picks]
+        # the blocks and, as a run writes them with each item, their ranked passage keys
+        return ([json.dumps([{"n": k + 1, "text": texts[t], "doc_ids": ["d"], "page_ids": ["d#p0"]}
+                             for k, t in enumerate(row)]) for row in picks],
+                [",".join(dict.fromkeys(keys[t] for t in row)) for row in picks])
 
     with ResultStore(db) as st:
         for run in ("A", "B"):
@@ -554,10 +558,11 @@ def gate_figure(root: Path, items: int = 50_000, points: int = 5) -> dict:
                           questions)
             res, sc = [], []
             for p in range(points):
+                bl, pk = blocks(p)
                 res.append(pd.DataFrame({"run_id": run, "strategy": f"s{p}", "point_id": "default",
                                          "point_label": "defaults", "params": json.dumps({"top_k": 8}),
                                          "question_id": qids, "repeat": 0, "answer_status": "ok",
-                                         "blocks": blocks(p)}))
+                                         "blocks": bl, "passage_keys": pk}))
                 for m in GATE_METRICS:
                     v = rng.random(nq) if not m.endswith("tokens") else rng.integers(100, 2000, nq).astype(float)
                     sc.append(pd.DataFrame({"run_id": run, "strategy": f"s{p}", "point_id": "default",

@@ -22,6 +22,7 @@ from rag.index.retrieval import Retriever
 from rag.strategies import (BUILTIN, DEFAULT_POOL, Context, Strategy, blocks_json, get_strategy, make_params,
                             params_dict)
 
+from evals.analyze.judgments import ranked_passage_keys
 from evals.score.metrics import Score, ScoringInput, get_scorers, score_all
 
 from .config import RunConfig
@@ -230,6 +231,8 @@ class ItemEvaluator:
         row = {"run_id": None, "strategy": name, "point_id": pid, "point_label": label,
                "params": _params_json(p) if not extra_params else json.dumps({**params_dict(p), **extra_params}), "question_id": q.qid, "repeat": rep,
                "blocks": blocks_json(ctx.blocks),
+               # what the judged metrics read, kept now: a stored run's judged read is then a lookup
+               "passage_keys": ranked_passage_keys(b.text for b in sorted(ctx.blocks, key=lambda b: b.n)),
                "counters": json.dumps(ctx.counters), "answer": ans.text, "answer_status": ans.status,
                "answer_error": ans.error, "citations": json.dumps(parse_citations(ans.text)),
                "n_blocks": len(ctx.blocks), "prompt_tokens": ans.prompt_tokens,
