@@ -196,3 +196,29 @@ def parse_sets(sets: list[str]) -> dict:
         strat, param = key.split(".", 1)
         grid.setdefault(strat, {})[param] = [parse_value(v) for v in vals.split(",")]
     return grid
+
+
+def race_config(a, systems) -> dict:
+    """--race METRIC and its knobs as the run's race config ({} when not racing); every knob without --race, an
+    unknown metric, or a race the run cannot hold is an error naming it."""
+    knobs = [f for f, v in (("--race-batch", a.race_batch), ("--race-alpha", a.race_alpha),
+                            ("--race-cost", a.race_cost), ("--race-seed", a.race_seed)) if v is not None]
+    if a.race is not None and not a.race.strip():  # `--race ''` (an empty variable in a CI script) is no race
+        raise ValueError("--race needs a metric name (e.g. --race f1); an empty one would run the grid unraced")
+    if not a.race:
+        if knobs:
+            raise ValueError(f"{', '.join(knobs)} without --race METRIC would do nothing")
+        return {}
+    if a.race_alpha is not None and not 0 < a.race_alpha < 1:
+        raise ValueError(f"--race-alpha must be between 0 and 1 (exclusive), got {a.race_alpha:g}: 0 rules nothing "
+                         "out and 1 rules out on no evidence")
+    from evals.score.metrics import METRICS
+
+    if a.race not in METRICS:
+        raise ValueError(f"--race: unknown metric {a.race!r}; valid: {', '.join(sorted(METRICS))}")
+    if systems:
+        raise ValueError("--race races budget points; --system services are not raced yet (run them apart)")
+    if a.engine != "local":
+        raise ValueError("--race runs on the local engine (each batch decides the next)")
+    return {"metric": a.race, "batch": a.race_batch or 50, "alpha": a.race_alpha if a.race_alpha is not None else 0.05,
+            "cost_tolerance": a.race_cost, "seed": a.race_seed or 0}
