@@ -180,6 +180,15 @@ def embedded_count(ws: Path) -> int:
     return n
 
 
+def open_page(browser, url: str):
+    """A 1440 px page on ``url`` and the list its script errors land in."""
+    page = browser.new_page(viewport={"width": 1440, "height": 1000})
+    errors: list[str] = []
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    page.goto(url)
+    return page, errors
+
+
 def _serve(argv: list[str]):
     from test_workbench_own import _port, _wait_http
 
@@ -274,10 +283,7 @@ def test_a_folder_without_questions_in_chromium_is_searchable_and_says_how_to_ge
     docs = _folder(tmp_path)
     proc, url = _serve(["--dataset", str(docs), "--embedder", "hash", "--workspace", str(tmp_path / "ws")])
     try:
-        page = browser.new_page(viewport={"width": 1440, "height": 1000})
-        errors = []
-        page.on("pageerror", lambda e: errors.append(str(e)))
-        page.goto(url)
+        page, errors = open_page(browser, url)
         page.wait_for_selector("text=has no questions yet", timeout=120000)
         page.wait_for_selector("text=ragwb generate", timeout=30000)
         page.get_by_placeholder("a question, or a name like Command.get_help").fill("annual leave days")

@@ -163,17 +163,14 @@ def test_the_workbench_index_row_prices_then_sweeps_two_chunk_sizes_onto_one_cha
     """Issue 53, item 6: the Index row. Two chunk sizes are planned (the applied-index table says what each must
     embed), nothing is embedded before the button, then one stored run holds both configs' points on one chart with
     the index setting in each point's label. The screenshot is docs/img/workbench-index-sweep.png's source."""
-    from test_as_written import _serve, embedded_count
+    from test_as_written import _serve, embedded_count, open_page
 
     docs, ws = tmp_path / "handbook", tmp_path / "ws"
     shutil.copytree(DATA / "handbook", docs)
     proc, url = _serve(["--dataset", str(docs), "--questions", str(DATA / "mixed.jsonl"), "--embedder", "hash",
                         "--workspace", str(ws)])
     try:
-        page = browser.new_page(viewport={"width": 1440, "height": 1000})
-        errors = []
-        page.on("pageerror", lambda e: errors.append(str(e)))
-        page.goto(url)
+        page, errors = open_page(browser, url)
         page.wait_for_selector(".main-svg", timeout=120000)
 
         def embedded():
