@@ -42,6 +42,7 @@ CREATE TABLE IF NOT EXISTS runs (
     corpus JSON                -- doc_id -> content hash at run creation (resume refuses a changed corpus)
 );
 ALTER TABLE runs ADD COLUMN IF NOT EXISTS corpus JSON;
+ALTER TABLE runs ADD COLUMN IF NOT EXISTS options JSON;  -- how the run was asked for beyond its config (a resume keeps it)
 CREATE TABLE IF NOT EXISTS questions (
     dataset VARCHAR,
     question_id VARCHAR,
@@ -404,10 +405,10 @@ class ResultStore:
                              f"or continue it with --resume {run_id}")
         con.execute(
             "INSERT INTO runs (run_id, created_at, status, git_commit, dataset, index_name, config, config_hash, "
-            "versions, planned, corpus) VALUES (?, now(), 'running', ?, ?, ?, ?, ?, ?, ?, ?)",
+            "versions, planned, corpus, options) VALUES (?, now(), 'running', ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             [run_id, row.get("git_commit"), row["dataset"], row.get("index_name"), json.dumps(row["config"]),
              row["config_hash"], json.dumps(row.get("versions", {})), row.get("planned", 0),
-             json.dumps(row.get("corpus", {}))])
+             json.dumps(row.get("corpus", {})), json.dumps(row.get("options", {}))])
         qdf = _questions_frame(questions or [])
         if len(qdf):
             con.register("_rq", qdf)
@@ -454,6 +455,7 @@ class ResultStore:
         r = df.iloc[0].to_dict()
         r["config"] = json.loads(r["config"]) if r["config"] else {}
         r["corpus"] = json.loads(r["corpus"]) if r.get("corpus") else {}
+        r["options"] = json.loads(r["options"]) if isinstance(r.get("options"), str) and r["options"] else {}
         return r
 
     def resolve_run(self, ref: str) -> str:

@@ -226,3 +226,21 @@ def test_patterns_are_matched_by_an_automaton_that_cannot_backtrack(tmp_path, ca
     assert main(["ingest", str(docs), "--embedder", "hash", "--workspace", str(tmp_path / "ws2"), "--no-progress",
                  "--no-gitignore", "--exclude", "*a" * 12 + "b*"]) == 0
     assert "documents 1 (added 1" in capsys.readouterr().out
+
+
+def test_a_resume_keeps_the_runs_no_report(tmp_path, capsys):
+    """Issue 54, item 10: `--resume` wrote a report where the original run had `--no-report`. The run keeps how it
+    was asked for (runs.options), and a resume does the same."""
+    from evals.cli import main
+
+    ws = tmp_path / "ws"
+    base = ["run", "--dataset", "squad2", "--embedder", "hash", "--workspace", str(ws), "--limit", "3",
+            "--no-progress", "--strategies", "chunks"]
+    assert main(base + ["--run-id", "QUIET", "--no-report"]) == 0
+    assert main(["run", "--resume", "QUIET", "--workspace", str(ws), "--no-progress"]) == 0
+    assert "no report: run QUIET was started with --no-report" in capsys.readouterr().err
+    assert not (ws / "reports" / "report-QUIET.html").exists()
+    assert main(base + ["--run-id", "LOUD"]) == 0
+    (ws / "reports" / "report-LOUD.html").unlink()
+    assert main(["run", "--resume", "LOUD", "--workspace", str(ws), "--no-progress"]) == 0
+    assert (ws / "reports" / "report-LOUD.html").exists()

@@ -251,7 +251,8 @@ def cmd_run(a) -> int:
         summ = run_evaluation(cfg, a.workspace, a.db, run_id=a.run_id if len(datasets) == 1 else None,
                               resume=a.resume, progress=not a.no_progress,
                               allow_changed_corpus=a.allow_changed_corpus, lock_wait=a.wait,
-                              follow_symlinks=a.follow_symlinks, engine=engine, embed_concurrency=a.concurrency)
+                              follow_symlinks=a.follow_symlinks, engine=engine, embed_concurrency=a.concurrency,
+                              options={"report": not a.no_report})
         print(summ.render())
         if summ.incomplete:  # stored items differ from the plan: said, and the exit status says it too
             status = 5
@@ -261,6 +262,13 @@ def cmd_run(a) -> int:
             status = status or 6
         run_ids.append(summ.run_id)
         done_runs.append((summ.run_id, summ.items))
+    if a.resume and not a.no_report and run_ids:  # a resume does as the run was asked: --no-report stays
+        from evals.store import ResultStore
+
+        with ResultStore(a.db or Path(a.workspace) / "results.duckdb", read_only=True) as st:
+            if st.run(run_ids[0]).get("options", {}).get("report") is False:
+                print(f"no report: run {run_ids[0]} was started with --no-report", file=sys.stderr)
+                a.no_report = True
     if not a.no_report:
         from evals.report.html import write_report
         db = a.db or Path(a.workspace) / "results.duckdb"

@@ -236,12 +236,15 @@ def run_evaluation(cfg: RunConfig, workspace: str | Path = "results", db: str | 
                    flush_every: int = 1000, on_flush=None, allow_changed_corpus: bool = False,
                    flush_seconds: float = 1.0,
                    lock_wait: float | None = None, follow_symlinks: bool = False, engine="local",
-                   shard_questions: int = SHARD_QUESTIONS, on_look=None, embed_concurrency: int = 1) -> RunSummary:
+                   shard_questions: int = SHARD_QUESTIONS, on_look=None, embed_concurrency: int = 1,
+                   options: dict | None = None) -> RunSummary:
     """Run (or resume) one evaluation. ``on_look(questions_seen, points_in_race, exits)``: a raced run calls it
     after each look (the workbench's live leaderboard). Items are committed in batches every ``flush_seconds`` or
     ``flush_every`` items; ``on_flush(n_items_committed)`` is called after each commit. ``engine``
     (evals/run/engines.py): where items are evaluated; the driver (this process) always writes the store.
-    ``embed_concurrency``: requests at once to a remote embedder of an index sweep (speed only: not in the config)."""
+    ``embed_concurrency``: requests at once to a remote embedder of an index sweep (speed only: not in the config).
+    ``options``: how the run was asked for beyond its config (``{"report": False}`` for --no-report), kept with the
+    run so that a resume does as the run was asked."""
     import contextlib
 
     from evals.store import run_writer
@@ -330,7 +333,8 @@ def run_evaluation(cfg: RunConfig, workspace: str | Path = "results", db: str | 
             store.upsert_questions(ds.name, questions)
             store.create_run(run_id, {"dataset": ds.name, "index_name": ingest.index, "config": cfg.to_dict(),
                                       "config_hash": cfg.hash, "versions": package_versions(),
-                                      "git_commit": git_commit(), "planned": planned, "corpus": corpus},
+                                      "git_commit": git_commit(), "planned": planned, "corpus": corpus,
+                                      "options": dict(options or {})},
                              questions=questions)
         else:
             planned = int(store.run(run_id).get("planned") or planned)  # the plan the run was started with
