@@ -24,6 +24,8 @@ def cmd_runs(a) -> int:
                      for p in df["plugins"].fillna("")]
     if not df["plugins"].any():
         df = df.drop(columns=["plugins"])
+    if "created_at" in df:  # to the second, as the report says it
+        df["created_at"] = df["created_at"].astype(str).str.slice(0, 19)
     with pd.option_context("display.width", 200, "display.max_columns", 20):
         print(df.to_string(index=False, na_rep="n/a"))
     return 0
