@@ -110,7 +110,7 @@ def _(args, dataset, ingest_cost, ingest_go, interactive, mo, page, wb):
     answerer_sessions = {}  # one session per answerer, kept: switching back costs nothing
     _n = len(base_session.dataset.questions)
     mo.md(f"Loaded **{base_session.dataset.name}**: {len(base_session.dataset.documents):,} documents, "
-          f"{_n:,} question(s)" + (f"; embedded {_rate.done:,} chunks ({_rate.add(0, _rate.total)})"
+          f"{_n:,} question(s)" + (f"; embedded {_rate.done:,} chunks ({_rate.line()})"
                                    if _rate.done else ""))
     return answerer_sessions, base_session
 

@@ -153,7 +153,10 @@ def question_matrix(scores: pd.DataFrame, questions: list, metric: str = "f1") -
 
 
 def _answerable_cell(v):
-    return "unknown" if v is None or (isinstance(v, float) and v != v) else bool(v)
+    from rag.models import known_answerability
+
+    known = known_answerability(v)  # None, NaN and pandas' NA are unknown alike
+    return "unknown" if known is None else known
 
 
 def filter_matrix(m: pd.DataFrame, disagree: bool = False, failures: bool = False, unanswerable: bool = False,

@@ -24,6 +24,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from evals.csvout import FORMULA_START, escape_cell, unescape_cell, write_csv  # noqa: F401 (one CSV writer)
+
 GRADES = (0, 1, 2, 3)
 RELEVANT = 2  # judged_recall and judged_precision count a passage as relevant from this grade up
 DEFAULT_DEPTH = 10
@@ -229,7 +231,6 @@ def read_pool_file(path: str | Path, pool: Pool, judge_name: str | None = None) 
     return plan
 
 
-from evals.csvout import FORMULA_START, escape_cell, unescape_cell, write_csv  # noqa: E402, F401 (one CSV writer)
 
 
 def sniff_delimiter(text: str) -> str:

@@ -23,14 +23,12 @@ from .grading import (GRADE_LABELS, grade_click, grade_passage, gradable_passage
                       latest_click, next_ungraded, session_judged_scores, stored_grades)
 from .answering import (AnswerPlan, answer_plan, llm_session, session_for_answerer)  # noqa: F401
 from .datasets import (WorkbenchArgs, resolve_dataset, workbench_args, workspace_datasets)  # noqa: F401
-from ..run.runner import ItemEvaluator, point_id, point_label
-
-
-from .evaluate import (SHIPPED, _answered, _gc_paused, _point_frame, _point_groups, evaluate_points,  # noqa: E402, F401
-                       points_from_budgets, summarize_session)
-from .sweeps import (budget_curve, parse_budget_value, race_budgets, race_leaderboard, race_result,  # noqa: E402, F401
+from ..run.runner import ItemEvaluator, point_id, point_label  # noqa: F401 (re-exported)
+from .evaluate import SHIPPED, evaluate_points, points_from_budgets, summarize_session  # noqa: F401 (re-exported)
+from .sweeps import (budget_curve, parse_budget_value, race_budgets, race_leaderboard, race_result,  # noqa: F401
                      sweep_from_applied, sweep_points)
-from .page import QUIET_RATES as EMBED_CHUNKS_PER_S, measured_rate, judge_plan, judge_point  # noqa: E402, F401
+from .page import judge_plan, judge_point  # noqa: F401 (re-exported)
+from rag.index.rates import measured_rate
 
 
 def ingest_cost(dataset: str, workspace: str = "results", embedder: str = "e5") -> dict:

@@ -107,10 +107,12 @@ def answer_plan(sess, points: list[tuple[str, dict]], limit: int) -> AnswerPlan:
             n = ev.answerer.count(q.text, ctx.blocks)
             if window and n + client.cfg.max_tokens > window:
                 plan.overflow += 1
-            elif client.is_cached(msgs) or client.cache_key(msgs, client._params({}), 0) in planned:
+                continue
+            key = client.cache_key(msgs, client._params({}), 0)
+            if key in planned or client.has_key(key):
                 plan.cached_calls += 1
             else:
-                planned.add(client.cache_key(msgs, client._params({}), 0))
+                planned.add(key)
                 plan.new_calls += 1
                 plan.prompt_tokens += n
                 plan.dollars += price_of(client.cfg.model, n, client.cfg.max_tokens, client.prices)

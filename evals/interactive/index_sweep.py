@@ -89,10 +89,9 @@ def run_index_sweep(sess, db: str, workspace: str, axes: dict, points: list, lim
     """The applied points on every index config as one stored run (each config built first); returns its id."""
     from ..run.runner import RunConfig, run_evaluation
 
+    points = [(n, kw) for n, kw in points if n not in sess.evaluator.systems]  # a deployed service has no index
     if not points:
         raise ValueError("pick at least one strategy to sweep the index over")
-    if any(name in sess.evaluator.systems for name, _ in points):
-        points = [(n, kw) for n, kw in points if n not in sess.evaluator.systems]  # a service has no index
     grid: dict = {}
     for name, kw in points:
         grid.setdefault(name, {k: [v] for k, v in kw.items()})

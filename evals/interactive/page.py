@@ -11,6 +11,8 @@ from pathlib import Path
 
 import pandas as pd
 
+from rag.index.rates import keep_rate
+
 # the quality metrics the chart and the matrix offer, in the order a default is picked from
 QUALITY_CHOICES = ["f1", "em", "faithfulness", "citation_precision", "citation_recall", "evidence_recall",
                    "abstention_accuracy", "doc_ndcg@10", "evidence_mrr@10", "symbol_recall@10", "symbol_mrr@10"]
@@ -124,10 +126,7 @@ def matrix_cells(frame: pd.DataFrame, columns: list[str]) -> pd.DataFrame:
     return out
 
 
-# ---- how long an embed takes here: the rate this machine measured last, slowed by the load it has now
-from rag.index.rates import QUIET_RATES, keep_rate, measured_rate  # noqa: E402, F401 (the page's estimate)
-
-
+# ---- how long an embed takes here (the estimate before it: rag/index/rates.py measured_rate)
 class EmbedRate:
     """Counts embedded chunks as they come and says the rate in chunks/s with the time left; at the end it keeps
     the measured rate for the next estimate (``measured_rate``)."""
@@ -139,9 +138,13 @@ class EmbedRate:
     def add(self, n: int, total: int) -> str:
         self.done += n
         self.total = total
+        return self.line()
+
+    def line(self) -> str:
+        """The rate so far in chunks/s and the time left at it."""
         dt = time.perf_counter() - self.t0
         rate = self.done / dt if dt > 0 else 0.0
-        left = (total - self.done) / rate if rate > 0 else 0.0
+        left = (self.total - self.done) / rate if rate > 0 else 0.0
         return f"{rate:,.1f} chunks/s · about {left:,.0f} s left"
 
     def keep(self) -> None:
@@ -150,9 +153,10 @@ class EmbedRate:
 
 # ---- the LLM judge from the page: its cost line first, then the scores
 def _point_items(sess, point: str | None):
+    """(question id, answer, blocks) of ``point``'s answered items in the session."""
     for (s, label, qid), (row, _sc) in sess.items.items():
         if point and f"{s} · {label}" == point and row.get("answer"):
-            yield qid, row
+            yield qid, row["answer"], json.loads(row["blocks"]) if isinstance(row["blocks"], str) else row["blocks"]
 
 
 def judge_plan(sess, point: str | None, prices: dict | None = None) -> dict:
@@ -172,10 +176,9 @@ def judge_plan(sess, point: str | None, prices: dict | None = None) -> dict:
         return {"calls": 0, "line": "Pick point A in the drill-down: the judge scores its answers."}
     table = {**PRICES, **(prices or {})}
     calls = tokens = 0
-    for _qid, row in _point_items(sess, point):
-        blocks = json.loads(row["blocks"]) if isinstance(row["blocks"], str) else row["blocks"]
+    for _qid, answer, blocks in _point_items(sess, point):
         calls += 1
-        tokens += count_tokens("\n\n".join(b["text"] for b in blocks) + "\n" + row["answer"]) + 60
+        tokens += count_tokens("\n\n".join(b["text"] for b in blocks) + "\n" + answer) + 60
     dollars = price_of(cfg.model, tokens, cfg.max_tokens * calls, table)
     return {"calls": calls, "line": (
         f"**LLM judge {cfg.model}** on {point}: up to {calls:,} call(s) ({tokens:,} prompt tokens, "
@@ -193,9 +196,8 @@ def judge_point(sess, point: str, workspace: str, prices: dict | None = None) ->
                                                     prices={**PRICES, **(prices or {})}))
     by_id = {q.qid: q for q in sess.dataset.questions}
     rows = []
-    for qid, row in _point_items(sess, point):
-        blocks = json.loads(row["blocks"]) if isinstance(row["blocks"], str) else row["blocks"]
-        r = judge.score(by_id[qid].text, row["answer"], [b["text"] for b in blocks])
+    for qid, answer, blocks in _point_items(sess, point):
+        r = judge.score(by_id[qid].text, answer, [b["text"] for b in blocks])
         rows.append({"question_id": qid, "judge_faithfulness": r.value, "status": r.status, "explanation": r.detail})
     return pd.DataFrame(rows, columns=["question_id", "judge_faithfulness", "status", "explanation"])
 

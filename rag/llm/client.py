@@ -318,9 +318,11 @@ class LLMClient:
     def is_cached(self, messages: list[dict], repeat: int = 0, **overrides) -> bool:
         """Would ``chat`` with these arguments be answered from the response cache (no call, no cost)? The
         workbench's cost line asks this before an Apply sends anything."""
-        if self.cache is None:
-            return False
-        return self.cache.get(self.cache_key(messages, self._params(overrides), repeat)) is not None
+        return self.has_key(self.cache_key(messages, self._params(overrides), repeat))
+
+    def has_key(self, key: str) -> bool:
+        """Is this ``cache_key`` in the response cache?"""
+        return self.cache is not None and self.cache.get(key) is not None
 
     def chat(self, messages: list[dict], purpose: str = "answer", repeat: int = 0, **overrides) -> LLMResult:
         params = self._params(overrides)

@@ -68,6 +68,7 @@ class ReadBudget:
         self.take(b"")
 
     raw = 0  # bytes read off the wire (a compressed body's own size counts against the cap too)
+    raw_deflate_tried = False  # "deflate" without its zlib header: decoded raw, tried once on the first chunk
 
     def take(self, chunk: bytes) -> bytes:
         """One raw chunk of the body -> its decoded bytes, counted against the cap as they are decoded. Every byte
@@ -92,9 +93,9 @@ class ReadBudget:
             try:
                 out = self.decoder.decompress(data, max(room, 1) if self.max_bytes else 0)
             except zlib.error as e:
-                if self.n == 0 and self.raw == len(chunk) and data is chunk and not getattr(self, "_raw_tried", False):
+                if self.n == 0 and self.raw == len(chunk) and data is chunk and not self.raw_deflate_tried:
                     # "deflate" sent without its zlib header (raw deflate, as some servers do): decoded as browsers do
-                    self._raw_tried, self.decoder = True, zlib.decompressobj(-15)
+                    self.raw_deflate_tried, self.decoder = True, zlib.decompressobj(-15)
                     continue
                 raise httpx.DecodingError(f"response body is not valid gzip/deflate ({e})",
                                           request=self.request) from None

@@ -71,10 +71,10 @@ class FullDocumentsStrategy(Strategy):
             if not text:
                 continue  # missing or unreadable source
             n_tok = int(doc["n_tokens"]) if p.load_from == "index" else None
-            cut_from = 0  # the whole document's length when it is cut (a visible marker says so)
+            cut = False  # the document is cut to the budget (the block is marked: its marker says so where shown)
             if total + len(text) > p.max_total_chars:
                 if not raw:  # the very first document alone is over budget: include it truncated, said
-                    cut_from, text = len(text), _text_prefix(text, p.max_total_chars)
+                    cut, text = True, _text_prefix(text, p.max_total_chars)
                     n_tok = None
                 elif p.on_overflow == "stop":
                     break
@@ -93,7 +93,7 @@ class FullDocumentsStrategy(Strategy):
             offsets.update({rd.chunk_ids[i]: int(rd.starts[i]) for i in rows if rd.doc_ids[i] == d})
             spans = ((d, 0, len(text)),)  # what is shown: the prefix when cut (metrics credit only this)
             n = n_tok if n_tok is not None and len(text) == len(doc["text"]) else count_tokens_memo(text, enc)
-            raw.append((text, "documents", (d,), pages, chunk_ids, spans, n, mean, offsets, bool(cut_from)))
+            raw.append((text, "documents", (d,), pages, chunk_ids, spans, n, mean, offsets, cut))
             total += len(text)
             loaded += 1
         found = counters(len(rows), docs_loaded=loaded)
