@@ -753,6 +753,24 @@ def _(args, interactive, mo, quality, quality_cost_figure, sweep_run):
 
 @app.cell
 def _(mo):
+    best_go = mo.ui.run_button(label="Best config of the stored sweep (TOML to paste)")
+    return (best_go,)
+
+
+@app.cell
+def _(args, best_go, interactive, mo, quality, sweep_run):
+    # `ragwb best RUN --metric M`: the best point, the runner-up it beat (or the ties), its config as TOML
+    mo.stop(not (best_go.value and sweep_run.value), best_go)
+    try:
+        _out = mo.md(f"```toml\n{interactive.best_config(args.db, sweep_run.value, quality.value)}```")
+    except ValueError as _e:  # the metric n/a on every point of that run: said, never a traceback
+        _out = mo.callout(mo.md(f"**No best point:** {_e.args[0] if _e.args else _e}"), kind="warn")
+    mo.vstack([best_go, _out])
+    return
+
+
+@app.cell
+def _(mo):
     compare_go = mo.ui.run_button(label="Compare the two runs")
     compare_go
     return (compare_go,)

@@ -192,6 +192,10 @@ def test_the_workbench_index_row_prices_then_sweeps_two_chunk_sizes_onto_one_cha
         chart = page.locator(".main-svg").last
         chart.scroll_into_view_if_needed()
         page.screenshot(path=str(tmp_path / "workbench-index-sweep.png"), full_page=False)
+        # `ragwb best` as a button on the stored sweep (the new run is the one the dropdown shows)
+        page.get_by_role("button", name="Best config of the stored sweep (TOML to paste)").click()
+        page.wait_for_selector("text=/best on f1: .*index\\.chunk_tokens=(24|128)/", timeout=60000)
+        page.wait_for_selector("text=/ragwb run --config THIS_FILE/", timeout=30000)
         assert errors == [], errors
         page.close()
     finally:

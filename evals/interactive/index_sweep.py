@@ -103,3 +103,13 @@ def run_index_sweep(sess, db: str, workspace: str, axes: dict, points: list, lim
                     answerer="openai" if llm else "extractive", llm=llm, limit=limit, prices=dict(prices or {}),
                     index_grid=axes)
     return run_evaluation(cfg, workspace, db, progress=False).run_id
+
+
+def best_config(db: str, run_id: str, metric: str) -> str:
+    """What `ragwb best RUN --metric M` prints for a stored run: the best point with its interval, the runner-up
+    it beat or the points tied with it, and its whole configuration as TOML that `ragwb run --config` takes."""
+    from ..analyze.best import choose, render
+    from ..store import ResultStore
+
+    with ResultStore(db, read_only=True) as st:
+        return render(choose(st, run_id, metric))
