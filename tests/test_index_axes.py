@@ -231,3 +231,13 @@ def test_a_remote_embedder_embeds_an_index_grid_concurrently_and_each_text_once(
         assert len(built) == 3 and sum(built) == 0  # every config built from the cache filled concurrently
     finally:
         srv.shutdown()
+
+
+def test_show_prompt_on_an_index_grid_says_which_index_it_shows(tmp_path, capsys):
+    docs = tmp_path / "handbook"
+    shutil.copytree(DATA / "handbook", docs)
+    assert main(["run", "--dataset", str(docs), "--questions", str(DATA / "plain.jsonl"), "--embedder", "hash",
+                 "--workspace", str(tmp_path / "ws"), "--strategies", "chunks", "--set", "index.chunk_tokens=24,128",
+                 "--set", "index.overlap=4", "--show-prompt"]) == 0
+    out = capsys.readouterr().out
+    assert "notice: --show-prompt shows the prompts on the run's base index" in out and "chunk_tokens=[24, 128]" in out

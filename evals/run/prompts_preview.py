@@ -21,6 +21,10 @@ def show_prompts(cfg: RunConfig, workspace: str | Path = "results", out=None) ->
     from rag.strategies import get_strategy
 
     out = out or sys.stdout
+    if cfg.index_grid:  # said, never silently less than asked: the prompts of one index config stand for all
+        print(f"notice: --show-prompt shows the prompts on the run's base index; the index axes "
+              f"({', '.join(f'{k}={v}' for k, v in cfg.index_grid.items())}) change which chunks a prompt holds",
+              file=out)
     ws = Workspace(workspace)
     cfg = with_remembered_questions(cfg, ws)
     ds = ws.load(cfg.dataset, cfg.questions_file, cfg.index, progress=False)
