@@ -212,7 +212,7 @@ def run_lock_path(db: str | Path, run_id: str) -> Path:
 
 
 @contextmanager
-def run_writer(db: str | Path, run_id: str):
+def run_writer(db: str | Path, run_id: str, resume_cmd: str = "ragwb run --resume"):
     """Hold the run's writer lock for the whole evaluation: one writer per run, so two resumers of one
     run never pay for the same items twice (the second is told at once, before any call). An OS lock:
     a writer killed with -9 releases it, so its run reads as interrupted and resumes."""
@@ -233,7 +233,7 @@ def run_writer(db: str | Path, run_id: str):
         except (OSError, ValueError, KeyError, TypeError):
             who = "another process"
         raise RunBusy(f"run {run_id} is being written by {who}; one writer per run: wait for it to end (or stop "
-                      f"it), then `ragwb run --resume {run_id}`") from None
+                      f"it), then `{resume_cmd} {run_id}`") from None
     from rag.llm.urls import redact_argv
 
     try:
@@ -409,6 +409,10 @@ class ResultStore:
             [run_id, row.get("git_commit"), row["dataset"], row.get("index_name"), json.dumps(row["config"]),
              row["config_hash"], json.dumps(row.get("versions", {})), row.get("planned", 0),
              json.dumps(row.get("corpus", {})), json.dumps(row.get("options", {}))])
+        self._insert_run_questions(con, run_id, questions)
+
+    @staticmethod
+    def _insert_run_questions(con, run_id: str, questions) -> None:
         qdf = _questions_frame(questions or [])
         if len(qdf):
             con.register("_rq", qdf)
@@ -509,6 +513,13 @@ class ResultStore:
         with self.session() as con:
             return set(con.execute("SELECT strategy, point_id, question_id, repeat FROM results WHERE run_id = ?",
                                    [run_id]).fetchall())
+
+    def write_scored_batch(self, run_id: str, questions, results: list[dict], scores: list[dict]) -> None:
+        """One transaction: a batch of scored records (``ragwb score``) with the questions they answer, so a
+        kill loses at most the batch in flight."""
+        with self.transaction() as con:
+            self._insert_run_questions(con, run_id, questions)
+            self._insert_items(con, results, scores)
 
     def write_items(self, results: list[dict], scores: list[dict]) -> None:
         """One transaction: results and their scores land together or not at all."""

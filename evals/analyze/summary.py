@@ -284,14 +284,17 @@ def run_notes(run: dict, db=None) -> list[str]:
     except ValueError:
         summ = {}
     un = summ.get("unmatched") or []
-    if un:
+    n_un = summ.get("unmatched_count", len(un))  # the summary names the first rows; the count is whole
+    if n_un:
         total = summ.get("records") or summ.get("items") or "?"
-        notes.append(f"{len(un)} of {total} logged records matched no gold question (scored on the metrics that need "
-                     f"no gold only): rows {', '.join(map(str, un[:10]))}{' ...' if len(un) > 10 else ''}")
+        total = f"{total:,}" if isinstance(total, int) else total
+        notes.append(f"{n_un:,} of {total} logged records matched no gold question (scored on the metrics that "
+                     f"need no gold only): rows {', '.join(map(str, un[:10]))}{' ...' if n_un > 10 else ''}")
     ids = summ.get("unknown_question_ids") or []
-    if ids:
-        notes.append(f"{len(ids)} logged records carry a question_id the gold set does not have: rows "
-                     f"{', '.join(map(str, ids[:10]))}{' ...' if len(ids) > 10 else ''}")
+    n_ids = summ.get("unknown_question_id_count", len(ids))
+    if n_ids:
+        notes.append(f"{n_ids:,} logged records carry a question_id the gold set does not have: rows "
+                     f"{', '.join(map(str, ids[:10]))}{' ...' if n_ids > 10 else ''}")
     race = summ.get("race")
     if race:  # a raced run: each point's n is the questions it answered before it left
         notes.append(f"raced on {race['metric']}: {race['planned']:,} of {race['full_grid_items']:,} items of the full "

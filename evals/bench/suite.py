@@ -28,7 +28,7 @@ def add_bench_args(p) -> None:
     p.add_argument("--only", nargs="*", choices=["ingest", "retrieval", "repack", "eval", "ragas", "llm", "growth",
                                                  "rerun", "support", "mainjob", "scale", "scale5", "engines", "apply",
                                                  "gate", "score", "system", "race", "search", "index-grid",
-                                                 "patterns"],
+                                                 "patterns", "score-stream"],
                    default=None,
                    help="measure only these figures; scale, scale5, mainjob and engines (minutes each) run only "
                         "when named here")
@@ -45,6 +45,8 @@ def _add_extra(p) -> None:
     p.add_argument("--engine-cpus", type=int, default=2, help="engines figure: num_cpus of the local Ray runtime (2)")
     p.add_argument("--gate-items", type=int, default=50_000,
                    help="gate figure: items in each of the two stored runs compared (default 50000)")
+    p.add_argument("--score-stream-rows", nargs="*", type=int, default=[100_000, 1_000_000], metavar="ROWS",
+                   help="score-stream figure: log sizes scored in a fresh process each (default 100000 1000000)")
     p.add_argument("--score-rows", nargs=3, type=int, default=[300, 20_000, 100_000],
                    metavar=("DISTINCT", "REPEATED", "BULK"),
                    help="score figure: rows with distinct contexts, rows over 300 repeated contexts, and rows scored "
@@ -152,6 +154,9 @@ def main_bench(a) -> int:
             figs["support"] = support_speed(min(a.questions, 1000))
         if want("score") and a.only:  # minutes of e5 at log size: only when asked by name
             figs["score"] = score_figure(tmp / "score", *a.score_rows)
+        if want("score-stream") and a.only:  # minutes at 1M rows: only when asked by name
+            from .score_stream import score_stream_figure
+            figs["score_stream"] = score_stream_figure(tmp / "score_stream", a.score_stream_rows)
         if want("system") and a.only:  # 900 requests of 200 ms: only when asked by name
             figs["system"] = system_overhead(tmp / "system")
         if want("race") and a.only:  # four full grids and 20 seeds each: only when asked by name
@@ -632,6 +637,9 @@ def render(f: dict) -> str:
         if b:
             lines.append(f"ragwb score --metrics (no support scorer), {b['rows']:,} rows: {b['score_s']:.1f} s "
                          f"(target {b['target']})")
+    if f.get("score_stream"):
+        from .score_stream import render as render_stream
+        lines += render_stream(f["score_stream"])
     if f.get("race"):
         from .race import render as render_race
         lines += render_race(f["race"])

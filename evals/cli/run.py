@@ -7,7 +7,7 @@ import sys
 import tomllib
 from pathlib import Path
 
-from .common import (URL_SECRETS, add_index_args, at_least, engine_address, index_config, non_negative_float,
+from .common import (URL_SECRETS, add_index_args, at_least, engine_address, index_config, non_negative_float, number_above,
                      parse_sets, positive_float, race_config, run_id_arg, share_arg, temperature_arg)
 from rag.llm.client import env_prices, parse_prices  # noqa: F401 (shared with the workbench)
 
@@ -321,11 +321,13 @@ def cmd_score(a) -> int:
     res = score_logged(a.file, a.workspace, a.db, a.dataset, a.questions, a.name, a.run_id,
                        index_config(a) if a.dataset else None, progress=not a.no_progress,
                        metrics=[m.strip() for x in (a.metrics or []) for m in x.split(",") if m.strip()] or None,
-                       sample=a.sample, seed=a.seed)
-    print(f"scored {res['items']} records of {a.file} ({res['vocabulary']} columns) as {res['name']} in run "
-          f"{res['run_id']}" + (f"; {res['matched']} matched the gold set, {len(res['unmatched'])} did not"
-                                if a.dataset else "; no gold set: reference-free metrics only"))
-    if not a.no_report:
+                       sample=a.sample, seed=a.seed, resume=a.resume, batch=a.batch, max_cell_mb=a.max_cell_mb,
+                       options={"no_report": a.no_report})
+    print(f"scored {res['items']:,} records of {a.file} ({res['vocabulary']} columns) as {res['name']} in run "
+          f"{res['run_id']}" + (f" ({res['resumed']:,} stored before the resume)" if res["resumed"] else "")
+          + (f"; {res['matched']:,} matched the gold set, {res['unmatched']:,} did not"
+             if res["dataset"] else "; no gold set: reference-free metrics only"))
+    if not (a.no_report or res["options"].get("no_report")):  # a resume does as the run was asked
         from evals.report.html import write_report
         print(f"report: {write_report(res['run_id'], db=a.db or Path(a.workspace) / 'results.duckdb', out_dir=Path(a.workspace) / 'reports')}")
     return 0
@@ -473,8 +475,15 @@ def add_score(sub) -> None:
                    help="score the costly offline support scorer (faithfulness, citation_support) on a seeded "
                         "sample of N records, every other metric on all; the rest are not_applicable with the "
                         "reason, so intervals say n=N")
-    s.add_argument("--seed", type=int, default=0, help="seed of --sample (0)")
+    s.add_argument("--seed", type=int, default=None, help="seed of --sample (0)")
     s.add_argument("--run-id", default=None, type=run_id_arg, help="id for the new run")
+    s.add_argument("--resume", default=None, metavar="RUN",
+                   help="score the rest of a run of this FILE that stopped (each batch is committed on its own, "
+                        "so a kill loses at most one); the file must be unchanged (sha256)")
+    s.add_argument("--batch", type=at_least(1), default=10_000, metavar="N",
+                   help="records scored and committed together (10,000): memory follows the batch, not the file")
+    s.add_argument("--max-cell-mb", type=number_above(0, True), default=16, metavar="MB",
+                   help="refuse a cell (a JSONL line) larger than this, naming its row (16)")
     s.add_argument("--db", default=None, help="DuckDB file (default: WORKSPACE/results.duckdb)")
     s.add_argument("--no-report", action="store_true", help="skip writing the HTML report")
     add_index_args(s)

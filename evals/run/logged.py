@@ -6,16 +6,23 @@ applies. A record that matches no gold question is still scored on what needs no
 unmatched are counted and named. Without a dataset the reference-free metrics are scored
 (faithfulness, citation validity, statement coverage, tokens; answer correctness too when the record
 has a ``reference``) and every other metric is ``not_applicable`` with the reason.
+
+Logs run to millions of rows, so the file is streamed twice and never held: a first pass checks every
+record (a malformed row or a duplicate question stores nothing), counts them and fingerprints the file;
+the second scores ``batch`` records at a time and commits each batch with its questions, so memory
+follows the batch and a kill loses at most the batch in flight (``--resume RUN`` scores the rest).
 """
 from __future__ import annotations
 
+import hashlib
 import sys
 import time
 import uuid
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from rag.answer.answerers import Answer
-from rag.answer.logged import read_logged
+from rag.answer.logged import iter_logged
 from rag.models import Question
 from rag.strategies import STRATEGIES, BaseParams, Block, Context
 from rag.tokens import count_tokens_memo
@@ -23,11 +30,13 @@ from tqdm import tqdm
 
 from .items import ItemEvaluator
 from evals.score.metrics import FAMILIES, get_scorers
-from evals.store import ResultStore
+from evals.store import ResultStore, run_writer
 
 GOLD_FAMILIES = ("answer", "abstention", "retrieval")  # need a gold answer or gold evidence
 GOLD_METRICS = ("citation_precision", "citation_recall")  # need gold evidence in the blocks
 COSTLY = ("faithfulness",)  # families that embed (the offline support scorer): what --sample samples
+BATCH = 10_000  # records scored and committed together: memory and what a kill can lose
+KEEP_ROWS = 1_000  # rows named in a run's summary per kind (unmatched, unknown ids); the counts are whole
 
 
 def scorers_for(metrics: list[str] | None) -> dict:
@@ -55,144 +64,321 @@ def _fold(text: str) -> str:
     return " ".join(text.split()).casefold()
 
 
-def score_logged(path: str | Path, workspace: str | Path = "results", db: str | Path | None = None,
-                 dataset: str | None = None, questions: str | None = None, name: str | None = None,
-                 run_id: str | None = None, index_cfg=None, progress: bool = True, metrics: list[str] | None = None,
-                 sample: int | None = None, seed: int = 0) -> dict:
-    """Score a logged file and store it as a run. Returns {"run_id", "items", "matched", "unmatched": [...]}.
-    ``metrics``: metric or family names to score (default all); ``sample``: the costly scorers (the offline
-    support scorer) score a seeded sample of that many records, the others every record."""
-    if sample is not None and sample < 1:
-        raise ValueError(f"--sample must be >= 1, got {sample}")
-    from rag.answer.prompts import count_prompt_tokens
+@dataclass
+class Gold:
+    """The gold set records join (empty without ``--dataset``) and the retriever that locates contexts."""
+    dataset: str | None = None
+    ds: object = None
+    retriever: object = None
+    by_id: dict = field(default_factory=dict)
+    by_text: dict = field(default_factory=dict)
 
-    recs, vocab = read_logged(path)
-    # the system's name, not the file's: the same records from a renamed file are the same point (gate)
-    name = name or "logged"
-    if name in STRATEGIES:
-        raise ValueError(f"--name {name!r} is a strategy's; pick another")
-    retriever, ds, gold_by_id, gold_by_text = None, None, {}, {}
-    if dataset:
-        from rag.index.workspace import IndexConfig, Workspace
-        from rag.index.retrieval import Retriever
+    @property
+    def encoding(self) -> str:
+        return self.retriever.reader.config.chunking.encoding if self.retriever else "o200k_base"
 
-        ws = Workspace(workspace)
-        cfg = index_cfg or IndexConfig()
-        from .runner import questions_file_for
+    def match(self, rec) -> tuple[Question, dict, bool]:
+        """(question, metrics not applicable -> why, matched) for a record."""
+        q = (self.by_id.get(rec.question_id) if rec.question_id else None) or self.by_text.get(_fold(rec.question))
+        if q is not None:
+            return q, {}, True
+        qid = rec.question_id or f"row-{rec.row}"
+        q = Question(qid, rec.question, [rec.reference] if rec.reference else [], True, "logged")
+        why = ("matches no question of the gold set (by id or exact text)" if self.dataset
+               else "no gold set given (--dataset)")
+        gold = [m for f in GOLD_FAMILIES for m in FAMILIES.get(f, [])] + list(GOLD_METRICS)
+        if rec.reference:  # a logged reference answer is gold for answer correctness
+            gold = [m for m in gold if m not in FAMILIES.get("answer", [])]
+        return q, {m: why for m in gold}, False
 
-        ds = ws.load(dataset, questions_file_for(ws, dataset, questions), cfg, progress=progress)
-        summ = ws.ingest(ds, cfg, progress=progress)
-        retriever = Retriever(ws, summ.index)
-        gold_by_id = {q.qid: q for q in ds.questions}
-        for q in ds.questions:
-            gold_by_text.setdefault(_fold(q.text), q)
-    enc = retriever.reader.config.chunking.encoding if retriever else "o200k_base"
-    scorers = scorers_for(metrics)
-    if sample is not None and not any(f in scorers for f in COSTLY):
-        raise ValueError(f"--sample {sample} samples the costly support scorer ({', '.join(COSTLY)}: faithfulness, "
-                         "citation_support), which --metrics leaves out: drop --sample, or add faithfulness to "
-                         "--metrics")
-    ev = ItemEvaluator(retriever, None, scorers)
-    rows, scores, unmatched, seen, qs = [], [], [], set(), []
-    run_id = run_id or time.strftime("%Y%m%d-%H%M%S-") + uuid.uuid4().hex[:6]
-    unknown_ids, unknown_docs = [], []
-    prepared = []  # (rec, question, not_applicable, context, answer): everything but the scores
-    for rec in tqdm(recs, disable=not progress, desc="reading records", unit="row"):
-        q = (gold_by_id.get(rec.question_id) if rec.question_id else None) or gold_by_text.get(_fold(rec.question))
-        if dataset and rec.question_id and rec.question_id not in gold_by_id:
-            unknown_ids.append(rec)  # matched by text (or not at all): never silently
-        na = {}
-        if q is None:
-            if dataset:
-                unmatched.append(rec)
-            qid = rec.question_id or f"row-{rec.row}"
-            q = Question(qid, rec.question, [rec.reference] if rec.reference else [], True, "logged")
-            why = ("matches no question of the gold set (by id or exact text)" if dataset
-                   else "no gold set given (--dataset)")
-            gold = [m for f in GOLD_FAMILIES for m in FAMILIES.get(f, [])] + list(GOLD_METRICS)
-            if rec.reference:  # a logged reference answer is gold for answer correctness
-                gold = [m for m in gold if m not in FAMILIES.get("answer", [])]
-            na = {m: why for m in gold}
+
+def load_gold(workspace, dataset, questions, index_cfg, progress) -> Gold:
+    if not dataset:
+        return Gold()
+    from rag.index.retrieval import Retriever
+    from rag.index.workspace import IndexConfig, Workspace
+
+    from .runner import questions_file_for
+
+    ws = Workspace(workspace)
+    cfg = index_cfg or IndexConfig()
+    ds = ws.load(dataset, questions_file_for(ws, dataset, questions), cfg, progress=progress)
+    summ = ws.ingest(ds, cfg, progress=progress)
+    gold = Gold(dataset, ds, Retriever(ws, summ.index), {q.qid: q for q in ds.questions})
+    for q in ds.questions:
+        gold.by_text.setdefault(_fold(q.text), q)
+    return gold
+
+
+@dataclass
+class Checked:
+    """What the first pass over the file found: every record valid, these counts and rows."""
+    vocab: str
+    records: int = 0
+    sha256: str = ""
+    unmatched: int = 0
+    unmatched_rows: list = field(default_factory=list)  # (row, question) of the first KEEP_ROWS
+    unknown_ids: list = field(default_factory=list)  # (row, question_id) of the first KEEP_ROWS
+    unknown_id_count: int = 0
+
+
+def file_sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        while chunk := fh.read(1 << 20):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def check_file(path: Path, gold: Gold, cell_mb, progress: bool) -> Checked:
+    """Every record read and matched once, nothing kept but counts: a malformed row or a question twice
+    is an error before anything is stored."""
+    vocab, recs = iter_logged(path, cell_mb)
+    out, seen = Checked(vocab), set()
+    for rec in tqdm(recs, disable=not progress, desc="checking records", unit="row", mininterval=0.5):
+        out.records += 1
+        q, _, matched = gold.match(rec)
+        if gold.dataset and rec.question_id and rec.question_id not in gold.by_id:
+            out.unknown_id_count += 1  # matched by text (or not at all): never silently
+            if len(out.unknown_ids) < KEEP_ROWS:
+                out.unknown_ids.append((rec.row, rec.question_id))
+        if gold.dataset and not matched:
+            out.unmatched += 1
+            if len(out.unmatched_rows) < KEEP_ROWS:
+                out.unmatched_rows.append((rec.row, rec.question))
         if q.qid in seen:
             raise ValueError(f"{path}: row {rec.row}: question {q.qid!r} appears twice; one record per question")
         seen.add(q.qid)
-        qs.append(q)
-        if retriever is not None:
+    out.sha256 = file_sha256(path)
+    return out
+
+
+class BatchScorer:
+    """Records -> stored rows and scores, one batch at a time."""
+
+    def __init__(self, gold: Gold, name: str, scorers: dict, run_id: str, sampled: set | None, sample_why: dict):
+        self.gold, self.name, self.scorers, self.run_id = gold, name, scorers, run_id
+        self.sampled, self.sample_why = sampled, sample_why
+        self.ev = ItemEvaluator(gold.retriever, None, scorers)
+        self.unknown_docs = []  # rows whose context doc_id/page_id the corpus lacks (first KEEP_ROWS)
+        self.unknown_doc_count = 0
+
+    def prepare(self, index: int, rec):
+        """(question, not applicable, context, answer) of the record at 0-based ``index``: everything but
+        the scores."""
+        from rag.answer.prompts import count_prompt_tokens
+
+        q, na, _ = self.gold.match(rec)
+        enc = self.gold.encoding
+        if self.gold.retriever is not None:
             from rag.answer.systems import context_blocks
 
-            blocks, how = context_blocks(retriever.reader, rec.contexts, enc)
+            blocks, how = context_blocks(self.gold.retriever.reader, rec.contexts, enc)
             if how.get("unknown_ids"):
-                unknown_docs.append(rec.row)
+                self.unknown_doc_count += 1
+                if len(self.unknown_docs) < KEEP_ROWS:
+                    self.unknown_docs.append(rec.row)
         else:
             blocks = [Block(n, c["text"], "logged", (), (), (), (), count_tokens_memo(c["text"], enc),
                             float(c.get("score") or 0.0)) for n, c in enumerate(rec.contexts, 1)]
             how = {"by_id": 0, "by_text": 0, "unmatched": len(blocks)}
+        if self.sampled is not None and index not in self.sampled:
+            na = {**self.sample_why, **na}
         given = rec.prompt_tokens is not None
         ans = Answer(rec.answer, "ok", rec.prompt_tokens if given else count_prompt_tokens(q.text, blocks, None, enc),
                      rec.completion_tokens if rec.completion_tokens is not None else count_tokens_memo(rec.answer, enc),
                      "endpoint" if given else "tokenizer")
-        prepared.append((rec, q, na, Context(name, {}, blocks, {"row": rec.row, "located": how}), ans))
-    costly = [f for f in COSTLY if f in scorers]
-    sampled = None
-    if sample is not None and sample < len(prepared) and costly:
-        import random
+        return q, na, Context(self.name, {}, blocks, {"row": rec.row, "located": how}), ans
 
-        sampled = set(random.Random(seed).sample(range(len(prepared)), sample))
-        why = (f"not in the seeded sample of {sample:,} of {len(prepared):,} records scored by "
-               f"{', '.join(costly)} (--sample)")
-        skip = {m: why for f in costly for m in FAMILIES.get(f, [])}
-        prepared = [(rec, q, na if i in sampled else {**skip, **na}, ctx, ans)
-                    for i, (rec, q, na, ctx, ans) in enumerate(prepared)]
-    if "faithfulness" in scorers:  # e5 once per distinct text, in batches, before any row is scored
-        from evals.score.metrics import ScoringInput, score_faithfulness
-        from evals.score.support import collect_embeds, prefetch_embeds
+    def score(self, batch: list[tuple[int, object]], progress: bool = False):
+        """(questions, result rows, score rows) of a batch of (index, record)."""
+        prepared = [(rec, *self.prepare(i, rec)) for i, rec in batch]
+        if "faithfulness" in self.scorers:  # e5 once per distinct text of the batch, before any row is scored
+            from evals.score.metrics import ScoringInput, score_faithfulness
+            from evals.score.support import collect_embeds, prefetch_embeds
 
-        todo = [(q, ctx, ans) for i, (_, q, _, ctx, ans) in enumerate(prepared) if sampled is None or i in sampled]
-        texts = collect_embeds(lambda: [score_faithfulness(ScoringInput(q, ctx.blocks, ans.text)) for q, ctx, ans
-                                        in todo])
-        prefetch_embeds(texts, progress)
-    for rec, q, na, ctx, ans in tqdm(prepared, disable=not progress, desc="scoring", unit="row"):
-        # the file is the run's (config.logged.file), never the point's parameters: renaming a log
-        # must not make its records a different point
-        row, sc = ev.finish(q, name, BaseParams(), "default", "defaults", 0, ctx, 0.0, 0.0,
-                            extra_params={"logged": True}, answer=ans, not_applicable=na)
-        if rec.latency_ms is not None:
-            row["answer_ms"] = rec.latency_ms
-        row["run_id"] = run_id
-        rows.append(row)
-        scores += [{"run_id": run_id, "strategy": name, "point_id": "default", "question_id": q.qid, "repeat": 0,
-                    "metric": m, "value": v.value, "status": v.status, "detail": v.detail} for m, v in sc.items()]
-    if unknown_ids:
-        print(f"ragwb score: warning: {len(unknown_ids)} record(s) carry a question_id that {dataset} does not have "
-              "(matched by question text instead where it matches): "
-              + "; ".join(f"row {r.row} {r.question_id!r}" for r in unknown_ids[:10])
-              + (" ..." if len(unknown_ids) > 10 else "") + f" (ids look like {next(iter(gold_by_id), '?')!r})",
+            todo = [(q, ctx, ans) for (i, _), (_, q, _, ctx, ans) in zip(batch, prepared)
+                    if self.sampled is None or i in self.sampled]
+            texts = collect_embeds(lambda: [score_faithfulness(ScoringInput(q, ctx.blocks, ans.text))
+                                            for q, ctx, ans in todo])
+            prefetch_embeds(texts, progress)
+        questions, rows, scores = [], [], []
+        for rec, q, na, ctx, ans in prepared:
+            # the file is the run's (config.logged.file), never the point's parameters: renaming a log
+            # must not make its records a different point
+            row, sc = self.ev.finish(q, self.name, BaseParams(), "default", "defaults", 0, ctx, 0.0, 0.0,
+                                     extra_params={"logged": True}, answer=ans, not_applicable=na)
+            if rec.latency_ms is not None:
+                row["answer_ms"] = rec.latency_ms
+            row["run_id"] = self.run_id
+            questions.append(q)
+            rows.append(row)
+            scores += [{"run_id": self.run_id, "strategy": self.name, "point_id": "default", "question_id": q.qid,
+                        "repeat": 0, "metric": m, "value": v.value, "status": v.status, "detail": v.detail}
+                       for m, v in sc.items()]
+        return questions, rows, scores
+
+
+def _sample(checked: Checked, sample: int | None, seed: int, costly: list) -> tuple[set | None, dict]:
+    if sample is None or sample >= checked.records or not costly:
+        return None, {}
+    import random
+
+    sampled = set(random.Random(seed).sample(range(checked.records), sample))
+    why = (f"not in the seeded sample of {sample:,} of {checked.records:,} records scored by "
+           f"{', '.join(costly)} (--sample)")
+    return sampled, {m: why for f in costly for m in FAMILIES.get(f, [])}
+
+
+def _warn(checked: Checked, scorer: BatchScorer, gold: Gold) -> None:
+    def rows(items, n):
+        return "; ".join(items[:10]) + (" ..." if n > 10 else "")
+
+    if checked.unknown_id_count:
+        print(f"ragwb score: warning: {checked.unknown_id_count} record(s) carry a question_id that {gold.dataset} "
+              "does not have (matched by question text instead where it matches): "
+              + rows([f"row {r} {qid!r}" for r, qid in checked.unknown_ids], checked.unknown_id_count)
+              + f" (ids look like {next(iter(gold.by_id), '?')!r})", file=sys.stderr)
+    if scorer.unknown_doc_count:
+        print(f"ragwb score: warning: {scorer.unknown_doc_count} record(s) name a context doc_id/page_id the corpus "
+              "does not have; those contexts were located by their text: rows "
+              + rows([str(r) for r in scorer.unknown_docs], scorer.unknown_doc_count).replace("; ", ", "),
               file=sys.stderr)
-    if unknown_docs:
-        print(f"ragwb score: warning: {len(unknown_docs)} record(s) name a context doc_id/page_id the corpus does not "
-              f"have; those contexts were located by their text: rows {', '.join(map(str, unknown_docs[:10]))}"
-              + (" ..." if len(unknown_docs) > 10 else ""), file=sys.stderr)
-    if unmatched:
-        print(f"ragwb score: {len(unmatched)} of {len(recs)} records match no question of {dataset} (by id or exact "
-              "text), scored on the metrics that need no gold: "
-              + "; ".join(f"row {r.row} {r.question[:50]!r}" for r in unmatched[:10])
-              + (" ..." if len(unmatched) > 10 else ""), file=sys.stderr)
+    if checked.unmatched:
+        print(f"ragwb score: {checked.unmatched} of {checked.records} records match no question of {gold.dataset} "
+              "(by id or exact text), scored on the metrics that need no gold: "
+              + rows([f"row {r} {q[:50]!r}" for r, q in checked.unmatched_rows], checked.unmatched), file=sys.stderr)
+
+
+def _resumed(st: ResultStore, run_id: str, path: Path, checked: Checked, asked: dict) -> dict:
+    """The stored ``logged`` config of the run to resume, after checking it is this file, unfinished, and
+    that no flag asks for something else (never silently do less than asked)."""
+    run = st.run(run_id)
+    import json
+
+    cfg = json.loads(run["config"]) if isinstance(run["config"], str) else run["config"]
+    logged = cfg.get("logged")
+    if not logged:
+        raise ValueError(f"--resume {run_id}: not a run of `ragwb score` (resume it with `ragwb run --resume`)")
+    if run["status"] == "finished":
+        raise ValueError(f"--resume {run_id}: the run is finished; nothing to resume")
+    if logged.get("sha256") != checked.sha256:
+        raise ValueError(f"--resume {run_id}: {path} is not the file the run scored ({logged.get('file')}, "
+                         f"sha256 {str(logged.get('sha256'))[:12]}...; this one {checked.sha256[:12]}...)")
+    clash = [f"--{k} {v!r} (the run has {logged.get(k)!r})" for k, v in asked.items()
+             if v is not None and v != logged.get(k)]
+    if clash:
+        raise ValueError(f"--resume {run_id} scores as the run was started; drop " + ", ".join(clash))
+    return logged
+
+
+def score_logged(path: str | Path, workspace: str | Path = "results", db: str | Path | None = None,
+                 dataset: str | None = None, questions: str | None = None, name: str | None = None,
+                 run_id: str | None = None, index_cfg=None, progress: bool = True, metrics: list[str] | None = None,
+                 sample: int | None = None, seed: int | None = None, resume: str | None = None,
+                 batch: int = BATCH, max_cell_mb: float | None = None, options: dict | None = None) -> dict:
+    """Score a logged file and store it as a run. Returns {"run_id", "items", "matched", "unmatched" (count),
+    "vocabulary", "name", "options"}. ``metrics``: metric or family names to score (default all);
+    ``sample``: the costly scorers (the offline support scorer) score a seeded sample of that many records,
+    the others every record; ``resume``: a run of this file a kill left unfinished."""
+    if sample is not None and sample < 1:
+        raise ValueError(f"--sample must be >= 1, got {sample}")
+    path = Path(path)
+    db = Path(db or Path(workspace) / "results.duckdb")
+    if resume:  # the gold set and index the run was started with (a flag asking otherwise is refused below)
+        from .runner import RunConfig
+
+        with ResultStore(db, read_only=True) as st:
+            resume = st.resolve_run(resume)
+            prior = st.run(resume)["config"]
+        was = prior.get("logged") or {}
+        if dataset and dataset != was.get("dataset") or questions and questions != was.get("questions"):
+            raise ValueError(f"--resume {resume} scores against the run's gold set ({was.get('dataset') or 'none'}); "
+                             "drop --dataset/--questions")
+        dataset, questions = was.get("dataset"), was.get("questions")
+        index_cfg = RunConfig.from_dict(prior).index if dataset else None
+    gold = load_gold(workspace, dataset, questions, index_cfg, progress)
+    checked = check_file(path, gold, max_cell_mb, progress)
+    if resume:
+        with ResultStore(db, read_only=True) as st:
+            logged = _resumed(st, resume, path, checked, {"name": name, "metrics": metrics and list(
+                scorers_for(metrics)), "sample": sample, "seed": seed})
+            done = {qid for _, _, qid, _ in st.done_keys(resume)}
+        name, sample, seed, run_id = logged["name"], logged["sample"], logged["seed"], resume
+        scorers, options = get_scorers(logged["metrics"]), logged.get("options") or {}
+    else:
+        name, seed, done = name or "logged", seed or 0, set()  # the system's name, not the file's (gate)
+        if name in STRATEGIES:
+            raise ValueError(f"--name {name!r} is a strategy's; pick another")
+        scorers = scorers_for(metrics)
+        run_id = run_id or time.strftime("%Y%m%d-%H%M%S-") + uuid.uuid4().hex[:6]
+    costly = [f for f in COSTLY if f in scorers]
+    if sample is not None and not costly:
+        raise ValueError(f"--sample {sample} samples the costly support scorer ({', '.join(COSTLY)}: faithfulness, "
+                         "citation_support), which --metrics leaves out: drop --sample, or add faithfulness to "
+                         "--metrics")
+    scorer = BatchScorer(gold, name, scorers, run_id, *_sample(checked, sample, seed, costly))
+    with run_writer(db, run_id, "ragwb score FILE --resume"), ResultStore(db) as st:
+        if not resume:
+            _create_run(st, run_id, path, gold, checked, {"name": name, "metrics": list(scorers), "sample": sample,
+                                                         "seed": seed, "options": options or {},
+                                                         "dataset": dataset, "questions": questions}, index_cfg)
+        try:
+            stored = _score_batches(st, path, checked, scorer, done, batch, max_cell_mb, progress)
+        except Exception as e:  # what was committed stays; the rest resumes
+            from rag.llm.urls import scrub_cut
+
+            st.mark_incomplete(run_id, {"error": scrub_cut(f"{type(e).__name__}: {e}", 500)})
+            raise
+        _warn(checked, scorer, gold)
+        st.finish_run(run_id, {"items": stored + len(done), "source": f"ragwb score {path.name}",
+                               "records": checked.records, "unmatched": [r for r, _ in checked.unmatched_rows],
+                               "unmatched_count": checked.unmatched,
+                               "unknown_question_ids": [r for r, _ in checked.unknown_ids],
+                               "unknown_question_id_count": checked.unknown_id_count,
+                               "resumed": len(done) if resume else None})
+    return {"run_id": run_id, "items": checked.records, "matched": checked.records - checked.unmatched,
+            "unmatched": checked.unmatched, "vocabulary": checked.vocab, "name": name, "options": options or {},
+            "resumed": len(done), "dataset": gold.dataset}
+
+
+def _create_run(st, run_id, path, gold, checked, asked: dict, index_cfg) -> None:
     from .runner import RunConfig, git_commit, package_versions
 
-    cfg = RunConfig(dataset=ds.name if ds else "logged",  # the file is in config.logged.file, not the name
-                    index=retriever.reader.config if retriever else (index_cfg or RunConfig().index), grid={})
-    config = {**cfg.to_dict(), "logged": {"file": str(Path(path).resolve()), "vocabulary": vocab, "name": name,
-                                           "metrics": list(scorers), "sample": sample, "seed": seed}}
-    with ResultStore(db or Path(workspace) / "results.duckdb") as st:
-        if ds:
-            st.upsert_questions(ds.name, ds.questions)
-        st.store_finished_run(  # one transaction: the whole file or nothing
-            run_id, {"dataset": cfg.dataset, "index_name": retriever.index if retriever else None,
-                     "config": config, "config_hash": cfg.hash, "versions": package_versions(),
-                     "git_commit": git_commit(), "planned": len(rows),
-                     "corpus": {d.doc_id: d.content_hash for d in ds.documents} if ds else {}},
-            qs, rows, scores, {"items": len(rows), "source": f"ragwb score {Path(path).name}",
-                               "records": len(recs), "unmatched": [r.row for r in unmatched],
-                               "unknown_question_ids": [r.row for r in unknown_ids]})
-    return {"run_id": run_id, "items": len(rows), "matched": len(rows) - len(unmatched),
-            "unmatched": [r.row for r in unmatched], "vocabulary": vocab, "name": name}
+    cfg = RunConfig(dataset=gold.ds.name if gold.ds else "logged",  # the file is in config.logged.file
+                    index=gold.retriever.reader.config if gold.retriever else (index_cfg or RunConfig().index),
+                    grid={})
+    config = {**cfg.to_dict(), "logged": {"file": str(path.resolve()), "sha256": checked.sha256,
+                                           "vocabulary": checked.vocab, **asked}}
+    if gold.ds:
+        st.upsert_questions(gold.ds.name, gold.ds.questions)
+    st.create_run(run_id, {"dataset": cfg.dataset, "index_name": gold.retriever.index if gold.retriever else None,
+                           "config": config, "config_hash": cfg.hash, "versions": package_versions(),
+                           "git_commit": git_commit(), "planned": checked.records, "options": asked["options"],
+                           "corpus": {d.doc_id: d.content_hash for d in gold.ds.documents} if gold.ds else {}})
+
+
+def _score_batches(st, path, checked, scorer: BatchScorer, done: set, batch: int, max_cell_mb, progress) -> int:
+    """Score the records not ``done``, ``batch`` at a time, each batch committed on its own; the count stored."""
+    _, recs = iter_logged(path, max_cell_mb)
+    bar = tqdm(total=checked.records, disable=not progress, desc="scoring", unit="row", initial=0, mininterval=0.5)
+    pending, stored = [], 0
+
+    def flush():
+        nonlocal stored
+        st.write_scored_batch(scorer.run_id, *scorer.score(pending, progress))
+        stored += len(pending)
+        bar.update(len(pending))
+        pending.clear()
+
+    for i, rec in enumerate(recs):
+        if done and scorer.gold.match(rec)[0].qid in done:
+            bar.update(1)
+            continue
+        pending.append((i, rec))
+        if len(pending) >= batch:
+            flush()
+    if pending:
+        flush()
+    bar.close()
+    return stored

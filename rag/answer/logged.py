@@ -9,7 +9,7 @@ A file is JSONL, CSV or parquet with one record per answered question, in either
   ``completion_tokens``, ``latency_ms``.
 
 In CSV a list column holds JSON (``["text one", "text two"]``) or a Python list (``['text one', 'text two']``,
-what pandas' ``to_csv`` writes); a field may be as large as the file. A file missing a required column, or
+what pandas' ``to_csv`` writes); a cell may hold up to MAX_CELL_MB (16 MB, ``--max-cell-mb``). A file missing a required column, or
 a record whose fields have the wrong type, is an error naming the file, the row and the column.
 """
 from __future__ import annotations
@@ -37,44 +37,119 @@ class LoggedRecord:
     latency_ms: float | None = None
 
 
-def _rows(path: Path) -> list[dict]:
-    suffix = path.suffix.lower()
-    if suffix == ".parquet":
-        import pyarrow.parquet as pq
+MAX_CELL_MB = 16  # a cell (a JSONL line) larger than this is refused naming its row: 200 MB took 3.2 GB
 
-        try:
-            return pq.read_table(path).to_pylist()
-        except Exception as e:  # noqa: BLE001 - a damaged file is one line naming it
-            raise ValueError(f"{path}: not a readable parquet file ({type(e).__name__}: {e})") from None
-    if suffix == ".csv":
-        import csv
-        import io
 
-        # real logs hold whole documents in one field: allow big fields (csv's default cap is 128 KB, and
-        # its error is a traceback), still bounded by the file's own size
-        csv.field_size_limit(max(csv.field_size_limit(), min(path.stat().st_size + 1, 2**31 - 1)))
+def max_cell_chars(mb: float | None = None) -> int:
+    return int((MAX_CELL_MB if mb is None else mb) * 1_000_000)
+
+
+def _parquet_rows(path: Path, cap: int):
+    import pyarrow.parquet as pq
+
+    try:
+        pf = pq.ParquetFile(path)
+        row = 0
+        for batch in pf.iter_batches(batch_size=2048):  # a row group at a time, never the whole file
+            for rec in batch.to_pylist():
+                row += 1
+                for col, v in rec.items():
+                    if isinstance(v, str) and len(v) > cap:
+                        raise ValueError(f"{path}: row {row}: column {col!r} holds {len(v):,} characters, over the "
+                                         f"cap of {cap:,} (--max-cell-mb)")
+                yield {**rec, "__line": row}
+    except ValueError:
+        raise
+    except Exception as e:  # noqa: BLE001 - a damaged file is one line naming it
+        raise ValueError(f"{path}: not a readable parquet file ({type(e).__name__}: {e})") from None
+
+
+def _csv_rows(path: Path, cap: int):
+    import csv
+
+    # real logs hold whole documents in one field: allow big fields up to the cap (csv's default is 128 KB,
+    # and its error is a traceback); the reader streams, so memory follows the largest row, not the file.
+    # The limit is the process's: set for each row read, and put back, so no other reader inherits it
+    with open(path, encoding="utf-8-sig", newline="") as fh:
+        reader = csv.DictReader(fh)
+        row = 0
         try:
-            return list(csv.DictReader(io.StringIO(path.read_text(encoding="utf-8-sig"))))
+            while True:
+                prev = csv.field_size_limit(cap)
+                try:
+                    rec = next(reader, None)
+                finally:
+                    csv.field_size_limit(prev)
+                if rec is None:
+                    return
+                row += 1
+                yield {**rec, "__line": row}
         except UnicodeDecodeError as e:
-            raise ValueError(f"{path}: not UTF-8 text ({e.reason} at byte {e.start})") from None
+            raise ValueError(f"{path}: not UTF-8 text ({e.reason}, near row {row + 1})") from None
         except csv.Error as e:
-            raise ValueError(f"{path}: not a readable CSV file ({e})") from None
-    if suffix not in (".jsonl", ".json", ".ndjson"):
-        raise ValueError(f"{path}: unsupported file type {suffix!r}; use .jsonl, .csv or .parquet")
-    from rag.ingest.conversations import decode_lines
+            if "field larger than field limit" in str(e):
+                raise ValueError(f"{path}: row {row + 1}: a field over the cap of {cap:,} characters "
+                                 "(--max-cell-mb)") from None
+            raise ValueError(f"{path}: row {row + 1}: not a readable CSV row ({e})") from None
 
-    out = []
-    for line_no, line, why in decode_lines(path.read_bytes()):
-        if line is None:
-            raise ValueError(f"{path}:{line_no}: {why}")
+
+def _jsonl_lines(path: Path, cap: int):
+    """(line number, text) of each non-blank line, read a line at a time; a line longer than ``cap``
+    bytes is refused naming it before it is held whole."""
+    with open(path, "rb") as fh:
+        head = fh.read(3)
+        fh.seek(0)
+        if head[:2] in (b"\xff\xfe", b"\xfe\xff"):  # UTF-16 with its byte-order mark
+            import io
+
+            lines = io.TextIOWrapper(fh, encoding="utf-16")
+            for line_no, line in enumerate(lines, 1):
+                if len(line) > cap:
+                    raise ValueError(f"{path}:{line_no}: a line of {len(line):,} characters, over the cap of "
+                                     f"{cap:,} (--max-cell-mb)")
+                if line.strip():
+                    yield line_no, line.rstrip("\r\n")
+            return
+        if head == b"\xef\xbb\xbf":
+            fh.seek(3)
+        line_no = 0
+        while True:
+            raw = fh.readline(cap + 1)
+            if not raw:
+                return
+            line_no += 1
+            if len(raw) > cap and not raw.endswith(b"\n"):
+                raise ValueError(f"{path}:{line_no}: a line over the cap of {cap:,} bytes (--max-cell-mb)")
+            if not raw.strip():
+                continue
+            try:
+                yield line_no, raw.decode("utf-8").rstrip("\r\n")
+            except UnicodeDecodeError as e:
+                raise ValueError(f"{path}:{line_no}: not valid UTF-8 (byte 0x{raw[e.start]:02x} at column "
+                                 f"{e.start + 1})") from None
+
+
+def _jsonl_rows(path: Path, cap: int):
+    for line_no, line in _jsonl_lines(path, cap):
         try:
             rec = loads_bounded(line)
         except ValueError as e:
             raise ValueError(f"{path}:{line_no}: not valid JSON ({e})") from None
         if not isinstance(rec, dict):
             raise ValueError(f"{path}:{line_no}: a record must be a JSON object")
-        out.append({**rec, "__line": line_no})
-    return out
+        yield {**rec, "__line": line_no}
+
+
+def _rows(path: Path, cap: int):
+    """The file's raw records, streamed (dicts with their 1-based row as ``__line``)."""
+    suffix = path.suffix.lower()
+    if suffix == ".parquet":
+        return _parquet_rows(path, cap)
+    if suffix == ".csv":
+        return _csv_rows(path, cap)
+    if suffix not in (".jsonl", ".json", ".ndjson"):
+        raise ValueError(f"{path}: unsupported file type {suffix!r}; use .jsonl, .csv or .parquet")
+    return _jsonl_rows(path, cap)
 
 
 def _list(v, path: Path, row: int, col: str) -> list:
@@ -126,15 +201,10 @@ def _int(v, path: Path, row: int, col: str) -> int | None:
     return int(f)
 
 
-def read_logged(path: str | Path) -> tuple[list[LoggedRecord], str]:
-    """The records of a logged file and which vocabulary it used ("ragas" or "workbench")."""
-    path = Path(path)
-    if not path.is_file():
-        raise FileNotFoundError(f"{path}: no such file")
-    rows = _rows(path)
-    if not rows:
-        raise ValueError(f"{path}: no records")
-    cols = set().union(*(r.keys() for r in rows))
+def _columns(path: Path, first: dict) -> tuple[str, dict]:
+    """The vocabulary of a file from its first record (CSV and parquet: the header), or the error naming
+    the missing columns."""
+    cols = set(first)
     vocab, names = ("ragas", RAGAS) if "user_input" in cols else ("workbench", OWN)
     missing = [c for c in names.values() if c not in cols]
     if missing:
@@ -142,35 +212,64 @@ def read_logged(path: str | Path) -> tuple[list[LoggedRecord], str]:
         raise ValueError(f"{path}: missing column(s) {', '.join(missing)} (needs {', '.join(names.values())}, "
                          f"or ragas's {', '.join(other.values())}" if vocab == "workbench" else
                          f"{path}: missing column(s) {', '.join(missing)} (ragas columns: {', '.join(names.values())})")
-    out = []
-    for i, r in enumerate(rows, 1):
-        row = r.get("__line", i)
-        q, a = r.get(names["question"]), r.get(names["answer"])
-        if not isinstance(q, str) or not q.strip():
-            raise ValueError(f"{path}: row {row}: column {names['question']!r} must be a non-empty text")
-        if a is None or (isinstance(a, float) and a != a):
-            a = ""
-        if not isinstance(a, str):
-            raise ValueError(f"{path}: row {row}: column {names['answer']!r} must be text, got {type(a).__name__}")
-        ctx = []
-        for j, c in enumerate(_list(r.get(names["contexts"]), path, row, names["contexts"])):
-            if isinstance(c, str):
-                ctx.append({"text": c})
-            elif isinstance(c, dict) and isinstance(c.get("text"), str):
-                ctx.append({k: c[k] for k in ("text", "doc_id", "page_id", "score") if c.get(k) is not None})
-            else:
-                raise ValueError(f"{path}: row {row}: context {j} must be a text or an object with 'text'")
-        ref = r.get("reference")
-        ref = ref if isinstance(ref, str) and ref.strip() else None
-        qid = r.get("question_id")
-        lat = r.get("latency_ms")
-        try:
-            lat = float(lat) if lat not in (None, "") else None
-        except (TypeError, ValueError):
-            raise ValueError(f"{path}: row {row}: column 'latency_ms' must be a number, got {lat!r}") from None
-        if lat is not None and not (0 <= lat < float("inf")):  # NaN fails both comparisons
-            raise ValueError(f"{path}: row {row}: column 'latency_ms' must be a finite number >= 0, got {lat!r}")
-        out.append(LoggedRecord(row, q.strip(), a.strip(), ctx, str(qid) if qid not in (None, "") else None, ref,
-                                _int(r.get("prompt_tokens"), path, row, "prompt_tokens"),
-                                _int(r.get("completion_tokens"), path, row, "completion_tokens"), lat))
-    return out, vocab
+    return vocab, names
+
+
+def _record(r: dict, path: Path, names: dict, row: int) -> LoggedRecord:
+    q, a = r.get(names["question"]), r.get(names["answer"])
+    if not isinstance(q, str) or not q.strip():
+        raise ValueError(f"{path}: row {row}: column {names['question']!r} must be a non-empty text")
+    if a is None or (isinstance(a, float) and a != a):
+        a = ""
+    if not isinstance(a, str):
+        raise ValueError(f"{path}: row {row}: column {names['answer']!r} must be text, got {type(a).__name__}")
+    ctx = []
+    for j, c in enumerate(_list(r.get(names["contexts"]), path, row, names["contexts"])):
+        if isinstance(c, str):
+            ctx.append({"text": c})
+        elif isinstance(c, dict) and isinstance(c.get("text"), str):
+            ctx.append({k: c[k] for k in ("text", "doc_id", "page_id", "score") if c.get(k) is not None})
+        else:
+            raise ValueError(f"{path}: row {row}: context {j} must be a text or an object with 'text'")
+    ref = r.get("reference")
+    ref = ref if isinstance(ref, str) and ref.strip() else None
+    qid = r.get("question_id")
+    lat = r.get("latency_ms")
+    try:
+        lat = float(lat) if lat not in (None, "") else None
+    except (TypeError, ValueError):
+        raise ValueError(f"{path}: row {row}: column 'latency_ms' must be a number, got {lat!r}") from None
+    if lat is not None and not (0 <= lat < float("inf")):  # NaN fails both comparisons
+        raise ValueError(f"{path}: row {row}: column 'latency_ms' must be a finite number >= 0, got {lat!r}")
+    return LoggedRecord(row, q.strip(), a.strip(), ctx, str(qid) if qid not in (None, "") else None, ref,
+                        _int(r.get("prompt_tokens"), path, row, "prompt_tokens"),
+                        _int(r.get("completion_tokens"), path, row, "completion_tokens"), lat)
+
+
+def iter_logged(path: str | Path, max_cell_mb: float | None = None):
+    """(vocabulary, records): the vocabulary ("ragas" or "workbench", from the first record) and an
+    iterator of the file's LoggedRecords, read a row at a time so memory follows a row, not the file.
+    A malformed row raises ValueError naming the file, the row and the column when the iterator reaches it."""
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"{path}: no such file")
+    cap = max_cell_chars(max_cell_mb)
+    rows = _rows(path, cap)
+    first = next(rows, None)
+    if first is None:
+        raise ValueError(f"{path}: no records")
+    vocab, names = _columns(path, first)
+
+    def records():
+        yield _record(first, path, names, first["__line"])
+        for r in rows:
+            yield _record(r, path, names, r["__line"])
+
+    return vocab, records()
+
+
+def read_logged(path: str | Path) -> tuple[list[LoggedRecord], str]:
+    """The records of a logged file (all in memory) and which vocabulary it used ("ragas" or
+    "workbench"); ``iter_logged`` streams them."""
+    vocab, recs = iter_logged(path)
+    return list(recs), vocab
