@@ -244,3 +244,53 @@ def test_a_resume_keeps_the_runs_no_report(tmp_path, capsys):
     (ws / "reports" / "report-LOUD.html").unlink()
     assert main(["run", "--resume", "LOUD", "--workspace", str(ws), "--no-progress"]) == 0
     assert (ws / "reports" / "report-LOUD.html").exists()
+
+
+def test_a_plugin_that_holds_the_gil_is_stopped_at_its_limit_and_the_run_goes_on(tmp_path, capsys):
+    # item 7: a backtracking regex is one C call that holds the GIL; no thread can stop it. On the first question
+    # the plugin runs it (minutes at 44 characters), on the second its worker process dies, the others are answered
+    plug = tmp_path / "hog.py"
+    plug.write_text('''
+import os
+import re
+
+from rag.extend import BaseParams, Strategy, register_strategy, get_strategy
+
+
+@register_strategy
+class Hog(Strategy):
+    name = "hog"
+    Params = BaseParams
+    seen = []
+
+    def pack(self, r, pool, p):
+        Hog.seen.append(pool.question)  # per worker process: a restarted worker starts again at 1
+        if pool.question.startswith("What is the second"):
+            os._exit(3)
+        if len(Hog.seen) == 1 and pool.question.startswith("What is the first"):
+            re.match(r"(a|aa)*c", "a" * 44)
+        return get_strategy("chunks").pack(r, pool, get_strategy("chunks").Params())
+''')
+    folder = tmp_path / "docs"
+    folder.mkdir()
+    (folder / "a.md").write_text("The first river floods in spring. The second river is dry. The third one is salty.\n")
+    qs = tmp_path / "q.jsonl"
+    qs.write_text("".join(json.dumps({"id": f"q{i}", "question": f"What is the {w} river like?"}) + "\n"
+                          for i, w in enumerate(["first", "second", "third", "fourth"])))
+    from evals.cli import main
+
+    ws = tmp_path / "ws"
+    assert main(["run", "--dataset", str(folder), "--questions", str(qs), "--workspace", str(ws), "--embedder",
+                 "hash", "--no-progress", "--no-report", "--plugins", str(plug), "--strategies", "hog",
+                 "--plugin-timeout", "2", "--run-id", "H", "--max-failure-rate", "1"]) == 0
+    out = capsys.readouterr().out
+    import duckdb
+
+    con = duckdb.connect(str(ws / "results.duckdb"), read_only=True)
+    rows = dict((q, (s, e)) for q, s, e in con.execute(
+        "SELECT question_id, answer_status, answer_error FROM results WHERE run_id='H'").fetchall())
+    con.close()
+    assert rows["q0"][0] == "error" and "time limit of 2 s (--plugin-timeout)" in rows["q0"][1], rows
+    assert rows["q1"][0] == "error" and "worker process died (exit code 3)" in rows["q1"][1], rows
+    assert rows["q2"][0] == rows["q3"][0] == "ok", rows
+    assert "plugin worker process: started 3 time(s)" in out and "stopped 1 time(s) at the time limit" in out, out

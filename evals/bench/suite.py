@@ -28,7 +28,7 @@ def add_bench_args(p) -> None:
     p.add_argument("--only", nargs="*", choices=["ingest", "retrieval", "repack", "eval", "ragas", "llm", "growth",
                                                  "rerun", "support", "mainjob", "scale", "scale5", "engines", "apply",
                                                  "gate", "score", "system", "race", "search", "index-grid",
-                                                 "patterns", "score-stream"],
+                                                 "patterns", "score-stream", "plugins"],
                    default=None,
                    help="measure only these figures; scale, scale5, mainjob and engines (minutes each) run only "
                         "when named here")
@@ -154,6 +154,9 @@ def main_bench(a) -> int:
             figs["support"] = support_speed(min(a.questions, 1000))
         if want("score") and a.only:  # minutes of e5 at log size: only when asked by name
             figs["score"] = score_figure(tmp / "score", *a.score_rows)
+        if want("plugins") and a.only:  # three runs each way with e5: only when asked by name
+            from .plugins import plugins_figure
+            figs["plugins"] = plugins_figure(tmp / "plugins", repeats=max(1, a.repeats))
         if want("score-stream") and a.only:  # minutes at 1M rows: only when asked by name
             from .score_stream import score_stream_figure
             figs["score_stream"] = score_stream_figure(tmp / "score_stream", a.score_stream_rows)
@@ -637,6 +640,9 @@ def render(f: dict) -> str:
         if b:
             lines.append(f"ragwb score --metrics (no support scorer), {b['rows']:,} rows: {b['score_s']:.1f} s "
                          f"(target {b['target']})")
+    if f.get("plugins"):
+        from .plugins import render as render_plugins
+        lines += render_plugins(f["plugins"])
     if f.get("score_stream"):
         from .score_stream import render as render_stream
         lines += render_stream(f["score_stream"])

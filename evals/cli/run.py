@@ -421,8 +421,9 @@ def add_run(sub) -> None:
                    help="exit 6 when more than this share of a run's answers failed (timeouts, errors, context "
                         "overflow; default 0.5), or when every answer failed")
     s.add_argument("--plugin-timeout", type=non_negative_float, default=60.0, metavar="SECONDS",
-                   help="time limit of a strategy plugin for one item; past it the item fails with that reason and "
-                        "the run goes on (default 60; 0 = none)")
+                   help="time limit of a strategy plugin for one item: plugins run in a worker process that is "
+                        "killed past it (the item fails with that reason, the run goes on); default 60; 0 = no limit, "
+                        "in this process (docs/your-system.md)")
     s.add_argument("--max-response-mb", type=positive_float, default=None, metavar="MB",
                    help="cap on one response body from an LLM, judge, embeddings endpoint or --system service; a "
                         "bigger one fails its item and is stored nowhere (default 8, or RAGWB_MAX_RESPONSE_MB)")

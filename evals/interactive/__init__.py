@@ -66,11 +66,28 @@ def open_session(dataset: str = "squad2", workspace: str = "results", embedder: 
         from rag.answer.systems import SystemClient
 
         clients = {x.name: SystemClient(x, ws.root / "cache" / "llm.sqlite") for x in systems}
-    sess = Session(ds, r, ItemEvaluator(r, ans, get_scorers(), systems=clients),
-                   workers=max([x.max_concurrency for x in systems], default=1), spec=dataset)
+    ev = ItemEvaluator(r, ans, get_scorers(), systems=clients)
+    ev.worker = plugin_worker(dataset, cfg, ws, summ.index)
+    sess = Session(ds, r, ev, workers=max([x.max_concurrency for x in systems], default=1), spec=dataset)
     if llm is not None:
         return llm_session(sess, llm)
     return sess
+
+
+def plugin_worker(dataset: str, cfg: IndexConfig, ws, index: str):
+    """The page's plugins run where they can be stopped, as a run's do (evals/run/plugin_worker.py): a worker
+    process that loads the plugins this process loaded; None when none is loaded."""
+    from rag.strategies import load_plugins
+
+    from ..run.config import RunConfig
+    from ..run.plugin_worker import PluginWorker
+
+    # files and modules (an entry point, "pkg.mod:attr", is loaded again by the worker itself)
+    loaded = load_plugins((), entry_points=False)  # what this process loaded so far
+    if not loaded:
+        return None
+    plugins = {k: v for k, v in loaded.items() if ":" not in k or Path(k).is_file()}
+    return PluginWorker(RunConfig(dataset=dataset, index=cfg, plugins=plugins), ws.root, index)
 
 
 def search_frame(sess, query: str, strategy: str, budgets: dict | None = None):

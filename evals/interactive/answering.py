@@ -25,6 +25,7 @@ def llm_session(sess, llm, prices: dict | None = None):
     base = sess.evaluator
     ev = ItemEvaluator(sess.retriever, answerer, get_scorers(), llm.model, base.judges, prices,
                        systems=base.systems, plugin_timeout=base.plugin_timeout)
+    ev.worker = base.worker  # one plugin worker per page: the same retriever's index and plugins
     return replace(sess, evaluator=ev, items={}, frames={}, summaries={}, layout=(None, []), client=client,
                    answerer_label=f"LLM: {llm.model}", workers=llm.max_concurrency)
 

@@ -57,6 +57,13 @@ class RunEngine:
     def llm_stats(self) -> dict:
         return dict(self._stats)
 
+    def plugin_stats(self) -> dict:
+        """The plugin worker process of this engine's run (plugin_worker.py): starts, kills, boot seconds."""
+        parts = getattr(self, "_parts", None)
+        w = parts[1].evaluator.worker if parts else None
+        return ({"starts": w.starts, "kills": w.kills, "boot_s": round(w.boot_s, 2), "wait_s": round(w.wait_s, 3)}
+                if w and w.starts else {})
+
     def describe(self) -> str:
         return self.name
 

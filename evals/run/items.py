@@ -51,6 +51,7 @@ class ItemEvaluator:
         self.fit_context = fit_context and hasattr(answerer, "overflow_tokens")
         self.judges, self.prices = list(judges), prices
         self.embed = lambda texts: retriever.embed_queries(list(texts))
+        self.worker = None  # a PluginWorker when plugins run in a process of their own (build_parts)
 
     def search_ms(self, strat, pool, p) -> float:
         """The question's own search cost for this point: its dense search (+ embedding share), plus
@@ -67,6 +68,8 @@ class ItemEvaluator:
         under its time limit, and what it returns is checked, counted here and held to the budget."""
         if name in BUILTIN:
             return self._retrieve(query, name, p)
+        if self.worker is not None:  # checked in the worker, stopped there at the limit
+            return self.worker.call(query, name, p, self.plugin_timeout)
         from rag.strategies.plugins import call_with_time_limit, checked_context
 
         ctx, retrieve_ms, pack_ms = call_with_time_limit(lambda: self._retrieve(query, name, p), self.plugin_timeout)
@@ -321,17 +324,7 @@ def build_parts(cfg: RunConfig, ws: Workspace, index: str, limiter_for=None) -> 
         llm = LLMClient(cfg.llm, ws.root / "cache" / "llm.sqlite", use_cache=cfg.use_cache, prices=prices,
                         limiter=lim("llm", cfg.llm))
     retriever = Retriever(ws, index, llm=llm)
-    enc = retriever.reader.config.chunking.encoding
-    if cfg.answerer == "openai":
-        if llm is None:
-            raise ValueError("answerer 'openai' needs --llm-base-url and --llm-model")
-        from rag.answer.prompts import PromptTemplate
-
-        answerer = make_answerer("openai", client=llm, encoding=enc,
-                                 template=PromptTemplate.from_dict(cfg.prompt) if cfg.prompt else None)
-    else:
-        answerer = make_answerer(cfg.answerer, language=retriever.reader.language, encoding=enc,
-                                 **cfg.answerer_params)
+    answerer = build_answerer(cfg, retriever, llm)
     judges = []
     if cfg.judge is not None:
         from evals.score.judges import get_judge
@@ -348,9 +341,26 @@ def build_parts(cfg: RunConfig, ws: Workspace, index: str, limiter_for=None) -> 
     evaluator = ItemEvaluator(retriever, answerer, get_scorers(list(cfg.scorers) or None),
                               cfg.llm.model if cfg.llm else "local", judges, prices, fit_context=cfg.fit_context,
                               systems=systems, plugin_timeout=cfg.plugin_timeout)
+    if cfg.plugin_timeout:  # a plugin's shape runs in a worker process that can be stopped at the time limit
+        #                     (plugin_worker.py; started at the first plugin item, so a run without one pays nothing)
+        from .plugin_worker import PluginWorker
+
+        evaluator.worker = PluginWorker(cfg, ws.root, index)
     workers = max([c.max_concurrency for c in (cfg.llm, cfg.judge) if c is not None]
                   + [x.max_concurrency for x in cfg.systems], default=1)
     return RunParts(retriever, evaluator, llm, judges, workers)
+
+
+def build_answerer(cfg: RunConfig, retriever: Retriever, llm: LLMClient | None):
+    enc = retriever.reader.config.chunking.encoding
+    if cfg.answerer == "openai":
+        if llm is None:
+            raise ValueError("answerer 'openai' needs --llm-base-url and --llm-model")
+        from rag.answer.prompts import PromptTemplate
+
+        return make_answerer("openai", client=llm, encoding=enc,
+                             template=PromptTemplate.from_dict(cfg.prompt) if cfg.prompt else None)
+    return make_answerer(cfg.answerer, language=retriever.reader.language, encoding=enc, **cfg.answerer_params)
 
 
 def system_tasks(job: RunJob, shard: list, done: set) -> list[tuple]:
@@ -418,10 +428,14 @@ def evaluate_shard(parts: RunParts, job: RunJob, shard: list, done: set | None =
                                       for rep in range(cfg.repeats))]
     if not todo_q:
         return
-    for name, p, pid, _ in params:  # one batched embedding per search key
-        r.warm([q.text for q in todo_q], p.search_key(get_strategy(name).needed(p)))
+    worker = parts.evaluator.worker if parts.evaluator.plugin_timeout else None
+    for name, p, pid, _ in params:  # one batched embedding per search key (a plugin's: in its worker)
+        if worker is None or name in BUILTIN:
+            r.warm([q.text for q in todo_q], p.search_key(get_strategy(name).needed(p)))
     tasks = [(q, name, p, pid, label, rep) for q in todo_q for name, p, pid, label in params
              for rep in range(cfg.repeats) if (name, pid, q.qid, rep) not in done]
+    if worker is not None:  # the shard's plugin items go at once: the worker packs while this process scores
+        worker.submit([(q.text, name, p) for q, name, p, _, _, _ in tasks if name not in BUILTIN])
     # LLM-bound items run with bounded concurrency; offline ones in order
     results = pool_map(lambda t: parts.evaluator.evaluate(*t), tasks, parts.workers)
     for (q, name, p, pid, label, rep), (row, scores) in zip(tasks, results):

@@ -85,6 +85,7 @@ class RunSummary:
     incomplete: str = ""  # why the run is not finished (stored items differ from the plan)
     race: dict = field(default_factory=dict)  # a raced run: exits, survivors, what it saved
     lock_wait: float = 0.0  # seconds spent waiting for the workspace lock (not in ``seconds``)
+    plugin_worker: dict = field(default_factory=dict)  # {"starts", "kills", "boot_s"} of the plugin worker
 
     def render(self) -> str:
         s = f"run {self.run_id} ({self.dataset}): {self.items} items in {self.seconds:.1f}s"
@@ -101,6 +102,11 @@ class RunSummary:
             s += (f"\n  LLM cache: {self.llm['hits']} hits, {self.llm['misses']} misses, {self.llm['calls']} calls, "
                   f"{self.llm['tokens_saved']} tokens saved, " + dollars_text(self.llm["dollars_saved"], known)
                   + (" saved" if known else ""))
+        if self.plugin_worker:
+            w = self.plugin_worker
+            s += (f"\n  plugin worker process: started {w['starts']} time(s) ({w['boot_s']:.1f} s to start, never "
+                  f"counted against an item's time limit)" + (f", stopped {w['kills']} time(s) at the time limit"
+                                                               if w["kills"] else ""))
         if self.race:
             s += "\n" + race_lines(self.race, self.llm)
         return s
@@ -427,6 +433,7 @@ def run_evaluation(cfg: RunConfig, workspace: str | Path = "results", db: str | 
         summary.lock_wait = lock_wait_seconds() - waited0
         summary.seconds = time.perf_counter() - t0 - summary.lock_wait
         summary.llm = engine.llm_stats()
+        summary.plugin_worker = engine.plugin_stats()
         if summary.llm and cfg.llm is not None:  # a model with no price: its dollars are unknown, not $0
             from rag.llm.client import PRICES, price_known
 
