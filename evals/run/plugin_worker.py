@@ -202,6 +202,8 @@ def main(req_fd: int, rep_fd: int) -> None:
     from multiprocessing.connection import Connection
 
     inp, conn = Connection(req_fd, writable=False), Connection(rep_fd, readable=False)
+    # (no PR_SET_PDEATHSIG: it fires when the *thread* that started the worker ends, and a run starts it from
+    # whichever thread asks first; a worker whose run is gone ends at its next read, on the closed pipe)
     try:
         recipe = inp.recv()
     except (EOFError, OSError):
