@@ -247,22 +247,59 @@ def _doc_blocks(lines: list[str]) -> set[int]:
     return drop
 
 
-def folder_set(src: Path, out: Path, suffixes: tuple[str, ...]) -> tuple[int, int]:
+def _python_docstrings(text: str) -> dict[int, str]:
+    """0-based line of each function's ``def`` (decorators skipped) -> its docstring (Python files)."""
+    try:
+        tree = ast.parse(text)
+    except (SyntaxError, ValueError):
+        return {}
+    out = {}
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            doc = ast.get_docstring(node)
+            if doc:
+                out[node.lineno - 1] = doc
+    return out
+
+
+def _question(sentence: str | None, name: str) -> str | None:
+    """The summary sentence with the definition's own name taken out (a query must not spell its answer)."""
+    short = name.rsplit(".", 1)[-1]
+    if not sentence:
+        return None
+    if sentence.startswith(short + " "):  # Go: "Execute uses the args ..." names itself: the rest
+        sentence = sentence[len(short) + 1:]
+        sentence = sentence[:1].upper() + sentence[1:]
+    sentence = re.sub(rf"`{re.escape(short)}(\(\))?`", "it", sentence)
+    return sentence if MIN_WORDS <= len(sentence.split()) <= MAX_WORDS else None
+
+
+def folder_set(src: Path, out: Path, suffixes: tuple[str, ...], keep_docs: bool = False) -> tuple[int, int]:
     """A gold set from any code folder, the CodeSearchNet way and the way the bundled Python set is built: a query
-    is the first sentence of the first paragraph of a function's doc comment (JSDoc, Go doc comment, `#` block),
-    its gold the definition (`{"doc", "symbol"}` evidence), and every doc comment (JSDoc blocks anywhere, the
-    comment run above any definition) is removed from the corpus written to ``out/corpus``. (files, questions)"""
+    is the first sentence of the first paragraph of a function's doc comment (JSDoc, Go doc comment, `#` block;
+    with ``keep_docs`` a Python function's docstring too), its gold the definition (`{"doc", "symbol"}` evidence),
+    and every doc comment (JSDoc blocks anywhere, the comment run above any definition) is removed from the corpus
+    written to ``out/corpus``; ``keep_docs`` leaves the files as they are (issue 55's held-out check: docs in place,
+    the question is the doc's first sentence with the name taken out). (files, questions)"""
     from rag.ingest.code import all_defs, code_language, is_stub, parse_code
 
     corpus, questions, files = out / "corpus", [], 0
     for p in sorted(src.rglob("*")):
-        if not p.is_file() or not p.name.endswith(suffixes) or is_stub(p) or re.search(r"(_test\.go|\.spec\.ts)$", p.name):
-            continue
         rel = p.relative_to(src).as_posix()
+        if not p.is_file() or not p.name.endswith(suffixes) or is_stub(p) or re.search(
+                r"(_test\.go|\.spec\.ts|\.test\.ts|test_[^/]*\.py)$", p.name) or "/test" in "/" + rel:
+            continue
         text = p.read_text(encoding="utf-8", errors="replace")
         lines = text.split("\n")
-        drop = _doc_blocks(lines)
+        drop = _doc_blocks(lines) if not keep_docs else set()
+        pydocs = _python_docstrings(text) if keep_docs and p.suffix == ".py" else {}
         for d in all_defs(parse_code(text, code_language(p)).defs):
+            if d.head >= 0 and d.head in pydocs and d.kind in ("function", "method") and not d.children:
+                q = _question(summary(pydocs[d.head]), d.name)
+                if q:
+                    questions.append({"id": f"{rel}::{d.name}", "question": q, "answers": [d.name],
+                                      "evidence": [{"doc": rel, "symbol": d.name}]})
+                continue
             if d.head < 0:
                 continue
             i = d.head
@@ -270,15 +307,13 @@ def folder_set(src: Path, out: Path, suffixes: tuple[str, ...]) -> tuple[int, in
                 i -= 1
             if i == d.head:
                 continue
-            drop.update(range(i, d.head))
+            if not keep_docs:
+                drop.update(range(i, d.head))
             if d.kind not in ("function", "method") or d.children:
                 continue
-            sentence = summary(re.sub(r"\{@link ([^}|]+)[^}]*\}", r"\1", _doc_text(lines[i:d.head])))
-            short = d.name.rsplit(".", 1)[-1]
-            if sentence and sentence.startswith(short + " "):  # Go: "Execute uses the args ..." names itself: the rest
-                sentence = sentence[len(short) + 1:]
-                sentence = sentence[:1].upper() + sentence[1:]
-            if not sentence or not MIN_WORDS <= len(sentence.split()) <= MAX_WORDS:
+            sentence = _question(summary(re.sub(r"\{@link ([^}|]+)[^}]*\}", r"\1", _doc_text(lines[i:d.head]))),
+                                 d.name)
+            if not sentence:
                 continue
             questions.append({"id": f"{rel}::{d.name}", "question": sentence, "answers": [d.name],
                               "evidence": [{"doc": rel, "symbol": d.name}]})
@@ -300,11 +335,14 @@ def main() -> None:
                          "OUT/corpus and OUT/questions.jsonl")
     ap.add_argument("--out", type=Path, default=None, help="with --folder: where to write")
     ap.add_argument("--suffix", nargs="+", default=[".ts", ".go", ".py"], help="with --folder: files to read")
+    ap.add_argument("--keep-docs", action="store_true",
+                    help="with --folder: leave doc comments and docstrings in the corpus (questions from Python "
+                         "docstrings too): issue 55's held-out check")
     a = ap.parse_args()
     if a.folder is not None:
         if a.out is None:
             ap.error("--folder needs --out")
-        files, n = folder_set(a.folder, a.out, tuple(a.suffix))
+        files, n = folder_set(a.folder, a.out, tuple(a.suffix), a.keep_docs)
         print(f"wrote {a.out}: {files} files, {n} questions")
         return
     if a.fetch:

@@ -118,3 +118,41 @@ def test_a_doc_comment_piece_of_a_split_definition_is_never_packed_as_an_empty_f
         code = re.split(r"```typescript\n", b.text, maxsplit=1)[1].rsplit("\n```", 1)[0]
         assert code.strip(), b.text[:300]
     assert len(search_frame(sess, "Checks a boolean at subscription time", "chunks"))
+
+
+def test_a_jsdoc_split_definition_shows_code_in_every_block_and_embeds_its_signature(tmp_path):
+    """Issue 55, item 1 (the chunker side): the doc-only piece of a TypeScript definition split at its JSDoc shows,
+    after its comment, the first line of the code it documents (its signature, with the span that says so), and
+    embeds with that signature in its breadcrumb; a piece of one line joins its neighbour."""
+    import re
+
+    from rag.index.workspace import IndexConfig
+    from rag.ingest.chunking import ChunkConfig, chunk_document
+    from rag.ingest.corpora import load_folder
+    from evals.interactive import open_session
+    from rag.strategies import look
+
+    jsdoc = "/**\n" + "".join(f" * Line {i}: checks a boolean at subscription time and picks one source.\n"
+                              for i in range(60)) + " */\n"
+    sig = "export function iif<T, F>(condition: () => boolean, trueResult: T, falseResult: F): T | F {\n"
+    body = "".join(f"  const v{i} = condition() ? trueResult : falseResult;\n" for i in range(40))
+    repo = tmp_path / "src"
+    repo.mkdir()
+    (repo / "iif.ts").write_text(jsdoc + sig + body + "  return condition() ? trueResult : falseResult;\n}\n")
+    ds = load_folder(repo)
+    chunks, _ = chunk_document(ds.documents[0], IndexConfig().chunking)
+    doc_pieces = [c for c in chunks if not re.search(r"^(?!\s*(/\*\*|\*)).*\S", c.text, re.M)]
+    assert doc_pieces and doc_pieces[0] is chunks[0], [c.text[:60] for c in chunks]  # 60 lines: over e5's window
+    assert all(c.breadcrumb.endswith("· " + sig.strip()[:200]) for c in doc_pieces), doc_pieces[0].breadcrumb
+    assert all(sum(1 for x in c.text.splitlines() if x.strip()) > 1 for c in chunks)  # no one-line piece
+    sess = open_session(str(repo), str(tmp_path / "ws"), "hash")
+    ctx, _ = look(sess.retriever, "chunks", "Checks a boolean at subscription time", top_k=20)
+    assert len(ctx.blocks) == len(chunks) >= 2
+    text = ds.documents[0].text
+    for b in ctx.blocks:
+        code = re.split(r"```typescript\n", b.text, maxsplit=1)[1].rsplit("\n```", 1)[0]
+        assert any(x.strip() and not re.match(r"\s*(/\*\*|\*)", x) for x in code.splitlines()), b.text[:300]
+        if b.chunk_ids[0] in {c.chunk_id for c in doc_pieces}:  # its comment, then the signature, each with its span
+            assert code.rstrip().endswith(sig.strip()) and "first line of the code it documents" in b.text
+            shown = [text[s:e] for _, s, e in b.spans]
+            assert shown[-1] == sig.rstrip("\n") and shown[0].lstrip().startswith(("/**", "*"))

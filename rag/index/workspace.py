@@ -504,17 +504,27 @@ class Workspace:
         """The exact tokens of every code chunk's default block (the strategies' shipped ``code_block_chars`` and
         ``code_cut``), counted now and kept in cache/tokens: a fresh process's first `ragwb search` then counts
         nothing and never loads the BPE (~0.35 s; issue 46, 5). A prose index has no code blocks: nothing kept."""
-        from rag.ingest.code.blocks import DEFAULT_BLOCK_CHARS, DEFAULT_CUT, code_block_text
+        from rag.ingest.code.blocks import DEFAULT_BLOCK_CHARS, DEFAULT_CUT, code_block_text, follow_line
         from rag.tokens import load_counts, save_counts
 
         ds = self.read_table(index, "chunks").to_lance()
-        cols = ["text", "doc_id", "line_start", "line_end", "code_language", "symbol", "kind"]
+        cols = ["text", "doc_id", "line_start", "line_end", "code_language", "symbol", "kind", "page_id",
+                "chunk_index", "start"]
         if not set(cols) <= set(ds.schema.names):
             return
         # only code rows are read (a prose index of a million chunks reads one short column, finds none)
         rows = ds.to_table(columns=cols, filter="code_language IS NOT NULL AND code_language != ''").to_pylist()
+        at = {(r["page_id"], r["chunk_index"]): r for r in rows}
+
+        def follow(r):  # the same block a strategy packs: a doc-only chunk shows its code's first line
+            def after():
+                k = r["chunk_index"] + 1
+                while (n := at.get((r["page_id"], k))) is not None:
+                    yield n["text"], n["start"] - r["start"], n["line_start"], n["symbol"]
+                    k += 1
+            return follow_line(r["text"], r["symbol"], r["code_language"], r["line_start"], after())
         texts = [code_block_text(r["text"], (r["line_start"], r["line_end"]), r["code_language"], r["doc_id"],
-                                 r["symbol"], r["kind"], DEFAULT_BLOCK_CHARS, DEFAULT_CUT)[0] for r in rows]
+                                 r["symbol"], r["kind"], DEFAULT_BLOCK_CHARS, DEFAULT_CUT, follow(r))[0] for r in rows]
         path = self.block_counts_path(index, cfg.chunking.encoding)
         load_counts(path, cfg.chunking.encoding)  # the unchanged files' blocks are not counted again
         try:

@@ -246,7 +246,7 @@ def code_breadcrumb(doc_id: str, sg) -> str:
     the file, the kind and qualified symbol, and for a later piece of a split definition its signature, so a
     query for `HelpFormatter.write_dl` or a file name finds every piece."""
     crumb = doc_id + (f" · {sg.kind} {sg.symbol}" if sg.symbol else "")
-    if sg.part:
+    if sg.part or getattr(sg, "doc_only", False):  # a doc comment cut off alone embeds with the code it documents
         crumb += f" (part {sg.part + 1})" + (f" · {sg.signature}" if sg.signature else "")
     return crumb
 

@@ -130,7 +130,7 @@ def code_block(rd, row: int, score: float, max_chars: int = 1000, cut: str = "co
         s = int(rd.starts[row])
         lines = (int(rd.line_starts[row]), int(rd.line_ends[row])) if rd.line_starts is not None else ()
         text, ranges, lead = code_block_text(rd.texts[row], lines, rd.code_languages[row], rd.doc_ids[row],
-                                             rd.symbols[row], rd.kinds[row], max_chars, cut)
+                                             rd.symbols[row], rd.kinds[row], max_chars, cut, _follow(rd, row))
         spans = tuple((rd.doc_ids[row], s + a, s + b) for a, b in ranges if b > a)
         hit = (text, spans or ((rd.doc_ids[row], s, s),), count_tokens(text, rd.config.chunking.encoding), lead)
         if len(rd.block_cache) > 100_000:
@@ -139,6 +139,22 @@ def code_block(rd, row: int, score: float, max_chars: int = 1000, cut: str = "co
     text, spans, n, lead = hit
     return (text, "chunks", (rd.doc_ids[row],), (rd.page_ids[row],), (rd.chunk_ids[row],), spans, n, float(score),
             {rd.doc_ids[row]: lead, rd.page_ids[row]: lead, rd.chunk_ids[row]: lead, None: lead})
+
+
+def _follow(rd, row: int):
+    """The code line a doc-only chunk shows after its comment (rag/ingest/code/blocks.py ``follow_line``)."""
+    from rag.ingest.code.blocks import follow_line
+
+    if rd.line_starts is None:
+        return None
+    rows, page, ci, s = rd.rows, rd.page_ids[row], int(rd.chunk_index[row]), int(rd.starts[row])
+
+    def after():
+        k = ci + 1
+        while (n := rows.get(f"{page}/c{k}")) is not None:
+            yield rd.texts[n], int(rd.starts[n]) - s, int(rd.line_starts[n]), rd.symbols[n]
+            k += 1
+    return follow_line(rd.texts[row], rd.symbols[row], rd.code_languages[row], int(rd.line_starts[row]), after())
 
 
 @functools.lru_cache(maxsize=4096)

@@ -115,11 +115,68 @@ def cut_code_comments(code: str, max_chars: int, language: str) -> tuple[str, li
     return shown, ranges, dropped, tail
 
 
+def first_code_line(text: str, language: str) -> tuple[int, str] | None:
+    """(offset, line with its newline) of the first line of ``text`` that is neither blank nor comment."""
+    pos = 0
+    body = text.splitlines(keepends=True)
+    for ln, is_c in zip(body, comment_lines([x.rstrip("\r\n") for x in body], language)):
+        if ln.strip() and not is_c:
+            return pos, ln if ln.endswith("\n") else ln + "\n"
+        pos += len(ln)
+    return None
+
+
+def doc_only(whole: str, language: str) -> bool:
+    """A chunk of nothing but comment: the doc comment of a definition split at its signature."""
+    return first_code_line(whole, language) is None and bool(whole.strip())
+
+
+def follow_line(text: str, symbol: str, language: str, line_start: int, after) -> tuple[str, int, int] | None:
+    """What a doc-only chunk shows after its comment (``code_block_text``'s ``follow``): the first code line of the
+    chunks after it that are the same definition's (a long doc comment is cut into several pieces: the first
+    line of code may be two pieces down). ``after``: an iterable of (text, offset of its start from this chunk's
+    start, its first line, its symbol) of the next chunks of the file, in order."""
+    if not symbol or not doc_only(text, language):
+        return None
+    for k, (ntext, off, nline, nsymbol) in enumerate(after):
+        if nsymbol != symbol or k >= 16:
+            return None
+        got = first_code_line(ntext, language)
+        if got is not None:
+            pos, line = got
+            return line, off + pos, int(nline) + ntext.count("\n", 0, pos)
+    return None
+
+
+def _with_signature(whole: str, max_chars: int, follow: tuple[str, int, int], lines: tuple
+                    ) -> tuple[str, list[tuple[int, int]], tuple, str]:
+    """A doc-only chunk's block: its comment's top, then the code line it documents (the next piece's first line:
+    the signature), so no block is a comment alone (issue 55, 1). (code, ranges of ``whole``'s coordinates,
+    lines shown, note)."""
+    sig, off, line_no = follow
+    top = cut_code(whole, max(1, max_chars - len(sig))) if max_chars else whole
+    if not top.endswith("\n"):
+        top += "\n"
+    ranges = [(0, min(len(top), len(whole))), (off, off + len(sig.rstrip("\n")))]
+    gap = whole.count("\n", len(top)) if len(top) < len(whole) else 0
+    note = "doc comment, then the first line of the code it documents" + (
+        f"; {gap} comment line{'s' if gap != 1 else ''} between left out" if gap else "")
+    return top + sig, ranges, ((lines[0], line_no) if lines and lines[0] else lines), note
+
+
 def code_block_text(whole: str, lines: tuple, language: str, path: str, symbol: str = "", kind: str = "",
-                    max_chars: int = 1000, cut: str = "comments") -> tuple[str, list[tuple[int, int]], int]:
+                    max_chars: int = 1000, cut: str = "comments", follow: tuple[str, int, int] | None = None
+                    ) -> tuple[str, list[tuple[int, int]], int]:
     """The block of one code chunk (``whole``, lines ``lines`` of file ``path``): (text, the [start, end) ranges of
     ``whole`` it shows, the header's length). ``cut="comments"``: comment runs leave first (``cut_code_comments``);
-    ``"top"``: the top ``max_chars`` characters are kept (``cut_code``)."""
+    ``"top"``: the top ``max_chars`` characters are kept (``cut_code``). ``follow``: for a chunk that is nothing
+    but a doc comment, the code line after it (text, offset from ``whole``'s start, 1-based line), shown after
+    the comment (``_with_signature``)."""
+    if follow is not None and doc_only(whole, language):
+        code, ranges, lines, note = _with_signature(whole, max_chars, follow, lines)
+        code = code.rstrip("\n")
+        head = code_header(path, language, symbol or "", kind or "", lines, note)
+        return head + code + "\n```", ranges, len(head)
     if cut == "comments":
         code, ranges, dropped, tail_cut = cut_code_comments(whole, max_chars, language)
     else:

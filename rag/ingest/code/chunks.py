@@ -31,6 +31,7 @@ class Segment:
     signature: str = ""  # the implementation's signature line, carried by its later pieces (their breadcrumb)
     head: int = -1  # the definition's own first line (Def.head; -1 = first)
     overloads: tuple = ()  # where overload signatures joined above it start (Def.overloads)
+    doc_only: bool = False  # a split definition's piece of nothing but its doc comment (carries the signature)
 
 
 def segments(defs: list[Def], lo: int, hi: int, container: Def | None) -> list[Segment]:
@@ -204,7 +205,27 @@ def _number_parts(pieces: list[Segment], lines: list[str]) -> list[Segment]:
     sig = lines[_signature_line(whole, lines)].strip()
     for k, p in enumerate(pieces):
         p.part, p.signature = k, sig[:200]
+        p.doc_only = all(not lines[i].strip() or _COMMENT_LINE.match(lines[i]) for i in range(p.first, p.last + 1))
     return pieces
+
+
+def _merge_one_line(pieces: list[Segment], costs: list[tuple[list[int], int]], bare: list[str]) -> list[Segment]:
+    """A piece of one line (a signature cut off alone, a closing triple quote) is noise on its own: it joins the piece
+    before it, else the one after, where the joined piece stays within every budget (issue 55, 1)."""
+    def fits(a, b):
+        return not any(sum(lt[a:b + 1]) > cap for lt, cap in costs)
+
+    def one_line(p):
+        return sum(1 for i in range(p.first, p.last + 1) if bare[i].strip()) <= 1
+
+    out: list[Segment] = []
+    for p in pieces:
+        if out and (one_line(p) or one_line(out[-1])) and fits(out[-1].first, p.last):
+            prev = out[-1]
+            out[-1] = dataclasses.replace(prev, last=p.last, statements=prev.statements + p.statements)
+            continue
+        out.append(p)
+    return out
 
 
 
@@ -268,7 +289,8 @@ def code_segments(text: str, parsed: CodeParse, max_tokens: int, encoding: str, 
         if not any(sum(lt[s.first:s.last + 1]) > cap for lt, cap in costs):  # most definitions: no cut to plan
             out.append(s)
             continue
-        out.extend(_number_parts(_split(s, costs, cut_tiers(s, bare) if s.symbol else None), bare))
+        pieces = _merge_one_line(_split(s, costs, cut_tiers(s, bare) if s.symbol else None), costs, bare)
+        out.extend(_number_parts(pieces, bare))
     for sg in out:
         if sg.kind == "module" and imports_only(bare[sg.first:sg.last + 1]):
             sg.kind = "imports"
