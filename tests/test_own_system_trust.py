@@ -678,7 +678,7 @@ def test_an_embedding_sent_as_a_string_is_named_not_base64_decoded(llm_server):
 
 
 def test_score_batches_e5_without_changing_a_score_and_samples_or_skips_the_costly_scorer(tmp_path, capsys):
-    from evals.bench.suite import logged_rows
+    from evals.bench.logged import logged_rows
     from evals.score.metrics import ScoringInput, score_faithfulness
     from evals.score.support import _e5_cache, _memo
     from rag.models import Question

@@ -23,7 +23,7 @@ print(json.dumps({"seconds": time.perf_counter() - t, "items": res["items"],
 def write_log(path: Path, rows: int) -> Path:
     """A workbench-vocabulary CSV of ``rows`` records, ~190 bytes each as in the report (distinct questions, one
     short context, an answer citing it)."""
-    from .suite import logged_rows
+    from .logged import logged_rows
 
     base = logged_rows(1000, 300)
     with open(path, "w", newline="") as fh:
