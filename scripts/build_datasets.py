@@ -136,7 +136,8 @@ def build_shipped(out: Path, only: list[str] | None = None) -> None:
     import tempfile
 
     os.environ["RAGWB_DATASETS"] = str(out)
-    from rag.ingest.corpora import ParseCache, load_bundled
+    from rag.ingest.readers import ParseCache
+    from rag.ingest.corpora import load_bundled
     from rag.index.embedders import get_embedder
     from rag.index.workspace import IndexConfig, Workspace
     from rag.index.shipped import MANIFEST, write_vectors

@@ -15,7 +15,7 @@ from pathlib import Path
 from rag.ingest.chunking import ChunkConfig, chunk_document
 from rag.ingest.code import all_defs, is_stub
 from rag.ingest.code.chunks import _comment_up
-from rag.ingest.corpora import load_code_file
+from rag.ingest.readers import load_code_file
 from rag.tokens import E5_WINDOW, e5_tokens
 
 

@@ -3,11 +3,12 @@ import collections
 import pytest
 
 from rag.ingest.chunking import ChunkConfig, chunk_document, rebuild_page
-from rag.ingest.corpora import load_bundled, load_folder
+from rag.ingest.corpora import load_bundled
+from rag.ingest.folders import load_folder
 from rag.index.embedders import EmbedderConfig, get_embedder
 from rag.index.workspace import IndexConfig, Workspace
 from rag.models import Document
-from rag.ingest.corpora import markdown_pages
+from rag.ingest.readers import markdown_pages
 from rag.textproc import analyze
 
 

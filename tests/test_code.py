@@ -14,7 +14,9 @@ import pytest
 
 from rag.ingest.chunking import ChunkConfig, chunk_document, rebuild_page
 from rag.ingest.code import parse_code
-from rag.ingest.corpora import load_bundled, load_file, load_folder
+from rag.ingest.corpora import load_bundled
+from rag.ingest.readers import load_file
+from rag.ingest.folders import load_folder
 from rag.index.embedders import EmbedderConfig
 from rag.index.workspace import IndexConfig, Workspace
 from rag.index.retrieval import BM25, Retriever
@@ -652,7 +654,7 @@ def test_folders_gitignore_include_exclude_workspace_shebang_and_one_skip_line(t
 
 def test_an_unreadable_gitignore_is_said_not_silently_dropped(tmp_path, monkeypatch):
     """A .gitignore over the size cap (or unreadable) leaves nothing out, and the summary says so by name."""
-    import rag.ingest.corpora as corpora
+    import rag.ingest.folders as corpora
 
     repo = tmp_path / "repo"
     repo.mkdir()

@@ -128,7 +128,7 @@ def test_a_jsdoc_split_definition_shows_code_in_every_block_and_embeds_its_signa
 
     from rag.index.workspace import IndexConfig
     from rag.ingest.chunking import ChunkConfig, chunk_document
-    from rag.ingest.corpora import load_folder
+    from rag.ingest.folders import load_folder
     from evals.interactive import open_session
     from rag.strategies import look
 

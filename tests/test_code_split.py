@@ -4,7 +4,7 @@ later pieces carry the implementation's signature, and no chunk's embedded text 
 from __future__ import annotations
 
 from rag.ingest.chunking import ChunkConfig, chunk_document
-from rag.ingest.corpora import load_code_file
+from rag.ingest.readers import load_code_file
 from rag.tokens import e5_tokens
 
 JSDOC = "\n".join(["/**", " * Applies a given `project` function to each value emitted by the source", " *"]

@@ -8,7 +8,7 @@ import pytest
 
 from evals.cli import main
 from evals.score.metrics import ScoringInput, score_retrieval
-from rag.ingest.corpora import load_folder
+from rag.ingest.folders import load_folder
 from rag.models import Evidence, Question
 from rag.strategies import Block
 

@@ -8,7 +8,9 @@ import pytest
 
 from evals.cli import main
 from rag.ingest.conversations import gold_bypass, load_mtrag, with_fillers
-from rag.ingest.corpora import datasets_dir, load_bundled, load_folder
+from rag.ingest.readers import datasets_dir
+from rag.ingest.corpora import load_bundled
+from rag.ingest.folders import load_folder
 from rag.answer.memory import (FillerDetector, MemoryContext, TurnRecord, build_history, filler_rule, make_memory_params,
                         retrieval_query)
 

@@ -4,7 +4,8 @@ import pytest
 from pypdf import PdfWriter
 
 from conftest import tree_hashes, write_docx
-from rag.ingest.corpora import load_bundled, load_folder, load_squad
+from rag.ingest.corpora import load_bundled, load_squad
+from rag.ingest.folders import load_folder
 
 
 def test_squad2_bundled_importer():

@@ -208,7 +208,7 @@ def test_patterns_are_matched_by_an_automaton_that_cannot_backtrack(tmp_path, ca
     compiled for RE2 (pathspec's re2 backend): the same files, each match linear in the path. (A regression here
     hangs, it does not pass; the time is a bench figure: `ragwb bench --only patterns`.)"""
     from evals.cli import main
-    from rag.ingest.corpora import pattern_spec
+    from rag.ingest.folders import pattern_spec
 
     spec = pattern_spec(["*a" * 16 + "b", "*.log", "!keep.log"])
     assert type(spec._backend).__name__.startswith("Re2")

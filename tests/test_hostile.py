@@ -79,7 +79,7 @@ def test_two_folders_with_one_name_never_share_a_dataset_and_a_run_keeps_its_gol
 
 def test_duplicate_conversation_and_turn_ids_are_named_with_file_and_line(tmp_path):
     from rag.ingest.conversations import load_conversations_jsonl
-    from rag.ingest.corpora import load_folder
+    from rag.ingest.folders import load_folder
 
     docs, _ = _folder(tmp_path / "c" / "docs", "east")
     conv = tmp_path / "conv.jsonl"
@@ -143,7 +143,7 @@ def test_an_unreadable_new_version_keeps_the_last_good_one(tmp_path, capsys, dam
 
 
 def test_nul_bytes_after_the_first_8kb_are_not_text(tmp_path):
-    from rag.ingest.corpora import load_folder
+    from rag.ingest.folders import load_folder
 
     root = tmp_path / "n"
     root.mkdir()
@@ -378,7 +378,7 @@ def test_a_toml_file_that_is_not_utf8_is_named(tmp_path, capsys):
 
 
 def test_bad_bytes_and_utf16_in_a_gold_jsonl_cost_only_their_line(tmp_path):
-    from rag.ingest.corpora import load_folder
+    from rag.ingest.folders import load_folder
 
     d, _ = _folder(tmp_path / "u" / "docs", "enc")
     good = json.dumps({"id": "a", "question": "How many crates does depot 0 store?", "answers": ["7 crates"]})
@@ -401,7 +401,7 @@ def test_pypdf_warnings_name_the_file(tmp_path):
     bad = tmp_path / "docs" / "t.pdf"
     bad.parent.mkdir()
     bad.write_bytes(good.read_bytes().replace(b"%%EOF", b""))
-    code = ("import sys\nfrom pathlib import Path\nfrom rag.ingest.corpora import ImportError_, read_pdf_pages\ntry:\n"
+    code = ("import sys\nfrom pathlib import Path\nfrom rag.ingest.readers import ImportError_, read_pdf_pages\ntry:\n"
             "    read_pdf_pages(Path(sys.argv[1]))\nexcept ImportError_:\n    pass\n")
     p = subprocess.run([sys.executable, "-c", code, str(bad)],
                        cwd=REPO, capture_output=True, text=True, timeout=120)

@@ -12,7 +12,7 @@ from evals.cli import main
 from evals.score.metrics import (ScoringInput, exact_match, f1_score, normalize_answer, ranking_metrics, score_all,
                            squad_gold_answers)
 from rag.answer.answerers import split_sentences
-from rag.ingest.corpora import load_folder
+from rag.ingest.folders import load_folder
 from rag.index.embedders import EmbedderConfig
 from rag.index.workspace import IndexConfig, Workspace
 from rag.models import Evidence, Question

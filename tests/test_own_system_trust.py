@@ -231,7 +231,7 @@ def test_export_and_report_write_under_their_own_workspace(tmp_path, monkeypatch
 
 
 def test_deeply_nested_code_falls_back_to_line_windows(tmp_path):
-    from rag.ingest.corpora import load_folder
+    from rag.ingest.folders import load_folder
 
     folder = tmp_path / "code"
     folder.mkdir()

@@ -3,7 +3,8 @@ unanswerable), evidence metrics still scored, and `ragwb show` leaves out column
 import json
 
 from evals.cli import main
-from rag.ingest.corpora import derived_question_id, load_folder
+from rag.ingest.questions import derived_question_id
+from rag.ingest.folders import load_folder
 
 
 def _folder(tmp_path, lines):

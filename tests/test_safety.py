@@ -13,8 +13,10 @@ import pytest
 
 from evals.cli import main
 from evals.store import ResultStore
-from rag.ingest.corpora import ParseCache, load_folder
-from rag.index.workspace import IndexConfig, Workspace, WorkspaceLock
+from rag.ingest.readers import ParseCache
+from rag.ingest.folders import load_folder
+from rag.index.workspace import IndexConfig, Workspace
+from rag.index.locks import WorkspaceLock
 from rag.index.embedders import EmbedderConfig
 from pdfgen import make_pdf
 

@@ -4,7 +4,8 @@ import shutil
 
 import numpy as np
 
-from rag.ingest.corpora import datasets_dir, load_bundled
+from rag.ingest.readers import datasets_dir
+from rag.ingest.corpora import load_bundled
 from rag.index.embedders import EmbedderConfig, get_embedder
 from rag.index.workspace import IndexConfig, Workspace
 

@@ -73,7 +73,7 @@ def test_deep_reply_is_a_parse_error_naming_the_endpoint(server):
 def test_gitignore_stars_match_in_bounded_time_and_a_lone_backslash_is_skipped(tmp_path):
     """Item 2: 200 stars then x, and a line that is just a backslash: both said with file and line; the other
     lines still apply; the ingest does not stall."""
-    from rag.ingest.corpora import _collapse_stars, load_folder
+    from rag.ingest.folders import _collapse_stars, load_folder
 
     assert _collapse_stars("*" * 200 + "x") == "*x" and _collapse_stars("a/***/b") == "a/**/b"
     folder = tmp_path / "docs"
@@ -96,7 +96,7 @@ def test_gitignore_stars_match_in_bounded_time_and_a_lone_backslash_is_skipped(t
 
 
 def test_bad_include_pattern_is_an_error_naming_it(tmp_path):
-    from rag.ingest.corpora import load_folder
+    from rag.ingest.folders import load_folder
 
     (tmp_path / "a.md").write_text("# a\n\ntext\n")
     with pytest.raises(ValueError, match=r"--exclude .*longer than 1,000 characters"):

@@ -27,7 +27,7 @@ QUESTIONS = [{"question": "When are invoices sent?", "evidence": [{"doc": "billi
              {"question": "What keeps your settings?"}]
 
 
-QUESTION_IDS = [__import__("rag.ingest.corpora", fromlist=["x"]).derived_question_id(q["question"]) for q in QUESTIONS]
+QUESTION_IDS = [__import__("rag.ingest.questions", fromlist=["x"]).derived_question_id(q["question"]) for q in QUESTIONS]
 
 
 def _folder(tmp_path):

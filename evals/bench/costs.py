@@ -56,7 +56,8 @@ def rerun_cost(cfg, root: Path, n_files: int = 3) -> dict:
     """A user's PDF folder (copies of the bundled 10-Qs, not the bundled set, so nothing shipped helps):
     seconds before the first question can be scored (parse + chunk + embed + write), first run vs an
     unchanged second run (parsed pages and vectors cached in the workspace)."""
-    from rag.ingest.corpora import ParseCache, datasets_dir, load_any
+    from rag.ingest.readers import ParseCache, datasets_dir
+    from rag.ingest.corpora import load_any
     from rag.index.workspace import Workspace
 
     folder = root / "filings"

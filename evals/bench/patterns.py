@@ -8,7 +8,7 @@ CASES = [(12, 40), (16, 60), (64, 200)]  # (stars, name length): 129 s and > 120
 
 
 def patterns_figure() -> dict:
-    from rag.ingest.corpora import pattern_spec
+    from rag.ingest.folders import pattern_spec
 
     rows = []
     for stars, n in CASES:

@@ -37,7 +37,7 @@ def measure(n: int, root: Path, seed: int = 7, queries: int = 100) -> dict:
     import pyarrow as pa
     from lancedb.index import IvfHnswSq
 
-    from rag.index.workspace import ANN_ROWS_PER_PARTITION
+    from rag.index.config import ANN_ROWS_PER_PARTITION
     from rag.index.retrieval import ANN_EF, ANN_NPROBES, ANN_REFINE
 
     centres = _centres(seed)

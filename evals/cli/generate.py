@@ -77,7 +77,7 @@ def _validate(a, out) -> None:
 
     from evals.generate import validate
     from evals.interactive import open_session
-    from rag.ingest.corpora import load_questions_jsonl
+    from rag.ingest.questions import load_questions_jsonl
 
     sess = open_session(a.dataset, a.workspace, a.embedder)
     human = [q for q in sess.dataset.questions if q.answerable and q.evidence]

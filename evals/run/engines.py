@@ -68,6 +68,16 @@ class RunEngine:
         return self.name
 
 
+def with_plugin_worker(parts, job: RunJob):
+    """Under a time limit a plugin's shape runs in a worker process that can be stopped at it (plugin_worker.py):
+    one per engine worker, started at the first plugin item, so a run without one pays nothing."""
+    if job.cfg.plugin_timeout:
+        from .plugin_worker import PluginWorker
+
+        parts.evaluator.worker = PluginWorker(job.cfg, job.workspace, job.index)
+    return parts
+
+
 def _add_stats(total: dict, clients) -> None:
     for c in clients:
         for k, v in dataclasses.asdict(c.stats).items():
@@ -82,8 +92,8 @@ class LocalRunEngine(RunEngine):
         # a raced run calls this once per batch: its parts (index reader, answerer, clients) are built once
         key = (id(job.cfg), job.workspace, job.index)
         cached = getattr(self, "_parts", None)
-        parts = cached[1] if cached is not None and cached[0] == key else build_parts(job.cfg, Workspace(job.workspace),
-                                                                                       job.index)
+        parts = cached[1] if cached is not None and cached[0] == key else with_plugin_worker(
+            build_parts(job.cfg, Workspace(job.workspace), job.index), job)
         self._parts = (key, parts, job.cfg)  # (the cfg is held so its id is not reused)
         ex, prefetched = None, None
         try:
@@ -176,8 +186,8 @@ class _RunWorker:
         from rag.index.workspace import Workspace
 
         self.job = job
-        self.parts = build_parts(job.cfg, Workspace(job.workspace), job.index,
-                                 lambda kind, c: RayLimiter(limiters[kind]) if kind in limiters else None)
+        self.parts = with_plugin_worker(build_parts(job.cfg, Workspace(job.workspace), job.index, lambda kind, c:
+                                                    RayLimiter(limiters[kind]) if kind in limiters else None), job)
 
     def ping(self) -> bool:
         return True

@@ -341,11 +341,6 @@ def build_parts(cfg: RunConfig, ws: Workspace, index: str, limiter_for=None) -> 
     evaluator = ItemEvaluator(retriever, answerer, get_scorers(list(cfg.scorers) or None),
                               cfg.llm.model if cfg.llm else "local", judges, prices, fit_context=cfg.fit_context,
                               systems=systems, plugin_timeout=cfg.plugin_timeout)
-    if cfg.plugin_timeout:  # a plugin's shape runs in a worker process that can be stopped at the time limit
-        #                     (plugin_worker.py; started at the first plugin item, so a run without one pays nothing)
-        from .plugin_worker import PluginWorker
-
-        evaluator.worker = PluginWorker(cfg, ws.root, index)
     workers = max([c.max_concurrency for c in (cfg.llm, cfg.judge) if c is not None]
                   + [x.max_concurrency for x in cfg.systems], default=1)
     return RunParts(retriever, evaluator, llm, judges, workers)

@@ -255,7 +255,7 @@ def run_evaluation(cfg: RunConfig, workspace: str | Path = "results", db: str | 
 
     from evals.store import run_writer
 
-    from rag.index.workspace import lock_wait_seconds
+    from rag.index.locks import lock_wait_seconds
 
     t0, waited0 = time.perf_counter(), lock_wait_seconds()
     ws = Workspace(workspace)

@@ -91,7 +91,7 @@ def ensure_ray(address: str | None = None, num_cpus: int | None = None):
 
 def _parse_batch(batch: dict, language: str | None, cache_root: str | None, shipped: str | None) -> dict:
     """Ray task: parse files (one bad file is a skip row, never a failed task)."""
-    from rag.ingest.corpora import ParseCache, parse_one
+    from rag.ingest.readers import ParseCache, parse_one
 
     cache = ParseCache(cache_root, shipped) if (cache_root or shipped) else None
     out = {"path": [], "doc": [], "skip": [], "seconds": []}

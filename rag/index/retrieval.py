@@ -20,7 +20,8 @@ import numpy as np
 from rag.ingest.code import KINDS
 from .bm25 import BM25, cached_bm25
 from .embedders import get_embedder
-from .workspace import IndexConfig, Workspace, mean_page_vector, vectors_of
+from .workspace import IndexConfig, Workspace
+from .tables import mean_page_vector, vectors_of
 from rag.textproc import analyze
 
 

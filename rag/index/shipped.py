@@ -18,7 +18,7 @@ from pathlib import Path
 
 import numpy as np
 
-from rag.ingest.corpora import datasets_dir
+from rag.ingest.readers import datasets_dir
 
 MANIFEST = "MANIFEST.json"
 

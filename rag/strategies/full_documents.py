@@ -27,7 +27,7 @@ class FullDocumentsParams(BaseParams):
 def _load_source_text(path: str) -> str | None:
     from pathlib import Path
 
-    from rag.ingest.corpora import ImportError_, load_file
+    from rag.ingest.readers import ImportError_, load_file
 
     p = Path(path)
     if not p.is_file():

@@ -28,7 +28,7 @@ FEATURE_NAMES = (["chars", "words", "has_digit", "has_quote"] + [f"type_{w}" for
 
 
 def text_features(question: str) -> list[float]:
-    from rag.ingest.corpora import detect_language
+    from rag.ingest.readers import detect_language
 
     words = question.split()
     low = [w.strip("¿¡\"'()").casefold() for w in words]

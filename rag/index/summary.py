@@ -1,0 +1,98 @@
+"""What an ingest did, in counts and one readable summary (added, replaced, skipped, kept with a warning, embedded, over the embedder's window)."""
+from __future__ import annotations
+
+from .config import ANN_MIN_CHUNKS
+from dataclasses import dataclass, field
+from pathlib import Path
+
+
+@dataclass
+class IngestSummary:
+    dataset: str
+    index: str
+    documents: int = 0
+    pages: int = 0
+    chunks: int = 0
+    tokens: int = 0
+    questions: int = 0
+    added: int = 0
+    replaced: int = 0
+    unchanged: int = 0
+    removed: int = 0
+    embedded: int = 0
+    cache_hits: int = 0
+    seconds: float = 0.0
+    embed_seconds: float = 0.0
+    blank_pages: int = 0  # pages with no text (kept for their page number; no chunks)
+    parse_seconds: float = 0.0
+    file_parse_seconds: dict = field(default_factory=dict)
+    file_embed_seconds: dict = field(default_factory=dict)
+    notices: list = field(default_factory=list)  # repairs made (one line each)
+    vector_index: str = "exact"  # exact (in-memory flat search) | IVF_HNSW_SQ (LanceDB ANN index)
+    vector_index_seconds: float = 0.0
+    skipped: list = field(default_factory=list)
+    # chunks longer than the embedder reads (their tails are never embedded), the longest named: over the chunks
+    # this ingest embedded (local engine; a cached vector was checked when it was embedded), over every chunk of
+    # the changed documents with the Ray engine (counted in its parallel chunk tasks)
+    over_window: int = 0
+    window: int = 0
+    over_window_worst: list = field(default_factory=list)  # (chunk_id, tokens), longest first
+
+    def note_over_window(self, emb, texts: list[str], chunk_ids: list[str]) -> None:
+        counts = emb.count_tokens(texts) if emb.max_tokens and texts else None
+        if counts:
+            self.note_over_window_counts(emb, len(texts), [(c, n) for c, n in zip(chunk_ids, counts)
+                                                           if n > emb.max_tokens])
+
+    def note_over_window_counts(self, emb, n_chunks: int, over: list[tuple[str, int]]) -> None:
+        """``over``: (chunk_id, tokens) of the chunks longer than the embedder reads; one notice names them."""
+        if not emb.max_tokens:
+            return
+        self.window, self.over_window = emb.max_tokens, len(over)
+        self.over_window_worst = sorted(over, key=lambda x: (-x[1], x[0]))[:3]
+        if over:
+            worst = "; ".join(f"{c} ({n:,} tokens)" for c, n in self.over_window_worst)
+            self.notices.append(
+                f"{len(over)} of {n_chunks} chunks are longer than the {emb.max_tokens} tokens {emb.name} reads: "
+                f"their tails are not embedded (longest: {worst}); smaller --chunk-tokens or --leaf-max fit them")
+
+    def render(self) -> str:
+        lines = [
+            f"ingested {self.dataset} into index {self.index}",
+            f"  documents {self.documents} (added {self.added}, replaced {self.replaced}, unchanged {self.unchanged}, "
+            f"removed {self.removed})",
+            f"  pages {self.pages} ({self.blank_pages} blank)  chunks {self.chunks}  tokens {self.tokens}  "
+            f"questions {self.questions}",
+            f"  vector index: {self.vector_index}"
+            + (f" (built in {self.vector_index_seconds:.1f}s)" if self.vector_index_seconds else
+               (f" (ANN above {ANN_MIN_CHUNKS:,} chunks)" if self.vector_index == "exact" else "")),
+            f"  parsed {len(self.file_parse_seconds)} file(s) in {self.parse_seconds:.1f}s; embedded {self.embedded} "
+            f"chunks ({self.cache_hits} from cache) in {self.embed_seconds:.1f}s; total {self.seconds:.1f}s",
+        ]
+        slow = sorted(set(self.file_parse_seconds) | set(self.file_embed_seconds),
+                      key=lambda f: -(self.file_parse_seconds.get(f, 0) + self.file_embed_seconds.get(f, 0)))
+        if self.file_parse_seconds and slow:
+            lines.append("  slowest files: " + "; ".join(
+                f"{_short_path(f)} parse {self.file_parse_seconds.get(f, 0):.2f}s embed "
+                f"{self.file_embed_seconds.get(f, 0):.2f}s" for f in slow[:5]))
+        lines += [f"  notice: {n}" for n in self.notices]
+        # what was left out, and apart from it what was kept with a warning (a file ingested with a downgrade is
+        # not a skipped file)
+        left = [s for s in self.skipped if getattr(s, "kind", "skipped") != "warning"]
+        warned = [s for s in self.skipped if getattr(s, "kind", "skipped") == "warning"]
+        lines.append(f"  skipped {len(left)}" + (":" if left else ""))
+        lines += [f"    - {s}" for s in left]
+        if warned:
+            lines.append(f"  kept with a warning {len(warned)}:")
+            lines += [f"    - {s}" for s in warned]
+        return "\n".join(lines)
+
+
+def _short_path(f: str) -> str:
+    """A file as a reader tells it apart: relative to the working folder where it lies below it, else its last three
+    parts (three files called schemas.ts are three different paths, not one base name)."""
+    p = Path(f)
+    try:
+        return str(p.resolve().relative_to(Path.cwd()))
+    except (ValueError, OSError):
+        return str(Path(*p.parts[-3:])) if len(p.parts) > 3 else str(p)
