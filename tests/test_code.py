@@ -19,7 +19,8 @@ from rag.ingest.readers import load_file
 from rag.ingest.folders import load_folder
 from rag.index.embedders import EmbedderConfig
 from rag.index.workspace import IndexConfig, Workspace
-from rag.index.retrieval import BM25, Retriever
+from rag.index.reader import BM25
+from rag.index.retrieval import Retriever
 from rag.strategies import make_params, get_strategy
 from rag.textproc import analyze
 from rag.tokens import count_tokens

@@ -161,7 +161,7 @@ def test_exact_names_first_and_stubs_last(tmp_path, capsys):
 
 
 def test_query_names():
-    from rag.index.retrieval import query_names
+    from rag.index.code_order import query_names
 
     assert query_names("evolve") == {"evolve"}
     assert query_names("  `Command.get_help`  ") == {"Command.get_help"}

@@ -55,11 +55,12 @@ def test_ann_reader_is_arrow_backed_and_every_strategy_matches_exact(tmp_path, m
     """Above the ANN threshold the reader holds no vectors and no BM25 tokens (they stay in LanceDB)
     and keeps text in Arrow buffers; every strategy returns the blocks the exact reader returns. The
     page vectors are stored in batches smaller than some pages (each page whole in one batch)."""
-    import rag.index.workspace
+    import rag.index.tables
 
-    monkeypatch.setattr(rag.index.workspace, "PAGE_VECTOR_BATCH", 3)
+    monkeypatch.setattr(rag.index.tables, "PAGE_VECTOR_BATCH", 3)  # where the page vectors are written
     from rag.ingest.corpora import load_bundled
-    from rag.index.retrieval import ArrowColumn, ArrowRows, Retriever
+    from rag.index.reader import ArrowColumn, ArrowRows
+    from rag.index.retrieval import Retriever
     from rag.strategies import default_strategies, get_strategy, make_params
 
     ds = load_bundled("xquad-en")

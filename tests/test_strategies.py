@@ -227,8 +227,8 @@ def test_bm25_postings_are_cached_by_their_tokens(tmp_path):
     load is built again; and what it holds is what scores (the test can fail: a doctored file changes scores)."""
     import numpy as np
 
-    from rag.index import retrieval
-    from rag.index.retrieval import BM25, open_index
+    from rag.index import reader as retrieval
+    from rag.index.reader import BM25, open_index
 
     docs = [_doc(f"d{i}", [f"alpha beta {w} gamma {i}"]) for i, w in enumerate(["river", "mountain", "valley", "ocean"])]
     ws = Workspace(tmp_path)

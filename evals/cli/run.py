@@ -192,7 +192,7 @@ def cmd_run(a) -> int:
     named += [x for x in sweep.get("strategies", {}) if x not in strategies + named]
     grid = {s: grid.get(s, {}) for s in strategies + named}
     if a.where:  # one chunk filter for every strategy of the run (it shows in each point's label)
-        from rag.index.retrieval import parse_where
+        from rag.index.code_order import parse_where
 
         parse_where(a.where)
         clash = [s for s in grid if "where" in grid[s]]

@@ -11,7 +11,8 @@ import json
 from dataclasses import dataclass, field
 
 from rag.params import build_params
-from rag.index.retrieval import STUB_POLICIES, CandidatePool, Retriever, SearchKey, parse_where
+from rag.index.code_order import STUB_POLICIES, parse_where
+from rag.index.retrieval import CandidatePool, Retriever, SearchKey
 
 DEFAULT_POOL = 100
 

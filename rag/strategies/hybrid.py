@@ -6,7 +6,8 @@ from typing import Any
 
 import numpy as np
 
-from rag.index.retrieval import CandidatePool, Retriever, code_order
+from rag.index.retrieval import CandidatePool, Retriever
+from rag.index.code_order import code_order
 from .base import (DEFAULT_POOL, BaseParams, Context, Strategy, params_dict, register_strategy)
 from .packing import chunk_raw, counters, pack_blocks
 from .llm_helpers import llm_hyde, llm_paraphrases, llm_rerank
