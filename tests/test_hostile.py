@@ -170,7 +170,8 @@ def test_absurd_usage_counts_are_rejected_and_the_run_finishes_and_resumes(serve
 
 
 def test_store_counters_are_wide_enough_and_old_stores_are_widened(tmp_path):
-    from evals.store import SCHEMA, ResultStore
+    from evals.schema import SCHEMA
+    from evals.store import ResultStore
 
     db = tmp_path / "old.duckdb"
     with duckdb.connect(str(db)) as con:  # a store made by an older version: INTEGER counters
