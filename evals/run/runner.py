@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
-import json
 import subprocess
 import sys
 import time
@@ -19,39 +18,15 @@ from importlib import metadata
 from pathlib import Path
 
 from rag.index.workspace import Workspace
-from rag.llm.urls import redact_url
-from rag.strategies import (get_strategy, make_params)
 
 from .items import (MAX_SCORED_ANSWER_CHARS, SHARD_QUESTIONS, ItemEvaluator, RunJob, RunParts,  # noqa: F401
                     build_parts, evaluate_shard, load_run_plugins, make_shards, point_id, point_label, pool_map)
 from evals.store import ResultStore
 
 from .config import RunConfig  # noqa: F401  (callers import it from here too)
+from .commit import Committer
+from .plan import expand_grid, plan_run  # noqa: F401 (expand_grid: callers import it from here too)
 from .racing import race_lines, race_order, raced_items  # noqa: F401  (a raced grid: evals/run/racing.py)
-
-
-def expand_grid(grid: dict, notice: bool = True) -> list[tuple[str, dict]]:
-    """[(strategy, params)] for the cartesian product of each strategy's budget lists. A point given twice
-    (``--set chunks.top_k=4,4``) is one point, said once: two would store one item twice and never finish."""
-    from rag.strategies import default_strategies
-
-    grid = grid or {name: {} for name in default_strategies()}
-    points, seen, twice = [], set(), []
-    for name, axes in grid.items():
-        get_strategy(name)
-        axes = {k: (v if isinstance(v, list) else [v]) for k, v in (axes or {}).items()}
-        keys = list(axes)
-        for combo in itertools.product(*(axes[k] for k in keys)) if keys else [()]:
-            kw = dict(zip(keys, combo))
-            p = make_params(name, **kw)  # validate now, not half-way through a run
-            if (name, p) in seen:
-                twice.append(f"{name} {point_label(kw)}")
-                continue
-            seen.add((name, p))
-            points.append((name, kw))
-    if twice and notice:
-        print(f"notice: point(s) given more than once, run once: {'; '.join(dict.fromkeys(twice))}", file=sys.stderr)
-    return points
 
 
 def git_commit() -> str | None:
@@ -128,19 +103,6 @@ class _Progress:
             self.bar.close()
 
 
-def check_same_corpus(run_id: str, before: dict, now: dict) -> None:
-    """Resuming on a changed corpus would finish a run on a mix of two corpora: refuse, naming them."""
-    if not before:
-        return  # a run stored before corpus hashes were recorded
-    changed = sorted(d for d in before.keys() & now.keys() if before[d] != now[d])
-    added, gone = sorted(now.keys() - before.keys()), sorted(before.keys() - now.keys())
-    if changed or added or gone:
-        parts = [f"{len(x)} {what}: {', '.join(x[:10])}{' ...' if len(x) > 10 else ''}"
-                 for x, what in ((changed, "changed"), (added, "added"), (gone, "removed")) if x]
-        raise ValueError(f"the corpus changed since run {run_id} started ({'; '.join(parts)}); resuming would mix "
-                         "two corpora. Start a new run, or pass --allow-changed-corpus to resume anyway")
-
-
 def check_config(cfg: RunConfig) -> None:
     """What can be checked without the corpus, checked before any ingest or run row: a bad grid, an
     answerer without its endpoint, judges without a judge, gold questions for a bundled set."""
@@ -211,14 +173,6 @@ def with_secrets(stored: RunConfig, given: RunConfig, run_id: str) -> RunConfig:
     return out
 
 
-def questions_changed(store: ResultStore, run_id: str, questions: list) -> bool:
-    kept = store.run_questions(run_id)
-    if kept.empty:
-        return False
-    now = {q.qid: (q.text, json.dumps(q.answers, ensure_ascii=False)) for q in questions}
-    return any(now.get(r.question_id, (r.text, r.answers)) != (r.text, r.answers) for r in kept.itertuples())
-
-
 def questions_file_for(ws: Workspace, dataset: str, questions: str | None) -> str | None:
     """The questions file of a folder dataset: the one given, else the one it was last given (said aloud);
     ``ragwb run`` and ``ragwb score`` both read a folder this way."""
@@ -274,191 +228,41 @@ def run_evaluation(cfg: RunConfig, workspace: str | Path = "results", db: str | 
         from .engines import get_run_engine
 
         engine = get_run_engine(engine)
-        ds = ws.load(cfg.dataset, cfg.questions_file, cfg.index, progress=progress, wait=lock_wait,
-                     follow_symlinks=follow_symlinks, insert_fillers=cfg.insert_fillers,
-                     engine=engine.ingest_engine())
-        corpus = {d.doc_id: d.content_hash for d in ds.documents}
-        if resume and not allow_changed_corpus:
-            check_same_corpus(run_id, store.run(run_id).get("corpus") or {}, corpus)
-        # every index config (one, or the product of the index axes) built before any answer
-        from .index_grid import ingest_variants, tag_points
-
-        built = ingest_variants(ws, ds, cfg, progress, lock_wait, engine.ingest_engine(), embed_concurrency)
-        for _, summ_i in built:
-            print(summ_i.render(), file=sys.stderr)
-        ingest = built[0][1]
-        if cfg.questions_file and Path(cfg.dataset).is_dir():
-            ws.remember_questions(cfg.dataset, cfg.questions_file)
-        questions = ds.questions[:cfg.limit] if cfg.limit else ds.questions
-        points = expand_grid(cfg.grid) if (cfg.grid or not cfg.systems) else []  # systems alone: no shapes
-        if resume and questions_changed(store, run_id, questions):
-            print(f"notice: run {run_id}: the gold set changed since the run started; its stored questions "
-                  "are kept as they were (a stored run is history)", file=sys.stderr)
-        conversational = any(q.conversation_id for q in questions)
-        if len(built) > 1:  # every strategy point on every index config, its settings in the point's params
-            if conversational:
-                raise ValueError("index axes (--set index.*) run on question sets: a conversational set takes one "
-                                 "index a run for now")
-            by_index = [(summ_i.index, tag_points(points, tag)) for tag, summ_i in built]
-            points = [p for _, pts in by_index for p in pts]
-        else:
-            by_index = [(ingest.index, points)]
-        cpoints = []
-        if conversational:
-            from .conversations import expand_conversation_grid
-
-            cpoints = expand_conversation_grid([(n, kw, make_params(n, **kw)) for n, kw in points], cfg.memory,
-                                               cfg.query_modes)
-            if cfg.fit_context:  # a turn's context is packed with its memory policy's history: not re-packed
-                raise ValueError("--fit-context is not available on conversational sets yet; an overflowing turn "
-                                 "is stored as context_overflow (drop --fit-context)")
-        elif cfg.memory or cfg.query_modes:
-            raise ValueError(f"--memory / --query-mode need a conversational dataset; {ds.name!r} has none "
-                             "(try mtrag-govt)")
-        if cfg.race:
-            if conversational:
-                raise ValueError("--race is for question sets; a conversational set's turns depend on each other "
-                                 "(run its grid whole)")
-            if len(points) < 2:
-                raise ValueError(f"--race needs at least two budget points; this run has {len(points)}")
-            if len(questions) < 2 * int(cfg.race.get("batch", 50)):
-                print(f"notice: --race on {len(questions)} questions (fewer than two batches of "
-                      f"{cfg.race.get('batch', 50)}): too few to rule a point out; docs/sweeps.md says when not to race",
-                      file=sys.stderr)
-        planned = ((len(cpoints) if conversational else len(points)) + len(cfg.systems)) * len(questions) * cfg.repeats
-        if planned == 0:  # never a "finished" run that scored nothing
-            raise ValueError(f"dataset {ds.name!r} has no questions to score"
-                             + (" (its documents are indexed and `ragwb search` answers from them; to score, write "
-                                "questions, one {\"question\": ...} a line, and pass --questions FILE.jsonl "
-                                "(docs/datasets.md), or let an LLM write them: `ragwb generate` (docs/generate.md))"
-                                if Path(cfg.dataset).is_dir() else ""))
+        plan = plan_run(cfg, ws, store, run_id, resume, engine, progress, lock_wait, follow_symlinks,
+                        embed_concurrency, allow_changed_corpus)
+        planned = plan.planned
         if not resume:
             run_id = run_id or time.strftime("%Y%m%d-%H%M%S-") + uuid.uuid4().hex[:6]
             held.enter_context(run_writer(store.path, run_id))
             writing = True
-            store.upsert_questions(ds.name, questions)
-            store.create_run(run_id, {"dataset": ds.name, "index_name": ingest.index, "config": cfg.to_dict(),
-                                      "config_hash": cfg.hash, "versions": package_versions(),
-                                      "git_commit": git_commit(), "planned": planned, "corpus": corpus,
-                                      "options": dict(options or {})},
-                             questions=questions)
+            store.upsert_questions(plan.ds.name, plan.questions)
+            store.create_run(run_id, {"dataset": plan.ds.name, "index_name": plan.ingest.index,
+                                      "config": cfg.to_dict(), "config_hash": cfg.hash,
+                                      "versions": package_versions(), "git_commit": git_commit(),
+                                      "planned": planned, "corpus": plan.corpus, "options": dict(options or {})},
+                             questions=plan.questions)
         else:
             planned = int(store.run(run_id).get("planned") or planned)  # the plan the run was started with
         done = store.done_keys(run_id)
-        shards = make_shards(questions, conversational,
-                             # services only: one stream, no pool drained at every shard's end (a shard
-                             # exists to batch query embeddings, which a service run has none of)
-                             max(shard_questions, len(questions)) if (cfg.systems and not points
-                                                                     and engine.name == "local")
-                             else shard_questions)
-        job = RunJob(cfg, str(ws.root), ingest.index, questions, points, cpoints, done, shards)
-        # one job per index config (its own index; the services, which use none, go with the first)
-        jobs = [job] if len(by_index) == 1 else [
-            RunJob(dataclasses.replace(cfg, systems=cfg.systems if i == 0 else ()), str(ws.root), index, questions,
-                   pts, [], done, shards) for i, (index, pts) in enumerate(by_index)]
-
-        summary = RunSummary(run_id, ds.name, skipped_done=len(done))
-        bar = _Progress(planned - len(done), progress, f"run {ds.name}")
-        pending_r, pending_s = [], []
-
-        last_flush = [time.monotonic()]
-
-        warned = [False]
-
-        def warn_early_failures():
-            """After the first commit: when every answer so far failed the same way, say what to change
-            now, not after an hour of timeouts (docs/llm.md has settings for llama.cpp, vLLM, Ollama)."""
-            if warned[0] or not cfg.llm or not pending_r:
-                return
-            warned[0] = True
-            st = {r["answer_status"] for r in pending_r}
-            if st == {"timeout"}:
-                print(f"warning: the first {len(pending_r)} answers from {redact_url(cfg.llm.base_url)} all timed out "
-                      f"after {cfg.llm.timeout:g} s with --concurrency {cfg.llm.max_concurrency}: a server that answers "
-                      "one request at a time (llama.cpp, Ollama) needs --concurrency 1, and a slow model a longer "
-                      "--timeout (docs/llm.md)", file=sys.stderr)
-            elif st <= {"error", "rate_limited", "parse_error"} and "ok" not in st:
-                err = next((r["answer_error"] for r in pending_r if r["answer_error"]), "")
-                print(f"warning: the first {len(pending_r)} answers from {redact_url(cfg.llm.base_url)} all failed "
-                      f"({', '.join(sorted(st))}): {err[:200]}", file=sys.stderr)
-
-        def flush():
-            warn_early_failures()
-            last_flush[0] = time.monotonic()
-            store.write_items(pending_r, pending_s)
-            bar.update(len(pending_r))
-            summary.items += len(pending_r)
-            pending_r.clear()
-            pending_s.clear()
-            if on_flush:
-                on_flush(summary.items)
-            if not progress and summary.items:  # headless (CI) log: one line per commit
-                print(f"[run {run_id}] committed {summary.items + summary.skipped_done}/{planned} items",
-                      file=sys.stderr, flush=True)
-
-        written = set(done)
+        jobs = _jobs(cfg, ws, plan, done, engine, shard_questions)
+        summary = RunSummary(run_id, plan.ds.name, skipped_done=len(done))
+        bar = _Progress(planned - len(done), progress, f"run {plan.ds.name}")
+        commits = Committer(store, run_id, cfg, planned, done, summary, bar, progress, flush_every, flush_seconds,
+                            on_flush)
         race_log: dict = {}
-        # the last wave: as many items as can be in flight at once (a service's or an LLM's concurrency)
-        stretch = max([x.max_concurrency for x in cfg.systems] + [c.max_concurrency for c in (cfg.llm,) if c] + [1])
         items = (itertools.chain.from_iterable(engine.evaluate(j) for j in jobs) if not cfg.race else raced_items(
-            cfg, engine, jobs, store, run_id, shard_questions, flush, race_log, on_look))
+            cfg, engine, jobs, store, run_id, shard_questions, commits.flush, race_log, on_look))
         for qid, name, pid, rep, row, scores in items:
-            key = (name, pid, qid, rep)
-            if key in written:  # a shard retried after its worker died may repeat items: keep the first
-                continue
-            written.add(key)
-            row["run_id"] = run_id
-            pending_r.append(row)
-            for metric, sc in scores.items():
-                pending_s.append({"run_id": run_id, "strategy": name, "point_id": pid,
-                                  "question_id": qid, "repeat": rep, "metric": metric,
-                                  "value": sc.value, "status": sc.status, "detail": sc.detail})
-            # commit a batch every second (readers see progress; a kill loses at most that) or every
-            # flush_every items; each commit opens and closes the store, so not every few items
-            left = planned - len(done) - summary.items - len(pending_r)
-            if 0 < left <= stretch and store._con is None and not cfg.race:
-                # the last wave is in flight: commit what is pending and open the store for the end now (~30 ms
-                # each), while the service works, so after the last reply only that wave is written
-                # (issue 44, 17: the tail after the last reply was ~0.1 s, 4% of a 2.5 s run)
-                flush()
-                store.con  # noqa: B018
-            elif len(pending_r) >= flush_every or time.monotonic() - last_flush[0] >= flush_seconds:
-                flush()
+            commits.add(qid, name, pid, rep, row, scores)
         # the run's end: one connection held for the last commit, the count and the finish (each open of the file
         # cost ~35 ms: the tail after the last reply was three of them; issue 44, 17)
         store.con  # noqa: B018
-        flush()
+        commits.flush()
         bar.close()
         # waiting for another process's hold of the workspace is not this run's work: said apart, not counted
         summary.lock_wait = lock_wait_seconds() - waited0
         summary.seconds = time.perf_counter() - t0 - summary.lock_wait
-        summary.llm = engine.llm_stats()
-        summary.plugin_worker = engine.plugin_stats()
-        if summary.llm and cfg.llm is not None:  # a model with no price: its dollars are unknown, not $0
-            from rag.llm.client import PRICES, price_known
-
-            summary.llm["price_known"] = price_known(cfg.llm.model, {**PRICES, **(cfg.prices or {})})
-        summary.engine = engine.describe()
-        stored = store.count_items(run_id)
-        if cfg.race:  # a raced run plans as it goes: each point's questions are the ones it answered
-            planned = race_log["planned"]
-            summary.race = race_log
-        info = {"items": summary.items, "seconds": summary.seconds, "llm": summary.llm, "stored": stored,
-                "planned": planned, **({"race": race_log} if cfg.race else {})}
-        if stored != planned:  # never "finished" with items missing (or more than planned)
-            planned_q = set(store.run_questions(run_id).question_id) | {q.qid for q in questions}
-            expected = {(qid, rep) for qid in planned_q for rep in range(cfg.repeats)}
-            have = {(qid, rep) for _, _, qid, rep in store.done_keys(run_id)}
-            missing = sorted({qid for qid, _ in expected - have})
-            info["missing_questions"] = missing[:100]
-            store.mark_incomplete(run_id, info)
-            summary.incomplete = (f"run {run_id}: {stored:,} of {planned:,} planned items stored; "
-                                  + (f"{len(missing)} question(s) not evaluated: {', '.join(missing[:10])}"
-                                     f"{' ...' if len(missing) > 10 else ''}; " if missing else "")
-                                  + "status 'incomplete', not 'finished'")
-            print(f"ragwb run: error: {summary.incomplete}", file=sys.stderr)
-        else:
-            store.finish_run(run_id, info)
+        _finish(store, cfg, engine, summary, run_id, planned, plan.questions, race_log)
         return summary
     except KeyboardInterrupt:
         if run_id and writing:  # the run exists: what was committed stays, the rest resumes
@@ -469,3 +273,51 @@ def run_evaluation(cfg: RunConfig, workspace: str | Path = "results", db: str | 
     finally:
         held.close()
         store.close()
+
+
+def _jobs(cfg: RunConfig, ws: Workspace, plan, done: set, engine, shard_questions: int) -> list[RunJob]:
+    """One job per index config (its own index; the services, which use none, go with the first)."""
+    shards = make_shards(plan.questions, plan.conversational,
+                         # services only: one stream, no pool drained at every shard's end (a shard exists to
+                         # batch query embeddings, which a service run has none of)
+                         max(shard_questions, len(plan.questions)) if (cfg.systems and not plan.points
+                                                                      and engine.name == "local")
+                         else shard_questions)
+    if len(plan.by_index) == 1:
+        return [RunJob(cfg, str(ws.root), plan.ingest.index, plan.questions, plan.points, plan.cpoints, done, shards)]
+    return [RunJob(dataclasses.replace(cfg, systems=cfg.systems if i == 0 else ()), str(ws.root), index,
+                   plan.questions, pts, [], done, shards) for i, (index, pts) in enumerate(plan.by_index)]
+
+
+def _finish(store: ResultStore, cfg: RunConfig, engine, summary: RunSummary, run_id: str, planned: int,
+            questions: list, race_log: dict) -> None:
+    """The run's status: finished when every planned item is stored, else incomplete, naming what is missing."""
+    summary.llm = engine.llm_stats()
+    summary.plugin_worker = engine.plugin_stats()
+    if summary.llm and cfg.llm is not None:  # a model with no price: its dollars are unknown, not $0
+        from rag.llm.client import PRICES, price_known
+
+        summary.llm["price_known"] = price_known(cfg.llm.model, {**PRICES, **(cfg.prices or {})})
+    summary.engine = engine.describe()
+    stored = store.count_items(run_id)
+    if cfg.race:  # a raced run plans as it goes: each point's questions are the ones it answered
+        planned = race_log["planned"]
+        summary.race = race_log
+    info = {"items": summary.items, "seconds": summary.seconds, "llm": summary.llm, "stored": stored,
+            "planned": planned, **({"race": race_log} if cfg.race else {})}
+    if stored == planned:
+        store.finish_run(run_id, info)
+        return
+    # never "finished" with items missing (or more than planned)
+    planned_q = set(store.run_questions(run_id).question_id) | {q.qid for q in questions}
+    expected = {(qid, rep) for qid in planned_q for rep in range(cfg.repeats)}
+    have = {(qid, rep) for _, _, qid, rep in store.done_keys(run_id)}
+    missing = sorted({qid for qid, _ in expected - have})
+    info["missing_questions"] = missing[:100]
+    store.mark_incomplete(run_id, info)
+    summary.incomplete = (f"run {run_id}: {stored:,} of {planned:,} planned items stored; "
+                          + (f"{len(missing)} question(s) not evaluated: {', '.join(missing[:10])}"
+                             f"{' ...' if len(missing) > 10 else ''}; " if missing else "")
+                          + "status 'incomplete', not 'finished'")
+    print(f"ragwb run: error: {summary.incomplete}", file=sys.stderr)
+

@@ -1,0 +1,147 @@
+"""What a run will evaluate, settled before anything is stored or sent: the dataset loaded, every index config
+built (one, or the product of the index axes), the questions, the budget points on each index, a conversational
+set's points, the checks a race or a memory policy needs, and the number of items planned."""
+from __future__ import annotations
+
+import itertools
+import json
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from rag.strategies import get_strategy, make_params
+
+from .config import RunConfig
+from .items import point_label
+
+
+@dataclass
+class RunPlan:
+    ds: object  # rag.models.Dataset
+    corpus: dict  # doc_id -> content hash (a resume on a changed corpus is refused)
+    built: list  # [(index tag, IngestSummary)]: the first is the run's index
+    questions: list
+    points: list  # [(strategy, budget kwargs)] over every index config
+    by_index: list  # [(index name, its points)]
+    cpoints: list  # conversation points (conversational sets), else []
+    conversational: bool
+    planned: int
+
+    @property
+    def ingest(self):
+        return self.built[0][1]
+
+
+def plan_run(cfg: RunConfig, ws, store, run_id: str | None, resume: str | None, engine, progress: bool,
+             lock_wait, follow_symlinks: bool, embed_concurrency: int, allow_changed_corpus: bool) -> RunPlan:
+    from .index_grid import ingest_variants, tag_points
+
+    ds = ws.load(cfg.dataset, cfg.questions_file, cfg.index, progress=progress, wait=lock_wait,
+                 follow_symlinks=follow_symlinks, insert_fillers=cfg.insert_fillers, engine=engine.ingest_engine())
+    corpus = {d.doc_id: d.content_hash for d in ds.documents}
+    if resume and not allow_changed_corpus:
+        check_same_corpus(run_id, store.run(run_id).get("corpus") or {}, corpus)
+    # every index config (one, or the product of the index axes) built before any answer
+    built = ingest_variants(ws, ds, cfg, progress, lock_wait, engine.ingest_engine(), embed_concurrency)
+    for _, summ_i in built:
+        print(summ_i.render(), file=sys.stderr)
+    if cfg.questions_file and Path(cfg.dataset).is_dir():
+        ws.remember_questions(cfg.dataset, cfg.questions_file)
+    questions = ds.questions[:cfg.limit] if cfg.limit else ds.questions
+    points = expand_grid(cfg.grid) if (cfg.grid or not cfg.systems) else []  # systems alone: no shapes
+    if resume and questions_changed(store, run_id, questions):
+        print(f"notice: run {run_id}: the gold set changed since the run started; its stored questions "
+              "are kept as they were (a stored run is history)", file=sys.stderr)
+    conversational = any(q.conversation_id for q in questions)
+    if len(built) > 1:  # every strategy point on every index config, its settings in the point's params
+        if conversational:
+            raise ValueError("index axes (--set index.*) run on question sets: a conversational set takes one "
+                             "index a run for now")
+        by_index = [(summ_i.index, tag_points(points, tag)) for tag, summ_i in built]
+        points = [p for _, pts in by_index for p in pts]
+    else:
+        by_index = [(built[0][1].index, points)]
+    cpoints = _conversation_points(cfg, ds, points, conversational)
+    _check_race(cfg, points, questions, conversational)
+    planned = ((len(cpoints) if conversational else len(points)) + len(cfg.systems)) * len(questions) * cfg.repeats
+    if planned == 0:  # never a "finished" run that scored nothing
+        raise ValueError(f"dataset {ds.name!r} has no questions to score"
+                         + (" (its documents are indexed and `ragwb search` answers from them; to score, write "
+                            "questions, one {\"question\": ...} a line, and pass --questions FILE.jsonl "
+                            "(docs/datasets.md), or let an LLM write them: `ragwb generate` (docs/generate.md))"
+                            if Path(cfg.dataset).is_dir() else ""))
+    return RunPlan(ds, corpus, built, questions, points, by_index, cpoints, conversational, planned)
+
+
+def _conversation_points(cfg: RunConfig, ds, points: list, conversational: bool) -> list:
+    if conversational:
+        from .conversations import expand_conversation_grid
+
+        if cfg.fit_context:  # a turn's context is packed with its memory policy's history: not re-packed
+            raise ValueError("--fit-context is not available on conversational sets yet; an overflowing turn "
+                             "is stored as context_overflow (drop --fit-context)")
+        return expand_conversation_grid([(n, kw, make_params(n, **kw)) for n, kw in points], cfg.memory,
+                                        cfg.query_modes)
+    if cfg.memory or cfg.query_modes:
+        raise ValueError(f"--memory / --query-mode need a conversational dataset; {ds.name!r} has none "
+                         "(try mtrag-govt)")
+    return []
+
+
+def _check_race(cfg: RunConfig, points: list, questions: list, conversational: bool) -> None:
+    if not cfg.race:
+        return
+    if conversational:
+        raise ValueError("--race is for question sets; a conversational set's turns depend on each other "
+                         "(run its grid whole)")
+    if len(points) < 2:
+        raise ValueError(f"--race needs at least two budget points; this run has {len(points)}")
+    if len(questions) < 2 * int(cfg.race.get("batch", 50)):
+        print(f"notice: --race on {len(questions)} questions (fewer than two batches of "
+              f"{cfg.race.get('batch', 50)}): too few to rule a point out; docs/sweeps.md says when not to race",
+              file=sys.stderr)
+
+
+def expand_grid(grid: dict, notice: bool = True) -> list[tuple[str, dict]]:
+    """[(strategy, params)] for the cartesian product of each strategy's budget lists. A point given twice
+    (``--set chunks.top_k=4,4``) is one point, said once: two would store one item twice and never finish."""
+    from rag.strategies import default_strategies
+
+    grid = grid or {name: {} for name in default_strategies()}
+    points, seen, twice = [], set(), []
+    for name, axes in grid.items():
+        get_strategy(name)
+        axes = {k: (v if isinstance(v, list) else [v]) for k, v in (axes or {}).items()}
+        keys = list(axes)
+        for combo in itertools.product(*(axes[k] for k in keys)) if keys else [()]:
+            kw = dict(zip(keys, combo))
+            p = make_params(name, **kw)  # validate now, not half-way through a run
+            if (name, p) in seen:
+                twice.append(f"{name} {point_label(kw)}")
+                continue
+            seen.add((name, p))
+            points.append((name, kw))
+    if twice and notice:
+        print(f"notice: point(s) given more than once, run once: {'; '.join(dict.fromkeys(twice))}", file=sys.stderr)
+    return points
+
+
+def check_same_corpus(run_id: str, before: dict, now: dict) -> None:
+    """Resuming on a changed corpus would finish a run on a mix of two corpora: refuse, naming them."""
+    if not before:
+        return  # a run stored before corpus hashes were recorded
+    changed = sorted(d for d in before.keys() & now.keys() if before[d] != now[d])
+    added, gone = sorted(now.keys() - before.keys()), sorted(before.keys() - now.keys())
+    if changed or added or gone:
+        parts = [f"{len(x)} {what}: {', '.join(x[:10])}{' ...' if len(x) > 10 else ''}"
+                 for x, what in ((changed, "changed"), (added, "added"), (gone, "removed")) if x]
+        raise ValueError(f"the corpus changed since run {run_id} started ({'; '.join(parts)}); resuming would mix "
+                         "two corpora. Start a new run, or pass --allow-changed-corpus to resume anyway")
+
+
+def questions_changed(store: ResultStore, run_id: str, questions: list) -> bool:
+    kept = store.run_questions(run_id)
+    if kept.empty:
+        return False
+    now = {q.qid: (q.text, json.dumps(q.answers, ensure_ascii=False)) for q in questions}
+    return any(now.get(r.question_id, (r.text, r.answers)) != (r.text, r.answers) for r in kept.itertuples())
