@@ -135,7 +135,6 @@ def refuse_ignored_run_flags(a) -> None:
 
 def cmd_run(a) -> int:
     from rag.ingest.corpora import BUNDLED, MAIN_JOB_SETS
-    from rag.llm.client import LLMConfig
 
     from evals.run.runner import RunConfig, run_evaluation
 
@@ -172,53 +171,8 @@ def cmd_run(a) -> int:
             get_query_mode(m)
     for k, v in cli_axes.items():
         grid.setdefault(k, {}).update(v)
-    from rag.strategies import default_strategies, get_strategy
-
-    chosen = a.strategies or run_sec.get("strategies")
-    if isinstance(chosen, str):
-        chosen = [x.strip() for x in chosen.split(",") if x.strip()]
-    from rag.answer.systems import parse_system_args
-
-    systems = tuple(parse_system_args(a.system or [], a.system_map or [], a.timeout, a.retries, a.concurrency))
-    if chosen == ["none"]:  # only the deployed systems (--system), no reference shapes
-        if not systems:
-            raise ValueError("--strategies none leaves nothing to run: add --system NAME=URL")
-        chosen, strategies = [], []
-    else:
-        strategies = [get_strategy(x).name for x in chosen] if chosen else default_strategies()
-    # the chosen strategies, plus any that a --set axis names
-    named = [x for x in cli_axes if x not in strategies]
-    # ... and every strategy the sweep file configures: a configured strategy is never silently left out
-    named += [x for x in sweep.get("strategies", {}) if x not in strategies + named]
-    grid = {s: grid.get(s, {}) for s in strategies + named}
-    if a.where:  # one chunk filter for every strategy of the run (it shows in each point's label)
-        from rag.index.code_order import parse_where
-
-        parse_where(a.where)
-        clash = [s for s in grid if "where" in grid[s]]
-        if clash:
-            raise ValueError(f"--where and a `where` axis for {', '.join(clash)}: give one of them")
-        grid = {s: {**g, "where": [a.where]} for s, g in grid.items()}
-    llm = None
-    if a.llm_base_url:
-        if not a.llm_model and not a.resume:  # resuming: the URL only restores the run's credentials
-            raise ValueError("--llm-base-url needs --llm-model")
-        llm = LLMConfig(a.llm_base_url, a.llm_model or "", a.llm_key_env, a.temperature, a.max_tokens, a.timeout,
-                        a.retries, max_concurrency=a.concurrency, context_window=a.context_window or 0)
-    elif a.context_window or a.fit_context:
-        raise ValueError(f"{'--context-window' if a.context_window else '--fit-context'} is about an LLM answerer's "
-                         "window: pass --llm-base-url and --llm-model too")
-    prompt = None
-    if a.prompt:
-        from rag.answer.prompts import load_prompt
-
-        prompt = load_prompt(a.prompt).to_dict()
-    judge = None
-    if a.judge_base_url:
-        if not a.judge_model and not a.resume:
-            raise ValueError("--judge-base-url needs --judge-model")
-        judge = LLMConfig(a.judge_base_url, a.judge_model or "", a.judge_key_env, 0.0, a.judge_max_tokens, a.timeout,
-                          a.retries, max_concurrency=a.concurrency, response_format=a.judge_format)
+    grid, systems = chosen_grid(a, sweep, run_sec, grid, cli_axes)
+    llm, judge, prompt = endpoints(a)
     answerer = a.answerer or run_sec.get("answerer") or ("openai" if llm else "extractive")
     limit = a.limit if a.limit is not None else int(run_sec.get("limit", 0))
     if main_job and a.limit is None and "limit" not in run_sec:
@@ -262,6 +216,76 @@ def cmd_run(a) -> int:
             status = status or 6
         run_ids.append(summ.run_id)
         done_runs.append((summ.run_id, summ.items))
+    status = write_reports(a, run_ids, status)
+    n_items = sum(items for _, items in done_runs)
+    print(f"finished {len(run_ids)} run(s), {n_items} items, in {time.perf_counter() - t_start:.1f}s wall time"
+          + (f"; reports in {Path(a.workspace) / 'reports'}" if not a.no_report else ""))
+    return status
+
+
+def chosen_grid(a, sweep: dict, run_sec: dict, grid: dict, cli_axes: dict) -> tuple[dict, tuple]:
+    """The run's grid (the chosen strategies, every one a --set axis or the sweep file names, --where on each) and
+    the deployed systems measured beside them."""
+    from rag.strategies import default_strategies, get_strategy
+
+    chosen = a.strategies or run_sec.get("strategies")
+    if isinstance(chosen, str):
+        chosen = [x.strip() for x in chosen.split(",") if x.strip()]
+    from rag.answer.systems import parse_system_args
+
+    systems = tuple(parse_system_args(a.system or [], a.system_map or [], a.timeout, a.retries, a.concurrency))
+    if chosen == ["none"]:  # only the deployed systems (--system), no reference shapes
+        if not systems:
+            raise ValueError("--strategies none leaves nothing to run: add --system NAME=URL")
+        chosen, strategies = [], []
+    else:
+        strategies = [get_strategy(x).name for x in chosen] if chosen else default_strategies()
+    # the chosen strategies, plus any that a --set axis names
+    named = [x for x in cli_axes if x not in strategies]
+    # ... and every strategy the sweep file configures: a configured strategy is never silently left out
+    named += [x for x in sweep.get("strategies", {}) if x not in strategies + named]
+    grid = {s: grid.get(s, {}) for s in strategies + named}
+    if a.where:  # one chunk filter for every strategy of the run (it shows in each point's label)
+        from rag.index.code_order import parse_where
+
+        parse_where(a.where)
+        clash = [s for s in grid if "where" in grid[s]]
+        if clash:
+            raise ValueError(f"--where and a `where` axis for {', '.join(clash)}: give one of them")
+        grid = {s: {**g, "where": [a.where]} for s, g in grid.items()}
+    return grid, systems
+
+
+def endpoints(a) -> tuple:
+    """(answer LLM, judge LLM, prompt template) from the flags; each needs its model (a resume restores it)."""
+    from rag.llm.client import LLMConfig
+
+    llm = None
+    if a.llm_base_url:
+        if not a.llm_model and not a.resume:  # resuming: the URL only restores the run's credentials
+            raise ValueError("--llm-base-url needs --llm-model")
+        llm = LLMConfig(a.llm_base_url, a.llm_model or "", a.llm_key_env, a.temperature, a.max_tokens, a.timeout,
+                        a.retries, max_concurrency=a.concurrency, context_window=a.context_window or 0)
+    elif a.context_window or a.fit_context:
+        raise ValueError(f"{'--context-window' if a.context_window else '--fit-context'} is about an LLM answerer's "
+                         "window: pass --llm-base-url and --llm-model too")
+    prompt = None
+    if a.prompt:
+        from rag.answer.prompts import load_prompt
+
+        prompt = load_prompt(a.prompt).to_dict()
+    judge = None
+    if a.judge_base_url:
+        if not a.judge_model and not a.resume:
+            raise ValueError("--judge-base-url needs --judge-model")
+        judge = LLMConfig(a.judge_base_url, a.judge_model or "", a.judge_key_env, 0.0, a.judge_max_tokens, a.timeout,
+                          a.retries, max_concurrency=a.concurrency, response_format=a.judge_format)
+    return llm, judge, prompt
+
+
+def write_reports(a, run_ids: list, status: int) -> int:
+    """The HTML report of each run (and the notebook report when asked); a failure is said and sets the exit
+    status, never hidden (the results are stored either way). A resume keeps the run's --no-report."""
     if a.resume and not a.no_report and run_ids:  # a resume does as the run was asked: --no-report stays
         from evals.store import ResultStore
 
@@ -290,9 +314,6 @@ def cmd_run(a) -> int:
             except Exception as e:
                 print(f"notebook report for {rid} failed: {type(e).__name__}: {e}", file=sys.stderr)
                 status = 4
-    n_items = sum(items for _, items in done_runs)
-    print(f"finished {len(run_ids)} run(s), {n_items} items, in {time.perf_counter() - t_start:.1f}s wall time"
-          + (f"; reports in {Path(a.workspace) / 'reports'}" if not a.no_report else ""))
     return status
 
 
@@ -376,6 +397,47 @@ def add_run(sub) -> None:
     s.add_argument("--insert-fillers", type=non_negative_float, default=0.0, metavar="RATE",
                    help="conversational sets: insert seeded filler turns ('thanks', 'ok') after each turn with "
                         "this probability, to measure retrieval bypass (default 0)")
+    add_llm_args(s)
+    s.add_argument("--plugin-timeout", type=non_negative_float, default=60.0, metavar="SECONDS",
+                   help="time limit of a strategy plugin for one item: plugins run in a worker process that is "
+                        "killed past it (the item fails with that reason, the run goes on); default 60; 0 = no limit, "
+                        "in this process (docs/your-system.md)")
+    s.add_argument("--max-response-mb", type=positive_float, default=None, metavar="MB",
+                   help="cap on one response body from an LLM, judge, embeddings endpoint or --system service; a "
+                        "bigger one fails its item and is stored nowhere (default 8, or RAGWB_MAX_RESPONSE_MB)")
+    s.add_argument("--show-prompt", action="store_true",
+                   help="dry run: render the prompt of the first question for each point (your --prompt, the "
+                        "context each shape packs, token counts) and exit; calls nothing, stores nothing")
+    r = s.add_argument_group("racing the grid (docs/sweeps.md)")
+    r.add_argument("--race", default=None, metavar="METRIC",
+                   help="race the budget points on METRIC: questions in a seeded order, batch by batch; a point leaves "
+                        "when its paired difference to the leader is below 0 with an anytime-valid 95%% interval "
+                        "(asymptotic confidence sequence, Bonferroni over rivals); each point stores the questions it "
+                        "answered and why it left")
+    r.add_argument("--race-batch", type=at_least(10), default=None, metavar="N", help="questions per look (50)")
+    r.add_argument("--race-alpha", type=share_arg, default=None, metavar="A",
+                   help="error level of the race, split over the leader's rivals (0.05)")
+    r.add_argument("--race-cost", type=share_arg, default=None, metavar="TOLERANCE",
+                   help="keep the quality/cost Pareto front: a point also leaves when a cheaper one (context tokens) "
+                        "is at least as good within TOLERANCE (e.g. 0.02)")
+    r.add_argument("--race-seed", type=int, default=None, help="seed of the question order (0)")
+    s.add_argument("--resume", default=None, metavar="RUN", help="continue a run that stopped")
+    s.add_argument("--allow-changed-corpus", action="store_true",
+                   help="--resume even though documents changed since the run started (default: refuse, naming them)")
+    s.add_argument("--run-id", default=None, type=run_id_arg,
+                   help="id for the new run (default: time + random); must not exist yet")
+    s.add_argument("--db", default=None, help="DuckDB file (default: WORKSPACE/results.duckdb)")
+    s.add_argument("--no-report", action="store_true", help="skip writing the HTML report")
+    s.add_argument("--notebook-report", action="store_true",
+                   help="also export notebooks/report.py as report-RUN.marimo.html (its frontend loads from marimo's "
+                        "CDN: offline, view it with `python -m evals.report.serve FILE`; the static report is the "
+                        "one to send)")
+    add_index_args(s)
+    s.set_defaults(fn=cmd_run)
+
+
+def add_llm_args(s) -> None:
+    """The answer LLM, its prompt and limits, the judge, prices and the failure cap (docs/llm.md)."""
     s.add_argument("--llm-base-url", default=None,
                    help="OpenAI-compatible base URL, e.g. http://127.0.0.1:8080/v1" + URL_SECRETS)
     s.add_argument("--llm-model", default=None, help="model name at that endpoint")
@@ -420,42 +482,6 @@ def add_run(sub) -> None:
     s.add_argument("--max-failure-rate", type=share_arg, default=0.5, metavar="SHARE",
                    help="exit 6 when more than this share of a run's answers failed (timeouts, errors, context "
                         "overflow; default 0.5), or when every answer failed")
-    s.add_argument("--plugin-timeout", type=non_negative_float, default=60.0, metavar="SECONDS",
-                   help="time limit of a strategy plugin for one item: plugins run in a worker process that is "
-                        "killed past it (the item fails with that reason, the run goes on); default 60; 0 = no limit, "
-                        "in this process (docs/your-system.md)")
-    s.add_argument("--max-response-mb", type=positive_float, default=None, metavar="MB",
-                   help="cap on one response body from an LLM, judge, embeddings endpoint or --system service; a "
-                        "bigger one fails its item and is stored nowhere (default 8, or RAGWB_MAX_RESPONSE_MB)")
-    s.add_argument("--show-prompt", action="store_true",
-                   help="dry run: render the prompt of the first question for each point (your --prompt, the "
-                        "context each shape packs, token counts) and exit; calls nothing, stores nothing")
-    r = s.add_argument_group("racing the grid (docs/sweeps.md)")
-    r.add_argument("--race", default=None, metavar="METRIC",
-                   help="race the budget points on METRIC: questions in a seeded order, batch by batch; a point leaves "
-                        "when its paired difference to the leader is below 0 with an anytime-valid 95%% interval "
-                        "(asymptotic confidence sequence, Bonferroni over rivals); each point stores the questions it "
-                        "answered and why it left")
-    r.add_argument("--race-batch", type=at_least(10), default=None, metavar="N", help="questions per look (50)")
-    r.add_argument("--race-alpha", type=share_arg, default=None, metavar="A",
-                   help="error level of the race, split over the leader's rivals (0.05)")
-    r.add_argument("--race-cost", type=share_arg, default=None, metavar="TOLERANCE",
-                   help="keep the quality/cost Pareto front: a point also leaves when a cheaper one (context tokens) "
-                        "is at least as good within TOLERANCE (e.g. 0.02)")
-    r.add_argument("--race-seed", type=int, default=None, help="seed of the question order (0)")
-    s.add_argument("--resume", default=None, metavar="RUN", help="continue a run that stopped")
-    s.add_argument("--allow-changed-corpus", action="store_true",
-                   help="--resume even though documents changed since the run started (default: refuse, naming them)")
-    s.add_argument("--run-id", default=None, type=run_id_arg,
-                   help="id for the new run (default: time + random); must not exist yet")
-    s.add_argument("--db", default=None, help="DuckDB file (default: WORKSPACE/results.duckdb)")
-    s.add_argument("--no-report", action="store_true", help="skip writing the HTML report")
-    s.add_argument("--notebook-report", action="store_true",
-                   help="also export notebooks/report.py as report-RUN.marimo.html (its frontend loads from marimo's "
-                        "CDN: offline, view it with `python -m evals.report.serve FILE`; the static report is the "
-                        "one to send)")
-    add_index_args(s)
-    s.set_defaults(fn=cmd_run)
 
 
 def add_score(sub) -> None:
