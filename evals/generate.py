@@ -20,7 +20,7 @@ from pathlib import Path
 
 import numpy as np
 
-from rag.jsonsafe import loads_bounded
+from rag.safeio import loads_bounded
 
 from rag.ingest.textmatch import locate
 from rag.llm.client import LLMClient, structured_format

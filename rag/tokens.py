@@ -16,7 +16,7 @@ import threading
 from importlib import resources
 from pathlib import Path
 
-from rag.files import write_whole
+from rag.safeio import write_whole
 
 # The URLs and sha256 values tiktoken_ext.openai_public uses; the cache file name
 # tiktoken reads is sha1(url).

@@ -118,3 +118,41 @@ def test_arrows_point_down():
 def test_rag_never_imports_evals():
     assert sorted(f"{a} -> {b}" for a, deps in import_graph().items() if a.startswith("rag")
                   for b in deps if b.startswith("evals")) == []
+
+
+MAX_MODULE_LINES = 600  # the limits a reviewer would flag (docs/architecture.md, "Rooms that outgrow themselves")
+MAX_FUNCTION_LINES = 120
+MAX_LOOSE_RAG_MODULES = 8
+
+
+def outgrown(files) -> list[str]:
+    """Modules past MAX_MODULE_LINES and functions past MAX_FUNCTION_LINES (decorators and docstring in)."""
+    out = []
+    for f in files:
+        text = f.read_text()
+        if text.count("\n") > MAX_MODULE_LINES:
+            out.append(f"{f.name}: {text.count(chr(10))} lines")
+        for node in ast.walk(ast.parse(text)):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                first = min([node.lineno] + [d.lineno for d in node.decorator_list])
+                if node.end_lineno - first + 1 > MAX_FUNCTION_LINES:
+                    out.append(f"{f}:{node.lineno} {node.name}: {node.end_lineno - first + 1} lines")
+    return out
+
+
+def test_no_room_outgrows_itself():
+    """No module under rag/ or evals/ passes 600 lines, no function 120 lines."""
+    assert outgrown(f for f, _ in modules().values()) == []
+
+
+def test_rag_has_few_loose_modules():
+    loose = sorted(f.stem for f in (REPO / "rag").glob("*.py") if f.stem != "__init__")
+    assert len(loose) <= MAX_LOOSE_RAG_MODULES, loose
+
+
+def test_the_limits_see_a_long_module_and_a_long_function(tmp_path):
+    (tmp_path / "ok.py").write_text("def f():\n" + "    x = 1\n" * 119)
+    (tmp_path / "long_fn.py").write_text("@staticmethod\ndef f():\n" + "    x = 1\n" * 119)
+    (tmp_path / "long_mod.py").write_text("x = 1\n" * 601)
+    got = outgrown(sorted(tmp_path.glob("*.py")))
+    assert [g.split(":")[0].rsplit("/", 1)[-1] for g in got] == ["long_fn.py", "long_mod.py"], got

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from rag.llm.client import MAX_USAGE_TOKENS
-from rag.jsonsafe import loads_bounded
+from rag.safeio import loads_bounded
 
 RAGAS = {"question": "user_input", "contexts": "retrieved_contexts", "answer": "response"}
 OWN = {"question": "question", "contexts": "contexts", "answer": "answer"}

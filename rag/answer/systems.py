@@ -29,7 +29,7 @@ from pathlib import Path
 
 from rag.errors import EndpointError
 from rag.llm.guard import ResponseTooLarge
-from rag.jsonsafe import loads_bounded
+from rag.safeio import loads_bounded
 from rag.llm.client import MAX_USAGE_TOKENS
 from rag.llm.urls import redact_url, register_secret, scrub, scrub_cut, scrub_obj, url_secrets
 

@@ -40,7 +40,7 @@ class BM25:
         holds no whitespace), written whole or not at all (another process may be reading the last one)."""
         import io
 
-        from rag.files import write_whole
+        from rag.safeio import write_whole
 
         terms = "\n".join(self.vocab).encode("utf-8")  # dicts keep insertion order: term id i is line i
         buf = io.BytesIO()

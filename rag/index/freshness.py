@@ -18,7 +18,7 @@ import json
 import os
 from pathlib import Path
 
-from rag.files import write_whole
+from rag.safeio import write_whole
 from rag.models import CODE_CHUNKS_VERSION
 
 

@@ -44,7 +44,7 @@ def keep_rate(workspace: str | Path, embedder: str, chunks: int, seconds: float)
     except (OSError, ValueError):
         rates = {}
     rates[embedder] = round(chunks / seconds, 3)
-    from rag.files import write_whole
+    from rag.safeio import write_whole
 
     path.parent.mkdir(parents=True, exist_ok=True)
     write_whole(path, json.dumps(rates).encode())

@@ -25,7 +25,7 @@ from rag.ingest.corpora import BUNDLED
 from rag.ingest.readers import slug
 from .embedders import EmbeddingCache
 from .rows import SCHEMAS, chunk_row, chunk_schema, document_row, page_rows, parent_row  # noqa: F401
-from rag.files import write_whole
+from rag.safeio import write_whole
 from rag.models import Dataset, Question
 
 DEFAULT_WORKSPACE = Path("results")

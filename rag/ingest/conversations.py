@@ -14,7 +14,7 @@ import random
 from pathlib import Path
 
 from rag.models import Dataset, Document, Evidence, Question, Skipped, pages_from_paragraphs
-from rag.jsonsafe import loads_bounded
+from rag.safeio import loads_bounded
 
 FILLER_TEXTS = ("Thanks, that helps.", "ok", "Got it, thanks!", "That makes sense.", "Great, go on.",
                 "Okay, thank you!", "thanks", "Sounds good.", "Alright.", "Perfect, thank you so much.")

@@ -16,7 +16,7 @@ import re
 from pathlib import Path
 
 from rag.models import Dataset, Document, Evidence, Question, Skipped, pages_from_paragraphs
-from rag.jsonsafe import loads_bounded
+from rag.safeio import loads_bounded
 
 
 # --------------------------------------------------------------------------- SQuAD / XQuAD

@@ -10,7 +10,7 @@ from pathlib import Path
 from .code import all_defs, def_span, line_starts, lines_span
 from rag.models import Document, Evidence, Question, Skipped
 from .textmatch import locate
-from rag.jsonsafe import loads_bounded
+from rag.safeio import loads_bounded
 
 
 def load_questions_jsonl(path: str | Path, docs: list[Document]) -> tuple[list[Question], list[Skipped]]:

@@ -1,13 +1,21 @@
-"""JSON from outside (a service's reply, a logged file, a gold file, claims): parsed with a depth bound.
+"""Safe input and output: what comes from outside parsed with bounds, what the workspace keeps written whole.
+
+Reading. JSON from outside (a service's reply, a logged file, a gold file, claims): parsed with a depth bound.
 
 ``json.loads`` of 100,000 nested brackets raises RecursionError deep inside whatever called it (a
 traceback, a lost run); nothing real nests past a few dozen levels. ``loads_bounded`` turns both the
 parser's recursion limit and a document deeper than ``MAX_DEPTH`` into a ValueError its caller
 reports as one line naming the file, row or item.
+
+Writing. Files written whole: a temporary file beside the target, then one atomic replace, so another process (a
+reader, a second ingest) never sees half of one. Every cache and snapshot the workspace keeps goes through here.
 """
 from __future__ import annotations
 
 import json
+import os
+import threading
+from pathlib import Path
 
 MAX_DEPTH = 200
 
@@ -34,3 +42,11 @@ def loads_bounded(data, max_depth: int = MAX_DEPTH):
     if depth_of(obj, max_depth) > max_depth:
         raise ValueError(f"JSON nested deeper than {max_depth} levels")
     return obj
+
+
+def write_whole(path: Path, data: bytes) -> None:
+    """``data`` at ``path`` all at once (the temporary name is this process's and thread's: two writers of one
+    file never share one)."""
+    tmp = path.with_name(f"{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
+    tmp.write_bytes(data)
+    os.replace(tmp, path)
