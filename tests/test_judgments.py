@@ -300,3 +300,26 @@ def test_judged_metrics_read_the_passage_keys_kept_with_each_item_or_its_blocks(
         parsed = judged_scores(st, "R1")
     assert len(kept) and (kept.status == "ok").any()
     pd.testing.assert_frame_equal(kept.reset_index(drop=True), parsed.reset_index(drop=True))
+
+
+def test_the_column_wise_judged_metrics_equal_the_row_loop():
+    """judged_frame (a stored run's items, the gate's read) gives what judged_rows gives item by item: values,
+    statuses and details in the same order, on messy items: a question with no judgments, one judged only 0,
+    an item with no blocks, unjudged passages, a passage twice, repeats."""
+    import numpy as np
+
+    from evals.analyze.judgments import judged_frame, judged_rows
+
+    grades = {("qa", "p1"): 3, ("qa", "p2"): 0, ("qa", "p9"): 2, ("qb", "p1"): 0, ("qc", "p4"): 1}
+    qkeys = {"A": "qa", "B": "qb", "C": "qc", "D": "qd"}
+    items = [("chunks", "x", "A", 0, "p1,p2,p3"), ("chunks", "x", "A", 1, "p3,p9,p1,p5,p6,p7,p8,p2,p10,p11"),
+             ("hybrid", "y", "B", 0, "p1"), ("hybrid", "y", "C", 0, ""), ("hybrid", "y", "D", 0, "p1,p2"),
+             ("chunks", "x", "C", 0, "p4,p4x")]
+    rows = list(judged_rows(items, qkeys, grades))
+    frame = judged_frame("R", *[list(c) for c in zip(*items)], qkeys, grades)
+    assert list(frame.run_id.unique()) == ["R"] and len(frame) == len(rows)
+    for r, (_, f) in zip(rows, frame.drop(columns="run_id").iterrows()):
+        want = list(r)
+        got = [f.strategy, f.point_id, f.question_id, int(f["repeat"]), f.metric,
+               None if np.isnan(f.value) else f.value, f.status, f.detail]
+        assert got == want, (got, want)

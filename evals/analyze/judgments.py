@@ -287,6 +287,14 @@ def ranked_passage_keys(texts) -> str:
     return ",".join(out)
 
 
+_DISCOUNT = tuple(1 / math.log2(i + 2) for i in range(RANKED_KEYS))  # nDCG's discount of rank i + 1
+
+
+@functools.lru_cache(maxsize=65536)  # one per question's grades, not one sum per item
+def _idcg(ideal: tuple) -> float:
+    return sum(g * d for g, d in zip(ideal, _DISCOUNT))
+
+
 def judged_item_scores(blocks: list[dict] | str, grades: dict, qk: str, rel_total: int, ideal: list[int],
                        any_judged: bool) -> dict[str, tuple]:
     """(value, status, detail) of each judged metric for one item (``blocks``: the item's blocks, or its stored
@@ -297,15 +305,16 @@ def judged_item_scores(blocks: list[dict] | str, grades: dict, qk: str, rel_tota
         return {m: (None, "not_applicable", why) for m in JUDGED_METRICS}
     keys = blocks if isinstance(blocks, str) else ranked_passage_keys(
         b["text"] for b in sorted(blocks, key=lambda b: b["n"]))
-    ranked = [grades.get((qk, pk)) for pk in keys.split(",")] if keys else []
+    get = grades.get
+    ranked = [get((qk, pk)) for pk in keys.split(",")] if keys else []
     top10, top5 = ranked[:10], ranked[:5]
     out = {}
     if not top10:
         out["judged@10"] = (None, "not_applicable", "no blocks retrieved")
     else:
         out["judged@10"] = (sum(g is not None for g in top10) / len(top10), "ok", "")
-    dcg = sum((g or 0) / math.log2(i + 2) for i, g in enumerate(top10))
-    idcg = sum(g / math.log2(i + 2) for i, g in enumerate(ideal[:10]))
+    dcg = sum((g or 0) * d for g, d in zip(top10, _DISCOUNT))
+    idcg = _idcg(tuple(ideal[:10]))
     out["judged_ndcg@10"] = (dcg / idcg, "ok", "") if idcg > 0 else (
         None, "not_applicable", "no passage of this question judged above 0")
     hits10 = sum((g or 0) >= RELEVANT for g in top10)
@@ -330,11 +339,79 @@ def judged_scores(store, run_id: str, source: str = "auto") -> pd.DataFrame:
         res = con.execute("SELECT strategy, point_id, question_id, repeat, passage_keys, "
                           "CASE WHEN passage_keys IS NULL THEN blocks END AS blocks FROM results WHERE run_id = ?",
                           [run_id]).df()
-    keys = res.passage_keys.tolist()
-    # plain lists, not itertuples over Arrow-backed columns (element access cost seconds at 50,000 items)
-    items = zip(res.strategy.tolist(), res.point_id.tolist(), res.question_id.tolist(), res["repeat"].tolist(),
-                [k if isinstance(k, str) else b for k, b in zip(keys, res.blocks.tolist())])
-    return pd.DataFrame([(run_id, *r) for r in judged_rows(items, qkeys, grades)], columns=cols)
+    # plain lists, not itertuples over Arrow-backed columns (element access cost seconds at 50,000 items); an item
+    # written before keys were kept has its blocks instead
+    keys = [k if isinstance(k, str) else ranked_passage_keys(b["text"] for b in sorted(json.loads(bl or "[]"),
+                                                                                      key=lambda b: b["n"]))
+            for k, bl in zip(res.passage_keys.tolist(), res.blocks.tolist())]
+    return judged_frame(run_id, res.strategy.tolist(), res.point_id.tolist(), res.question_id.tolist(),
+                        res["repeat"].tolist(), keys, qkeys, grades)
+
+
+def judged_frame(run_id: str, strategies: list, points: list, qids: list, reps: list, keys: list[str],
+                 qkeys: dict[str, str], grades: dict) -> pd.DataFrame:
+    """``judged_rows`` of a stored run's items (their ranked passage keys), computed column-wise: the same
+    values, statuses and details in the same order (tests/test_judgments.py holds them equal), a grade lookup
+    per passage and numpy for the rest (the row loop was ~1 s of the gate's read at 50,000 items)."""
+    per_q: dict[str, list[int]] = defaultdict(list)
+    for (qk, _), g in grades.items():
+        per_q[qk].append(g)
+    of_q = {qk: (sum(g >= RELEVANT for g in gs), _idcg(tuple(sorted(gs, reverse=True)[:RANKED_KEYS])))
+            for qk, gs in per_q.items()}
+    n = len(qids)
+    G = np.zeros((n, RANKED_KEYS))  # grades of the ranked passages (unjudged: 0, as trec_eval counts them)
+    seen = np.zeros((n, RANKED_KEYS), dtype=bool)  # judged at all
+    length, rel, idcg = np.zeros(n), np.zeros(n), np.zeros(n)
+    anyj = np.zeros(n, dtype=bool)
+    get = grades.get
+    for i, (qid, k) in enumerate(zip(qids, keys)):
+        qk = qkeys.get(qid, "")
+        q = of_q.get(qk)
+        if q is None:
+            continue
+        anyj[i], (rel[i], idcg[i]) = True, q
+        if k:
+            ks = k.split(",")[:RANKED_KEYS]
+            length[i] = len(ks)
+            for j, pk in enumerate(ks):
+                g = get((qk, pk))
+                if g is not None:
+                    G[i, j], seen[i, j] = g, True
+    dcg = np.zeros(n)
+    for j in range(RANKED_KEYS):  # left to right, as the row loop's sum adds them
+        dcg = dcg + G[:, j] * _DISCOUNT[j]
+    hits10, hits5 = (G >= RELEVANT).sum(axis=1), (G[:, :5] >= RELEVANT).sum(axis=1)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        judged = seen.sum(axis=1) / length
+        metrics = {  # metric -> (value, ok where, n/a detail where judged but not ok)
+            "judged@10": (judged, length > 0, "no blocks retrieved"),
+            "judged_ndcg@10": (dcg / idcg, idcg > 0, "no passage of this question judged above 0"),
+            "judged_recall@10": (hits10 / rel, rel > 0, f"no passage graded {RELEVANT} or higher"),
+            "judged_precision@5": (hits5 / 5, np.ones(n, dtype=bool), ""),
+        }
+    order = ["judged@10", "judged_ndcg@10", "judged_recall@10", "judged_precision@5"]
+    cols = {}
+    for m in order:
+        v, ok, why = metrics[m]
+        good = anyj & ok
+        cols[m] = (np.where(good, v, np.nan), np.where(good, "ok", "not_applicable"),
+                   np.where(good, "", np.where(anyj, why, "no judgments for this question")))
+    # item-major rows, the row loop's metric order (JUDGED_METRICS' for an item with no judgments)
+    k = len(order)
+    metric = np.array(order * n, dtype=object)
+    if (~anyj).any():
+        metric.reshape(n, k)[~anyj] = list(JUDGED_METRICS)
+    pos = {m: i for i, m in enumerate(order)}
+    which = np.array([pos[m] for m in metric], dtype=np.int64).reshape(n, k)
+    rows = np.repeat(np.arange(n), k)
+    stacked = [np.stack([cols[m][c] for m in order], axis=1) for c in range(3)]
+    pick = which.ravel()
+    return pd.DataFrame({
+        "run_id": run_id, "strategy": np.asarray(strategies, dtype=object)[rows],
+        "point_id": np.asarray(points, dtype=object)[rows], "question_id": np.asarray(qids, dtype=object)[rows],
+        "repeat": np.asarray(reps, dtype=np.int64)[rows], "metric": metric,
+        "value": stacked[0][rows, pick].astype(float), "status": stacked[1][rows, pick],
+        "detail": stacked[2][rows, pick]})
 
 
 def judged_rows(items, qkeys: dict[str, str], grades: dict):
@@ -344,14 +421,17 @@ def judged_rows(items, qkeys: dict[str, str], grades: dict):
     per_q: dict[str, list[int]] = defaultdict(list)
     for (qk, _), g in grades.items():
         per_q[qk].append(g)
+    # per question once (its relevant count, its ideal ranking), not per item: 50,000 items share 10,000 of them
+    of_q = {qk: (sum(g >= RELEVANT for g in gs), sorted(gs, reverse=True), True) for qk, gs in per_q.items()}
+    none = (0, [], False)
     for strategy, point, qid, rep, blocks in items:
         qk = qkeys.get(qid, "")
-        gs = per_q.get(qk, [])
+        rel_total, ideal, any_judged = of_q.get(qk, none)
         if blocks is None or (isinstance(blocks, str) and blocks.startswith("[")):  # blocks as JSON, else keys
             blocks = json.loads(blocks or "[]")
-        for m, (v, st, d) in judged_item_scores(blocks, grades, qk, sum(g >= RELEVANT for g in gs),
-                                                sorted(gs, reverse=True), bool(gs)).items():
-            yield strategy, point, qid, int(rep), m, v, st, d
+        rep = int(rep)
+        for m, (v, st, d) in judged_item_scores(blocks, grades, qk, rel_total, ideal, any_judged).items():
+            yield strategy, point, qid, rep, m, v, st, d
 
 
 def judged_coverage(scores: pd.DataFrame) -> pd.DataFrame:
