@@ -32,6 +32,12 @@ def _folder(root: Path, chunks: int) -> Path:
 
 
 def search_figure(root: Path, chunks: int = 10_000) -> dict:
+    out = _hash_figure(root, chunks)
+    out["e5"] = search_e5_figure(root)
+    return out
+
+
+def _hash_figure(root: Path, chunks: int) -> dict:
     root.mkdir(parents=True, exist_ok=True)
     folder = _folder(root, chunks)
     ws = root / "ws"
@@ -87,6 +93,80 @@ def search_figure(root: Path, chunks: int = 10_000) -> dict:
             "compiling": {"first_query_s": runs[0]["times"][0], "imports_s": runs[0]["imports_s"]}}
 
 
+E5_QUERIES = ["chunked", "remap", "LRI", "a dict that keeps insertion order and allows multiple values per key",
+              "format a timedelta as a relative time", "strip ANSI escape codes from a string", "bucketize",
+              "OrderedMultiDict.poplast", "split an iterable into chunks of a given size", "get_profile"]
+
+_E5_CHILD = """
+import contextlib, io, json, sys, time
+t = time.perf_counter()
+from evals.cli import main
+import lance
+imports = time.perf_counter() - t
+common, queries = json.loads(sys.argv[1]), json.loads(sys.argv[2])
+times = []
+for q in queries:
+    t = time.perf_counter()
+    with contextlib.redirect_stdout(io.StringIO()):
+        assert main(['search', q, *common]) == 0
+    times.append(time.perf_counter() - t)
+print(json.dumps({'imports_s': imports, 'times': times}))
+"""
+
+
+# where the first query's time goes, in a fresh process of its own: e5 loaded, then one query embedded
+_E5_PARTS = """
+import json, time
+t = time.perf_counter()
+from rag.index.embedders import E5Embedder
+imported = time.perf_counter() - t
+t = time.perf_counter()
+emb = E5Embedder()
+load = time.perf_counter() - t
+t = time.perf_counter()
+emb.embed_queries(['a fresh question about ordered dictionaries'])
+one = time.perf_counter() - t
+print(json.dumps({'import_s': imported, 'e5_load_s': load, 'embed_one_s': one}))
+"""
+
+
+def search_e5_figure(root: Path) -> dict:
+    """``ragwb search`` as users run it: the default e5 index of the bundled code set (its shipped vectors: no
+    embedding at ingest), a fresh process, the first query cold (e5 loaded, the question embedded), then warm
+    queries; the e5 load and one query's embedding timed apart in the same process (issue 55, item 5)."""
+    import json
+    import os
+
+    root.mkdir(parents=True, exist_ok=True)
+    ws = root / "ws_e5"
+    common = ["--dataset", "code-boltons", "--workspace", str(ws), "--no-progress", "--show", "3"]
+    t0 = time.perf_counter()
+    subprocess.run([sys.executable, "-m", "evals.cli", "ingest", "code-boltons", "--workspace", str(ws),
+                    "--no-progress"], check=True, capture_output=True, timeout=1800)
+    ingest_s = time.perf_counter() - t0
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    # the first process compiles the bytecode (on other questions); the second's questions were never asked in
+    # this workspace, so none is in its query-embedding cache: each first sight embeds, as a user's question does
+    runs = [json.loads(subprocess.run([sys.executable, "-c", _E5_CHILD, json.dumps(common), json.dumps(qs)],
+                                      capture_output=True, text=True, timeout=600, check=True,
+                                      env=env).stdout.strip().splitlines()[-1])
+            for qs in ([q + " (warm-up)" for q in E5_QUERIES], E5_QUERIES)]
+    got = runs[1]
+    parts = json.loads(subprocess.run([sys.executable, "-c", _E5_PARTS], capture_output=True, text=True, timeout=600,
+                                      check=True, env=env).stdout.strip().splitlines()[-1])
+    return {"dataset": "code-boltons", "ingest_s": ingest_s, "imports_s": got["imports_s"],
+            "first_query_s": got["times"][0], "warm_query_median_s": statistics.median(got["times"][1:]),
+            "e5_load_s": parts["e5_load_s"], "embed_one_s": parts["embed_one_s"], "target_s": TARGET_S}
+
+
+def render_e5(f: dict) -> list[str]:
+    ok = "meets" if f["first_query_s"] <= f["target_s"] else "misses"
+    return [f"ragwb search on the default e5 index ({f['dataset']}, fresh process): first query "
+            f"{f['first_query_s']:.2f} s ({ok} the {f['target_s']} s target), warm queries "
+            f"{f['warm_query_median_s'] * 1000:.0f} ms median; apart: loading e5 {f['e5_load_s']:.2f} s, embedding "
+            f"one query {f['embed_one_s'] * 1000:.0f} ms; Python imports {f['imports_s']:.1f} s"]
+
+
 def render(f: dict) -> list[str]:
     ok = "meets" if f["first_query_s"] <= f["target_s"] else "misses"
     return [f"ragwb search from the index ({f['chunks']:,} chunks, {f['files']:,} files, hash embedder): first query "
@@ -95,4 +175,4 @@ def render(f: dict) -> list[str]:
             f"a whole `ragwb search` command {f['cli_s']:.1f} s, of which Python imports {f['imports_s']:.1f} s "
             f"(pylance's and pandas' imports are most of it){'; it read the folder again: ' + f['stale'] if f['stale'] else ''}"
             + (f"; the process that compiled the bytecode: first query {f['compiling']['first_query_s']:.2f} s"
-               if f.get("compiling") else "")]
+               if f.get("compiling") else "")] + (render_e5(f["e5"]) if f.get("e5") else [])
