@@ -268,27 +268,19 @@ def _(get_quality_pick, mo, page, set_quality_pick, summary):
 @app.cell
 def _(HEADLINE, cost, get_history, headline_table, history_key, mo, page, pd, quality, quality_cost_figure,
       summary):
-    from evals.analyze.summary import drop_na_columns
-    from evals.report.charts import HISTORY_CAPTION, PARETO_CAPTION
-    from evals.score.support import support_caption
-
     _hist = [s for k, s in get_history()[:-1] if k == history_key]
-    # as the CLI and the report: "mean [95% interval] n=K" per metric (each metric's own n: f1 stands on the
-    # questions with answers, evidence recall on those with evidence), "n/a (why)" where a metric cannot apply
     # the answer-side metrics an LLM answer is scored on join the headline (faithfulness and citations against
-    # token cost: what the budgets trade); columns n/a on every row are named in one line, not shown
-    _metrics = HEADLINE[:4] + ["citation_validity", "citation_support", "statement_coverage"] + HEADLINE[4:]
-    _table, _dropped = drop_na_columns(headline_table(summary, _metrics))
-    _table = page.with_metric_n(_table, summary)
+    # token cost: what the budgets trade)
+    _table, _dropped = page.headline(summary, headline_table, HEADLINE[:4] + [
+        "citation_validity", "citation_support", "statement_coverage"] + HEADLINE[4:])
     mo.vstack([
         mo.ui.plotly(quality_cost_figure(summary, quality.value, cost.value,
                                          pd.concat(_hist, ignore_index=True) if _hist else None)),
         mo.ui.table(_table, selection=None, freeze_columns_left=["strategy", "point"]),
         mo.md("<small>not shown (n/a on every row): " + "; ".join(f"{m} ({why})" for m, why in _dropped.items())
               + "</small>") if _dropped else mo.md(""),
-        mo.md(f"<small>{PARETO_CAPTION}" + (f" {HISTORY_CAPTION}" if _hist else "") + "</small>"),
-        mo.md(f"<small>faithfulness (offline): {support_caption()}</small>"),
-    ]) if len(summary) else mo.md("Pick at least one strategy.")
+    ] + [mo.md(f"<small>{_c}</small>") for _c in page.chart_captions(bool(_hist))]
+    ) if len(summary) else mo.md("Pick at least one strategy.")
     return
 
 
@@ -317,21 +309,13 @@ def _(applied_points, args, interactive, limit, mo, save_go, save_id, scores, se
     mo.stop(not save_go.value)
     scores  # noqa: B018  (saves what is applied now)
     try:
-        from pathlib import Path as _Path
-
-        from evals.report.html import write_report
-
-        _rid = interactive.save_as_run(session, args.db, applied_points, limit.value,
-                                       save_id.value.strip() or None)
+        _rid, _rep, _why = interactive.save_with_report(session, args.db, applied_points, limit.value, args.workspace,
+                                                        save_id.value.strip() or None)
         set_saved(lambda n: n + 1)  # every stored-run dropdown re-reads the store at once
-        try:
-            _rep = write_report(_rid, db=args.db, out_dir=_Path(args.workspace) / "reports")
-            _more = [mo.download(_rep.read_bytes(), filename=_rep.name, mimetype="text/html",
-                                 label=f"Open the report of {_rid}")]
-            _where = f" ({_rep})"
-        except Exception as _e:  # noqa: BLE001 - the run is stored: say the report failed, never hide the save
-            _more, _where = [mo.callout(mo.md(f"The report was not written: {type(_e).__name__}: {_e}"),
-                                        kind="warn")], ""
+        _more = ([mo.download(_rep.read_bytes(), filename=_rep.name, mimetype="text/html",
+                              label=f"Open the report of {_rid}")] if _rep else
+                 [mo.callout(mo.md(f"The report was not written: {_why}"), kind="warn")])
+        _where = f" ({_rep})" if _rep else ""
         _out = mo.vstack([mo.callout(mo.md(f"Saved run **{_rid}**{_where}: it is in the stored-run lists below; "
                                            f"`ragwb show {_rid}`, `ragwb gate --baseline ... --candidate {_rid}`."),
                                      kind="success")] + _more)
@@ -379,28 +363,20 @@ def _(f_disagree, f_fail, f_field, f_search, f_unans, f_value, f_worse, get_cell
 
 @app.cell
 def _(explore, f_disagree, f_fail, f_field, f_search, f_unans, f_value, f_worse, judged_scores, m_metric, mo,
-      page, pair_a, pair_b, pd, scores, session):
-    # the judged metrics are computed from the grades stored now, beside the item scores
-    _sc = pd.concat([scores, judged_scores], ignore_index=True) if len(judged_scores) else scores
-    _m = explore.question_matrix(_sc, session.dataset.questions, m_metric.value or "f1")
-    matrix = explore.filter_matrix(_m, f_disagree.value, f_fail.value, f_unans.value,
-                                   None if f_field.value == "(none)" else f_field.value, f_value.value,
-                                   f_search.value, (pair_a.value, pair_b.value) if f_worse.value else None)
-    _pts = _m.attrs.get("points", [])
-    # the points first (after the id and a shortened question: its full text on hover, and whole in the
-    # drill-down), then the rest: every point column is on screen at 1440 px, metadata columns after them
-    _first = ["question_id", "question"] + _pts + ["spread", "failures"]
-    _shown = matrix[_first + [c for c in matrix.columns if c not in _first]] if len(matrix) else matrix
+      page, pair_a, pair_b, scores, session):
+    # the judged metrics are computed from the grades stored now, beside the item scores; the points first (after
+    # the id and a shortened question: whole on hover and in the drill-down), n/a cells empty, 3 decimals
+    matrix, _shown, _pts, _total = page.matrix_view(scores, judged_scores, session.dataset.questions, m_metric.value, {
+        "disagree": f_disagree.value, "failures": f_fail.value, "unanswerable": f_unans.value,
+        "field": None if f_field.value == "(none)" else f_field.value, "value": f_value.value,
+        "search": f_search.value, "worse": (pair_a.value, pair_b.value) if f_worse.value else None})
     matrix_table = mo.ui.table(
-        # n/a cells are empty text (never nan); 3 decimals; narrow value columns
-        page.matrix_cells(_shown.assign(question=[q if len(q) <= 48 else q[:47] + "…" for q in _shown["question"]]),
-                          _pts + ["spread"]) if len(_shown) else _shown,
-        selection="single-cell", page_size=12, freeze_columns_left=["question_id"] if len(_shown) else None,
-        hover_template=lambda _r, _c, _v: page.full_question(_shown, _r) if _c == "question" else None,
+        _shown, selection="single-cell", page_size=12, freeze_columns_left=["question_id"] if len(_shown) else None,
+        hover_template=lambda _r, _c, _v: page.full_question(matrix, _r) if _c == "question" else None,
         style_cell=lambda _row, _col, _v: ({"backgroundColor": explore.cell_colour(float(_v)), "maxWidth": "7em"}
                                           if _col in _pts and _v not in ("", None) else
                                           {"maxWidth": "7em"} if _col in _pts else {}),
-        label=f"{len(matrix)} of {len(_m)} questions") if len(_shown) else mo.md("No question matches the filters.")
+        label=f"{len(matrix)} of {_total} questions") if len(_shown) else mo.md("No question matches the filters.")
     matrix_table
     return matrix, matrix_table
 

@@ -179,6 +179,19 @@ def save_as_run(sess: Session, db: str, points: list[tuple[str, dict]], limit: i
     return run_id
 
 
+
+def save_with_report(sess: Session, db: str, points: list[tuple[str, dict]], limit: int, workspace: str,
+                     run_id: str | None = None) -> tuple[str, Path | None, str]:
+    """Save as run, then its report: (run id, the report's path or None, why the report was not written or "").
+    The run is stored whatever the report does: a report failure is said beside the save, never hides it."""
+    from evals.report.html import write_report
+
+    rid = save_as_run(sess, db, points, limit, run_id)
+    try:
+        return rid, write_report(rid, db=db, out_dir=Path(workspace) / "reports"), ""
+    except Exception as e:  # noqa: BLE001 - said to the page as one line
+        return rid, None, f"{type(e).__name__}: {e}"
+
 def list_runs(db: str) -> pd.DataFrame:
     from pathlib import Path
 

@@ -222,3 +222,42 @@ def full_question(matrix: pd.DataFrame, row_id) -> str | None:
         return str(matrix["question"].iloc[int(row_id)])
     except (KeyError, IndexError, ValueError, TypeError):
         return None
+
+
+def headline(summary: pd.DataFrame, headline_table, metrics: list[str]) -> tuple[pd.DataFrame, dict]:
+    """The page's headline table, as the CLI and the report show it: "mean [95% interval] n=K" per metric (each
+    metric's own n), "n/a (why)" where a metric cannot apply; the columns n/a on every row are returned apart
+    ({metric: why}), named in one line under the table rather than shown."""
+    from evals.analyze.summary import drop_na_columns
+
+    table, dropped = drop_na_columns(headline_table(summary, metrics))
+    return with_metric_n(table, summary), dropped
+
+
+def chart_captions(with_history: bool) -> list[str]:
+    """The small print under the quality-vs-cost chart: what the front is, the history's marks, the offline
+    faithfulness scorer's agreement with people."""
+    from evals.report.charts import HISTORY_CAPTION, PARETO_CAPTION
+    from evals.score.support import support_caption
+
+    return [PARETO_CAPTION + (f" {HISTORY_CAPTION}" if with_history else ""),
+            f"faithfulness (offline): {support_caption()}"]
+
+
+def matrix_view(scores: pd.DataFrame, judged: pd.DataFrame, questions, metric: str, filters: dict
+                ) -> tuple[pd.DataFrame, pd.DataFrame, list[str], int]:
+    """The question matrix as the page shows it: (the filtered matrix, the frame to display: points first after
+    the id and a question cut to 48 characters (whole on hover and in the drill-down), n/a cells as empty text,
+    the point columns, the questions before filtering). ``filters``: explore.filter_matrix's arguments by name."""
+    from evals.analyze import explore
+
+    sc = pd.concat([scores, judged], ignore_index=True) if len(judged) else scores
+    whole = explore.question_matrix(sc, questions, metric or "f1")
+    matrix = explore.filter_matrix(whole, **filters)
+    pts = whole.attrs.get("points", [])
+    first = ["question_id", "question"] + pts + ["spread", "failures"]
+    shown = matrix[first + [c for c in matrix.columns if c not in first]] if len(matrix) else matrix
+    if len(shown):
+        shown = matrix_cells(shown.assign(question=[q if len(q) <= 48 else q[:47] + "…" for q in shown["question"]]),
+                             pts + ["spread"])
+    return matrix, shown, pts, len(whole)
