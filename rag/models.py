@@ -23,7 +23,7 @@ class Page:
 
 
 # bump when code chunks change shape (rag/ingest/code/chunks.py): every indexed source file is re-chunked
-CODE_CHUNKS_VERSION = 3
+CODE_CHUNKS_VERSION = 4  # 4: a doc-only piece carries its signature; one-line pieces join a neighbour
 
 
 @dataclass
