@@ -294,3 +294,55 @@ class Hog(Strategy):
     assert rows["q1"][0] == "error" and "worker process died (exit code 3)" in rows["q1"][1], rows
     assert rows["q2"][0] == rows["q3"][0] == "ok", rows
     assert "plugin worker process: started 3 time(s)" in out and "stopped 1 time(s) at the time limit" in out, out
+
+
+def test_a_plugin_worker_answers_in_order_and_drops_what_no_call_asked_for(tmp_path):
+    """A shard's items are sent at once and answered in order; replies read ahead of their call are kept for it;
+    items a call never asked for (a shard cut short) are dropped with a fresh worker, not counted as a time limit."""
+    from evals.run.config import RunConfig
+    from evals.run.plugin_worker import PluginWorker
+    from rag.index.workspace import IndexConfig, Workspace
+    from rag.index.embedders import EmbedderConfig
+    from rag.ingest.folders import load_folder
+    from rag.strategies import load_plugins, make_params
+    from rag.strategies.plugins import plugin_hashes
+
+    plug = tmp_path / "echo.py"
+    plug.write_text('''
+from rag.extend import BaseParams, Strategy, register_strategy, get_strategy
+
+
+@register_strategy
+class EchoFirst(Strategy):
+    name = "echo_first"
+    Params = BaseParams
+
+    def pack(self, r, pool, p):
+        return get_strategy("chunks").pack(r, pool, get_strategy("chunks").Params(top_k=1))
+''')
+    folder = tmp_path / "docs"
+    folder.mkdir()
+    for i in range(3):
+        (folder / f"d{i}.md").write_text(f"Document {i} says the river number {i} floods in spring.\n")
+    load_plugins([str(plug)], entry_points=False)
+    cfg = IndexConfig(embedder=EmbedderConfig("hash"))
+    ws = Workspace(tmp_path / "ws")
+    index = ws.ingest(load_folder(folder), cfg, progress=False).index
+    w = PluginWorker(RunConfig(dataset=str(folder), index=cfg, plugins=plugin_hashes([str(plug)])), ws.root, index)
+    p = make_params("echo_first")
+    qs = [f"What does river number {i} do?" for i in range(3)]
+    try:
+        w.submit([(q, "echo_first", p) for q in qs])
+        third, _, _ = w.call(qs[2], "echo_first", p, 30)  # the first two are read ahead and kept for their calls
+        first, _, _ = w.call(qs[0], "echo_first", p, 30)
+        assert len(third.blocks) == len(first.blocks) == 1 and w.starts == 1
+        w.submit([(qs[1], "echo_first", p)])  # qs[1]'s first reply was kept (ready) and is dropped now
+        again, _, _ = w.call(qs[1], "echo_first", p, 30)
+        assert len(again.blocks) == 1 and w.kills == 0 and not w.pending
+        w.submit([(q, "echo_first", p) for q in qs])
+        w.call(qs[0], "echo_first", p, 30)
+        w.submit([(qs[2], "echo_first", p)])  # two items no call asked for: a fresh worker, no kill at a limit
+        w.call(qs[2], "echo_first", p, 30)
+        assert w.starts == 2 and w.kills == 0
+    finally:
+        w.stop(at_limit=False)

@@ -59,7 +59,7 @@ class PluginWorker:
         self.starts += 1
         self.out.send(self.recipe)
         if not self.conn.poll(BOOT_LIMIT_S):
-            self.stop()
+            self.stop(at_limit=False)
             raise PluginFailure(f"its worker process did not start within {BOOT_LIMIT_S:g} s")
         try:
             reply = json.loads(self.conn.recv_bytes())
@@ -67,16 +67,16 @@ class PluginWorker:
             reply = {"error": f"it exited with code {self.proc.poll()}"}
         self.boot_s += time.perf_counter() - t
         if "error" in reply:
-            self.stop()
+            self.stop(at_limit=False)
             raise PluginFailure(f"its worker process could not start: {reply['error']}")
 
     def alive(self) -> bool:
         return self.proc is not None and self.proc.poll() is None
 
-    def stop(self) -> None:
+    def stop(self, at_limit: bool = True) -> None:
         if self.alive():
             self.proc.kill()
-            self.kills += 1
+            self.kills += at_limit
         if self.proc is not None:
             try:
                 self.proc.wait(5)
@@ -89,7 +89,7 @@ class PluginWorker:
 
     def _send(self, items: list) -> None:
         if not self.alive():
-            self.stop()
+            self.stop(at_limit=False)
             self._start()
         self.out.send(items)  # one message: the worker reads it whole before it writes a reply
         self.pending.extend(items)
@@ -125,13 +125,10 @@ class PluginWorker:
             return
         with self.lock:
             self.ready.clear()  # replies of items no call asked for (an earlier shard's): never kept
-            while self.pending:  # read what is still in flight so the worker is not blocked writing
-                try:
-                    self._next(0)
-                except PluginFailure:
-                    pass
-                if self.pending:
-                    break
+            if self.pending:  # items sent that no call will ask for: the worker may be writing their replies,
+                # and a batch sent now could meet it blocked on a full pipe; a fresh worker is the safe way on
+                self.stop(at_limit=False)
+                self.pending.clear()
             self._send(items)
 
     def call(self, query: str, name: str, p, seconds: float):
@@ -169,7 +166,7 @@ class PluginWorker:
 
     def __del__(self):
         try:
-            self.stop()
+            self.stop(at_limit=False)
         except Exception:  # noqa: BLE001 - interpreter shutdown
             pass
 
