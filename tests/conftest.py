@@ -44,6 +44,21 @@ def tree_hashes(root: Path) -> dict:
     return {str(p): hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(root.rglob("*")) if p.is_file()}
 
 
+@pytest.fixture(autouse=True)
+def _strategy_registry_restored():
+    """A plugin registers into this process's registry: later tests (which run every strategy by default, and may
+    pack a test's plugin in this very process) must see what a fresh `ragwb` process sees. Every test, every file:
+    a plugin test in one file once made a later file's bench pack a plugin that calls os._exit."""
+    from rag.strategies import STRATEGIES
+    from rag.strategies.plugins import _LOADED, ORIGIN
+
+    saved = [(d, dict(d)) for d in (STRATEGIES, ORIGIN, _LOADED)]
+    yield
+    for d, before in saved:
+        d.clear()
+        d.update(before)
+
+
 @pytest.fixture
 def workspace(tmp_path):
     return tmp_path / "ws"

@@ -34,17 +34,7 @@ def llm_server():
     srv.shutdown()
 
 
-@pytest.fixture(autouse=True)
-def _registry_restored():
-    from rag.strategies import STRATEGIES
-    from rag.strategies.plugins import ORIGIN
-
-    before, origin = dict(STRATEGIES), dict(ORIGIN)
-    yield
-    STRATEGIES.clear()
-    STRATEGIES.update(before)
-    ORIGIN.clear()
-    ORIGIN.update(origin)
+# (the strategy registry is restored after every test: tests/conftest.py)
 
 
 def _db(ws):

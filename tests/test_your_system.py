@@ -11,16 +11,7 @@ from evals.cli import main
 REPO = Path(__file__).resolve().parents[1]
 
 
-@pytest.fixture(autouse=True)
-def _builtin_strategies_only_after():
-    """A plugin registers into this process's registry: later tests (which run every strategy by default)
-    must see the five shapes only, as a fresh `ragwb` process does."""
-    from rag.strategies import STRATEGIES
-
-    before = dict(STRATEGIES)
-    yield
-    STRATEGIES.clear()
-    STRATEGIES.update(before)
+# (the strategy registry is restored after every test: tests/conftest.py)
 FAST = ["--embedder", "hash", "--no-progress", "--no-report"]
 
 PLUGIN = '''
