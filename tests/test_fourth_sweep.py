@@ -249,28 +249,15 @@ def test_a_resume_keeps_the_runs_no_report(tmp_path, capsys):
 def test_a_plugin_that_holds_the_gil_is_stopped_at_its_limit_and_the_run_goes_on(tmp_path, capsys):
     # item 7: a backtracking regex is one C call that holds the GIL; no thread can stop it. On the first question
     # the plugin runs it (minutes at 44 characters), on the second its worker process dies, the others are answered
-    plug = tmp_path / "hog.py"
-    plug.write_text('''
-import os
-import re
+    from plugin_files import chunks_plugin
 
-from rag.extend import BaseParams, Strategy, register_strategy, get_strategy
-
-
-@register_strategy
-class Hog(Strategy):
-    name = "hog"
-    Params = BaseParams
-    seen = []
-
-    def pack(self, r, pool, p):
-        Hog.seen.append(pool.question)  # per worker process: a restarted worker starts again at 1
+    # per worker process: a restarted worker's Hog.seen starts empty again
+    plug = chunks_plugin(tmp_path / "hog.py", "Hog", "hog", imports="import os\nimport re", first="""
         if pool.question.startswith("What is the second"):
             os._exit(3)
         if len(Hog.seen) == 1 and pool.question.startswith("What is the first"):
             re.match(r"(a|aa)*c", "a" * 44)
-        return get_strategy("chunks").pack(r, pool, get_strategy("chunks").Params())
-''')
+    """)
     folder = tmp_path / "docs"
     folder.mkdir()
     (folder / "a.md").write_text("The first river floods in spring. The second river is dry. The third one is salty.\n")
@@ -307,19 +294,9 @@ def test_a_plugin_worker_answers_in_order_and_drops_what_no_call_asked_for(tmp_p
     from rag.strategies import load_plugins, make_params
     from rag.strategies.plugins import plugin_hashes
 
-    plug = tmp_path / "echo.py"
-    plug.write_text('''
-from rag.extend import BaseParams, Strategy, register_strategy, get_strategy
+    from plugin_files import chunks_plugin
 
-
-@register_strategy
-class EchoFirst(Strategy):
-    name = "echo_first"
-    Params = BaseParams
-
-    def pack(self, r, pool, p):
-        return get_strategy("chunks").pack(r, pool, get_strategy("chunks").Params(top_k=1))
-''')
+    plug = chunks_plugin(tmp_path / "echo.py", "EchoFirst", "echo_first", chunk_params="top_k=1")
     folder = tmp_path / "docs"
     folder.mkdir()
     for i in range(3):

@@ -744,23 +744,12 @@ def test_a_judge_without_the_ragas_extra_and_a_deep_gold_file_are_one_line(tmp_p
 
 
 def test_ctrl_c_during_a_run_keeps_what_was_committed_and_says_how_to_resume(tmp_path, capsys):
-    plug = tmp_path / "ctrl_c.py"
-    plug.write_text('''
-from rag.extend import BaseParams, Strategy, register_strategy, get_strategy
+    from plugin_files import chunks_plugin
 
-
-@register_strategy
-class CtrlC(Strategy):
-    name = "ctrl_c"
-    Params = BaseParams
-    seen = 0
-
-    def pack(self, r, pool, p):
-        CtrlC.seen += 1
-        if CtrlC.seen == 3:
+    plug = chunks_plugin(tmp_path / "ctrl_c.py", "CtrlC", "ctrl_c", first="""
+        if len(CtrlC.seen) == 3:
             raise KeyboardInterrupt  # what Ctrl-C raises in the main thread
-        return get_strategy("chunks").pack(r, pool, get_strategy("chunks").Params())
-''')
+    """)
     ws = tmp_path / "ws"
     rc = main(["run", "--dataset", "xquad-en", "--limit", "4", "--workspace", str(ws), *FAST, "--plugins", str(plug),
                "--strategies", "ctrl_c", "--run-id", "CC"])
