@@ -133,84 +133,103 @@ def _question_from_record(rec: dict, by_id: dict[str, Document], warnings: list[
     meta.update({k: v for k, v in rec.items() if k not in QUESTION_FIELDS})  # extra fields are metadata
     evidence, unknown = [], []
     for k, ev in enumerate(evs):
-        where = f"evidence[{k}]"
-        if not isinstance(ev, dict):
-            raise TypeError(f"field '{where}' must be an object like {{\"doc\": ..., \"page\": 0}}")
-        extra = sorted(set(ev) - EVIDENCE_KEYS)
-        if extra:  # a key we do not read would be dropped without a word: an error naming it
-            raise ValueError(f"field '{where}' has unknown key(s) {', '.join(map(repr, extra))}; valid: "
-                             f"{', '.join(sorted(EVIDENCE_KEYS))}")
-        doc_id = ev.get("doc")
-        if not isinstance(doc_id, str) or not doc_id:
-            raise TypeError(f"field '{where}.doc' must be a document id (string)")
-        doc = by_id.get(doc_id)
-        if doc is None:
-            unknown.append(doc_id)
-            warnings.append(f"{where} points at unknown document {doc_id!r}; item ignored")
-            continue
-        page = None
-        if ev.get("page") is not None:
-            pno = ev["page"]
-            if isinstance(pno, bool) or not isinstance(pno, int):
-                raise TypeError(f"field '{where}.page' must be an integer (0-based page), got {json.dumps(pno)}")
-            if not 0 <= pno < len(doc.pages):
-                warnings.append(f"{where}: page {pno} out of range for {doc_id!r} ({len(doc.pages)} pages); "
-                                "kept as document-level evidence")
-            else:
-                page = doc.pages[pno]
-        sym = ev.get("symbol")
-        if sym is not None:  # source code: a qualified definition name (Class.method, ns.Name, Type.Method)
-            if not isinstance(sym, str) or not sym.strip():
-                raise TypeError(f"field '{where}.symbol' must be a qualified name like \"Command.get_help\"")
-            found = find_symbol(doc, sym.strip())
-            if found is None:
-                warnings.append(f"{where}: symbol {sym!r} is not a definition of {doc_id!r} as the index names them; "
-                                "kept as document-level evidence")
-                evidence.append(Evidence(doc_id, None))
-                continue
-            s0, e0 = found
-            at_page = _page_at(doc, s0)
-            evidence.append(Evidence(doc_id, at_page.page_id if at_page else None, s0, e0, doc.text[s0:e0],
-                                     sym.strip(), s0, e0))
-            continue
-        lines = ev.get("lines")
-        if lines is not None:  # source code: [first, last] 1-based lines, the usual way to point at code
-            if (not isinstance(lines, list) or len(lines) != 2 or any(isinstance(x, bool) or not isinstance(x, int)
-                                                                      for x in lines)):
-                raise TypeError(f"field '{where}.lines' must be [first, last] (1-based line numbers), got "
-                                f"{json.dumps(lines)}")
-            starts = line_starts(doc.text)
-            if not 1 <= lines[0] <= lines[1] <= len(starts):
-                warnings.append(f"{where}: lines {lines} out of range for {doc_id!r} ({len(starts)} lines); "
-                                "kept as document-level evidence")
-            else:
-                s0, e0 = lines_span(doc.text, lines[0] - 1, lines[1] - 1)
-                at_page = _page_at(doc, s0)
-                evidence.append(Evidence(doc_id, at_page.page_id if at_page else None, s0, e0, doc.text[s0:e0]))
-                continue
-        span = ev.get("text")
-        if span is not None and not isinstance(span, str):
-            raise TypeError(f"field '{where}.text' must be a string")
-        if span and span.strip():
-            lo, hi = (page.start, page.end) if page else (0, len(doc.text))
-            m = locate(span, doc.text, lo, hi)
-            if m is not None:
-                if m.method != "exact":
-                    warnings.append(f"{where}: evidence text matched {m.method}"
-                                    f"{f' (ratio {m.ratio:.2f})' if m.method == 'fuzzy' else ''} in {doc_id!r}")
-                at_page = page or _page_at(doc, m.start)
-                evidence.append(Evidence(doc_id, at_page.page_id if at_page else None, m.start, m.end,
-                                         doc.text[m.start:m.end]))
-                continue
-            level = f"page {page.page_no}" if page else "the document"
-            warnings.append(f"{where}: evidence text not found in {doc_id!r} ({level}), even after normalising "
-                            f"and fuzzy matching; kept as {'page' if page else 'document'}-level evidence")
-        evidence.append(Evidence(doc_id, page.page_id if page else None))
+        got = _evidence_item(f"evidence[{k}]", ev, by_id, warnings)
+        if isinstance(got, str):
+            unknown.append(got)
+        else:
+            evidence.append(got)
     if evs and not evidence:
         raise ValueError("no evidence item points at a loaded document: "
                          + "; ".join(f"unknown document {d!r}" for d in unknown))
     lang = language or (by_id[evidence[0].doc_id].language if evidence else "en")
     return Question(str(qid), text.strip(), list(answers), answerable, qtype, lang, evidence, meta)
+
+
+def _evidence_item(where: str, ev, by_id: dict[str, Document], warnings: list[str]):
+    """One evidence object of a question line as Evidence (located by symbol, lines or text; document- or
+    page-level with a warning where it cannot be), or the document id it names when no loaded document has it
+    (the caller counts those: a line whose every item is unknown is an error)."""
+    if not isinstance(ev, dict):
+        raise TypeError(f"field '{where}' must be an object like {{\"doc\": ..., \"page\": 0}}")
+    extra = sorted(set(ev) - EVIDENCE_KEYS)
+    if extra:  # a key we do not read would be dropped without a word: an error naming it
+        raise ValueError(f"field '{where}' has unknown key(s) {', '.join(map(repr, extra))}; valid: "
+                         f"{', '.join(sorted(EVIDENCE_KEYS))}")
+    doc_id = ev.get("doc")
+    if not isinstance(doc_id, str) or not doc_id:
+        raise TypeError(f"field '{where}.doc' must be a document id (string)")
+    doc = by_id.get(doc_id)
+    if doc is None:
+        warnings.append(f"{where} points at unknown document {doc_id!r}; item ignored")
+        return doc_id
+    page = None
+    if ev.get("page") is not None:
+        pno = ev["page"]
+        if isinstance(pno, bool) or not isinstance(pno, int):
+            raise TypeError(f"field '{where}.page' must be an integer (0-based page), got {json.dumps(pno)}")
+        if not 0 <= pno < len(doc.pages):
+            warnings.append(f"{where}: page {pno} out of range for {doc_id!r} ({len(doc.pages)} pages); "
+                            "kept as document-level evidence")
+        else:
+            page = doc.pages[pno]
+    if ev.get("symbol") is not None:
+        return _symbol_evidence(where, ev["symbol"], doc, warnings)
+    if ev.get("lines") is not None:
+        got = _lines_evidence(where, ev["lines"], doc, warnings)
+        if got is not None:
+            return got
+    return _text_evidence(where, ev.get("text"), doc, page, warnings)
+
+
+def _symbol_evidence(where: str, sym, doc: Document, warnings: list[str]) -> Evidence:
+    """Source code: a qualified definition name (Class.method, ns.Name, Type.Method)."""
+    if not isinstance(sym, str) or not sym.strip():
+        raise TypeError(f"field '{where}.symbol' must be a qualified name like \"Command.get_help\"")
+    found = find_symbol(doc, sym.strip())
+    if found is None:
+        warnings.append(f"{where}: symbol {sym!r} is not a definition of {doc.doc_id!r} as the index names them; "
+                        "kept as document-level evidence")
+        return Evidence(doc.doc_id, None)
+    s0, e0 = found
+    at_page = _page_at(doc, s0)
+    return Evidence(doc.doc_id, at_page.page_id if at_page else None, s0, e0, doc.text[s0:e0], sym.strip(), s0, e0)
+
+
+def _lines_evidence(where: str, lines, doc: Document, warnings: list[str]) -> Evidence | None:
+    """Source code: [first, last] 1-based lines, the usual way to point at code; None when out of range (said)."""
+    if (not isinstance(lines, list) or len(lines) != 2 or any(isinstance(x, bool) or not isinstance(x, int)
+                                                              for x in lines)):
+        raise TypeError(f"field '{where}.lines' must be [first, last] (1-based line numbers), got "
+                        f"{json.dumps(lines)}")
+    starts = line_starts(doc.text)
+    if not 1 <= lines[0] <= lines[1] <= len(starts):
+        warnings.append(f"{where}: lines {lines} out of range for {doc.doc_id!r} ({len(starts)} lines); "
+                        "kept as document-level evidence")
+        return None
+    s0, e0 = lines_span(doc.text, lines[0] - 1, lines[1] - 1)
+    at_page = _page_at(doc, s0)
+    return Evidence(doc.doc_id, at_page.page_id if at_page else None, s0, e0, doc.text[s0:e0])
+
+
+def _text_evidence(where: str, span, doc: Document, page, warnings: list[str]) -> Evidence:
+    """A quoted text located in the page (or the document): exactly, normalised, or fuzzily (said); else the
+    page or document itself, said."""
+    doc_id = doc.doc_id
+    if span is not None and not isinstance(span, str):
+        raise TypeError(f"field '{where}.text' must be a string")
+    if span and span.strip():
+        lo, hi = (page.start, page.end) if page else (0, len(doc.text))
+        m = locate(span, doc.text, lo, hi)
+        if m is not None:
+            if m.method != "exact":
+                warnings.append(f"{where}: evidence text matched {m.method}"
+                                f"{f' (ratio {m.ratio:.2f})' if m.method == 'fuzzy' else ''} in {doc_id!r}")
+            at_page = page or _page_at(doc, m.start)
+            return Evidence(doc_id, at_page.page_id if at_page else None, m.start, m.end, doc.text[m.start:m.end])
+        level = f"page {page.page_no}" if page else "the document"
+        warnings.append(f"{where}: evidence text not found in {doc_id!r} ({level}), even after normalising "
+                        f"and fuzzy matching; kept as {'page' if page else 'document'}-level evidence")
+    return Evidence(doc_id, page.page_id if page else None)
 
 
 def derived_question_id(text: str) -> str:
