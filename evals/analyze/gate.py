@@ -171,48 +171,14 @@ def gate(base: tuple[str, pd.DataFrame], cand: tuple[str, pd.DataFrame], metrics
     b = b.assign(point_label=b.point_key.map(labels))
     c = c.assign(point_label=c.point_key.map(labels))
     tols = {**DEFAULT_TOLERANCES, **(tolerances or {})}
-    failures, rows = [], []
-    if bds != cds:
-        failures.append(f"datasets differ: baseline {bds!r}, candidate {cds!r}")
-    bq, cq = set(b.question_id.unique()), set(c.question_id.unique())  # distinct first: 600,000 rows a run
-    if bq != cq:
-        only_b, only_c = sorted(bq - cq), sorted(cq - bq)
-        failures.append("question sets differ: " + "; ".join(x for x in (
-            f"{len(only_b)} only in baseline ({', '.join(only_b[:20])}{' ...' if len(only_b) > 20 else ''})" if only_b else "",
-            f"{len(only_c)} only in candidate ({', '.join(only_c[:20])}{' ...' if len(only_c) > 20 else ''})" if only_c else "")
-            if x))
-    cand_only, base_only = sorted(cp - bp), sorted(bp - cp)
-    if cand_only and not allow_missing_points:
-        failures.append(f"{len(cand_only)} of {len(cp)} candidate points have no baseline to compare with: "
-                        + "; ".join(named(k) for k in cand_only[:10]) + (" ..." if len(cand_only) > 10 else "")
-                        + " (pass --allow-missing-points to gate only the shared ones)")
-    for name, df in (("baseline", b), ("candidate", c)):
-        for k, r in sorted(point_error_rates(df).items(), key=lambda kv: -kv[1]):
-            if r > max_error_rate:
-                sub = df[(df.point_key == k) & ~df.status.isin(NOT_FAILURES)]
-                failures.append(f"{name} point {labels.get(k, k)} lost {r:.1%} of its items (cap "
-                                f"{max_error_rate:.1%}): {sub.status.value_counts().to_dict()}")
+    rows = []
+    failures, bq, cq, cand_only, base_only = _preflight(b, c, bds, cds, bp, cp, labels, named,
+                                                         allow_missing_points, max_error_rate)
     if not metrics:  # the distinct metrics once (a set of 600,000 strings per judged metric took 11 s)
         both = set(c.metric.unique()) & set(b.metric.unique())
         metrics = GATED_DEFAULT + [m for m in JUDGED_GATED if m in both]
     shared = bq & cq
-    warnings, uncompared = [], set()
-    jb = b[(b.metric == "judged@10") & (b.status == "ok") & b.question_id.isin(shared)].groupby(
-        ["strategy", "point_label"]).value.mean()
-    jc = c[(c.metric == "judged@10") & (c.status == "ok") & c.question_id.isin(shared)].groupby(
-        ["strategy", "point_label"]).value.mean()
-    def _pts(df):
-        d = df[["strategy", "point_label"]].drop_duplicates()
-        return set(zip(d.strategy.tolist(), d.point_label.tolist()))
-    in_both = _pts(b) & _pts(c)
-    for point in sorted((set(jb.index) | set(jc.index)) & in_both):  # a point only one run has is said above
-        vb, vc = jb.get(point), jc.get(point)
-        if vb is None or vc is None or abs(vb - vc) > judged_gap:
-            uncompared.add(point)
-            warnings.append(f"{point[0]} [{point[1]}]: judged metrics not compared: judged@10 is "
-                            f"{'none' if vb is None else f'{vb:.2f}'} in the baseline and "
-                            f"{'none' if vc is None else f'{vc:.2f}'} in the candidate (gap over {judged_gap:.2f}); "
-                            "judge the new passages (`ragwb judge CANDIDATE --export`) and gate again")
+    warnings, uncompared = _judged_uncompared(b, c, shared, judged_gap)
 
     def mean_per_q(df):
         ok = df[(df.status == "ok") & df.question_id.isin(shared) & df.metric.isin(metrics)]
@@ -228,17 +194,7 @@ def gate(base: tuple[str, pd.DataFrame], cand: tuple[str, pd.DataFrame], metrics
         for key, g in aa.groupby(["strategy", "point_label", "metric"]):
             pb = paired_bootstrap(g.a0, g.a1, resamples, seed=seed)
             noise[key] = max(abs(pb["low"]), abs(pb["high"]))
-    # metrics of one point scored on the same questions share one bootstrap draw (the same numbers as
-    # one bootstrap per metric: evals/stats.py paired_bootstrap_columns)
-    boot = {}
-    for (strategy, point), gp in joined.groupby(["strategy", "point_label"], sort=False):
-        by_q: dict = {}
-        for metric, g in gp.groupby("metric", sort=False):
-            by_q.setdefault(tuple(g.question_id.tolist()), []).append((metric, g.b.to_numpy(), g.c.to_numpy()))
-        for cols in by_q.values():
-            res = paired_bootstrap_columns(np.column_stack([b for _, b, _ in cols]),
-                                           np.column_stack([c for _, _, c in cols]), resamples, seed=seed)
-            boot.update({(strategy, point, m): r for (m, _, _), r in zip(cols, res)})
+    boot = _point_bootstraps(joined, resamples, seed)
     for (strategy, point, metric) in sorted(boot):
         pb = boot[(strategy, point, metric)]
         if metric.startswith("judged") and (strategy, point) in uncompared:
@@ -266,6 +222,75 @@ def gate(base: tuple[str, pd.DataFrame], cand: tuple[str, pd.DataFrame], metrics
                          "candidate_only": [named(k) for k in cand_only],
                          "baseline_only": [named(k) for k in base_only],
                          "questions_compared": len(shared)}}
+
+
+def _preflight(b, c, bds, cds, bp: set, cp: set, labels: dict, named, allow_missing_points: bool,
+               max_error_rate: float):
+    """What fails a gate before any metric: other datasets, other question sets, candidate points without a
+    baseline, points that lost items. (failures, baseline questions, candidate questions, candidate-only points,
+    baseline-only points)."""
+    failures = []
+    if bds != cds:
+        failures.append(f"datasets differ: baseline {bds!r}, candidate {cds!r}")
+    bq, cq = set(b.question_id.unique()), set(c.question_id.unique())  # distinct first: 600,000 rows a run
+    if bq != cq:
+        only_b, only_c = sorted(bq - cq), sorted(cq - bq)
+        failures.append("question sets differ: " + "; ".join(x for x in (
+            f"{len(only_b)} only in baseline ({', '.join(only_b[:20])}{' ...' if len(only_b) > 20 else ''})" if only_b else "",
+            f"{len(only_c)} only in candidate ({', '.join(only_c[:20])}{' ...' if len(only_c) > 20 else ''})" if only_c else "")
+            if x))
+    cand_only, base_only = sorted(cp - bp), sorted(bp - cp)
+    if cand_only and not allow_missing_points:
+        failures.append(f"{len(cand_only)} of {len(cp)} candidate points have no baseline to compare with: "
+                        + "; ".join(named(k) for k in cand_only[:10]) + (" ..." if len(cand_only) > 10 else "")
+                        + " (pass --allow-missing-points to gate only the shared ones)")
+    for name, df in (("baseline", b), ("candidate", c)):
+        for k, r in sorted(point_error_rates(df).items(), key=lambda kv: -kv[1]):
+            if r > max_error_rate:
+                sub = df[(df.point_key == k) & ~df.status.isin(NOT_FAILURES)]
+                failures.append(f"{name} point {labels.get(k, k)} lost {r:.1%} of its items (cap "
+                                f"{max_error_rate:.1%}): {sub.status.value_counts().to_dict()}")
+    return failures, bq, cq, cand_only, base_only
+
+
+def _judged_uncompared(b, c, shared: set, judged_gap: float) -> tuple[list[str], set]:
+    """Points whose judged@10 differs between the runs by more than ``judged_gap`` (or is missing in one): their
+    judged metrics are left uncompared, with a warning each (a system that finds new, unjudged passages looks
+    worse until they are judged)."""
+    warnings, uncompared = [], set()
+    jb = b[(b.metric == "judged@10") & (b.status == "ok") & b.question_id.isin(shared)].groupby(
+        ["strategy", "point_label"]).value.mean()
+    jc = c[(c.metric == "judged@10") & (c.status == "ok") & c.question_id.isin(shared)].groupby(
+        ["strategy", "point_label"]).value.mean()
+    def _pts(df):
+        d = df[["strategy", "point_label"]].drop_duplicates()
+        return set(zip(d.strategy.tolist(), d.point_label.tolist()))
+    in_both = _pts(b) & _pts(c)
+    for point in sorted((set(jb.index) | set(jc.index)) & in_both):  # a point only one run has is said above
+        vb, vc = jb.get(point), jc.get(point)
+        if vb is None or vc is None or abs(vb - vc) > judged_gap:
+            uncompared.add(point)
+            warnings.append(f"{point[0]} [{point[1]}]: judged metrics not compared: judged@10 is "
+                            f"{'none' if vb is None else f'{vb:.2f}'} in the baseline and "
+                            f"{'none' if vc is None else f'{vc:.2f}'} in the candidate (gap over {judged_gap:.2f}); "
+                            "judge the new passages (`ragwb judge CANDIDATE --export`) and gate again")
+    return warnings, uncompared
+
+
+def _point_bootstraps(joined, resamples: int, seed: int) -> dict:
+    """(strategy, point, metric) -> its paired bootstrap of candidate - baseline over the shared questions."""
+    # metrics of one point scored on the same questions share one bootstrap draw (the same numbers as
+    # one bootstrap per metric: evals/stats.py paired_bootstrap_columns)
+    boot = {}
+    for (strategy, point), gp in joined.groupby(["strategy", "point_label"], sort=False):
+        by_q: dict = {}
+        for metric, g in gp.groupby("metric", sort=False):
+            by_q.setdefault(tuple(g.question_id.tolist()), []).append((metric, g.b.to_numpy(), g.c.to_numpy()))
+        for cols in by_q.values():
+            res = paired_bootstrap_columns(np.column_stack([b for _, b, _ in cols]),
+                                           np.column_stack([c for _, _, c in cols]), resamples, seed=seed)
+            boot.update({(strategy, point, m): r for (m, _, _), r in zip(cols, res)})
+    return boot
 
 
 def to_markdown(res: dict, base_name: str, cand_name: str) -> str:
