@@ -321,5 +321,16 @@ def test_a_plugin_worker_answers_in_order_and_drops_what_no_call_asked_for(tmp_p
         w.submit([(qs[2], "echo_first", p)])  # two items no call asked for: a fresh worker, no kill at a limit
         w.call(qs[2], "echo_first", p, 30)
         assert w.starts == 2 and w.kills == 0
+        # a reply over the cap is the item's error, read no further (here a cap of 100 bytes: any context)
+        import evals.run.plugin_worker as pw
+        from rag.strategies.plugins import PluginFailure
+
+        cap, pw.MAX_REPLY_BYTES = pw.MAX_REPLY_BYTES, 100
+        try:
+            with pytest.raises(PluginFailure, match="returned a context over 100 bytes as JSON"):
+                w.call(qs[0], "echo_first", p, 30)
+        finally:
+            pw.MAX_REPLY_BYTES = cap
+        assert len(w.call(qs[0], "echo_first", p, 30)[0].blocks) == 1  # a fresh worker answers the next
     finally:
         w.stop(at_limit=False)

@@ -20,6 +20,7 @@ import time
 
 from rag.strategies.plugins import PluginFailure
 
+MAX_REPLY_BYTES = 256 * 2**20  # one item's context as JSON: a plugin's reply is outside input, bounded like a service's
 BOOT_LIMIT_S = 300.0  # a worker builds the run's index reader and loads the plugins once: never the item's time
 
 
@@ -106,9 +107,11 @@ class PluginWorker:
                    "stopped and is started again for the next item")
         else:
             try:
-                reply = json.loads(self.conn.recv_bytes())
-            except (EOFError, OSError):
-                why = f"its worker process died (exit code {self.proc.wait(5)}); it is started again for the next item"
+                reply = json.loads(self.conn.recv_bytes(MAX_REPLY_BYTES))
+            except (EOFError, OSError) as e:  # a message over maxlength is OSError("bad message length")
+                why = (f"returned a context over {MAX_REPLY_BYTES:,} bytes as JSON; its worker process was stopped"
+                       if "bad message length" in str(e) and self.alive() else
+                       f"its worker process died (exit code {self.proc.wait(5)}); it is started again for the next item")
         if why is None:
             self.pending.popleft()
             return reply
