@@ -131,16 +131,18 @@ def test_a_bad_pool_file_says_each_problem_and_stores_nothing(run_ws, tmp_path, 
     # one judge grading a pair twice with two grades is a conflict naming both lines (issue 54, 6: rows that fold to
     # one key, as an id with a tab does, replaced grades silently); the same grade twice is stored once, said
     r = rows[0]
-    _write(pool, [dict(r, grade="1", judge="human:cy"), dict(r, question_id=r["question_id"] + "\t", grade="3",
-                                                             judge="human:cy"),
-                  dict(r, grade="0", judge="human:di")], fields=list(r) + ["judge"])
+
+    def cy_twice(fold: str, first: str, second: str) -> None:  # human:cy grades one pair twice, its id spelled twice
+        _write(pool, [dict(r, grade=first, judge="human:cy"),
+                      dict(r, question_id=r["question_id"] + fold, grade=second, judge="human:cy"),
+                      dict(r, grade="0", judge="human:di")], fields=list(r) + ["judge"])
+
+    cy_twice("\t", "1", "3")
     assert main(["judge", "R1", "--workspace", str(ws), "--import", str(pool)]) == 2
     err = capsys.readouterr().err
     assert "line 3: human:cy grades passage" in err and "but line 2 grades the same pair 1" in err
     assert _judgments(ws) == before
-    _write(pool, [dict(r, grade="3", judge="human:cy"), dict(r, question_id=r["question_id"] + "\r", grade="3",
-                                                             judge="human:cy"),
-                  dict(r, grade="0", judge="human:di")], fields=list(r) + ["judge"])
+    cy_twice("\r", "3", "3")
     assert main(["judge", "R1", "--workspace", str(ws), "--import", str(pool)]) == 0
     out = capsys.readouterr().out
     assert "the same grade as line 2 for the same pair: stored once" in out and "stored 2 judgments" in out

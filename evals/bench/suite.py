@@ -106,7 +106,8 @@ def named_figures(a, ds, cfg, tmp: Path) -> dict:
     return {
         "gate": ("gate", False, lazy("gate", "gate_figure", tmp / "gate", a.gate_items)),
         "llm": ("llm_rerun", False, lazy("scoring", "llm_rerun", a.dataset, tmp / "llm", min(a.questions, 100))),
-        "growth": ("growth", not a.growth, lazy("costs", "growth", ds, cfg, a.growth, tmp / "growth")),
+        **({"growth": ("growth", False, lazy("costs", "growth", ds, cfg, a.growth, tmp / "growth"))}
+           if a.growth else {}),  # --growth with no copies: no curve to draw
         "rerun": ("rerun", False, lazy("costs", "rerun_cost", cfg, tmp / "rerun", a.rerun_files)),
         "support": ("support", False, lazy("scoring", "support_speed", min(a.questions, 1000))),
         "score": ("score", True, lazy("logged", "score_figure", tmp / "score", *a.score_rows)),

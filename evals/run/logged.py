@@ -163,12 +163,11 @@ class BatchScorer:
         self.unknown_docs = []  # rows whose context doc_id/page_id the corpus lacks (first KEEP_ROWS)
         self.unknown_doc_count = 0
 
-    def prepare(self, index: int, rec):
-        """(question, not applicable, context, answer) of the record at 0-based ``index``: everything but
-        the scores."""
+    def prepare(self, index: int, rec, q, na: dict):
+        """(question, not applicable, context, answer) of the record at 0-based ``index`` matched to ``q``:
+        everything but the scores."""
         from rag.answer.prompts import count_prompt_tokens
 
-        q, na, _ = self.gold.match(rec)
         enc = self.gold.encoding
         if self.gold.retriever is not None:
             from rag.answer.systems import context_blocks
@@ -190,14 +189,14 @@ class BatchScorer:
                      "endpoint" if given else "tokenizer")
         return q, na, Context(self.name, {}, blocks, {"row": rec.row, "located": how}), ans
 
-    def score(self, batch: list[tuple[int, object]], progress: bool = False):
-        """(questions, result rows, score rows) of a batch of (index, record)."""
-        prepared = [(rec, *self.prepare(i, rec)) for i, rec in batch]
+    def score(self, batch: list[tuple[int, object, tuple]], progress: bool = False):
+        """(questions, result rows, score rows) of a batch of (index, record, its gold match)."""
+        prepared = [(rec, *self.prepare(i, rec, q, na)) for i, rec, (q, na, _) in batch]
         if "faithfulness" in self.scorers:  # e5 once per distinct text of the batch, before any row is scored
             from evals.score.metrics import ScoringInput, score_faithfulness
             from evals.score.support import collect_embeds, prefetch_embeds
 
-            todo = [(q, ctx, ans) for (i, _), (_, q, _, ctx, ans) in zip(batch, prepared)
+            todo = [(q, ctx, ans) for (i, _, _), (_, q, _, ctx, ans) in zip(batch, prepared)
                     if self.sampled is None or i in self.sampled]
             texts = collect_embeds(lambda: [score_faithfulness(ScoringInput(q, ctx.blocks, ans.text))
                                             for q, ctx, ans in todo])
@@ -372,10 +371,11 @@ def _score_batches(st, path, checked, scorer: BatchScorer, done: set, batch: int
         pending.clear()
 
     for i, rec in enumerate(recs):
-        if done and scorer.gold.match(rec)[0].qid in done:
+        match = scorer.gold.match(rec)  # once a record: the resume's check and the scoring share it
+        if match[0].qid in done:
             bar.update(1)
             continue
-        pending.append((i, rec))
+        pending.append((i, rec, match))
         if len(pending) >= batch:
             flush()
     if pending:
