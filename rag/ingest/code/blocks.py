@@ -126,9 +126,16 @@ def first_code_line(text: str, language: str) -> tuple[int, str] | None:
     return None
 
 
+_OPENS_AS_COMMENT = re.compile(r"^\s*(//|/\*|\*|#|[rRbBuU]{0,2}(\"\"\"|\'\'\'))")
+
+
 def doc_only(whole: str, language: str) -> bool:
-    """A chunk of nothing but comment: the doc comment of a definition split at its signature."""
-    return first_code_line(whole, language) is None and bool(whole.strip())
+    """A chunk of nothing but comment: the doc comment of a definition split at its signature. Most chunks open
+    with code: those are answered from their first line, without reading the rest (ingest asks of every chunk)."""
+    first = next((x for x in whole.splitlines() if x.strip()), None)
+    if first is None or not _OPENS_AS_COMMENT.match(first):
+        return False
+    return first_code_line(whole, language) is None
 
 
 def follow_line(text: str, symbol: str, language: str, line_start: int, after) -> tuple[str, int, int] | None:
@@ -170,9 +177,9 @@ def code_block_text(whole: str, lines: tuple, language: str, path: str, symbol: 
     """The block of one code chunk (``whole``, lines ``lines`` of file ``path``): (text, the [start, end) ranges of
     ``whole`` it shows, the header's length). ``cut="comments"``: comment runs leave first (``cut_code_comments``);
     ``"top"``: the top ``max_chars`` characters are kept (``cut_code``). ``follow``: for a chunk that is nothing
-    but a doc comment, the code line after it (text, offset from ``whole``'s start, 1-based line), shown after
-    the comment (``_with_signature``)."""
-    if follow is not None and doc_only(whole, language):
+    but a doc comment (``follow_line`` gives one to no other), the code line after it (text, offset from
+    ``whole``'s start, 1-based line), shown after the comment (``_with_signature``)."""
+    if follow is not None:  # follow_line gives one only to a doc-only chunk
         code, ranges, lines, note = _with_signature(whole, max_chars, follow, lines)
         code = code.rstrip("\n")
         head = code_header(path, language, symbol or "", kind or "", lines, note)
