@@ -252,11 +252,8 @@ def _warn(checked: Checked, scorer: BatchScorer, gold: Gold) -> None:
 def _resumed(st: ResultStore, run_id: str, path: Path, checked: Checked, asked: dict) -> dict:
     """The stored ``logged`` config of the run to resume, after checking it is this file, unfinished, and
     that no flag asks for something else (never silently do less than asked)."""
-    run = st.run(run_id)
-    import json
-
-    cfg = json.loads(run["config"]) if isinstance(run["config"], str) else run["config"]
-    logged = cfg.get("logged")
+    run = st.run(run_id)  # its config parsed
+    logged = run["config"].get("logged")
     if not logged:
         raise ValueError(f"--resume {run_id}: not a run of `ragwb score` (resume it with `ragwb run --resume`)")
     if run["status"] == "finished":
