@@ -23,7 +23,8 @@ class Page:
 
 
 # bump when code chunks change shape (rag/ingest/code/chunks.py): every indexed source file is re-chunked
-CODE_CHUNKS_VERSION = 4  # 4: a doc-only piece carries its signature; one-line pieces join a neighbour
+CODE_CHUNKS_VERSION = 5  # 4: a doc-only piece carries its signature; one-line pieces join a neighbour
+# 5: a TS generic call signature on its own line no longer breaks the parse (the grammar gap is gone)
 
 
 @dataclass

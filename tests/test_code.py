@@ -230,6 +230,45 @@ def test_typescript_grammar_gap_namespaces_and_overloads(tmp_path):
     assert rebuild_page(chunks) == doc.text
 
 
+TS_CALL_SIGNATURES = """\
+export interface Filter<F> {
+  <A, B extends A>(fa: HKT<F, A>, refinement: Refinement<A, B>): HKT<F, B>
+  // the plain predicate
+  <A>(fa: HKT<F, A>, predicate: Predicate<A>): HKT<F, A>
+}
+
+export const lookup: {
+  (i: number): <A>(as: Array<A>) => Option<A>
+  <A>(i: number, as: Array<A>): Option<A>
+} = RA.lookup
+
+/**
+ * Takes the first `n` elements.
+ */
+export const takeLeft =
+  (n: number) =>
+  <A>(as: Array<A>): Array<A> =>
+    as.slice(0, n)
+
+export function first<A>(as: Array<A>): A {
+  return as[0]
+}
+"""
+
+
+def test_typescript_generic_call_signatures_parse_whole(tmp_path):
+    """Issue 55: a generic call signature on its own line after a member that ends with a type (`Option<A>`
+    then `<A>(i: number, ...)`, fp-ts and mobx write interfaces so) broke the pinned grammar's parse from there
+    on (38 of fp-ts's 123 files had a grammar gap, mobx's `IObservableValueFactory` went to line windows). The
+    file parses whole now, with the curried generic arrow (`(n) =>` then `<A>(as) =>`) left as it is."""
+    doc, chunks, _ = _chunks(tmp_path, "array.ts", TS_CALL_SIGNATURES)
+    assert doc.code_parse.warning == "", doc.code_parse.warning
+    got = [(c.kind, c.symbol, c.line_start, c.line_end) for c in chunks if c.symbol]
+    assert got == [("type", "Filter", 1, 5), ("function", "takeLeft", 12, 18), ("function", "first", 20, 22)], got
+    assert all(c.kind != "lines" for c in chunks)
+    assert rebuild_page(chunks) == doc.text  # the separator the parser saw is not in the text
+
+
 def test_typescript_and_go(tmp_path):
     _, ts, _ = _chunks(tmp_path, "reader.ts", TS)
     # the file's opening imports are kind "imports" (ranked below implementations: docs/strategies.md)

@@ -6,6 +6,7 @@ which an offline machine cannot do; the 0.x wheels ship them compiled.
 from __future__ import annotations
 
 import functools
+import re
 
 from .base import CodeParseError, Def, register_parser
 
@@ -64,8 +65,9 @@ def parse(text: str, language: str) -> list[Def] | tuple[list[Def], str]:
     if p is None:
         raise CodeParseError(f"no tree-sitter grammar for {language}")
     src = text.encode("utf-8")
-    tree = p.parse(src)
-    root = tree.root_node
+    root = p.parse(src).root_node
+    if root.has_error and language in ("typescript", "tsx"):
+        root, src = _reparse_call_signatures(p, root, src)
     defs = _visit(root, src, language, "", False)
     if root.has_error:
         # tree-sitter recovers around a syntax it does not know (TS 4.7 `interface Box<out T>` in a pinned
@@ -78,6 +80,47 @@ def parse(text: str, language: str) -> list[Def] | tuple[list[Def], str]:
         # read as a grammar gap, not a failure: nothing is lost (the note says what was kept and how)
         return _trim_broken(defs), f"grammar gap at {where}"
     return defs
+
+
+# A line that opens with a generic call signature (`<A>(fa: F<A>): F<A>` in an interface or a type literal),
+# the member above it ended by a newline only: the pinned TS grammar reads `F<A>\n<A>(` as one expression and
+# the rest of the file breaks (fp-ts, mobx). A `;` in the line's first blank column is a separator TypeScript
+# accepts there; lines, and so every definition's line span, are unchanged.
+_CALL_SIGNATURE_LINE = re.compile(rb"(?m)^([ \t]*)[ \t]<")
+# the member above ends a type (a name, `>`, `)`, `]`, `}`, `?`): after an operator, an opener or an arrow (a
+# curried generic function, `(n) =>\n<A>(as: A[]) => ...`) the `<` continues it
+_ENDS_A_TYPE = re.compile(rb"(?<![=-])[\w$>)\]}?]\s*$")
+
+
+def _reparse_call_signatures(parser, root, src: bytes):
+    """Parse again with a separator before each generic call signature the newline left unseparated; keep the
+    parse with fewer broken nodes (the original when the separators do not help)."""
+    lines = src.split(b"\n")
+    changed, prev = False, b""
+    for i, line in enumerate(lines):
+        m = _CALL_SIGNATURE_LINE.match(line)
+        if m and _ENDS_A_TYPE.search(prev):
+            indent = m.group(1)
+            lines[i] = indent + b";" + line[len(indent) + 1:]
+            changed = True
+        stripped = line.strip()
+        if stripped and not stripped.startswith((b"//", b"/*", b"*")):
+            prev = line
+    if not changed:
+        return root, src
+    patched = b"\n".join(lines)
+    again = parser.parse(patched).root_node
+    return (again, patched) if _broken_count(again) < _broken_count(root) else (root, src)
+
+
+def _broken_count(root) -> int:
+    count, stack = 0, [root]
+    while stack:
+        n = stack.pop()
+        if n.type == "ERROR" or n.is_missing:
+            count += 1
+        stack.extend(c for c in n.children if c.has_error or c.is_missing)
+    return count
 
 
 def _real(d: Def) -> bool:
