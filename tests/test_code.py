@@ -460,6 +460,35 @@ def test_folder_builder_strips_every_doc_comment_as_the_python_set_does(tmp_path
     assert "export function tiny()" in out and "export class Box {" in out and "  get(): number {" in out
 
 
+def test_folder_builder_asks_a_shared_doc_sentence_once_with_every_definition_gold(tmp_path):
+    """Issue 55: fp-ts opens `altW`'s doc with "Less strict version of [`alt`](#alt)." in six modules. Asked once
+    per definition, the copies shared one ranked list and at most one could rank first (29% of fp-ts's questions);
+    the set now asks the sentence once with every such definition gold, and the scorer credits the first shown."""
+    src = tmp_path / "src"
+    src.mkdir()
+    for mod in ("Option", "Either"):
+        (src / f"{mod}.ts").write_text(
+            "/**\n * Less strict version of the alternative, widening the result.\n */\n"
+            "export function altW(a: number): number {\n  return a;\n}\n\n"
+            f"/**\n * Returns the value of this {mod} or a default one.\n */\n"
+            "export function getOrElse(a: number): number {\n  return a;\n}\n")
+    b = _builder()
+    files, n = b.folder_set(src, tmp_path / "set", (".ts",), keep_docs=True)
+    qs = [json.loads(x) for x in (tmp_path / "set" / "questions.jsonl").read_text().splitlines()]
+    assert (files, n) == (2, 3) and len(qs) == 3
+    shared = next(q for q in qs if q["question"].startswith("Less strict"))
+    assert shared["evidence"] == [{"doc": "Either.ts", "symbol": "altW"}, {"doc": "Option.ts", "symbol": "altW"}]
+    assert shared["answers"] == ["altW"]
+    assert sorted(q["question"] for q in qs if q is not shared) == [
+        "Returns the value of this Either or a default one.", "Returns the value of this Option or a default one."]
+    files, n = b.folder_set(src, tmp_path / "each", (".ts",), keep_docs=True, one_per_definition=True)
+    assert n == 4  # the construction before the merge, still there to compare against
+    # the merged question loads with both definitions as its evidence (symbol MRR: the first block showing one)
+    ds = load_folder(tmp_path / "set" / "corpus", tmp_path / "set" / "questions.jsonl")
+    q = next(q for q in ds.questions if q.text.startswith("Less strict"))
+    assert sorted(e.doc_id for e in q.evidence) == ["Either.ts", "Option.ts"]
+
+
 def test_bundled_code_set_loads_with_function_evidence():
     ds = load_bundled("code-boltons")
     assert len(ds.documents) == 30 and 300 <= len(ds.questions) <= 400 and not ds.skipped
