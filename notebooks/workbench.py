@@ -775,6 +775,41 @@ def _(args, base_run, cand_run, compare_go, interactive, mo):
 
 
 @app.cell
+def _(mo):
+    # `ragwb score FILE` in the page: what your system already answered, scored beside the strategies
+    logged_form = mo.md(
+        "## Score a logged file: your system's outputs (`ragwb score FILE`)\n\n"
+        "A `.jsonl`, `.csv` or `.parquet` file of what your system answered (`question`, `contexts`, `answer`, or "
+        "ragas's `user_input`, `retrieved_contexts`, `response`: docs/your-system.md), joined to this dataset's "
+        "questions by id or text, scored offline and stored as a run (nothing is sent anywhere).\n\n"
+        "{path} {name} {metrics}").batch(
+        path=mo.ui.text(placeholder="prod_log.jsonl", label="file", full_width=True),
+        name=mo.ui.text(placeholder="logged", label="system name"),
+        metrics=mo.ui.text(placeholder="all, or answer,citation,cost", label="metrics"),
+    ).form(submit_button_label="Score the file", clear_on_submit=False)
+    logged_form
+    return (logged_form,)
+
+
+@app.cell
+def _(args, interactive, logged_form, mo, session, set_saved):
+    _v = logged_form.value
+    mo.stop(not _v or session is None, mo.md(""))
+    _said = None
+    with mo.status.spinner(title=f"Scoring {_v['path']}"):
+        try:
+            _rid, _line, _report, _why = interactive.score_logged_file(
+                session, args.workspace, args.db, _v["path"], _v["name"], _v["metrics"], args.questions)
+        except ValueError as _e:  # a bad row, a missing column, an unknown metric: named, nothing stored
+            _said = _e.args[0] if _e.args else str(_e)
+    mo.stop(_said is not None, mo.callout(mo.md(f"**Not scored:** {_said}"), kind="danger"))
+    set_saved(lambda n: n + 1)  # the run joins every stored-run list at once
+    mo.callout(mo.md(f"**Scored**: {_line}. " + (f"Report: `{_report}`" if _report else f"No report: {_why}")
+                     + f"; `ragwb show {_rid}`, or pick it above as a baseline or candidate run."), kind="success")
+    return
+
+
+@app.cell
 def _(interactive, mo, pick_a, session, wb):
     # the judge's cost line first (calls, prompt tokens, dollars or "price unknown"); nothing is sent before the button
     judge_plan = interactive.judge_plan(session, pick_a.value, wb.prices)

@@ -295,3 +295,81 @@ def test_a_folder_without_questions_in_chromium_is_searchable_and_says_how_to_ge
     finally:
         proc.terminate()
         proc.wait(timeout=30)
+
+
+def _logged_file(path: Path, bad_line: bool = False) -> Path:
+    """What a team's system logged for three of plain.jsonl's questions and one the gold set does not hold."""
+    rows = [{"question": "How many days of annual leave do full-time staff get?", "answer": "26 days",
+             "contexts": ["Full-time staff receive 26 days of annual leave per calendar year."]},
+            {"question": "How long is the probation period?", "answer": "I don't know", "contexts": []},
+            {"question": "What is the meal allowance when travelling abroad?", "answer": "60 euros",
+             "contexts": ["The daily meal allowance while travelling is 45 euros in the home country and 60 euros "
+                          "abroad."]},
+            {"question": "Where is the canteen?", "answer": "Floor 2", "contexts": ["Nothing about it."]}]
+    lines = [json.dumps(r) for r in rows]
+    if bad_line:
+        lines.insert(2, '{"question": "cut off", "answer": ')
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+@pytest.mark.parametrize("shape", ["plain", "none"])
+def test_the_page_scores_a_logged_file_as_the_cli_does(shape, tmp_path):
+    """The workbench page's `ragwb score FILE` (interactive.score_logged_file): joined to the page's own loaded
+    questions (plain.jsonl: no ids, no answers) or with none at all, stored as a run under the page's dataset, its
+    report written; a malformed line is named and stores nothing."""
+    from evals import interactive
+    from evals.store import ResultStore
+
+    docs, ws = _folder(tmp_path), tmp_path / "ws"
+    sess = interactive.open_session(str(docs), str(ws), "hash",
+                                    questions=None if shape == "none" else str(DATA / "plain.jsonl"))
+    db = str(ws / "results.duckdb")
+    with pytest.raises(ValueError, match=r"bad\.jsonl:3: not valid JSON"):
+        interactive.score_logged_file(sess, str(ws), db, str(_logged_file(tmp_path / "bad.jsonl", True)))
+    assert interactive.list_runs(db).empty  # nothing stored
+    with pytest.raises(ValueError, match="no such file"):
+        interactive.score_logged_file(sess, str(ws), db, str(tmp_path / "missing.jsonl"))
+    rid, line, report, why = interactive.score_logged_file(sess, str(ws), db, str(_logged_file(tmp_path / "l.jsonl")),
+                                                           name="prod", metrics="answer,citation,cost")
+    assert why == "" and report is not None and report.exists()
+    matched = 0 if shape == "none" else 3
+    assert f"scored 4 records of l.jsonl (workbench columns) as prod in run {rid}; {matched} matched the gold set, " \
+           f"{4 - matched} did not" == line
+    runs = interactive.list_runs(db)
+    assert list(runs["run_id"]) == [rid] and list(runs["dataset"]) == [sess.dataset.name]  # the page's run lists
+    with ResultStore(db, read_only=True) as st:
+        rows = st.con.execute("select strategy, count(*) from results where run_id = ? group by 1", [rid]).fetchall()
+        statuses = dict(st.con.execute("select status, count(*) from scores where run_id = ? group by 1",
+                                       [rid]).fetchall())
+    assert rows == [("prod", 4)] and statuses.get("ok", 0) > 0
+
+
+def test_plain_questions_in_chromium_score_a_logged_file(browser, tmp_path):
+    """The page's Score a logged file, as a team uses it on day one: a cut-off line is named and stores nothing;
+    the good file is scored, said, and joins the stored-run lists at once."""
+    docs, ws = _folder(tmp_path), tmp_path / "ws"
+    bad, good = _logged_file(tmp_path / "bad.jsonl", True), _logged_file(tmp_path / "prod.jsonl")
+    proc, url = _serve(["--dataset", str(docs), "--questions", str(DATA / "plain.jsonl"), "--embedder", "hash",
+                        "--workspace", str(ws)])
+    try:
+        page, errors = open_page(browser, url)
+        page.wait_for_selector("text=questions (of 8)", timeout=120000)
+        path_box = page.get_by_placeholder("prod_log.jsonl")
+        path_box.fill(str(bad))
+        page.get_by_placeholder("logged", exact=True).fill("prod")
+        page.get_by_role("button", name="Score the file").click()
+        page.wait_for_selector("text=/Not scored:.*bad\\.jsonl:3: not valid JSON/", timeout=120000)
+        path_box.fill(str(good))
+        page.get_by_role("button", name="Score the file").click()
+        said = page.locator("text=/scored 4 records of prod\\.jsonl .* as prod in run /").first
+        said.wait_for(timeout=120000)
+        assert "3 matched the gold set, 1 did not" in said.inner_text()
+        rid = re.search(r"in run (\S+?);", said.inner_text()).group(1)
+        page.locator("select").filter(has=page.locator("option", has_text=rid)).first.wait_for(timeout=60000)
+        assert page.locator("text=Traceback").count() == 0 and errors == [], errors
+        page.close()
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+    assert (ws / "reports" / f"report-{rid}.html").exists()

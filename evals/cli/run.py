@@ -337,17 +337,14 @@ def failed_answers(a, run_id: str) -> str:
 
 
 def cmd_score(a) -> int:
-    from evals.run.logged import score_logged
+    from evals.run.logged import score_logged, scored_line
 
     res = score_logged(a.file, a.workspace, a.db, a.dataset, a.questions, a.name, a.run_id,
                        index_config(a) if a.dataset else None, progress=not a.no_progress,
                        metrics=[m.strip() for x in (a.metrics or []) for m in x.split(",") if m.strip()] or None,
                        sample=a.sample, seed=a.seed, resume=a.resume, batch=a.batch, max_cell_mb=a.max_cell_mb,
                        options={"no_report": a.no_report})
-    print(f"scored {res['items']:,} records of {a.file} ({res['vocabulary']} columns) as {res['name']} in run "
-          f"{res['run_id']}" + (f" ({res['resumed']:,} stored before the resume)" if res["resumed"] else "")
-          + (f"; {res['matched']:,} matched the gold set, {res['unmatched']:,} did not"
-             if res["dataset"] else "; no gold set: reference-free metrics only"))
+    print(scored_line(res, a.file))
     if not (a.no_report or res["options"].get("no_report")):  # a resume does as the run was asked
         from evals.report.html import write_report
         print(f"report: {write_report(res['run_id'], db=a.db or Path(a.workspace) / 'results.duckdb', out_dir=Path(a.workspace) / 'reports')}")

@@ -192,6 +192,34 @@ def save_with_report(sess: Session, db: str, points: list[tuple[str, dict]], lim
     except Exception as e:  # noqa: BLE001 - said to the page as one line
         return rid, None, f"{type(e).__name__}: {e}"
 
+
+def score_logged_file(sess: Session, workspace: str, db: str, path: str, name: str = "", metrics: str = "",
+                      questions: str | None = None) -> tuple[str, str, Path | None, str]:
+    """The page's ``ragwb score FILE``: a system's logged outputs joined to the session's questions (by id, then
+    text), scored and stored as a run, then its report. (run id, the line saying what was scored, the report's
+    path or None, why the report was not written or ""). A bad file raises ValueError naming its row, and
+    stores nothing (the check pass reads every record first)."""
+    from evals.report.html import write_report
+
+    from ..run.logged import gold_from, score_logged, scored_line
+
+    path = (path or "").strip()
+    if not path:
+        raise ValueError("give the logged file's path (.jsonl, .csv or .parquet)")
+    p = Path(path).expanduser()
+    if not p.is_file():
+        raise ValueError(f"{p}: no such file")
+    asked = [m.strip() for m in (metrics or "").split(",") if m.strip()] or None
+    res = score_logged(p, workspace, db, sess.spec, questions, (name or "").strip() or None, progress=False,
+                       metrics=asked, options={"no_report": False},
+                       gold=gold_from(sess.spec, sess.dataset, sess.retriever))
+    line = scored_line(res, p.name)
+    try:
+        return res["run_id"], line, write_report(res["run_id"], db=db, out_dir=Path(workspace) / "reports"), ""
+    except Exception as e:  # noqa: BLE001 - said to the page as one line; the run is stored
+        return res["run_id"], line, None, f"{type(e).__name__}: {e}"
+
+
 def list_runs(db: str) -> pd.DataFrame:
     from pathlib import Path
 

@@ -104,7 +104,12 @@ def load_gold(workspace, dataset, questions, index_cfg, progress) -> Gold:
     cfg = index_cfg or IndexConfig()
     ds = ws.load(dataset, questions_file_for(ws, dataset, questions), cfg, progress=progress)
     summ = ws.ingest(ds, cfg, progress=progress)
-    gold = Gold(dataset, ds, Retriever(ws, summ.index), {q.qid: q for q in ds.questions})
+    return gold_from(dataset, ds, Retriever(ws, summ.index))
+
+
+def gold_from(dataset: str, ds, retriever) -> Gold:
+    """The gold set of a loaded dataset and its retriever (the workbench page's session has both already)."""
+    gold = Gold(dataset, ds, retriever, {q.qid: q for q in ds.questions})
     for q in ds.questions:
         gold.by_text.setdefault(_fold(q.text), q)
     return gold
@@ -272,11 +277,13 @@ def score_logged(path: str | Path, workspace: str | Path = "results", db: str | 
                  dataset: str | None = None, questions: str | None = None, name: str | None = None,
                  run_id: str | None = None, index_cfg=None, progress: bool = True, metrics: list[str] | None = None,
                  sample: int | None = None, seed: int | None = None, resume: str | None = None,
-                 batch: int = BATCH, max_cell_mb: float | None = None, options: dict | None = None) -> dict:
+                 batch: int = BATCH, max_cell_mb: float | None = None, options: dict | None = None,
+                 gold: Gold | None = None) -> dict:
     """Score a logged file and store it as a run. Returns {"run_id", "items", "matched", "unmatched" (count),
     "vocabulary", "name", "options"}. ``metrics``: metric or family names to score (default all);
     ``sample``: the costly scorers (the offline support scorer) score a seeded sample of that many records,
-    the others every record; ``resume``: a run of this file a kill left unfinished."""
+    the others every record; ``resume``: a run of this file a kill left unfinished; ``gold``: the gold set of
+    ``dataset`` already loaded (``gold_from``), so it is not loaded again."""
     if sample is not None and sample < 1:
         raise ValueError(f"--sample must be >= 1, got {sample}")
     path = Path(path)
@@ -293,7 +300,8 @@ def score_logged(path: str | Path, workspace: str | Path = "results", db: str | 
                              "drop --dataset/--questions")
         dataset, questions = was.get("dataset"), was.get("questions")
         index_cfg = RunConfig.from_dict(prior).index if dataset else None
-    gold = load_gold(workspace, dataset, questions, index_cfg, progress)
+    if gold is None or gold.dataset != dataset:
+        gold = load_gold(workspace, dataset, questions, index_cfg, progress)
     checked = check_file(path, gold, max_cell_mb, progress)
     if resume:
         with ResultStore(db, read_only=True) as st:
@@ -336,6 +344,14 @@ def score_logged(path: str | Path, workspace: str | Path = "results", db: str | 
     return {"run_id": run_id, "items": checked.records, "matched": checked.records - checked.unmatched,
             "unmatched": checked.unmatched, "vocabulary": checked.vocab, "name": name, "options": options or {},
             "resumed": len(done), "dataset": gold.dataset}
+
+
+def scored_line(res: dict, path) -> str:
+    """What a scored file came to, as `ragwb score` and the workbench page say it."""
+    return (f"scored {res['items']:,} records of {path} ({res['vocabulary']} columns) as {res['name']} in run "
+            f"{res['run_id']}" + (f" ({res['resumed']:,} stored before the resume)" if res["resumed"] else "")
+            + (f"; {res['matched']:,} matched the gold set, {res['unmatched']:,} did not"
+               if res["dataset"] else "; no gold set: reference-free metrics only"))
 
 
 def _create_run(st, run_id, path, gold, checked, asked: dict, index_cfg) -> None:
