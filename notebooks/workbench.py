@@ -795,13 +795,25 @@ def _(mo):
 def _(args, interactive, logged_form, mo, session, set_saved):
     _v = logged_form.value
     mo.stop(not _v or session is None, mo.md(""))
-    _said = None
-    with mo.status.spinner(title=f"Scoring {_v['path']}"):
+    _said, _bar = None, {}
+
+    def _stored(n, total):  # a bar once the check pass has read every record (it knows the total then)
+        if "cm" not in _bar:
+            _bar["cm"] = mo.status.progress_bar(total=total, title=f"Scoring {_v['path']}", subtitle="records stored",
+                                                show_rate=True, show_eta=True, remove_on_exit=True)
+            _bar["bar"] = _bar["cm"].__enter__()
+        _bar["bar"].update(increment=n)
+
+    with mo.status.spinner(title=f"Checking every record of {_v['path']}, then scoring"):
         try:
             _rid, _line, _report, _why = interactive.score_logged_file(
-                session, args.workspace, args.db, _v["path"], _v["name"], _v["metrics"], args.questions)
+                session, args.workspace, args.db, _v["path"], _v["name"], _v["metrics"], args.questions,
+                on_progress=_stored)
         except ValueError as _e:  # a bad row, a missing column, an unknown metric: named, nothing stored
             _said = _e.args[0] if _e.args else str(_e)
+        finally:
+            if "cm" in _bar:
+                _bar["cm"].__exit__(None, None, None)
     mo.stop(_said is not None, mo.callout(mo.md(f"**Not scored:** {_said}"), kind="danger"))
     set_saved(lambda n: n + 1)  # the run joins every stored-run list at once
     mo.callout(mo.md(f"**Scored**: {_line}. " + (f"Report: `{_report}`" if _report else f"No report: {_why}")

@@ -330,9 +330,13 @@ def test_the_page_scores_a_logged_file_as_the_cli_does(shape, tmp_path):
     assert interactive.list_runs(db).empty  # nothing stored
     with pytest.raises(ValueError, match="no such file"):
         interactive.score_logged_file(sess, str(ws), db, str(tmp_path / "missing.jsonl"))
+    calls = []
     rid, line, report, why = interactive.score_logged_file(sess, str(ws), db, str(_logged_file(tmp_path / "l.jsonl")),
-                                                           name="prod", metrics="answer,citation,cost")
+                                                           name="prod", metrics="answer,citation,cost",
+                                                           on_progress=lambda n, total: calls.append((n, total)),
+                                                           batch=3)
     assert why == "" and report is not None and report.exists()
+    assert calls == [(3, 4), (1, 4)]  # the page's bar: after each stored batch, of the file's total
     matched = 0 if shape == "none" else 3
     assert f"scored 4 records of l.jsonl (workbench columns) as prod in run {rid}; {matched} matched the gold set, " \
            f"{4 - matched} did not" == line

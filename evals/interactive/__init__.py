@@ -194,11 +194,13 @@ def save_with_report(sess: Session, db: str, points: list[tuple[str, dict]], lim
 
 
 def score_logged_file(sess: Session, workspace: str, db: str, path: str, name: str = "", metrics: str = "",
-                      questions: str | None = None) -> tuple[str, str, Path | None, str]:
+                      questions: str | None = None, on_progress=None,
+                      batch: int = 2000) -> tuple[str, str, Path | None, str]:
     """The page's ``ragwb score FILE``: a system's logged outputs joined to the session's questions (by id, then
     text), scored and stored as a run, then its report. (run id, the line saying what was scored, the report's
     path or None, why the report was not written or ""). A bad file raises ValueError naming its row, and
-    stores nothing (the check pass reads every record first)."""
+    stores nothing (the check pass reads every record first). ``on_progress(n, total)`` after each ``batch``
+    records stored (smaller than the CLI's 10,000, so the page's bar moves on a log of a few thousand rows)."""
     from evals.report.html import write_report
 
     from ..run.logged import gold_from, score_logged, scored_line
@@ -211,7 +213,7 @@ def score_logged_file(sess: Session, workspace: str, db: str, path: str, name: s
         raise ValueError(f"{p}: no such file")
     asked = [m.strip() for m in (metrics or "").split(",") if m.strip()] or None
     res = score_logged(p, workspace, db, sess.spec, questions, (name or "").strip() or None, progress=False,
-                       metrics=asked, options={"no_report": False},
+                       metrics=asked, options={"no_report": False}, batch=batch, on_progress=on_progress,
                        gold=gold_from(sess.spec, sess.dataset, sess.retriever))
     line = scored_line(res, p.name)
     try:

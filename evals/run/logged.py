@@ -278,12 +278,13 @@ def score_logged(path: str | Path, workspace: str | Path = "results", db: str | 
                  run_id: str | None = None, index_cfg=None, progress: bool = True, metrics: list[str] | None = None,
                  sample: int | None = None, seed: int | None = None, resume: str | None = None,
                  batch: int = BATCH, max_cell_mb: float | None = None, options: dict | None = None,
-                 gold: Gold | None = None) -> dict:
+                 gold: Gold | None = None, on_progress=None) -> dict:
     """Score a logged file and store it as a run. Returns {"run_id", "items", "matched", "unmatched" (count),
     "vocabulary", "name", "options"}. ``metrics``: metric or family names to score (default all);
     ``sample``: the costly scorers (the offline support scorer) score a seeded sample of that many records,
     the others every record; ``resume``: a run of this file a kill left unfinished; ``gold``: the gold set of
-    ``dataset`` already loaded (``gold_from``), so it is not loaded again."""
+    ``dataset`` already loaded (``gold_from``), so it is not loaded again; ``on_progress(n, total)``: n more
+    records stored (or found stored by a resume) of the file's total, after each batch (the page's bar)."""
     if sample is not None and sample < 1:
         raise ValueError(f"--sample must be >= 1, got {sample}")
     path = Path(path)
@@ -328,7 +329,7 @@ def score_logged(path: str | Path, workspace: str | Path = "results", db: str | 
                                                          "seed": seed, "options": options or {},
                                                          "dataset": dataset, "questions": questions}, index_cfg)
         try:
-            stored = _score_batches(st, path, checked, scorer, done, batch, max_cell_mb, progress)
+            stored = _score_batches(st, path, checked, scorer, done, batch, max_cell_mb, progress, on_progress)
         except Exception as e:  # what was committed stays; the rest resumes
             from rag.llm.urls import scrub_cut
 
@@ -370,28 +371,34 @@ def _create_run(st, run_id, path, gold, checked, asked: dict, index_cfg) -> None
                            "corpus": {d.doc_id: d.content_hash for d in gold.ds.documents} if gold.ds else {}})
 
 
-def _score_batches(st, path, checked, scorer: BatchScorer, done: set, batch: int, max_cell_mb, progress) -> int:
+def _score_batches(st, path, checked, scorer: BatchScorer, done: set, batch: int, max_cell_mb, progress,
+                   on_progress=None) -> int:
     """Score the records not ``done``, ``batch`` at a time, each batch committed on its own; the count stored."""
     _, recs = iter_logged(path, max_cell_mb)
     bar = tqdm(total=checked.records, disable=not progress, desc="scoring", unit="row", initial=0, mininterval=0.5)
-    pending, stored = [], 0
+    pending, stored, skipped = [], 0, 0
 
     def flush():
-        nonlocal stored
-        st.write_scored_batch(scorer.run_id, *scorer.score(pending, progress))
-        stored += len(pending)
-        bar.update(len(pending))
+        nonlocal stored, skipped
+        if pending:
+            st.write_scored_batch(scorer.run_id, *scorer.score(pending, progress))
+            stored += len(pending)
+            bar.update(len(pending))
+        if on_progress is not None:
+            on_progress(len(pending) + skipped, checked.records)
         pending.clear()
+        skipped = 0
 
     for i, rec in enumerate(recs):
         match = scorer.gold.match(rec)  # once a record: the resume's check and the scoring share it
         if match[0].qid in done:
             bar.update(1)
+            skipped += 1
             continue
         pending.append((i, rec, match))
         if len(pending) >= batch:
             flush()
-    if pending:
+    if pending or skipped:
         flush()
     bar.close()
     return stored
