@@ -816,7 +816,7 @@ def _(args, interactive, logged_form, mo, session, set_saved):
                 _bar["cm"].__exit__(None, None, None)
     mo.stop(_said is not None, mo.callout(mo.md(f"**Not scored:** {_said}"), kind="danger"))
     set_saved(lambda n: n + 1)  # the run joins every stored-run list at once
-    mo.callout(mo.md(f"**Scored**: {_line}. " + (f"Report: `{_report}`" if _report else f"No report: {_why}")
+    mo.callout(mo.md(f"**Stored**: {_line}. " + (f"Report: `{_report}`" if _report else f"No report: {_why}")
                      + f"; `ragwb show {_rid}`, or pick it above as a baseline or candidate run."), kind="success")
     return
 
