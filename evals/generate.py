@@ -143,12 +143,24 @@ class GenerateResult:
     stats: object = None
 
 
-def _ask(client: LLMClient, kind: str, pages: list, extra: dict, language: str = "auto") -> tuple[dict | None, str]:
+def question_messages(kind: str, pages: list, language: str = "auto") -> list[dict]:
+    """The messages that ask for one question of ``kind`` about ``pages`` (the page's cost line counts these)."""
     texts = [p.text[:MAX_PASSAGE_CHARS] for p in pages]
     prompt = PROMPTS[kind].format(p1=texts[0], p2=texts[1] if len(texts) > 1 else "")
     if language != "auto":  # auto: the prompts leave the language to the passage's own
         prompt += f"\nWrite the question and the answer in this language: {language}."
-    msgs = [{"role": "user", "content": prompt}]
+    return [{"role": "user", "content": prompt}]
+
+
+def reply_format(client: LLMClient) -> dict:
+    """The request's structured-output parameters, as --llm-format asks ({} for plain text, parsed)."""
+    return structured_format(client.cfg.response_format, "qa", {
+        "type": "object", "additionalProperties": False, "required": ["question", "answer"],
+        "properties": {"question": {"type": "string"}, "answer": {"type": "string"}}})
+
+
+def _ask(client: LLMClient, kind: str, pages: list, extra: dict, language: str = "auto") -> tuple[dict | None, str]:
+    msgs = question_messages(kind, pages, language)
     for attempt in range(2):  # a reply that is not the JSON asked for is asked once more, then counted
         res = client.chat(msgs, purpose="generate", repeat=attempt, **extra)
         if res.status != "ok":
@@ -174,19 +186,19 @@ def generate(client: LLMClient, documents, n: int, types: tuple = ("single",), s
     if len(jobs) < n:
         out.counts[f"asked for {n}, the corpus has passages for {len(jobs)}"] += 1
     doc_language = {d.doc_id: d.language for d in documents}
-    extra = structured_format(client.cfg.response_format, "qa", {
-        "type": "object", "additionalProperties": False, "required": ["question", "answer"],
-        "properties": {"question": {"type": "string"}, "answer": {"type": "string"}}})
+    extra = reply_format(client)
 
     def one(job):
         kind, pages = job
         d, why = _ask(client, kind, pages, extra, language)
-        if progress is not None:
-            progress.update(1)
         return kind, pages, d, why
 
+    replies = []
     with ThreadPoolExecutor(max_workers=client.cfg.max_concurrency) as ex:
-        replies = list(ex.map(one, jobs))
+        for reply in ex.map(one, jobs):  # counted on the caller's thread (a page's bar is updated only there)
+            replies.append(reply)
+            if progress is not None:
+                progress.update(1)
     kept = []
     for kind, pages, d, why in replies:
         if d is None:

@@ -822,6 +822,66 @@ def _(args, interactive, logged_form, mo, session, set_saved):
 
 
 @app.cell
+def _(args, mo, session, wb):
+    # `ragwb generate` in the page: an LLM writes gold questions from this dataset's passages (evidence by
+    # construction); the form only counts the cost, the Send button below spends
+    from evals.interactive import generating
+
+    gen_form = mo.md(
+        "## Generate gold questions with an LLM (`ragwb generate`)\n\n"
+        "Passages sampled from this dataset (seeded, stratified by document); the LLM writes a question and a short "
+        "answer for each, and a question is kept only where its answer is found in its passage (that span is its "
+        "evidence; docs/generate.md). Counting the cost sends nothing.\n\n"
+        "{n} {types} {model} {seed}\n\n{out}").batch(
+        n=mo.ui.number(start=1, stop=2000, value=50, label="questions"),
+        types=mo.ui.multiselect(["single", "multi", "unanswerable"], value=["single"], label="types"),
+        model=mo.ui.text(value=wb.llm.model if wb.llm else "", placeholder="model name", label="model"),
+        seed=mo.ui.number(start=0, stop=10**9, value=0, label="seed"),
+        out=mo.ui.text(value=str(generating.default_out(session, args.workspace)) if session is not None else "",
+                       label="write to", full_width=True),
+    ).form(submit_button_label="Count the cost", clear_on_submit=False)
+    (gen_form if wb.llm is not None else mo.md(
+        "## Generate gold questions with an LLM (`ragwb generate`)\n\nNeeds an LLM endpoint: open the page with "
+        "`-- --llm-base-url URL --llm-model M` (a local llama.cpp server works: docs/llm.md), or run "
+        "`ragwb generate` (docs/generate.md)."))
+    return gen_form, generating
+
+
+@app.cell
+def _(gen_form, generating, mo, session, wb):
+    mo.stop(wb.llm is None or session is None or not gen_form.value, mo.md(""))
+    _v, _said = gen_form.value, None
+    try:
+        gen_client = generating.generator_client(session, wb.llm, _v["model"], wb.prices)
+        gen_plan = generating.generate_plan(session, gen_client, int(_v["n"]), _v["types"], int(_v["seed"]),
+                                            _v["out"])
+    except ValueError as _e:  # no type picked, a folder as the file: said, nothing counted or sent
+        _said = _e.args[0] if _e.args else str(_e)
+    mo.stop(_said is not None, mo.callout(mo.md(f"**Cannot generate:** {_said}"), kind="danger"))
+    gen_go = mo.ui.run_button(label=(f"Send {gen_plan.new_calls:,} call(s)" if gen_plan.new_calls else
+                                     "Write them from the response cache (0 new calls)"), disabled=not gen_plan.jobs)
+    mo.vstack([mo.md(f"**Generate:** {gen_plan.line()}"), gen_go])
+    return gen_client, gen_go, gen_plan
+
+
+@app.cell
+def _(gen_client, gen_form, gen_go, gen_plan, generating, mo, session):
+    mo.stop(not gen_go.value, mo.md("Nothing is sent until you press the button."))
+    _v, _said = gen_form.value, None
+    with mo.status.progress_bar(total=gen_plan.jobs, title=f"Asking {gen_client.cfg.model} for questions",
+                                show_rate=True, show_eta=True, remove_on_exit=True) as _bar:
+        try:
+            _path, _line = generating.generate_for_page(session, gen_client, int(_v["n"]), _v["types"],
+                                                        int(_v["seed"]), gen_plan.out, progress=_bar)
+        except ValueError as _e:  # every reply dropped or failed: nothing written, the file keeps what it held
+            _said = _e.args[0] if _e.args else str(_e)
+    mo.stop(_said is not None, mo.callout(mo.md(f"**Nothing written:** {_said}"), kind="danger"))
+    mo.callout(mo.md(f"**Generated:** {_line}. Review them before trusting them: "
+                     f"`marimo run notebooks/review.py -- --questions {_path}`."), kind="success")
+    return
+
+
+@app.cell
 def _(interactive, mo, pick_a, session, wb):
     # the judge's cost line first (calls, prompt tokens, dollars or "price unknown"); nothing is sent before the button
     judge_plan = interactive.judge_plan(session, pick_a.value, wb.prices)

@@ -377,3 +377,41 @@ def test_plain_questions_in_chromium_score_a_logged_file(browser, tmp_path):
         proc.terminate()
         proc.wait(timeout=30)
     assert (ws / "reports" / f"report-{rid}.html").exists()
+
+
+def test_a_folder_without_questions_in_chromium_generates_them_after_the_cost_line(browser, tmp_path, llm):
+    """A folder with no questions, as teams bring it, and an LLM: the page's Generate counts its calls first and
+    sends nothing (price unknown, never $0), the corpus's shortfall said (3 passages of 40 words or more); Send asks
+    exactly that many, writes the file and remembers it for the folder."""
+    from openai_server import Handler
+
+    docs, ws = _folder(tmp_path), tmp_path / "ws"
+    proc, url = _serve(["--dataset", str(docs), "--embedder", "hash", "--workspace", str(ws),
+                        "--llm-base-url", llm, "--llm-model", "local-extractive"])
+    try:
+        page, errors = open_page(browser, url)
+        page.wait_for_selector("text=has no questions yet", timeout=120000)
+        page.get_by_placeholder("model name").fill("questioner")
+        calls = Handler.calls
+        page.get_by_role("button", name="Count the cost").click()
+        line = page.locator("text=/Generate: 3 passage\\(s\\) to ask about/").first
+        line.wait_for(timeout=120000)
+        text = line.inner_text()
+        assert "asked for 50: the corpus has passages for 3" in text and "3 call(s) to questioner" in text
+        assert "price unknown" in text and "$0" not in text and Handler.calls == calls
+        page.get_by_role("button", name="Send 3 call(s)", exact=True).click()
+        page.wait_for_selector("text=/Generated: wrote .*questions\\.jsonl/", timeout=120000)
+        assert Handler.calls - calls == 3
+        assert page.locator("text=Traceback").count() == 0 and errors == [], errors
+        rows = [json.loads(x) for x in (ws / "generated" / "handbook.questions.jsonl").read_text().splitlines()]
+        assert rows and all(r["evidence"] for r in rows)
+        page.reload()  # the page opened again evaluates on the questions it wrote
+        page.wait_for_selector(f"text=questions (of {len(rows)})", timeout=120000)
+        page.close()
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+    from rag.index.workspace import Workspace
+    from evals.run.runner import questions_file_for
+
+    assert questions_file_for(Workspace(str(ws)), str(docs), None) == str(ws / "generated" / "handbook.questions.jsonl")

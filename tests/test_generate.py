@@ -210,3 +210,47 @@ def test_a_killed_generate_leaves_no_file_and_the_rerun_asks_only_the_rest(corpu
     assert Handler.calls - mid <= 14 - first + 1
     rows = [json.loads(x) for x in out.read_text().splitlines()]
     assert 1 <= len(rows) <= 14 and {r["language"] for r in rows} == {"en"}  # (near-duplicates are dropped)
+
+
+def test_the_page_generates_questions_after_its_cost_line_and_the_same_set_as_the_cli(corpus, server, tmp_path):
+    """The workbench page's Generate (evals.interactive.generating): the cost line counts one call per sampled
+    passage and sends nothing (price unknown, never $0); the write is the CLI's set for the same seed, remembered as
+    the folder's questions (a reload evaluates on them); counted again, every call is cached."""
+    from evals import interactive
+    from evals.interactive import generating
+    from rag.llm.client import LLMConfig
+
+    ws = tmp_path / "ws"
+    sess = interactive.open_session(str(corpus), str(ws), "hash")
+    assert sess.dataset.questions == []
+    llm = LLMConfig(server, "local-extractive", "RAGWB_TEST_KEY")  # the page's answerer; the form names the model
+    client = generating.generator_client(sess, llm, "questioner")
+    with pytest.raises(ValueError, match="unknown .*valid: single, multi, unanswerable"):
+        generating.generate_plan(sess, client, 6, ["sigle"])
+    calls = Handler.calls
+    plan = generating.generate_plan(sess, client, 6, ["single", "multi"], seed=3)
+    assert Handler.calls == calls  # counting sends nothing
+    assert (plan.jobs, plan.new_calls, plan.cached_calls) == (6, 6, 0) and plan.prompt_tokens > 0
+    assert "6 call(s) to questioner" in plan.line() and "price unknown" in plan.line() and "$0" not in plan.line()
+    assert plan.out == ws / "generated" / "corpus.questions.jsonl" and "writes " + str(plan.out) in plan.line()
+    ticks = []
+
+    class Bar:
+        def update(self, n=1):
+            ticks.append(n)
+
+    path, line = generating.generate_for_page(sess, client, 6, ["single", "multi"], 3, plan.out, progress=Bar())
+    assert Handler.calls - calls == 6 and sum(ticks) == 6
+    assert "remembered as this folder's questions" in line and "price unknown" in line
+    page_rows = [json.loads(x) for x in path.read_text().splitlines()]
+    cli_out = tmp_path / "cli.jsonl"
+    assert _gen(corpus, tmp_path / "ws2", server, "questioner", cli_out, "--n", "6", "--types", "single,multi",
+                "--seed", "3") == 0
+    cli_rows = [json.loads(x) for x in cli_out.read_text().splitlines()]
+    assert [(r["id"], r["question"], r["evidence"]) for r in page_rows] == \
+        [(r["id"], r["question"], r["evidence"]) for r in cli_rows] and len(page_rows) >= 4
+    again = interactive.open_session(str(corpus), str(ws), "hash")  # the page reloaded: the remembered questions
+    assert [q.qid for q in again.dataset.questions] == [r["id"] for r in page_rows]
+    plan2 = generating.generate_plan(again, client, 6, ["single", "multi"], seed=3)
+    assert (plan2.new_calls, plan2.cached_calls, plan2.replaces) == (0, 6, len(page_rows))
+    assert f"replacing its {len(page_rows)} line(s)" in plan2.line()

@@ -64,9 +64,9 @@ def exit_headless(message: str, code: int = 2) -> None:
 
 NO_QUESTIONS = ("{name} has no questions yet: its documents are indexed and searchable (the search box at the end of "
                 "this page). To measure answers, give it questions: write a JSONL file (one {{\"question\": ...}} "
-                "a line; docs/datasets.md) and reopen with `--questions FILE`; or let an LLM write them with "
-                "`ragwb generate --dataset {spec}` (docs/generate.md); or run `ragwb judge` on a pool to grade "
-                "passages (docs/judgments.md).")
+                "a line; docs/datasets.md) and reopen with `--questions FILE`; or let an LLM write them (the "
+                "page's *Generate gold questions* section, or `ragwb generate {spec} --out FILE`; docs/generate.md); "
+                "or run `ragwb judge` on a pool to grade passages (docs/judgments.md).")
 
 
 def no_questions_message(sess) -> str:

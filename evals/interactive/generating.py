@@ -1,0 +1,120 @@
+"""The page's ``ragwb generate``: gold questions an LLM writes from the open dataset's passages (docs/generate.md),
+with the cost line counted before anything is sent, then written, remembered for the folder and reviewed.
+The sampling, prompts, checks and drops are ``evals.generate``'s: the page and the CLI write the same set."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+from rag.llm.client import PRICES, LLMClient, dollars_text, price_known, price_of
+from rag.tokens import count_tokens
+
+GENERATE_MAX_TOKENS = 200  # `ragwb generate --max-tokens`'s default: a question and a short answer
+
+
+@dataclass
+class GeneratePlan:
+    """What a generation would send: one call per sampled passage (a reply that is not the JSON asked for is
+    asked once more: at most twice the calls, said in the line), those already in the response cache, their
+    prompt tokens and dollars (completions counted at max_tokens: an upper bound)."""
+    model: str
+    out: Path
+    jobs: int = 0
+    new_calls: int = 0
+    cached_calls: int = 0
+    prompt_tokens: int = 0
+    dollars: float = 0.0
+    price_known: bool = True
+    short: str = ""  # the corpus has passages for fewer than asked
+    replaces: int | None = None  # lines of the file at ``out`` that the write would replace
+    notes: list = field(default_factory=list)
+
+    def line(self) -> str:
+        if not self.jobs:
+            return "nothing to ask about: every page is shorter than 40 words or a table of contents"
+        parts = [f"{self.jobs:,} passage(s) to ask about{self.short}",
+                 f"{self.new_calls:,} call(s) to {self.model} ({self.prompt_tokens:,} prompt tokens, "
+                 f"{dollars_text(self.dollars, self.price_known, 'up to ')}; a reply that is not JSON is asked "
+                 "once more)",
+                 f"{self.cached_calls:,} already in the response cache (free)",
+                 f"writes {self.out}" + (f", replacing its {self.replaces:,} line(s)" if self.replaces is not None
+                                         else "")]
+        return "; ".join(parts)
+
+
+def generator_client(sess, llm, model: str = "", prices: dict | None = None) -> LLMClient:
+    """The page's LLM endpoint as ``ragwb generate`` calls it (temperature 0, 200 tokens a reply), with the
+    model typed in the page (the answerer's by default) and the workspace's response cache."""
+    cfg = replace(llm, model=(model or "").strip() or llm.model, temperature=0.0, max_tokens=GENERATE_MAX_TOKENS)
+    return LLMClient(cfg, sess.retriever.ws.root / "cache" / "llm.sqlite", prices={**PRICES, **(prices or {})})
+
+
+def default_out(sess, workspace: str) -> Path:
+    name = "".join(c if c.isalnum() or c in "-_." else "_" for c in sess.dataset.name)
+    return Path(workspace) / "generated" / f"{name}.questions.jsonl"
+
+
+def _types(types) -> tuple:
+    from ..generate import TYPES
+
+    types = tuple(t for t in (types or ()) if t)
+    unknown = [t for t in types if t not in TYPES]
+    if unknown or not types:
+        raise ValueError(f"question types: unknown {', '.join(unknown) or '(none picked)'}; valid: {', '.join(TYPES)}")
+    return types
+
+
+def generate_plan(sess, client: LLMClient, n: int, types, seed: int = 0, out: str | Path = "") -> GeneratePlan:
+    """The cost line of asking for ``n`` questions, counted before anything is sent: the passages are sampled as
+    ``generate`` will sample them and each prompt is looked up in the response cache."""
+    from ..generate import question_messages, reply_format, sample_passages
+
+    types = _types(types)
+    out = Path(out).expanduser() if str(out).strip() else default_out(sess, str(sess.retriever.ws.root))
+    plan = GeneratePlan(client.cfg.model, out, price_known=price_known(client.cfg.model, client.prices))
+    if out.is_dir():
+        raise ValueError(f"{out} is a folder; give the JSONL file to write")
+    if out.is_file():
+        with open(out, "rb") as f:
+            plan.replaces = sum(1 for _ in f)
+    jobs, _ = sample_passages(sess.dataset.documents, n, types, seed)
+    plan.jobs = len(jobs)
+    if 0 < len(jobs) < n:
+        plan.short = f" (asked for {n:,}: the corpus has passages for {len(jobs):,})"
+    params = client._params(reply_format(client))
+    enc = sess.retriever.reader.config.chunking.encoding
+    for kind, pages in jobs:
+        msgs = question_messages(kind, pages)
+        if client.has_key(client.cache_key(msgs, params, 0)):
+            plan.cached_calls += 1
+            continue
+        tokens = count_tokens(msgs[0]["content"], enc)
+        plan.new_calls += 1
+        plan.prompt_tokens += tokens
+        plan.dollars += price_of(client.cfg.model, tokens, client.cfg.max_tokens, client.prices)
+    return plan
+
+
+def generate_for_page(sess, client: LLMClient, n: int, types, seed: int, out: Path, progress=None) -> tuple[Path, str]:
+    """Ask, check and write the questions (``evals.generate.generate``, the file replaced whole when done), and
+    remember the file as the folder's questions (a reload of the page evaluates on them). (path, the line saying
+    what came of it). Nothing is written when no question survives."""
+    from ..generate import generate, write_jsonl
+
+    res = generate(client, sess.dataset.documents, n, _types(types), seed, embed=sess.retriever.embed_queries,
+                   progress=progress)
+    counted = ", ".join(f"{k} {v}" for k, v in sorted(res.counts.items())) or "none"
+    s = res.stats
+    spent = (f"calls {s.calls:,} (cache hits {s.hits:,}); "
+             f"{dollars_text(s.dollars_spent, price_known(client.cfg.model, client.prices))}")
+    if not res.questions:
+        raise ValueError(f"no question survived ({spent}; dropped: {counted}); {out} was not written")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    path = write_jsonl(res.questions, out)
+    remembered = ""
+    if Path(sess.spec).is_dir():
+        sess.retriever.ws.remember_questions(sess.spec, str(path))
+        remembered = "; remembered as this folder's questions: reload the page to evaluate on them"
+    by_type = ", ".join(f"{t} {sum(q['type'] == t for q in res.questions)}" for t in _types(types))
+    return path, (f"wrote {path}: {len(res.questions)} question(s) ({by_type}) with {client.cfg.model}; {spent}; "
+                  f"dropped or flagged: {counted}{remembered}")
