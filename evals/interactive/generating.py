@@ -103,7 +103,8 @@ def generate_for_page(sess, client: LLMClient, n: int, types, seed: int, out: Pa
 
     res = generate(client, sess.dataset.documents, n, _types(types), seed, embed=sess.retriever.embed_queries,
                    progress=progress)
-    counted = ", ".join(f"{k} {v}" for k, v in sorted(res.counts.items())) or "none"
+    # the shortfall was said on the cost line; each drop or flag with its count
+    counted = "; ".join(f"{k}: {v}" for k, v in sorted(res.counts.items()) if not k.startswith("asked for")) or "none"
     s = res.stats
     spent = (f"calls {s.calls:,} (cache hits {s.hits:,}); "
              f"{dollars_text(s.dollars_spent, price_known(client.cfg.model, client.prices))}")
