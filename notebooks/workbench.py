@@ -848,8 +848,16 @@ def _(args, mo, session, wb):
 
 
 @app.cell
-def _(gen_form, generating, mo, session, wb):
+def _(mo):
+    # what the last Send wrote (or why nothing was): shown under the line counted again after it
+    get_gen_done, set_gen_done = mo.state(None)
+    return get_gen_done, set_gen_done
+
+
+@app.cell
+def _(gen_form, generating, get_gen_done, mo, session, wb):
     mo.stop(wb.llm is None or session is None or not gen_form.value, mo.md(""))
+    _done = get_gen_done()  # counted again after every Send: what was just sent is in the response cache now
     _v, _said = gen_form.value, None
     try:
         gen_client = generating.generator_client(session, wb.llm, _v["model"], wb.prices)
@@ -860,24 +868,25 @@ def _(gen_form, generating, mo, session, wb):
     mo.stop(_said is not None, mo.callout(mo.md(f"**Cannot generate:** {_said}"), kind="danger"))
     gen_go = mo.ui.run_button(label=(f"Send {gen_plan.new_calls:,} call(s)" if gen_plan.new_calls else
                                      "Write them from the response cache (0 new calls)"), disabled=not gen_plan.jobs)
-    mo.vstack([mo.md(f"**Generate:** {gen_plan.line()}"), gen_go])
+    mo.vstack([mo.md(f"**Generate:** {gen_plan.line()}. Nothing is sent until you press the button."), gen_go]
+              + ([mo.callout(mo.md(_done[1]), kind="success" if _done[0] else "danger")] if _done else []))
     return gen_client, gen_go, gen_plan
 
 
 @app.cell
-def _(gen_client, gen_form, gen_go, gen_plan, generating, mo, session):
-    mo.stop(not gen_go.value, mo.md("Nothing is sent until you press the button."))
-    _v, _said = gen_form.value, None
+def _(gen_client, gen_form, gen_go, gen_plan, generating, mo, session, set_gen_done):
+    mo.stop(not gen_go.value, mo.md(""))
+    _v = gen_form.value
     with mo.status.progress_bar(total=gen_plan.jobs, title=f"Asking {gen_client.cfg.model} for questions",
                                 show_rate=True, show_eta=True, remove_on_exit=True) as _bar:
         try:
             _path, _line = generating.generate_for_page(session, gen_client, int(_v["n"]), _v["types"],
                                                         int(_v["seed"]), gen_plan.out, progress=_bar)
+            _done = (True, f"**Generated:** {_line}. Review them before trusting them: "
+                           f"`marimo run notebooks/review.py -- --questions {_path}`.")
         except ValueError as _e:  # every reply dropped or failed: nothing written, the file keeps what it held
-            _said = _e.args[0] if _e.args else str(_e)
-    mo.stop(_said is not None, mo.callout(mo.md(f"**Nothing written:** {_said}"), kind="danger"))
-    mo.callout(mo.md(f"**Generated:** {_line}. Review them before trusting them: "
-                     f"`marimo run notebooks/review.py -- --questions {_path}`."), kind="success")
+            _done = (False, f"**Nothing written:** {_e.args[0] if _e.args else _e}")
+    set_gen_done(_done)  # the line above is counted again and shows this under it
     return
 
 

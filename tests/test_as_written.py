@@ -402,6 +402,11 @@ def test_a_folder_without_questions_in_chromium_generates_them_after_the_cost_li
         page.get_by_role("button", name="Send 3 call(s)", exact=True).click()
         page.wait_for_selector("text=/Generated: wrote .*questions\\.jsonl/", timeout=120000)
         assert Handler.calls - calls == 3
+        # counted again after the send: every call is in the response cache now, and the file would be replaced
+        again = page.locator("text=/Generate: .*0 call\\(s\\) to questioner/").first
+        again.wait_for(timeout=60000)
+        assert "3 already in the response cache" in again.inner_text() and "replacing its" in again.inner_text()
+        page.get_by_role("button", name="Write them from the response cache (0 new calls)").wait_for(timeout=60000)
         assert page.locator("text=Traceback").count() == 0 and errors == [], errors
         rows = [json.loads(x) for x in (ws / "generated" / "handbook.questions.jsonl").read_text().splitlines()]
         assert rows and all(r["evidence"] for r in rows)

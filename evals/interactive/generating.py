@@ -3,7 +3,7 @@ with the cost line counted before anything is sent, then written, remembered for
 The sampling, prompts, checks and drops are ``evals.generate``'s: the page and the CLI write the same set."""
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from rag.llm.client import PRICES, LLMClient, dollars_text, price_known, price_of
@@ -27,7 +27,6 @@ class GeneratePlan:
     price_known: bool = True
     short: str = ""  # the corpus has passages for fewer than asked
     replaces: int | None = None  # lines of the file at ``out`` that the write would replace
-    notes: list = field(default_factory=list)
 
     def line(self) -> str:
         if not self.jobs:
