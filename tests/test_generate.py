@@ -75,12 +75,18 @@ def test_generated_questions_carry_their_evidence_and_run_as_gold(corpus, server
             per_doc[e["doc"]] = per_doc.get(e["doc"], 0) + 1
     assert len(per_doc) == 6
     assert "table of contents 1" in said and "lexical share:" in said and "tokens" in said
+    # the cost line comes first (before the summary), and an unknown price is said so, never $0
+    first = said.splitlines()[0]
+    assert first.startswith("ragwb generate: 8 passage(s) to ask about; 8 call(s) to questioner (") and \
+        "price unknown" in first and "0 already in the response cache" in first, said
+    assert "$0.0000" not in said
     # the same seed gives the same set; the cache answers the rerun
     calls = Handler.calls
     again = tmp_path / "again.jsonl"
     assert _gen(corpus, ws, server, "questioner", again, "--n", "8", "--types", "single,multi,unanswerable",
                 "--seed", "3") == 0
     assert again.read_text() == out.read_text() and Handler.calls == calls
+    assert "0 call(s) to questioner" in capsys.readouterr().out.splitlines()[0]  # all cached, said first
     # the generated set is gold the workbench runs
     capsys.readouterr()
     assert main(["run", "--dataset", str(corpus), "--questions", str(out), "--workspace", str(ws), "--embedder",
@@ -230,7 +236,7 @@ def test_the_page_generates_questions_after_its_cost_line_and_the_same_set_as_th
     calls = Handler.calls
     plan = generating.generate_plan(sess, client, 6, ["single", "multi"], seed=3)
     assert Handler.calls == calls  # counting sends nothing
-    assert (plan.jobs, plan.new_calls, plan.cached_calls) == (6, 6, 0) and plan.prompt_tokens > 0
+    assert (plan.jobs, plan.new_calls, plan.calls.cached_calls) == (6, 6, 0) and plan.calls.prompt_tokens > 0
     assert "6 call(s) to questioner" in plan.line() and "price unknown" in plan.line() and "$0" not in plan.line()
     assert plan.out == ws / "generated" / "corpus.questions.jsonl" and "writes " + str(plan.out) in plan.line()
     ticks = []
@@ -252,5 +258,55 @@ def test_the_page_generates_questions_after_its_cost_line_and_the_same_set_as_th
     again = interactive.open_session(str(corpus), str(ws), "hash")  # the page reloaded: the remembered questions
     assert [q.qid for q in again.dataset.questions] == [r["id"] for r in page_rows]
     plan2 = generating.generate_plan(again, client, 6, ["single", "multi"], seed=3)
-    assert (plan2.new_calls, plan2.cached_calls, plan2.replaces) == (0, 6, len(page_rows))
+    assert (plan2.new_calls, plan2.calls.cached_calls, plan2.replaces) == (0, 6, len(page_rows))
     assert f"replacing its {len(page_rows)} line(s)" in plan2.line()
+
+
+def test_generate_on_a_terminal_waits_for_a_yes_after_its_cost_line(corpus, server, tmp_path):
+    """On a terminal `ragwb generate` shows the cost line and asks; "n" sends nothing and writes nothing, "y"
+    sends exactly the calls it counted. A real pseudo-terminal, a real server; each step waits on what the
+    command prints (a deadline, no sleep)."""
+    import os
+    import pty
+    import select
+    import subprocess
+    import sys
+    import time
+
+    def run(answer: str, out):
+        main_fd, sub_fd = pty.openpty()
+        proc = subprocess.Popen([sys.executable, "-m", "evals.cli", "generate", str(corpus), "--workspace",
+                                 str(tmp_path / "ws"), "--embedder", "hash", "--no-progress", "--llm-base-url", server,
+                                 "--llm-model", "questioner", "--llm-key-env", "RAGWB_TEST_KEY", "--out", str(out),
+                                 "--n", "4"], stdin=sub_fd, stdout=sub_fd, stderr=sub_fd, close_fds=True)
+        os.close(sub_fd)
+        seen, deadline, answered = b"", time.monotonic() + 120, False
+        while time.monotonic() < deadline:
+            ready, _, _ = select.select([main_fd], [], [], 1.0)
+            if ready:
+                try:
+                    chunk = os.read(main_fd, 4096)
+                except OSError:  # the terminal closed: the command ended
+                    break
+                if not chunk:
+                    break
+                seen += chunk
+                if not answered and b"[y/N]" in seen:
+                    calls_at_prompt = Handler.calls
+                    os.write(main_fd, answer.encode() + b"\n")
+                    answered = True
+            elif proc.poll() is not None:
+                break
+        proc.wait(timeout=60)
+        os.close(main_fd)
+        assert answered, seen.decode(errors="replace")
+        return proc.returncode, seen.decode(errors="replace"), calls_at_prompt
+
+    calls = Handler.calls
+    code, said, at_prompt = run("n", tmp_path / "no.jsonl")
+    assert code == 0 and "ragwb generate: 4 passage(s) to ask about; 4 call(s) to questioner" in said, said
+    assert "Send 4 call(s)? [y/N]" in said and "nothing sent" in said
+    assert Handler.calls == calls == at_prompt and not (tmp_path / "no.jsonl").exists()
+    code, said, at_prompt = run("y", tmp_path / "yes.jsonl")
+    assert code == 0 and at_prompt == calls and Handler.calls - calls == 4, said
+    assert len((tmp_path / "yes.jsonl").read_text().splitlines()) >= 3

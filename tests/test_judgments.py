@@ -165,11 +165,16 @@ def test_llm_judge_through_a_real_server_statuses_cache_agreement_and_ppi(run_ws
     con.close()
     # a working judge grades every pooled pair; a rerun makes zero calls (cached, already graded)
     capsys.readouterr()
+    calls = Handler.calls
     assert main(base + ["--judge-model", "grader"]) == 0
     out = capsys.readouterr().out
     assert "statuses: ok" in out
     graded = [s for s in _judgments(ws) if s[0] == "llm:grader"]
     assert graded and all(s[4] == "ok" and s[3] in (0, 1, 2, 3) for s in graded)
+    # the cost line came before the grading, and it counted exactly the calls sent; an unknown price, never $0
+    cost = next(x for x in out.splitlines() if x.startswith("ragwb judge: "))
+    assert out.index(cost) < out.index("statuses: ok") and "price unknown" in cost and "$0.0000" not in out
+    assert cost.startswith(f"ragwb judge: {Handler.calls - calls} call(s) to grader ("), (cost, Handler.calls - calls)
     calls = Handler.calls
     assert main(base + ["--judge-model", "grader"]) == 0
     assert Handler.calls == calls and "0 of" in capsys.readouterr().out.split("judge llm:grader: ")[1]

@@ -222,3 +222,37 @@ def race_config(a, systems) -> dict:
         raise ValueError("--race runs on the local engine (each batch decides the next)")
     return {"metric": a.race, "batch": a.race_batch or 50, "alpha": a.race_alpha if a.race_alpha is not None else 0.05,
             "cost_tolerance": a.race_cost, "seed": a.race_seed or 0}
+
+
+YES_HELP = ("send without asking: on a terminal the cost line waits for a yes; in a script or CI (no terminal) the "
+            "command line is the consent and the line is printed first")
+
+
+def confirm_spend(what: str, plan, yes: bool) -> bool:
+    """The cost line of a spending command (``rag.llm.spend.CallPlan`` or anything with ``line()`` and
+    ``new_calls``), printed before anything is sent; on a terminal it waits for a yes unless ``--yes``. False:
+    the user said no (nothing was sent)."""
+    import sys
+
+    print(f"{what}: {plan.line()}", flush=True)
+    if not plan.new_calls or yes or not (sys.stdin.isatty() and sys.stdout.isatty()):
+        return True
+    try:
+        answer = input(f"Send {plan.new_calls:,} call(s)? [y/N] ")
+    except EOFError:
+        answer = ""
+    return answer.strip().lower() in ("y", "yes")
+
+
+def add_price_arg(p) -> None:
+    p.add_argument("--price", action="append", metavar="MODEL=IN,OUT",
+                   help="price of a model in dollars per million input and output tokens (repeatable; or "
+                        "RAGWB_PRICE='MODEL=IN,OUT;...'); built-in table: rag/llm/client.py PRICES; a model with none "
+                        "is 'price unknown', never $0")
+
+
+def cli_prices(a) -> dict:
+    """The built-in price table with RAGWB_PRICE's and --price's entries over it."""
+    from rag.llm.client import PRICES, env_prices, parse_prices
+
+    return {**PRICES, **parse_prices(env_prices() + (getattr(a, "price", None) or []))}

@@ -4,7 +4,8 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from .common import URL_SECRETS, add_index_args, at_least, index_config, positive_float
+from .common import (URL_SECRETS, YES_HELP, add_index_args, add_price_arg, at_least, cli_prices, confirm_spend,
+                     index_config, positive_float)
 
 
 def _counted(counts: dict) -> str:
@@ -17,7 +18,7 @@ def cmd_generate(a) -> int:
     from evals.generate import TYPES, generate, write_jsonl
     from rag.index.embedders import get_embedder
     from rag.index.workspace import Workspace
-    from rag.llm.client import LLMClient, LLMConfig
+    from rag.llm.client import LLMClient, LLMConfig, dollars_text, price_known
 
     if not (a.llm_base_url and a.llm_model):
         raise ValueError("generating questions needs an LLM endpoint: --llm-base-url URL --llm-model M (offline: "
@@ -39,7 +40,14 @@ def cmd_generate(a) -> int:
     client = LLMClient(LLMConfig(a.llm_base_url, a.llm_model, a.llm_key_env, max_tokens=a.max_tokens,
                                  timeout=a.timeout, retries=a.retries, max_concurrency=a.concurrency,
                                  response_format=a.llm_format, temperature=0.0),
-                       Path(a.workspace) / "cache" / "llm.sqlite", use_cache=not a.no_cache)
+                       Path(a.workspace) / "cache" / "llm.sqlite", use_cache=not a.no_cache,
+                       prices=cli_prices(a))
+    from evals.interactive.generating import plan_generation
+
+    plan = plan_generation(ds.documents, client, a.n, types, a.seed, out, cfg.chunking.encoding)
+    if not confirm_spend("ragwb generate", plan, a.yes):
+        print(f"nothing sent; {out} " + ("keeps what it held" if out.exists() else "was not written"))
+        return 0
     embedder = get_embedder(cfg.embedder)
     with tqdm(total=a.n, desc="generating", unit="question", disable=not sys.stderr.isatty()) as bar:
         res = generate(client, ds.documents, a.n, types, a.seed, embed=embedder.embed_queries,
@@ -64,7 +72,8 @@ def cmd_generate(a) -> int:
         print(f"lexical share: {lexical / len(res.questions):.0%} of the questions copy 6 or more words in a row "
               "from their passage (they favour BM25; --max-overlap K drops those over K)")
     s = res.stats
-    print(f"calls {s.calls:,} (cache hits {s.hits:,}); tokens {s.tokens_used:,}; ${s.dollars_spent:.4f}")
+    print(f"calls {s.calls:,} (cache hits {s.hits:,}); tokens {s.tokens_used:,}; "
+          f"{dollars_text(s.dollars_spent, price_known(a.llm_model, client.prices))}")  # unknown is never $0
     if a.validate:
         _validate(a, out)
     elif Path(a.dataset).is_dir():
@@ -134,5 +143,7 @@ def add_generate(sub) -> None:
     s.add_argument("--retries", type=at_least(0), default=3, help="retries on 429/5xx/timeouts (3)")
     s.add_argument("--concurrency", type=at_least(1), default=4, help="concurrent calls (4)")
     s.add_argument("--no-cache", action="store_true", help="do not use the LLM response cache")
+    s.add_argument("--yes", action="store_true", help=YES_HELP)
+    add_price_arg(s)
     add_index_args(s)
     s.set_defaults(fn=cmd_generate)

@@ -3,7 +3,8 @@ from __future__ import annotations
 
 import sys
 
-from .common import URL_SECRETS, add_store_args, at_least, open_store, positive_float
+from .common import (URL_SECRETS, YES_HELP, add_price_arg, add_store_args, at_least, cli_prices, confirm_spend,
+                     open_store, positive_float)
 
 
 def _pairs_to_judge(pool, judged, judge: str) -> list[dict]:
@@ -21,18 +22,24 @@ def _llm_judge(a, st, rid, pool) -> int:
 
     from tqdm import tqdm
 
-    from evals.score.relevance import judge_pairs
-    from rag.llm.client import LLMClient, LLMConfig
+    from evals.score.relevance import grade_format, judge_pairs, messages_for
+    from rag.llm.client import LLMClient, LLMConfig, dollars_text, price_known
+    from rag.llm.spend import plan_calls
     from rag.llm.urls import redact_url
 
     cfg = LLMConfig(a.judge_base_url, a.judge_model, a.judge_key_env, max_tokens=a.judge_max_tokens,
                     timeout=a.timeout, retries=a.retries, max_concurrency=a.concurrency,
                     response_format=a.judge_format)
-    client = LLMClient(cfg, Path(a.workspace) / "cache" / "llm.sqlite", use_cache=not a.no_cache)
+    client = LLMClient(cfg, Path(a.workspace) / "cache" / "llm.sqlite", use_cache=not a.no_cache,
+                       prices=cli_prices(a))
     judge = f"llm:{a.judge_model}"
     todo = _pairs_to_judge(pool, st.judgments(set(pool.rows.question_key)), judge)
     print(f"judge {judge}: {len(todo):,} of {len(pool.rows):,} pooled pairs to grade "
           f"({len(pool.rows) - len(todo):,} already graded by it)")
+    plan = plan_calls(client, [messages_for(r["question"], r["text"]) for r in todo], grade_format(client))
+    if not confirm_spend("ragwb judge", plan, a.yes):
+        print("nothing sent; the pairs stay ungraded (the next `ragwb judge` asks again)")
+        return 0
     counts: dict[str, int] = {}
     with tqdm(total=len(todo), desc="judging", unit="pair", disable=not sys.stderr.isatty()) as bar:
         for i in range(0, len(todo), a.batch):  # each batch is stored as it lands: a killed run loses one batch
@@ -42,8 +49,9 @@ def _llm_judge(a, st, rid, pool) -> int:
                 counts[r["status"]] = counts.get(r["status"], 0) + 1
     s = client.stats
     print("statuses: " + (", ".join(f"{k} {v:,}" for k, v in sorted(counts.items())) or "nothing to grade"))
-    print(f"calls {s.calls:,} (cache hits {s.hits:,}); tokens {s.tokens_used:,}; ${s.dollars_spent:.4f} "
-          "(price table: rag/llm/client.py PRICES)")
+    print(f"calls {s.calls:,} (cache hits {s.hits:,}); tokens {s.tokens_used:,}; "
+          f"{dollars_text(s.dollars_spent, price_known(a.judge_model, client.prices))} "
+          "(price table: rag/llm/client.py PRICES, --price)")
     bad = sum(v for k, v in counts.items() if k != "ok")
     if bad:
         print(f"{bad:,} pair(s) got no grade (stored with the reason; the next `ragwb judge` asks them again)",
@@ -179,6 +187,8 @@ def add_judge(sub) -> None:
     s.add_argument("--concurrency", type=at_least(1), default=4, help="concurrent judge calls (4)")
     s.add_argument("--batch", type=at_least(1), default=50, help="pairs stored per transaction (50)")
     s.add_argument("--no-cache", action="store_true", help="do not use the LLM response cache")
+    s.add_argument("--yes", action="store_true", help=YES_HELP)
+    add_price_arg(s)
     s.add_argument("--agreement", action="store_true",
                    help="Cohen's kappa (plain and quadratic-weighted) and the confusion table of every two judges")
     s.add_argument("--ppi", action="store_true",

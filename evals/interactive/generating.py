@@ -6,8 +6,8 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from rag.llm.client import PRICES, LLMClient, dollars_text, price_known, price_of
-from rag.tokens import count_tokens
+from rag.llm.client import PRICES, LLMClient, dollars_text, price_known
+from rag.llm.spend import CallPlan, plan_calls
 
 GENERATE_MAX_TOKENS = 200  # `ragwb generate --max-tokens`'s default: a question and a short answer
 
@@ -15,30 +15,24 @@ GENERATE_MAX_TOKENS = 200  # `ragwb generate --max-tokens`'s default: a question
 @dataclass
 class GeneratePlan:
     """What a generation would send: one call per sampled passage (a reply that is not the JSON asked for is
-    asked once more: at most twice the calls, said in the line), those already in the response cache, their
-    prompt tokens and dollars (completions counted at max_tokens: an upper bound)."""
-    model: str
+    asked once more: at most twice the calls, said in the line), the calls' cost (``rag.llm.spend``), the
+    corpus's shortfall and the file it writes."""
     out: Path
+    calls: CallPlan
     jobs: int = 0
-    new_calls: int = 0
-    cached_calls: int = 0
-    prompt_tokens: int = 0
-    dollars: float = 0.0
-    price_known: bool = True
     short: str = ""  # the corpus has passages for fewer than asked
     replaces: int | None = None  # lines of the file at ``out`` that the write would replace
+
+    @property
+    def new_calls(self) -> int:
+        return self.calls.new_calls
 
     def line(self) -> str:
         if not self.jobs:
             return "nothing to ask about: every page is shorter than 40 words or a table of contents"
-        parts = [f"{self.jobs:,} passage(s) to ask about{self.short}",
-                 f"{self.new_calls:,} call(s) to {self.model} ({self.prompt_tokens:,} prompt tokens, "
-                 f"{dollars_text(self.dollars, self.price_known, 'up to ')}; a reply that is not JSON is asked "
-                 "once more)",
-                 f"{self.cached_calls:,} already in the response cache (free)",
-                 f"writes {self.out}" + (f", replacing its {self.replaces:,} line(s)" if self.replaces is not None
-                                         else "")]
-        return "; ".join(parts)
+        return (f"{self.jobs:,} passage(s) to ask about{self.short}; {self.calls.line()}; a reply that is not JSON "
+                f"is asked once more; writes {self.out}"
+                + (f", replacing its {self.replaces:,} line(s)" if self.replaces is not None else ""))
 
 
 def generator_client(sess, llm, model: str = "", prices: dict | None = None) -> LLMClient:
@@ -63,35 +57,33 @@ def _types(types) -> tuple:
     return types
 
 
-def generate_plan(sess, client: LLMClient, n: int, types, seed: int = 0, out: str | Path = "") -> GeneratePlan:
-    """The cost line of asking for ``n`` questions, counted before anything is sent: the passages are sampled as
-    ``generate`` will sample them and each prompt is looked up in the response cache."""
+def plan_generation(documents, client: LLMClient, n: int, types, seed: int, out: Path,
+                    encoding: str = "o200k_base") -> GeneratePlan:
+    """The cost line of asking for ``n`` questions about ``documents``, counted before anything is sent: the
+    passages are sampled as ``generate`` will sample them and each prompt is looked up in the response cache
+    (the page and ``ragwb generate`` both say it first)."""
     from ..generate import question_messages, reply_format, sample_passages
 
     types = _types(types)
-    out = Path(out).expanduser() if str(out).strip() else default_out(sess, str(sess.retriever.ws.root))
-    plan = GeneratePlan(client.cfg.model, out, price_known=price_known(client.cfg.model, client.prices))
+    out = Path(out).expanduser()
     if out.is_dir():
         raise ValueError(f"{out} is a folder; give the JSONL file to write")
+    jobs, _ = sample_passages(documents, n, types, seed)
+    plan = GeneratePlan(out, plan_calls(client, [question_messages(k, pages) for k, pages in jobs],
+                                        reply_format(client), encoding), len(jobs))
+    if 0 < len(jobs) < n:
+        plan.short = f" (asked for {n:,}: the corpus has passages for {len(jobs):,})"
     if out.is_file():
         with open(out, "rb") as f:
             plan.replaces = sum(1 for _ in f)
-    jobs, _ = sample_passages(sess.dataset.documents, n, types, seed)
-    plan.jobs = len(jobs)
-    if 0 < len(jobs) < n:
-        plan.short = f" (asked for {n:,}: the corpus has passages for {len(jobs):,})"
-    params = client._params(reply_format(client))
-    enc = sess.retriever.reader.config.chunking.encoding
-    for kind, pages in jobs:
-        msgs = question_messages(kind, pages)
-        if client.has_key(client.cache_key(msgs, params, 0)):
-            plan.cached_calls += 1
-            continue
-        tokens = count_tokens(msgs[0]["content"], enc)
-        plan.new_calls += 1
-        plan.prompt_tokens += tokens
-        plan.dollars += price_of(client.cfg.model, tokens, client.cfg.max_tokens, client.prices)
     return plan
+
+
+def generate_plan(sess, client: LLMClient, n: int, types, seed: int = 0, out: str | Path = "") -> GeneratePlan:
+    """The page's cost line (``plan_generation`` over the session's documents; the default file if none)."""
+    out = Path(out).expanduser() if str(out).strip() else default_out(sess, str(sess.retriever.ws.root))
+    return plan_generation(sess.dataset.documents, client, n, types, seed, out,
+                           sess.retriever.reader.config.chunking.encoding)
 
 
 def generate_for_page(sess, client: LLMClient, n: int, types, seed: int, out: Path, progress=None) -> tuple[Path, str]:

@@ -7,6 +7,8 @@ import sys
 
 from evals.store import ResultStore
 
+from rag.llm.client import dollars_text
+
 from .config import RunConfig
 from .items import make_shards, point_id, point_label
 
@@ -17,7 +19,8 @@ def race_lines(race: dict, llm: dict | None = None) -> str:
     lines = [f"  race on {race['metric']} (batches of {race['batch']}, alpha {race['alpha']:g}): {spent:,} of "
              f"{full:,} items of the full grid ({spent / max(full, 1):.0%}); {full - spent:,} items and their answer "
              f"calls not made" + (f"; {llm.get('calls', 0):,} calls made, {llm.get('tokens_used', 0):,} tokens, "
-                                  f"${llm.get('dollars_spent', 0):.4f}" if llm else "")]
+                                  + dollars_text(llm.get('dollars_spent', 0), llm.get("price_known", True))
+                                  if llm else "")]
     lines += [f"  - {e['point']}: {e['reason']}" for e in race["exits"]]
     lines.append(f"  survivors: {', '.join(race['survivors'])}")
     if race.get("index_configs", 1) > 1:  # what a race cannot save

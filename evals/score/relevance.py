@@ -55,15 +55,19 @@ def messages_for(question: str, passage: str) -> list[dict]:
     return [{"role": "user", "content": RUBRIC.format(query=question.strip(), passage=cut.strip())}]
 
 
+def grade_format(client: LLMClient) -> dict:
+    """The request's structured-output parameters: the server constrains the reply to one grade, what small
+    models need (Gemma 270M echoes the rubric without)."""
+    return structured_format(client.cfg.response_format, "grade", {
+        "type": "object", "additionalProperties": False, "required": ["grade"],
+        "properties": {"grade": {"type": "integer", "enum": list(range(4))}}})
+
+
 def judge_pairs(client: LLMClient, pairs: list[dict], progress=None) -> list[dict]:
     """Grade each pair ({question_key, passage_key, question_id, question, text}); returns judgment rows for
     ``ResultStore.add_judgments`` (judge ``llm:MODEL``), one per pair, in order, failures included."""
     judge = f"llm:{client.cfg.model}"
-
-    # the server constrains the reply to one grade: what small models need (Gemma 270M echoes the rubric without)
-    extra = structured_format(client.cfg.response_format, "grade", {
-        "type": "object", "additionalProperties": False, "required": ["grade"],
-        "properties": {"grade": {"type": "integer", "enum": list(range(4))}}})
+    extra = grade_format(client)
 
     def one(p: dict) -> dict:
         row = {k: p[k] for k in ("question_key", "passage_key", "question_id", "question", "text")}

@@ -1,0 +1,44 @@
+"""What a batch of LLM calls will cost, counted before any is sent: the cost line every spending action shows
+first (the workbench page's Send buttons, ``ragwb generate``, ``ragwb judge``)."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from rag.tokens import count_tokens
+
+from .client import LLMClient, dollars_text, price_known, price_of
+
+
+@dataclass
+class CallPlan:
+    """Calls not in the response cache (a prompt asked twice counted once: the second is a cache hit), the ones
+    that are, their prompt tokens and dollars (completions counted at max_tokens: an upper bound)."""
+    model: str
+    new_calls: int = 0
+    cached_calls: int = 0
+    prompt_tokens: int = 0
+    dollars: float = 0.0
+    price_known: bool = True
+
+    def line(self) -> str:
+        return (f"{self.new_calls:,} call(s) to {self.model} ({self.prompt_tokens:,} prompt tokens, "
+                f"{dollars_text(self.dollars, self.price_known, 'up to ')}); "
+                f"{self.cached_calls:,} already in the response cache (free)")
+
+
+def plan_calls(client: LLMClient, messages: list[list[dict]], extra: dict | None = None,
+               encoding: str = "o200k_base") -> CallPlan:
+    """The plan of sending each of ``messages`` once with ``extra`` request parameters (repeat 0)."""
+    plan = CallPlan(client.cfg.model, price_known=price_known(client.cfg.model, client.prices))
+    params, seen = client._params(extra or {}), set()
+    for msgs in messages:
+        key = client.cache_key(msgs, params, 0)
+        if key in seen or client.has_key(key):
+            plan.cached_calls += 1
+            continue
+        seen.add(key)
+        tokens = sum(count_tokens(m.get("content") or "", encoding) for m in msgs)
+        plan.new_calls += 1
+        plan.prompt_tokens += tokens
+        plan.dollars += price_of(client.cfg.model, tokens, client.cfg.max_tokens, client.prices)
+    return plan
