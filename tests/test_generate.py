@@ -266,41 +266,12 @@ def test_generate_on_a_terminal_waits_for_a_yes_after_its_cost_line(corpus, serv
     """On a terminal `ragwb generate` shows the cost line and asks; "n" sends nothing and writes nothing, "y"
     sends exactly the calls it counted. A real pseudo-terminal, a real server; each step waits on what the
     command prints (a deadline, no sleep)."""
-    import os
-    import pty
-    import select
-    import subprocess
-    import sys
-    import time
+    from pty_helper import answer_prompt
 
     def run(answer: str, out):
-        main_fd, sub_fd = pty.openpty()
-        proc = subprocess.Popen([sys.executable, "-m", "evals.cli", "generate", str(corpus), "--workspace",
-                                 str(tmp_path / "ws"), "--embedder", "hash", "--no-progress", "--llm-base-url", server,
-                                 "--llm-model", "questioner", "--llm-key-env", "RAGWB_TEST_KEY", "--out", str(out),
-                                 "--n", "4"], stdin=sub_fd, stdout=sub_fd, stderr=sub_fd, close_fds=True)
-        os.close(sub_fd)
-        seen, deadline, answered = b"", time.monotonic() + 120, False
-        while time.monotonic() < deadline:
-            ready, _, _ = select.select([main_fd], [], [], 1.0)
-            if ready:
-                try:
-                    chunk = os.read(main_fd, 4096)
-                except OSError:  # the terminal closed: the command ended
-                    break
-                if not chunk:
-                    break
-                seen += chunk
-                if not answered and b"[y/N]" in seen:
-                    calls_at_prompt = Handler.calls
-                    os.write(main_fd, answer.encode() + b"\n")
-                    answered = True
-            elif proc.poll() is not None:
-                break
-        proc.wait(timeout=60)
-        os.close(main_fd)
-        assert answered, seen.decode(errors="replace")
-        return proc.returncode, seen.decode(errors="replace"), calls_at_prompt
+        return answer_prompt(["generate", str(corpus), "--workspace", str(tmp_path / "ws"), "--embedder", "hash",
+                              "--no-progress", "--llm-base-url", server, "--llm-model", "questioner", "--llm-key-env",
+                              "RAGWB_TEST_KEY", "--out", str(out), "--n", "4"], answer, lambda: Handler.calls)
 
     calls = Handler.calls
     code, said, at_prompt = run("n", tmp_path / "no.jsonl")

@@ -28,6 +28,11 @@ def test_llm_answers_through_server_then_rerun_makes_zero_calls(server, tmp_path
     assert first == 12  # 6 questions x 2 strategies
     out = capsys.readouterr().out
     assert "0 hits, 12 misses" in out
+    # the cost line comes before the run's first item: the bound on answer calls, an unknown price said so
+    cost = next(x for x in out.splitlines() if x.startswith("ragwb run: "))
+    assert cost == ("ragwb run: 12 item(s) to evaluate on squad2; up to 12 answer call(s) to local-extractive "
+                    "(price unknown (--price MODEL=IN,OUT); those whose prompt is in the response cache are free)")
+    assert out.index(cost) < out.index("0 hits, 12 misses")
     before = Handler.calls
     assert _run(tmp_path, server, "local-extractive", "L2") == 0
     assert Handler.calls == before  # every answer came from the response cache
@@ -106,3 +111,24 @@ def test_client_counts_the_dollars_it_spends(server, tmp_path):
     assert c.stats.dollars_spent == pytest.approx((res.prompt_tokens * 1.0 + res.completion_tokens * 2.0) / 1e6)
     c.chat([{"role": "user", "content": "Say hello."}])  # a cache hit: saved, not spent again
     assert c.stats.dollars_saved == pytest.approx(c.stats.dollars_spent)
+
+
+def test_run_on_a_terminal_waits_for_a_yes_after_its_cost_line(server, tmp_path):
+    """`ragwb run` with an LLM answerer on a terminal: the cost line, then `Send up to N call(s)? [y/N]`; "n"
+    stores nothing and sends nothing, "y" runs (a real pseudo-terminal, a real server; each step waits on what the
+    command prints, with a deadline)."""
+    from pty_helper import answer_prompt
+
+    argv = ["run", "--dataset", "squad2", "--limit", "3", "--embedder", "hash", "--no-progress", "--no-report",
+            "--strategies", "chunks", "--workspace", str(tmp_path), "--llm-base-url", server, "--llm-model",
+            "local-extractive", "--llm-key-env", "RAGWB_TEST_KEY"]
+    calls = Handler.calls
+    code, said, at_prompt = answer_prompt(argv + ["--run-id", "NO"], "n", lambda: Handler.calls)
+    assert code == 0 and "ragwb run: 3 item(s) to evaluate on squad2; up to 3 answer call(s)" in said, said
+    assert "Send up to 3 call(s)? [y/N]" in said and "nothing sent for squad2" in said
+    assert Handler.calls == calls == at_prompt
+    con = duckdb.connect(str(tmp_path / "results.duckdb"), read_only=True)
+    assert con.execute("SELECT count(*) FROM runs WHERE run_id = 'NO'").fetchone() == (0,)
+    con.close()
+    code, said, at_prompt = answer_prompt(argv + ["--run-id", "YES"], "y", lambda: Handler.calls)
+    assert code == 0 and at_prompt == calls and Handler.calls - calls == 3, said

@@ -238,7 +238,7 @@ def confirm_spend(what: str, plan, yes: bool) -> bool:
     if not plan.new_calls or yes or not (sys.stdin.isatty() and sys.stdout.isatty()):
         return True
     try:
-        answer = input(f"Send {plan.new_calls:,} call(s)? [y/N] ")
+        answer = input(f"Send {'up to ' if getattr(plan, 'up_to', False) else ''}{plan.new_calls:,} call(s)? [y/N] ")
     except EOFError:
         answer = ""
     return answer.strip().lower() in ("y", "yes")

@@ -7,8 +7,9 @@ import sys
 import tomllib
 from pathlib import Path
 
-from .common import (URL_SECRETS, add_index_args, at_least, engine_address, index_config, non_negative_float, number_above,
-                     parse_sets, positive_float, race_config, run_id_arg, share_arg, temperature_arg)
+from .common import (URL_SECRETS, YES_HELP, add_index_args, at_least, confirm_spend, engine_address, index_config,
+                     non_negative_float, number_above, parse_sets, positive_float, race_config, run_id_arg, share_arg,
+                     temperature_arg)
 from rag.llm.client import env_prices, parse_prices  # noqa: F401 (shared with the workbench)
 
 from .report import finish_report_notebook, start_report_notebook
@@ -136,7 +137,7 @@ def refuse_ignored_run_flags(a) -> None:
 def cmd_run(a) -> int:
     from rag.ingest.corpora import BUNDLED, MAIN_JOB_SETS
 
-    from evals.run.runner import RunConfig, run_evaluation
+    from evals.run.runner import RunConfig, SpendDeclined, run_evaluation
 
     import time
 
@@ -202,11 +203,16 @@ def cmd_run(a) -> int:
 
             show_prompts(cfg, a.workspace)
             continue
-        summ = run_evaluation(cfg, a.workspace, a.db, run_id=a.run_id if len(datasets) == 1 else None,
-                              resume=a.resume, progress=not a.no_progress,
-                              allow_changed_corpus=a.allow_changed_corpus, lock_wait=a.wait,
-                              follow_symlinks=a.follow_symlinks, engine=engine, embed_concurrency=a.concurrency,
-                              options={"report": not a.no_report})
+        try:
+            summ = run_evaluation(cfg, a.workspace, a.db, run_id=a.run_id if len(datasets) == 1 else None,
+                                  resume=a.resume, progress=not a.no_progress,
+                                  allow_changed_corpus=a.allow_changed_corpus, lock_wait=a.wait,
+                                  follow_symlinks=a.follow_symlinks, engine=engine, embed_concurrency=a.concurrency,
+                                  options={"report": not a.no_report},
+                                  confirm_spend=lambda spend: confirm_spend("ragwb run", spend, a.yes))
+        except SpendDeclined as e:  # the user said no at the cost line: nothing stored or sent
+            print(f"ragwb run: {e}")
+            continue
         print(summ.render())
         if summ.incomplete:  # stored items differ from the plan: said, and the exit status says it too
             status = 5
@@ -472,6 +478,7 @@ def add_llm_args(s) -> None:
                    help="judges to run: ragas_faithfulness (default), ragas_context_recall, "
                         "ragas_answer_accuracy, llm_faithfulness; a ragas judgment waits at most "
                         "--timeout x (--retries + 1) x 2 + 5 s (485 s at the defaults) before it is a timeout")
+    s.add_argument("--yes", action="store_true", help=YES_HELP + " (an LLM answerer, judges, services)")
     s.add_argument("--price", action="append", metavar="MODEL=IN,OUT",
                    help="price of a model in dollars per million input and output tokens (repeatable; a [prices] "
                         "table in --config works too, and RAGWB_PRICE='MODEL=IN,OUT;...'); built-in table: "

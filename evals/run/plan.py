@@ -145,3 +145,61 @@ def questions_changed(store: ResultStore, run_id: str, questions: list) -> bool:
         return False
     now = {q.qid: (q.text, json.dumps(q.answers, ensure_ascii=False)) for q in questions}
     return any(now.get(r.question_id, (r.text, r.answers)) != (r.text, r.answers) for r in kept.itertuples())
+
+
+@dataclass
+class RunSpend:
+    """What a run will send to paid endpoints, said before its first call (the CLI prints it and, on a terminal,
+    waits for a yes). Counted from the plan: each item of a shape is at most one answer call (a prompt already in
+    the response cache costs nothing; prompts are counted as each context is packed), each LLM judge at least one
+    call an item, each service item one request."""
+    dataset: str
+    items: int
+    answer_calls: int = 0
+    model: str = ""
+    price: str = ""
+    judge_line: str = ""
+    service_requests: int = 0
+
+    up_to = True  # the counts are bounds: the prompts are not packed yet
+
+    @property
+    def new_calls(self) -> int:  # what the yes is asked for (0: nothing paid is sent)
+        return self.answer_calls + self.service_requests + (self.items if self.judge_line else 0)
+
+    def line(self) -> str:
+        parts = [f"{self.items:,} item(s) to evaluate on {self.dataset}"]
+        if self.answer_calls:
+            parts.append(f"up to {self.answer_calls:,} answer call(s) to {self.model} ({self.price}; those whose "
+                         "prompt is in the response cache are free)")
+        if self.judge_line:
+            parts.append(self.judge_line)
+        if self.service_requests:
+            parts.append(f"{self.service_requests:,} request(s) to deployed services")
+        return "; ".join(parts)
+
+
+def run_spend(cfg: RunConfig, plan: RunPlan, done: int = 0) -> RunSpend:
+    """The paid calls a run's plan can make (``done`` items already stored by a resume send nothing)."""
+    from rag.llm.client import PRICES, price_known
+
+    todo = max(plan.planned - done, 0)
+    per_q = max(len(plan.questions) * cfg.repeats, 1)
+    service = min(todo, len(cfg.systems) * per_q)
+    shapes = todo - service
+    spend = RunSpend(plan.ds.name, todo, service_requests=service)
+    prices = {**PRICES, **(cfg.prices or {})}
+
+    def price(model: str) -> str:
+        if not price_known(model, prices):
+            return "price unknown (--price MODEL=IN,OUT)"
+        pin, pout = prices[model]
+        return f"${pin:g} in / ${pout:g} out per million tokens"
+
+    if cfg.answerer == "openai" and cfg.llm is not None:
+        spend.answer_calls, spend.model, spend.price = shapes, cfg.llm.model, price(cfg.llm.model)
+    if cfg.judge is not None and shapes:
+        names = ", ".join(cfg.judges or ("ragas_faithfulness",))
+        spend.judge_line = (f"judges {names} at {cfg.judge.model}: at least {shapes:,} call(s) each (ragas makes "
+                            f"several an item; {price(cfg.judge.model)})")
+    return spend

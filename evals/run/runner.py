@@ -191,20 +191,26 @@ def with_remembered_questions(cfg: RunConfig, ws: Workspace) -> RunConfig:
     return dataclasses.replace(cfg, questions_file=q) if q != cfg.questions_file else cfg
 
 
+class SpendDeclined(Exception):
+    """The user said no to a run's cost line: nothing was stored or sent."""
+
+
 def run_evaluation(cfg: RunConfig, workspace: str | Path = "results", db: str | Path | None = None,
                    run_id: str | None = None, resume: str | None = None, progress: bool = True,
                    flush_every: int = 1000, on_flush=None, allow_changed_corpus: bool = False,
                    flush_seconds: float = 1.0,
                    lock_wait: float | None = None, follow_symlinks: bool = False, engine="local",
                    shard_questions: int = SHARD_QUESTIONS, on_look=None, embed_concurrency: int = 1,
-                   options: dict | None = None) -> RunSummary:
+                   options: dict | None = None, confirm_spend=None) -> RunSummary:
     """Run (or resume) one evaluation. ``on_look(questions_seen, points_in_race, exits)``: a raced run calls it
     after each look (the workbench's live leaderboard). Items are committed in batches every ``flush_seconds`` or
     ``flush_every`` items; ``on_flush(n_items_committed)`` is called after each commit. ``engine``
     (evals/run/engines.py): where items are evaluated; the driver (this process) always writes the store.
     ``embed_concurrency``: requests at once to a remote embedder of an index sweep (speed only: not in the config).
     ``options``: how the run was asked for beyond its config (``{"report": False}`` for --no-report), kept with the
-    run so that a resume does as the run was asked."""
+    run so that a resume does as the run was asked. ``confirm_spend(RunSpend)``: called with what the run can
+    send to paid endpoints once it is planned, before anything is stored or sent; False stops it there
+    (``SpendDeclined``: nothing stored, nothing sent)."""
     import contextlib
 
     from evals.store import run_writer
@@ -231,6 +237,12 @@ def run_evaluation(cfg: RunConfig, workspace: str | Path = "results", db: str | 
         plan = plan_run(cfg, ws, store, run_id, resume, engine, progress, lock_wait, follow_symlinks,
                         embed_concurrency, allow_changed_corpus)
         planned = plan.planned
+        if confirm_spend is not None:
+            from .plan import run_spend
+
+            spend = run_spend(cfg, plan, len(store.done_keys(run_id)) if resume else 0)
+            if spend.new_calls and not confirm_spend(spend):
+                raise SpendDeclined(f"nothing sent for {plan.ds.name}: the cost line was not confirmed")
         if not resume:
             run_id = run_id or time.strftime("%Y%m%d-%H%M%S-") + uuid.uuid4().hex[:6]
             held.enter_context(run_writer(store.path, run_id))
