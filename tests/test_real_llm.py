@@ -124,6 +124,10 @@ def test_agreement_with_a_judge_that_never_succeeds_still_prints_every_row(serve
                "fault-badjson", "--workspace", str(tmp_path), "--json", str(tmp_path / "a.json")])
     out = capsys.readouterr().out
     assert rc == 0 and "offline support model" in out and "word overlap" in out
+    # the cost line first: a bound (a judge may ask more than once), the unknown price said so
+    assert out.splitlines()[0] == ("ragwb agreement: 12 claim(s) x 1 LLM judge(s) (llm_faithfulness) at "
+                                   "fault-badjson: at least 12 call(s) (ragas makes several a claim; those in the "
+                                   "response cache are free; price unknown (--price MODEL=IN,OUT))"), out
     judge = [ln for ln in out.splitlines() if ln.startswith("llm_faithfulness")]
     assert judge and " 0 " in judge[0] and "(12 failed)" in judge[0]
     assert "no usable verdict from llm_faithfulness: {'parse_error': 12}" in out and "--judge-max-tokens" in out

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 
-from .common import URL_SECRETS, at_least, positive_float
+from .common import URL_SECRETS, YES_HELP, at_least, positive_float
 
 
 def cmd_score_claims(a) -> int:
@@ -46,4 +46,5 @@ def add_agreement(sub) -> None:
     s.add_argument("--timeout", type=positive_float, default=60.0, help="per-call timeout in seconds (60)")
     s.add_argument("--json", dest="json_out", default=None, help="also write the table as JSON")
     s.add_argument("--workspace", default="results", help="workspace (LLM cache)")
+    s.add_argument("--yes", action="store_true", help=YES_HELP)
     s.set_defaults(fn=cmd_agreement)

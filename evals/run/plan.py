@@ -181,20 +181,16 @@ class RunSpend:
 
 def run_spend(cfg: RunConfig, plan: RunPlan, done: int = 0) -> RunSpend:
     """The paid calls a run's plan can make (``done`` items already stored by a resume send nothing)."""
-    from rag.llm.client import PRICES, price_known
+    from rag.llm.spend import price_text
 
     todo = max(plan.planned - done, 0)
     per_q = max(len(plan.questions) * cfg.repeats, 1)
     service = min(todo, len(cfg.systems) * per_q)
     shapes = todo - service
     spend = RunSpend(plan.ds.name, todo, service_requests=service)
-    prices = {**PRICES, **(cfg.prices or {})}
 
     def price(model: str) -> str:
-        if not price_known(model, prices):
-            return "price unknown (--price MODEL=IN,OUT)"
-        pin, pout = prices[model]
-        return f"${pin:g} in / ${pout:g} out per million tokens"
+        return price_text(model, cfg.prices)
 
     if cfg.answerer == "openai" and cfg.llm is not None:
         spend.answer_calls, spend.model, spend.price = shapes, cfg.llm.model, price(cfg.llm.model)

@@ -172,6 +172,17 @@ def main_agreement(a) -> int:
     elif judges:
         raise ValueError("--judges needs --judge-base-url and --judge-model")
     data = agreement_set()[:a.limit] if a.limit else agreement_set()
+    if client is not None:  # the cost line before any judge call; on a terminal it waits for a yes
+        from evals.cli.common import confirm_spend
+        from rag.llm.spend import BoundPlan, price_text
+
+        n = len(data) * len(judges)
+        spend = BoundPlan(f"{len(data):,} claim(s) x {len(judges)} LLM judge(s) ({', '.join(judges)}) at "
+                          f"{client.cfg.model}: at least {n:,} call(s) (ragas makes several a claim; those in the "
+                          f"response cache are free; {price_text(client.cfg.model)})", n)
+        if not confirm_spend("ragwb agreement", spend, getattr(a, "yes", False)):
+            print("nothing sent")
+            return 0
     print(render_header(sum(r["label"] for r in data), sum(1 - r["label"] for r in data)), flush=True)
     # each judge's row as soon as it is measured: a slow LLM judge never hides the offline rows
     rows = run_agreement(a.limit, client, judges, a.resamples, on_row=lambda r: print(render_row(r), flush=True))

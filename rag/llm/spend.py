@@ -42,3 +42,25 @@ def plan_calls(client: LLMClient, messages: list[list[dict]], extra: dict | None
         plan.prompt_tokens += tokens
         plan.dollars += price_of(client.cfg.model, tokens, client.cfg.max_tokens, client.prices)
     return plan
+
+
+def price_text(model: str, prices: dict | None = None) -> str:
+    """A model's price as a cost line says it: "$0.15 in / $0.6 out per million tokens", or "price unknown"."""
+    from .client import PRICES
+
+    table = {**PRICES, **(prices or {})}
+    if not price_known(model, table):
+        return "price unknown (--price MODEL=IN,OUT)"
+    pin, pout = table[model]
+    return f"${pin:g} in / ${pout:g} out per million tokens"
+
+
+@dataclass
+class BoundPlan:
+    """A cost line that can only bound its calls before they are made (a judge that may ask several times)."""
+    text: str
+    new_calls: int
+    up_to: bool = True
+
+    def line(self) -> str:
+        return self.text
