@@ -6,6 +6,8 @@ import math
 import re
 from pathlib import Path
 
+from rag.llm.spend import confirm_spend  # noqa: F401 (the CLI commands ask with it)
+
 
 def at_least(lo: int, hint: str = ""):
     """argparse type: an integer >= lo; the error names the value (argparse adds the option)."""
@@ -226,22 +228,6 @@ def race_config(a, systems) -> dict:
 
 YES_HELP = ("send without asking: on a terminal the cost line waits for a yes; in a script or CI (no terminal) the "
             "command line is the consent and the line is printed first")
-
-
-def confirm_spend(what: str, plan, yes: bool) -> bool:
-    """The cost line of a spending command (``rag.llm.spend.CallPlan`` or anything with ``line()`` and
-    ``new_calls``), printed before anything is sent; on a terminal it waits for a yes unless ``--yes``. False:
-    the user said no (nothing was sent)."""
-    import sys
-
-    print(f"{what}: {plan.line()}", flush=True)
-    if not plan.new_calls or yes or not (sys.stdin.isatty() and sys.stdout.isatty()):
-        return True
-    try:
-        answer = input(f"Send {'up to ' if getattr(plan, 'up_to', False) else ''}{plan.new_calls:,} call(s)? [y/N] ")
-    except EOFError:
-        answer = ""
-    return answer.strip().lower() in ("y", "yes")
 
 
 def add_price_arg(p) -> None:

@@ -173,8 +173,7 @@ def main_agreement(a) -> int:
         raise ValueError("--judges needs --judge-base-url and --judge-model")
     data = agreement_set()[:a.limit] if a.limit else agreement_set()
     if client is not None:  # the cost line before any judge call; on a terminal it waits for a yes
-        from evals.cli.common import confirm_spend
-        from rag.llm.spend import BoundPlan, price_text
+        from rag.llm.spend import BoundPlan, confirm_spend, price_text
 
         n = len(data) * len(judges)
         spend = BoundPlan(f"{len(data):,} claim(s) x {len(judges)} LLM judge(s) ({', '.join(judges)}) at "

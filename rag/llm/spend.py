@@ -64,3 +64,19 @@ class BoundPlan:
 
     def line(self) -> str:
         return self.text
+
+
+def confirm_spend(what: str, plan, yes: bool) -> bool:
+    """The cost line of a spending command (a ``CallPlan``, a ``BoundPlan`` or anything with ``line()`` and
+    ``new_calls``), printed before anything is sent; on a terminal it waits for a yes unless ``--yes``. False:
+    the user said no (nothing was sent)."""
+    import sys
+
+    print(f"{what}: {plan.line()}", flush=True)
+    if not plan.new_calls or yes or not (sys.stdin.isatty() and sys.stdout.isatty()):
+        return True
+    try:
+        answer = input(f"Send {'up to ' if getattr(plan, 'up_to', False) else ''}{plan.new_calls:,} call(s)? [y/N] ")
+    except EOFError:
+        answer = ""
+    return answer.strip().lower() in ("y", "yes")
