@@ -233,6 +233,11 @@ def test_the_page_generates_questions_after_its_cost_line_and_the_same_set_as_th
     client = generating.generator_client(sess, llm, "questioner")
     with pytest.raises(ValueError, match="unknown .*valid: single, multi, unanswerable"):
         generating.generate_plan(sess, client, 6, ["sigle"])
+    with pytest.raises(ValueError, match="inside the corpus folder .*read it as one of its documents"):
+        generating.generate_plan(sess, client, 6, ["single"], out=corpus / "alder.pdf")  # never over a document
+    assert main(["generate", str(corpus), "--workspace", str(ws), "--embedder", "hash", "--llm-base-url", server,
+                 "--llm-model", "questioner", "--out", str(corpus / "gold.jsonl")]) == 2  # the CLI refuses it too
+    assert not (corpus / "gold.jsonl").exists()
     calls = Handler.calls
     plan = generating.generate_plan(sess, client, 6, ["single", "multi"], seed=3)
     assert Handler.calls == calls  # counting sends nothing

@@ -58,16 +58,20 @@ def _types(types) -> tuple:
 
 
 def plan_generation(documents, client: LLMClient, n: int, types, seed: int, out: Path,
-                    encoding: str = "o200k_base") -> GeneratePlan:
+                    encoding: str = "o200k_base", corpus: str | Path | None = None) -> GeneratePlan:
     """The cost line of asking for ``n`` questions about ``documents``, counted before anything is sent: the
     passages are sampled as ``generate`` will sample them and each prompt is looked up in the response cache
-    (the page and ``ragwb generate`` both say it first)."""
+    (the page and ``ragwb generate`` both say it first). ``corpus``: the folder the documents come from, which
+    the file must not be written into."""
     from ..generate import question_messages, reply_format, sample_passages
 
     types = _types(types)
     out = Path(out).expanduser()
     if out.is_dir():
         raise ValueError(f"{out} is a folder; give the JSONL file to write")
+    if corpus is not None and Path(corpus).is_dir() and out.resolve().is_relative_to(Path(corpus).resolve()):
+        raise ValueError(f"{out} is inside the corpus folder {corpus}: the next ingest would read it as one of its "
+                         "documents (and a document there could be replaced); write it elsewhere")
     jobs, _ = sample_passages(documents, n, types, seed)
     plan = GeneratePlan(out, plan_calls(client, [question_messages(k, pages) for k, pages in jobs],
                                         reply_format(client), encoding), len(jobs))
@@ -83,7 +87,7 @@ def generate_plan(sess, client: LLMClient, n: int, types, seed: int = 0, out: st
     """The page's cost line (``plan_generation`` over the session's documents; the default file if none)."""
     out = Path(out).expanduser() if str(out).strip() else default_out(sess, str(sess.retriever.ws.root))
     return plan_generation(sess.dataset.documents, client, n, types, seed, out,
-                           sess.retriever.reader.config.chunking.encoding)
+                           sess.retriever.reader.config.chunking.encoding, sess.spec)
 
 
 def generate_for_page(sess, client: LLMClient, n: int, types, seed: int, out: Path, progress=None) -> tuple[Path, str]:
