@@ -143,6 +143,15 @@ class GenerateResult:
     stats: object = None
 
 
+def check_types(types, what: str = "--types") -> tuple:
+    """The question types asked for, each one of ``TYPES`` (an unknown one, or none, is an error naming the valid)."""
+    types = tuple(t for t in (types or ()) if t)
+    unknown = [t for t in types if t not in TYPES]
+    if unknown or not types:
+        raise ValueError(f"{what}: unknown type(s) {', '.join(unknown) or '(none)'}; valid: {', '.join(TYPES)}")
+    return types
+
+
 def question_messages(kind: str, pages: list, language: str = "auto") -> list[dict]:
     """The messages that ask for one question of ``kind`` about ``pages`` (the page's cost line counts these)."""
     texts = [p.text[:MAX_PASSAGE_CHARS] for p in pages]
@@ -173,9 +182,7 @@ def _ask(client: LLMClient, kind: str, pages: list, extra: dict, language: str =
 
 def generate(client: LLMClient, documents, n: int, types: tuple = ("single",), seed: int = 0,
              embed=None, max_overlap: int = 0, progress=None, language: str = "auto") -> GenerateResult:
-    unknown = [t for t in types if t not in TYPES]
-    if unknown or not types:
-        raise ValueError(f"--types: unknown type(s) {', '.join(unknown) or '(none)'}; valid: {', '.join(TYPES)}")
+    check_types(types)
     if n < 1:
         raise ValueError(f"--n must be >= 1, got {n}")
     out = GenerateResult()

@@ -15,7 +15,7 @@ def _counted(counts: dict) -> str:
 def cmd_generate(a) -> int:
     from tqdm import tqdm
 
-    from evals.generate import TYPES, generate, write_jsonl
+    from evals.generate import check_types, generate, write_jsonl
     from rag.index.embedders import get_embedder
     from rag.index.workspace import Workspace
     from rag.llm.client import LLMClient, LLMConfig, dollars_text, price_known
@@ -23,10 +23,7 @@ def cmd_generate(a) -> int:
     if not (a.llm_base_url and a.llm_model):
         raise ValueError("generating questions needs an LLM endpoint: --llm-base-url URL --llm-model M (offline: "
                          "a local llama.cpp server, docs/llm.md 'A local model')")
-    types = tuple(t.strip() for t in a.types.split(",") if t.strip())
-    unknown = [t for t in types if t not in TYPES]
-    if unknown or not types:
-        raise ValueError(f"--types: unknown type(s) {', '.join(unknown) or '(none)'}; valid: {', '.join(TYPES)}")
+    types = check_types(t.strip() for t in a.types.split(","))
     out = Path(a.out)  # checked before the first call: every call's answers are lost if the file cannot be written
     if out.is_dir():
         raise ValueError(f"--out {out} is a folder; give the JSONL file to write (e.g. {out / 'gold.jsonl'})")

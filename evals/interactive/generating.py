@@ -48,13 +48,9 @@ def default_out(sess, workspace: str) -> Path:
 
 
 def _types(types) -> tuple:
-    from ..generate import TYPES
+    from ..generate import check_types
 
-    types = tuple(t for t in (types or ()) if t)
-    unknown = [t for t in types if t not in TYPES]
-    if unknown or not types:
-        raise ValueError(f"question types: unknown {', '.join(unknown) or '(none picked)'}; valid: {', '.join(TYPES)}")
-    return types
+    return check_types(types, "question types")
 
 
 def plan_generation(documents, client: LLMClient, n: int, types, seed: int, out: Path,

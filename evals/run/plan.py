@@ -188,14 +188,10 @@ def run_spend(cfg: RunConfig, plan: RunPlan, done: int = 0) -> RunSpend:
     service = min(todo, len(cfg.systems) * per_q)
     shapes = todo - service
     spend = RunSpend(plan.ds.name, todo, service_requests=service)
-
-    def price(model: str) -> str:
-        return price_text(model, cfg.prices)
-
     if cfg.answerer == "openai" and cfg.llm is not None:
-        spend.answer_calls, spend.model, spend.price = shapes, cfg.llm.model, price(cfg.llm.model)
+        spend.answer_calls, spend.model, spend.price = shapes, cfg.llm.model, price_text(cfg.llm.model, cfg.prices)
     if cfg.judge is not None and shapes:
         names = ", ".join(cfg.judges or ("ragas_faithfulness",))
         spend.judge_line = (f"judges {names} at {cfg.judge.model}: at least {shapes:,} call(s) each (ragas makes "
-                            f"several an item; {price(cfg.judge.model)})")
+                            f"several an item; {price_text(cfg.judge.model, cfg.prices)})")
     return spend

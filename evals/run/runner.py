@@ -237,10 +237,11 @@ def run_evaluation(cfg: RunConfig, workspace: str | Path = "results", db: str | 
         plan = plan_run(cfg, ws, store, run_id, resume, engine, progress, lock_wait, follow_symlinks,
                         embed_concurrency, allow_changed_corpus)
         planned = plan.planned
+        done = store.done_keys(run_id) if resume else None  # read once: a resumed run's stored items
         if confirm_spend is not None:
             from .plan import run_spend
 
-            spend = run_spend(cfg, plan, len(store.done_keys(run_id)) if resume else 0)
+            spend = run_spend(cfg, plan, len(done) if done is not None else 0)
             if spend.new_calls and not confirm_spend(spend):
                 raise SpendDeclined(f"nothing sent for {plan.ds.name}: the cost line was not confirmed")
         if not resume:
@@ -255,7 +256,8 @@ def run_evaluation(cfg: RunConfig, workspace: str | Path = "results", db: str | 
                              questions=plan.questions)
         else:
             planned = int(store.run(run_id).get("planned") or planned)  # the plan the run was started with
-        done = store.done_keys(run_id)
+        if done is None:
+            done = store.done_keys(run_id)
         jobs = _jobs(cfg, ws, plan, done, engine, shard_questions)
         summary = RunSummary(run_id, plan.ds.name, skipped_done=len(done))
         bar = _Progress(planned - len(done), progress, f"run {plan.ds.name}")
