@@ -832,11 +832,14 @@ def _(args, mo, session, wb):
         "Passages sampled from this dataset (seeded, stratified by document); the LLM writes a question and a short "
         "answer for each, and a question is kept only where its answer is found in its passage (that span is its "
         "evidence; docs/generate.md). Counting the cost sends nothing.\n\n"
-        "{n} {types} {model} {seed}\n\n{out}").batch(
+        "{n} {types} {model} {seed} {language} {max_overlap}\n\n{out}").batch(
         n=mo.ui.number(start=1, stop=2000, value=50, label="questions"),
         types=mo.ui.multiselect(["single", "multi", "unanswerable"], value=["single"], label="types"),
         model=mo.ui.text(value=wb.llm.model if wb.llm else "", placeholder="model name", label="model"),
         seed=mo.ui.number(start=0, stop=10**9, value=0, label="seed"),
+        # as `ragwb generate --language` and `--max-overlap`: auto = each passage's own language; 0 = keep, flag
+        language=mo.ui.text(value="auto", label="language"),
+        max_overlap=mo.ui.number(start=0, stop=100, value=0, label="max words copied (0 = keep)"),
         out=mo.ui.text(value=str(generating.default_out(session, args.workspace)) if session is not None else "",
                        label="write to", full_width=True),
     ).form(submit_button_label="Count the cost", clear_on_submit=False)
@@ -862,7 +865,7 @@ def _(gen_form, generating, get_gen_done, mo, session, wb):
     try:
         gen_client = generating.generator_client(session, wb.llm, _v["model"], wb.prices)
         gen_plan = generating.generate_plan(session, gen_client, int(_v["n"]), _v["types"], int(_v["seed"]),
-                                            _v["out"])
+                                            _v["out"], _v["language"])
     except ValueError as _e:  # no type picked, a folder as the file: said, nothing counted or sent
         _said = _e.args[0] if _e.args else str(_e)
     mo.stop(_said is not None, mo.callout(mo.md(f"**Cannot generate:** {_said}"), kind="danger"))
@@ -881,7 +884,8 @@ def _(gen_client, gen_form, gen_go, gen_plan, generating, mo, session, set_gen_d
                                 show_rate=True, show_eta=True, remove_on_exit=True) as _bar:
         try:
             _path, _line = generating.generate_for_page(session, gen_client, int(_v["n"]), _v["types"],
-                                                        int(_v["seed"]), gen_plan.out, progress=_bar)
+                                                        int(_v["seed"]), gen_plan.out, progress=_bar,
+                                                        language=_v["language"], max_overlap=int(_v["max_overlap"]))
             _done = (True, f"**Generated:** {_line}. Review them before trusting them: "
                            f"`marimo run notebooks/review.py -- --questions {_path}`.")
         except ValueError as _e:  # every reply dropped or failed: nothing written, the file keeps what it held

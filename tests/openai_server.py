@@ -65,7 +65,7 @@ def relevance_grade(prompt: str) -> str:
 def question_reply(prompt: str, model: str) -> str:
     """``questioner`` models (ragwb generate): a question and answer built from the prompt's passage, as JSON.
     ``questioner-text`` replies in prose, ``questioner-empty`` with an empty question, ``questioner-wrong`` with
-    an answer the passage does not hold, ``questioner-same`` with one question for every passage, ``questioner-long`` with 30 words of the passage, ``questioner-huge`` with a 1 MB question, ``questioner-slow`` as ``questioner`` after 0.3 s."""
+    an answer the passage does not hold, ``questioner-same`` with one question for every passage, ``questioner-long`` with 30 words of the passage, ``questioner-huge`` with a 1 MB question, ``questioner-slow`` as ``questioner`` after 0.3 s, ``questioner-copy`` with eight words of the passage in a row."""
     m = re.search(r"Passage(?: 1)?:\n(.*?)\n\n", prompt, re.S)
     if not m:
         return "no passage"
@@ -74,6 +74,8 @@ def question_reply(prompt: str, model: str) -> str:
     if model == "questioner-text":
         return "Sure! Here is a good question about the passage."
     question = "What is this text about?" if model == "questioner-same" else f"How are {b} and {c} related to it?"
+    if model == "questioner-copy":  # a question that copies eight words of its passage in a row
+        question = " ".join(m.group(1).split()[:8]) + "?"
     if model == "questioner-huge":  # a 1 MB "question" (under the response cap)
         question = "word " * 200_000
     answer = ("zebra crossing unicorn" if model == "questioner-wrong" else

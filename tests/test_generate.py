@@ -286,3 +286,33 @@ def test_generate_on_a_terminal_waits_for_a_yes_after_its_cost_line(corpus, serv
     code, said, at_prompt = run("y", tmp_path / "yes.jsonl")
     assert code == 0 and at_prompt == calls and Handler.calls - calls == 4, said
     assert len((tmp_path / "yes.jsonl").read_text().splitlines()) >= 3
+
+
+def test_the_cost_line_counts_the_prompts_in_the_language_asked(corpus, server, tmp_path, capsys):
+    """`--language el` changes every prompt: the cost line looks those prompts up in the response cache (a rerun
+    says 0 new calls, and sends none), never the auto-language ones; the page's Generate takes the language and
+    --max-overlap as the CLI does."""
+    from evals import interactive
+    from evals.interactive import generating
+    from rag.llm.client import LLMConfig
+
+    ws = tmp_path / "ws"
+    argv = ["--n", "4", "--language", "el", "--seed", "1"]
+    assert _gen(corpus, ws, server, "questioner", tmp_path / "el.jsonl", *argv) == 0
+    assert "4 call(s) to questioner" in capsys.readouterr().out.splitlines()[0]
+    calls = Handler.calls
+    assert _gen(corpus, ws, server, "questioner", tmp_path / "el2.jsonl", *argv) == 0
+    assert "0 call(s) to questioner" in capsys.readouterr().out.splitlines()[0] and Handler.calls == calls
+    assert {json.loads(x)["language"] for x in (tmp_path / "el2.jsonl").read_text().splitlines()} == {"el"}
+    sess = interactive.open_session(str(corpus), str(ws), "hash")
+    client = generating.generator_client(sess, LLMConfig(server, "questioner", "RAGWB_TEST_KEY"))
+    assert generating.generate_plan(sess, client, 4, ["single"], 1, tmp_path / "p.jsonl", "el").new_calls == 0
+    assert generating.generate_plan(sess, client, 4, ["single"], 1, tmp_path / "p.jsonl").new_calls == 4  # auto
+    path, line = generating.generate_for_page(sess, client, 4, ["single"], 1, tmp_path / "p.jsonl", language="el")
+    assert Handler.calls == calls and len(path.read_text().splitlines()) == 4  # every call served by the cache
+    copier = generating.generator_client(sess, LLMConfig(server, "questioner", "RAGWB_TEST_KEY"), "questioner-copy")
+    with pytest.raises(ValueError, match=r"no question survived .*copies the passage \(--max-overlap\): 4"):
+        generating.generate_for_page(sess, copier, 4, ["single"], 1, tmp_path / "c.jsonl", max_overlap=3)
+    assert not (tmp_path / "c.jsonl").exists()
+    path, line = generating.generate_for_page(sess, copier, 4, ["single"], 1, tmp_path / "c.jsonl")  # 0: kept, flagged
+    assert "flagged lexical (shares >= 6 words in a row): 4" in line and len(path.read_text().splitlines()) == 4

@@ -41,7 +41,8 @@ def cmd_generate(a) -> int:
                        prices=cli_prices(a))
     from evals.interactive.generating import plan_generation
 
-    plan = plan_generation(ds.documents, client, a.n, types, a.seed, out, cfg.chunking.encoding, a.dataset)
+    plan = plan_generation(ds.documents, client, a.n, types, a.seed, out, cfg.chunking.encoding, a.dataset,
+                           a.language)
     if not confirm_spend("ragwb generate", plan, a.yes):
         print(f"nothing sent; {out} " + ("keeps what it held" if out.exists() else "was not written"))
         return 0

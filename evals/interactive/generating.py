@@ -54,11 +54,12 @@ def _types(types) -> tuple:
 
 
 def plan_generation(documents, client: LLMClient, n: int, types, seed: int, out: Path,
-                    encoding: str = "o200k_base", corpus: str | Path | None = None) -> GeneratePlan:
+                    encoding: str = "o200k_base", corpus: str | Path | None = None,
+                    language: str = "auto") -> GeneratePlan:
     """The cost line of asking for ``n`` questions about ``documents``, counted before anything is sent: the
     passages are sampled as ``generate`` will sample them and each prompt is looked up in the response cache
     (the page and ``ragwb generate`` both say it first). ``corpus``: the folder the documents come from, which
-    the file must not be written into."""
+    the file must not be written into; ``language``: as ``generate`` asks (the prompt, so the cache lookup)."""
     from ..generate import question_messages, reply_format, sample_passages
 
     types = _types(types)
@@ -69,7 +70,7 @@ def plan_generation(documents, client: LLMClient, n: int, types, seed: int, out:
         raise ValueError(f"{out} is inside the corpus folder {corpus}: the next ingest would read it as one of its "
                          "documents (and a document there could be replaced); write it elsewhere")
     jobs, _ = sample_passages(documents, n, types, seed)
-    plan = GeneratePlan(out, plan_calls(client, [question_messages(k, pages) for k, pages in jobs],
+    plan = GeneratePlan(out, plan_calls(client, [question_messages(k, pages, language or "auto") for k, pages in jobs],
                                         reply_format(client), encoding), len(jobs))
     if 0 < len(jobs) < n:
         plan.short = f" (asked for {n:,}: the corpus has passages for {len(jobs):,})"
@@ -79,21 +80,23 @@ def plan_generation(documents, client: LLMClient, n: int, types, seed: int, out:
     return plan
 
 
-def generate_plan(sess, client: LLMClient, n: int, types, seed: int = 0, out: str | Path = "") -> GeneratePlan:
+def generate_plan(sess, client: LLMClient, n: int, types, seed: int = 0, out: str | Path = "",
+                  language: str = "auto") -> GeneratePlan:
     """The page's cost line (``plan_generation`` over the session's documents; the default file if none)."""
     out = Path(out).expanduser() if str(out).strip() else default_out(sess, str(sess.retriever.ws.root))
     return plan_generation(sess.dataset.documents, client, n, types, seed, out,
-                           sess.retriever.reader.config.chunking.encoding, sess.spec)
+                           sess.retriever.reader.config.chunking.encoding, sess.spec, language)
 
 
-def generate_for_page(sess, client: LLMClient, n: int, types, seed: int, out: Path, progress=None) -> tuple[Path, str]:
+def generate_for_page(sess, client: LLMClient, n: int, types, seed: int, out: Path, progress=None,
+                      language: str = "auto", max_overlap: int = 0) -> tuple[Path, str]:
     """Ask, check and write the questions (``evals.generate.generate``, the file replaced whole when done), and
     remember the file as the folder's questions (a reload of the page evaluates on them). (path, the line saying
     what came of it). Nothing is written when no question survives."""
     from ..generate import generate, write_jsonl
 
     res = generate(client, sess.dataset.documents, n, _types(types), seed, embed=sess.retriever.embed_queries,
-                   progress=progress)
+                   max_overlap=max_overlap, progress=progress, language=(language or "").strip() or "auto")
     # the shortfall was said on the cost line; each drop or flag with its count
     counted = "; ".join(f"{k}: {v}" for k, v in sorted(res.counts.items()) if not k.startswith("asked for")) or "none"
     s = res.stats
