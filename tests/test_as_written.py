@@ -297,8 +297,9 @@ def test_a_folder_without_questions_in_chromium_is_searchable_and_says_how_to_ge
         proc.wait(timeout=30)
 
 
-def _logged_file(path: Path, bad_line: bool = False) -> Path:
-    """What a team's system logged for three of plain.jsonl's questions and one the gold set does not hold."""
+def _logged_file(path: Path, bad_line: bool = False, extra: tuple = ()) -> Path:
+    """What a team's system logged for three of plain.jsonl's questions and one the gold set does not hold
+    (``extra``: more records after them)."""
     rows = [{"question": "How many days of annual leave do full-time staff get?", "answer": "26 days",
              "contexts": ["Full-time staff receive 26 days of annual leave per calendar year."]},
             {"question": "How long is the probation period?", "answer": "I don't know", "contexts": []},
@@ -306,24 +307,25 @@ def _logged_file(path: Path, bad_line: bool = False) -> Path:
              "contexts": ["The daily meal allowance while travelling is 45 euros in the home country and 60 euros "
                           "abroad."]},
             {"question": "Where is the canteen?", "answer": "Floor 2", "contexts": ["Nothing about it."]}]
-    lines = [json.dumps(r) for r in rows]
+    lines = [json.dumps(r) for r in rows + list(extra)]
     if bad_line:
         lines.insert(2, '{"question": "cut off", "answer": ')
     path.write_text("\n".join(lines) + "\n")
     return path
 
 
-@pytest.mark.parametrize("shape", ["plain", "none"])
+@pytest.mark.parametrize("shape", ["plain", "none", "messy"])
 def test_the_page_scores_a_logged_file_as_the_cli_does(shape, tmp_path):
     """The workbench page's `ragwb score FILE` (interactive.score_logged_file): joined to the page's own loaded
-    questions (plain.jsonl: no ids, no answers) or with none at all, stored as a run under the page's dataset, its
-    report written; a malformed line is named and stores nothing."""
+    questions (plain.jsonl: no ids, no answers; messy.jsonl: a BOM, CRLF, a blank line, a question twice) or with
+    none at all, stored as a run under the page's dataset, its report written; a malformed line is named and
+    stores nothing."""
     from evals import interactive
     from evals.store import ResultStore
 
     docs, ws = _folder(tmp_path), tmp_path / "ws"
     sess = interactive.open_session(str(docs), str(ws), "hash",
-                                    questions=None if shape == "none" else str(DATA / "plain.jsonl"))
+                                    questions=None if shape == "none" else str(DATA / f"{shape}.jsonl"))
     db = str(ws / "results.duckdb")
     with pytest.raises(ValueError, match=r"bad\.jsonl:3: not valid JSON"):
         interactive.score_logged_file(sess, str(ws), db, str(_logged_file(tmp_path / "bad.jsonl", True)))
@@ -331,22 +333,24 @@ def test_the_page_scores_a_logged_file_as_the_cli_does(shape, tmp_path):
     with pytest.raises(ValueError, match="no such file"):
         interactive.score_logged_file(sess, str(ws), db, str(tmp_path / "missing.jsonl"))
     calls = []
-    rid, line, report, why = interactive.score_logged_file(sess, str(ws), db, str(_logged_file(tmp_path / "l.jsonl")),
+    partners = {"question": "How long do partners get for parental leave?", "answer": "two weeks", "contexts": []}
+    logged = _logged_file(tmp_path / "l.jsonl", extra=(partners,))  # a question messy.jsonl holds
+    rid, line, report, why = interactive.score_logged_file(sess, str(ws), db, str(logged),
                                                            name="prod", metrics="answer,citation,cost",
                                                            on_progress=lambda n, total: calls.append((n, total)),
                                                            batch=3)
     assert why == "" and report is not None and report.exists()
-    assert calls == [(3, 4), (1, 4)]  # the page's bar: after each stored batch, of the file's total
-    matched = 0 if shape == "none" else 3
-    assert f"scored 4 records of l.jsonl (workbench columns) as prod in run {rid}; {matched} matched the gold set, " \
-           f"{4 - matched} did not" == line
+    assert calls == [(3, 5), (2, 5)]  # the page's bar: after each stored batch, of the file's total
+    matched = {"plain": 3, "none": 0, "messy": 1}[shape]
+    assert f"scored 5 records of l.jsonl (workbench columns) as prod in run {rid}; {matched} matched the gold set, " \
+           f"{5 - matched} did not" == line
     runs = interactive.list_runs(db)
     assert list(runs["run_id"]) == [rid] and list(runs["dataset"]) == [sess.dataset.name]  # the page's run lists
     with ResultStore(db, read_only=True) as st:
         rows = st.con.execute("select strategy, count(*) from results where run_id = ? group by 1", [rid]).fetchall()
         statuses = dict(st.con.execute("select status, count(*) from scores where run_id = ? group by 1",
                                        [rid]).fetchall())
-    assert rows == [("prod", 4)] and statuses.get("ok", 0) > 0
+    assert rows == [("prod", 5)] and statuses.get("ok", 0) > 0
 
 
 def test_plain_questions_in_chromium_score_a_logged_file(browser, tmp_path):
