@@ -117,7 +117,8 @@ def _(args, dataset, ingest_cost, ingest_go, interactive, mo, page, wb):
 
 @app.cell
 def _(answerer, answerer_sessions, base_session, interactive, wb):
-    session = interactive.session_for_answerer(answerer_sessions, base_session, answerer.value, wb.llm, wb.prices)
+    session = interactive.session_for_answerer(answerer_sessions, base_session, answerer.value, wb.llm, wb.prices,
+                                               wb.judge)
     return (session,)
 
 
@@ -199,8 +200,10 @@ def _(SYSTEMS, budgets, get_sent, interactive, limit, mo, page, session, strateg
     applied_points = interactive.points_from_budgets(strategies.value, budgets.value or {}, systems=SYSTEMS)
     plan = interactive.answer_plan(session, applied_points, limit.value)
     _model = session.client.cfg.model if session.client is not None else ""
-    send_go = mo.ui.run_button(label=f"Send {plan.new_calls + plan.service_requests:,} call(s)")
-    needs_ok = plan.new_calls + plan.service_requests > 0
+    # the judge's calls (the answering model judges by default) are in the same line and the same Send
+    send_go = mo.ui.run_button(label=f"Send {'up to ' if plan.judge_bound else ''}"
+                                     f"{plan.calls + plan.service_requests:,} call(s)")
+    needs_ok = plan.calls + plan.service_requests > 0
     mo.vstack([mo.md(f"**{session.answerer_label}**: {plan.line(_model)}"
                      + (" " + "; ".join(plan.notes) if plan.notes else "")),
                send_go if needs_ok else mo.md("")])
@@ -266,22 +269,36 @@ def _(get_quality_pick, mo, page, set_quality_pick, summary):
 
 
 @app.cell
-def _(HEADLINE, cost, get_history, headline_table, history_key, mo, page, pd, quality, quality_cost_figure,
-      summary):
+def _(HEADLINE, cost, get_history, headline_table, history_key, judge_notes, mo, page, pd, quality,
+      quality_cost_figure, summary):
     _hist = [s for k, s in get_history()[:-1] if k == history_key]
     # the answer-side metrics an LLM answer is scored on join the headline (faithfulness and citations against
     # token cost: what the budgets trade)
-    _table, _dropped = page.headline(summary, headline_table, HEADLINE[:4] + [
-        "citation_validity", "citation_support", "statement_coverage"] + HEADLINE[4:])
+    _table, _dropped = page.headline(summary, headline_table, page.headline_order(summary, HEADLINE))
     mo.vstack([
         mo.ui.plotly(quality_cost_figure(summary, quality.value, cost.value,
                                          pd.concat(_hist, ignore_index=True) if _hist else None)),
-        mo.ui.table(_table, selection=None, freeze_columns_left=["strategy", "point"]),
+        mo.ui.table(page.labelled(_table), selection=None, freeze_columns_left=["strategy", "point"]),
         mo.md("<small>not shown (n/a on every row): " + "; ".join(f"{m} ({why})" for m, why in _dropped.items())
               + "</small>") if _dropped else mo.md(""),
-    ] + [mo.md(f"<small>{_c}</small>") for _c in page.chart_captions(bool(_hist))]
+    ] + [mo.md(f"<small>judge: {_l}</small>") for _l in judge_notes]
+      + [mo.md(f"<small>{_c}</small>") for _c in page.chart_captions(bool(_hist))]
     ) if len(summary) else mo.md("Pick at least one strategy.")
     return
+
+
+@app.cell
+def _(args, interactive, mo, page, scores, session):
+    # how far to trust each judged column (`ragwb agreement`'s stored figure), and why points lose: sufficiency x
+    # outcome per point (a stacked bar, as the report's)
+    judge_notes = interactive.judge_lines(session, args.workspace, scores)
+    _bar = page.sufficiency_bar(scores)
+    mo.vstack([mo.md("### Why points lose: context sufficiency x answer outcome"), mo.ui.plotly(_bar),
+               mo.md("<small>Sufficient: the packed context held what the question needs (gold evidence offline, "
+                     "else the LLM autorater). Wrong with a sufficient context: the model ignored it; answered "
+                     "with an insufficient one: a hallucination risk (docs/metrics.md).</small>")]
+              ) if _bar is not None else mo.md("")
+    return (judge_notes,)
 
 
 @app.cell
@@ -895,20 +912,26 @@ def _(gen_client, gen_form, gen_go, gen_plan, generating, mo, session, set_gen_d
 
 
 @app.cell
-def _(interactive, mo, pick_a, session, wb):
-    # the judge's cost line first (calls, prompt tokens, dollars or "price unknown"); nothing is sent before the button
-    judge_plan = interactive.judge_plan(session, pick_a.value, wb.prices)
-    judge_button = mo.ui.run_button(label=f"Send {judge_plan['calls']:,} judge call(s)",
-                                    disabled=not judge_plan["calls"])
-    mo.vstack([mo.md("## LLM-judged scoring"), mo.md(judge_plan["line"]),
-               judge_button if judge_plan["calls"] else mo.md("")])
-    return judge_button, judge_plan
+def _(args, interactive, mo, session):
+    # how far to trust the judge: its agreement with human labels, measured behind its own cost line and Send
+    agreement_plan = interactive.agreement_plan(session, args.workspace)
+    agreement_go = mo.ui.run_button(label=f"Send {agreement_plan['calls']:,} judge call(s)")
+    mo.vstack([mo.md("## How far to trust the judge"), mo.md(agreement_plan["line"])]
+              + [mo.md(f"judge: {_l}") for _l in interactive.judge_lines(session, args.workspace)]
+              + [agreement_go if agreement_plan["calls"] else mo.md("")])
+    return agreement_go, agreement_plan
 
 
 @app.cell
-def _(args, interactive, judge_button, judge_plan, mo, pick_a, session, wb):
-    mo.stop(not judge_button.value, mo.md("Nothing is sent to a judge until you press the button."))
-    mo.ui.table(interactive.judge_point(session, pick_a.value, args.workspace, wb.prices), selection=None)
+def _(agreement_go, agreement_plan, args, interactive, mo, session):
+    mo.stop(not agreement_go.value or not agreement_plan["calls"], mo.md(""))
+    with mo.status.spinner(title=f"Measuring the judge on labelled claims ({agreement_plan['calls']:,} calls)"):
+        try:
+            _said = mo.callout(mo.md("**Stored:** " + interactive.measure_agreement(session, args.workspace)),
+                               kind="success")
+        except ValueError as _e:
+            _said = mo.callout(mo.md(f"**Not measured:** {_e.args[0] if _e.args else _e}"), kind="danger")
+    _said
     return
 
 

@@ -18,7 +18,8 @@ sent one byte every ``Handler.trickle`` seconds), ``fault-huge`` (a valid reply 
 (that sentence when the user message is shorter than ``Handler.abstain_below`` characters: a small
 context abstains, a rich one answers; escalation tests); ``grader`` (a relevance judge: ``##final score: N`` from
 the share of the query's words in the passage); ``questioner`` (and ``-text``, ``-empty``, ``-wrong``, ``-same``:
-ragwb generate's replies, good and bad);
+ragwb generate's replies, good and bad); a judge or autorater prompt (faithfulness, answer relevance, context
+sufficiency: ``judge_reply``) is answered deterministically whatever the model;
 ``fault-gzip-bomb`` (``Handler.huge_mb`` MB gzipped), ``enc-br``, ``enc-zstd``, ``enc-compress``,
 ``enc-gzipgzip`` (a valid reply under an encoding the guard refuses), ``enc-tail`` (a gzip member then
 ``Handler.tail_mb`` MB of junk), ``enc-twice`` (two gzip members), ``enc-deflate`` (raw deflate), ``fault-deep`` (JSON nested 100,000 deep),
@@ -83,6 +84,38 @@ def question_reply(prompt: str, model: str) -> str:
     if "does NOT answer" in prompt:
         question, answer = f"When did {b} of {c} close its {a} office?", ""
     return json.dumps({"question": "" if model == "questioner-empty" else question, "answer": answer})
+
+
+_JUDGE_STOP = {"what", "which", "when", "where", "does", "from", "with", "that", "this", "have", "about", "there",
+               "their", "they", "were", "your", "will", "into", "than", "then", "much", "many", "some", "only"}
+
+
+def _stems(text: str) -> set:
+    """Content words (longer than 3 letters, not a question word) cut to 4 letters: "opens" meets "opening"."""
+    return {w[:4] for w in re.findall(r"[a-z]+", text.lower()) if len(w) > 3 and w not in _JUDGE_STOP}
+
+
+def judge_reply(system: str, user: str) -> str | None:
+    """The deterministic judge and autorater, whichever model is named (a run's judge defaults to its answer model):
+    recognised from the judge's system prompt. Faithfulness: a statement is supported when 60% of its content words
+    are in the context; answer relevance: the share of the question's content words in the answer (>= 0.5: 3,
+    >= 0.25: 2, > 0: 1, else 0); sufficiency: 60% of the question's content words in the context. None: not a judge
+    prompt."""
+    if system.startswith("You check whether statements are supported"):
+        ctx = re.search(r"Context:\n(.*?)\n\nStatements:\n", user, re.S)
+        stmts = re.findall(r"^\d+\. (.*)$", user.split("\n\nStatements:\n", 1)[-1], re.M)
+        have = _stems(ctx.group(1) if ctx else "")
+        return json.dumps({"verdicts": [int(len(_stems(x) & have) >= 0.6 * max(len(_stems(x)), 1))
+                                        for x in stmts]})
+    m = re.search(r"^Question: (.*?)\n\n(Answer: |Context:\n)(.*)$", user, re.S)
+    if system.startswith("You rate whether an answer addresses") and m:
+        q, a = _stems(m.group(1)), _stems(m.group(3))
+        share = len(q & a) / len(q) if q else 0.0
+        return json.dumps({"relevance": 3 if share >= 0.5 else 2 if share >= 0.25 else 1 if share > 0 else 0})
+    if system.startswith("You decide whether a context holds enough") and m:
+        q, c = _stems(m.group(1)), _stems(m.group(3))
+        return json.dumps({"sufficient": int(bool(q) and len(q & c) >= 0.6 * len(q))})
+    return None
 
 
 def answer_messages(messages: list[dict]) -> str:
@@ -252,11 +285,14 @@ class Handler(BaseHTTPRequestHandler):
 
     def _chat(self, req: dict, model: str):
         msgs = req.get("messages", [])
-        text = (relevance_grade(msgs[-1].get("content") or "") if model == "grader" else
+        sysmsg = next((m.get("content") or "" for m in msgs if m.get("role") == "system"), "")
+        judged = judge_reply(sysmsg, msgs[-1].get("content") or "") if isinstance(sysmsg, str) else None
+        text = (judged if judged is not None else
+                relevance_grade(msgs[-1].get("content") or "") if model == "grader" else
                 question_reply(msgs[-1].get("content") or "", model) if model.startswith("questioner") else
                 answer_messages(msgs))
         user = sum(len(m.get("content") or "") for m in msgs if m.get("role") == "user")
-        if model == "abstain" or (model == "abstain-short" and user < Handler.abstain_below):
+        if judged is None and (model == "abstain" or (model == "abstain-short" and user < Handler.abstain_below)):
             sysmsg = next((m["content"] for m in msgs if m.get("role") == "system"), "")
             m = re.search(r"reply with exactly: (.*)$", sysmsg)
             text = m.group(1).strip() if m else "?"

@@ -19,9 +19,44 @@ BUILTIN_GROUPS = ("language", "qtype", "answerable", "document")
 CODE_METRICS = ["evidence_mrr@10", "evidence_ndcg@10", "symbol_recall@10", "symbol_mrr@10"]  # function-level ranking (code-search sets)
 
 
+# judged quality, reference-free: first wherever a judge scored (plain questions have nothing else)
+JUDGED_FIRST = ["llm_faithfulness", "ragas_faithfulness", "answer_relevance", "context_sufficiency"]
+# reference-free metrics every answer gets: citations beyond precision/recall, the abstention rate, the stand-in
+REFERENCE_FREE = ["citation_validity", "statement_coverage", "citation_support", "abstained",
+                  "question_answer_similarity"]
+# what a column is, where its name alone would claim more (show and the report print these labels)
+LABELS = {"faithfulness": "lexical support (offline)",
+          "question_answer_similarity": "q-a similarity (relevance stand-in)"}
+
+
+def fits_the_data(metrics: list[str], scores: pd.DataFrame) -> list[str]:
+    """The headline order for this run: the judged metrics first, then the rest, each group keeping its order, with
+    the metrics that have an ok value before those that have none (which the tables collapse into one line)."""
+    have = set(scores.loc[scores.status == "ok", "metric"]) if len(scores) else set()
+    first = [m for m in JUDGED_FIRST if m in metrics]
+    rest = [m for m in metrics if m not in first]
+    ordered = first + rest
+    return [m for m in ordered if m in have] + [m for m in ordered if m not in have]
+
+
+def labelled(table: pd.DataFrame) -> pd.DataFrame:
+    return table.rename(columns={k: v for k, v in LABELS.items() if k in table.columns})
+
+
 def headline_metrics(store: ResultStore, run_id: str) -> list[str]:
     """The headline set, plus the page metrics whenever the run has page-level evidence, plus the
-    function-level ranking metrics on a code set (a file is a page there: page metrics would repeat doc ones)."""
+    function-level ranking metrics on a code set (a file is a page there: page metrics would repeat doc ones),
+    plus the judged and reference-free metrics the run scored (judged ones first)."""
+    base = _headline_base(store, run_id)
+    scored = {m for (m,) in store.con.execute("SELECT DISTINCT metric FROM scores WHERE run_id = ?", [run_id]
+                                              ).fetchall()}
+    judged = [m for m in JUDGED_FIRST if m in scored]
+    extra = [m for m in REFERENCE_FREE if m in scored and m not in base]
+    at = base.index("abstention_accuracy") if "abstention_accuracy" in base else len(base)
+    return judged + [m for m in base[:at] if m not in judged] + extra + [m for m in base[at:] if m not in judged]
+
+
+def _headline_base(store: ResultStore, run_id: str) -> list[str]:
     code = store.con.execute("SELECT count(*) FROM run_gold WHERE run_id = ? AND metadata LIKE '%\"code_language\"%'",
                              [run_id]).fetchone()[0]
     esc = ["escalated"] if store.con.execute("SELECT count(*) FROM scores WHERE run_id = ? AND metric = 'escalated'",
@@ -326,3 +361,18 @@ def conversation_frame(results: pd.DataFrame, scores: pd.DataFrame) -> pd.DataFr
                 on=["strategy", "point_id", "question_id", "repeat"])
     return r[["strategy", "point_label", "memory", "query_mode", "conversation_id", "turn", "prompt_tokens",
               "passage_recall@5"]]
+
+
+def judge_lines(run: dict, workspace, present: set) -> list[str]:
+    """How far to trust each LLM-judged metric of a run: the judge's stored agreement with people (``ragwb
+    agreement``), or that it was never measured and the command that measures it. [] for a run with no judge."""
+    from evals.score.agreement import agreement_line
+    from evals.score.judges import judge_metric
+
+    cfg = run.get("config") or {}
+    judge = cfg.get("judge")
+    if not judge:
+        return []
+    names = tuple(cfg.get("judges") or ()) or ("ragas_faithfulness",)  # a run that named none ran ragas's
+    return [agreement_line(workspace, n, judge.get("model", ""), judge.get("base_url"))
+            for n in names if judge_metric(n) in present]

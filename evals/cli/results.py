@@ -78,6 +78,19 @@ def cmd_show(a) -> int:
             if info["summary"]:
                 print(info["summary"])
             return 0
+        if a.sufficiency:  # why a point loses: was the context enough, and what the answer did with it
+            from evals.analyze.sufficiency import OUTCOMES, decomposition, decomposition_table
+
+            dec = decomposition(run_scores(st, rid))
+            if dec.empty:
+                raise ValueError(f"run {rid} has no context_sufficiency scores (a run before sufficiency was scored; "
+                                 "run it again)")
+            print(f"run {rid}: context sufficiency x answer outcome per point (count and share of the items placed; "
+                  f"docs/metrics.md, 'Context sufficiency'). {OUTCOMES[1]}: the context held the answer and the model "
+                  f"did not use it; {OUTCOMES[3]}: the context lacked it and the model answered anyway.")
+            with pd.option_context("display.width", 250, "display.max_columns", 30, "display.max_colwidth", 60):
+                print(decomposition_table(dec).to_string(index=False))
+            return 0
         if a.turns:
             from evals.analyze.summary import conversation_table
             with pd.option_context("display.width", 250, "display.max_columns", 30):
@@ -87,6 +100,13 @@ def cmd_show(a) -> int:
             a.metrics = [m.strip() for x in a.metrics for m in x.split(",") if m.strip()]
         metrics = a.metrics or headline_metrics(st, rid)
         sc_all = run_scores(st, rid)  # the stored scores and the judged metrics, read once
+        if not a.metrics:  # the metrics with values on this set first, judged ones leading
+            from evals.analyze.summary import fits_the_data
+
+            metrics = fits_the_data(metrics, sc_all)
+        from evals.analyze.summary import judge_lines
+
+        judge_notes = judge_lines(run, a.workspace, set(sc_all.metric))
         summ = summarize_by(st, rid, a.by, metrics) if a.by else summarize_scores(sc_all, metrics)
         from evals.analyze.judgments import judged_notes
 
@@ -132,13 +152,17 @@ def cmd_show(a) -> int:
                 by_reason.setdefault(why, []).append(m)
             print("not shown (n/a on every row): " + "; ".join(f"{', '.join(ms)} ({why})" for why, ms in
                                                                by_reason.items()))
-        print(table.to_string(index=False, na_rep="n/a") if len(table) else "no items committed yet")
+        from evals.analyze.summary import LABELS, labelled
+
+        print(labelled(table).to_string(index=False, na_rep="n/a") if len(table) else "no items committed yet")
+        for line in judge_notes:  # how far to trust each judged column
+            print(f"judge: {line}")
         n_line = metric_n_line(summ, [c for c in table.columns if c in metrics])
         if n_line:  # questions with and without answers or evidence: each mean stands on its own n
             print(n_line)
         if "faithfulness" in metrics and len(table):
             from evals.score.support import support_caption
-            print(f"\nfaithfulness (offline): {support_caption()}")
+            print(f"\n{LABELS['faithfulness']}: {support_caption()}")
         if shared is not None:
             n, total, ssum = shared
             print(f"\nsome points lost items (column 'lost': answers that failed, left out of their means), so "
@@ -200,6 +224,10 @@ def add_show(sub) -> None:
     s.add_argument("--tolerance", type=non_negative_float, default=0.0, help="--oracle: quality tolerance (0)")
     s.add_argument("--cost", default="prompt_tokens", choices=["prompt_tokens", "context_tokens"],
                    help="the tokens --per-1k divides by (default prompt_tokens: what an LLM call is billed for)")
+    s.add_argument("--sufficiency", action="store_true",
+                   help="context sufficiency x answer outcome per point: sufficient and correct, sufficient and "
+                        "wrong (the model ignored the context), insufficient and abstained, insufficient and answered "
+                        "(docs/metrics.md)")
     s.add_argument("--turns", action="store_true", help="conversational runs: recall@5, prompt tokens at turn 1 and "
                    "turns 6+, history tokens, bypass accuracy and time per turn, per memory policy and query mode")
     add_store_args(s)

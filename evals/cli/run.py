@@ -128,7 +128,9 @@ def refuse_ignored_run_flags(a) -> None:
                          "the offline answerer")
     if a.judge_model and not a.judge_base_url:
         raise ValueError("--judge-model needs --judge-base-url; without it no judge would run")
-    if a.judge_base_url and any(j.startswith("ragas") for j in (a.judges or ["ragas_faithfulness"])):
+    if getattr(a, "judge", "auto") == "none" and (a.judge_base_url or a.judges):
+        raise ValueError("--judge none turns the LLM judge off: drop --judge-base-url / --judges, or --judge none")
+    if a.judge_base_url and any(j.startswith("ragas") for j in (a.judges or [])):
         from evals.score.judges import check_ragas
 
         check_ragas()  # before any run row or call: which extra is missing
@@ -138,6 +140,7 @@ def cmd_run(a) -> int:
     from rag.ingest.corpora import BUNDLED, MAIN_JOB_SETS
 
     from evals.run.runner import RunConfig, SpendDeclined, run_evaluation
+    from evals.score.judges import DEFAULT_LLM_JUDGES
 
     import time
 
@@ -192,7 +195,7 @@ def cmd_run(a) -> int:
         cfg = RunConfig(dataset=ds or "squad2", questions_file=a.questions, index=index, grid=grid,
                         answerer=answerer, answerer_params={"threshold": a.threshold} if answerer == "extractive" else {},
                         prices=parse_prices(env_prices() + (a.price or []), run_sec.get("prices", {}) | sweep.get("prices", {})),
-                        llm=llm, judge=judge, judges=tuple(a.judges or ()), scorers=tuple(a.scorers or ()),
+                        llm=llm, judge=judge, judges=tuple(a.judges or (DEFAULT_LLM_JUDGES if judge else ())), scorers=tuple(a.scorers or ()),
                         repeats=repeats, limit=limit, memory=memory, query_modes=query_modes,
                         insert_fillers=a.insert_fillers, vector_index=a.vector_index, use_cache=not a.no_cache,
                         fit_context=a.fit_context, systems=systems, prompt=prompt, plugin_timeout=a.plugin_timeout,
@@ -286,6 +289,10 @@ def endpoints(a) -> tuple:
             raise ValueError("--judge-base-url needs --judge-model")
         judge = LLMConfig(a.judge_base_url, a.judge_model or "", a.judge_key_env, 0.0, a.judge_max_tokens, a.timeout,
                           a.retries, max_concurrency=a.concurrency, response_format=a.judge_format)
+    elif llm is not None and getattr(a, "judge", "auto") == "auto" and not a.resume:
+        # a judge by default wherever an LLM is configured: the answering endpoint and model (--judge none: off)
+        judge = LLMConfig(llm.base_url, llm.model, llm.api_key_env, 0.0, a.judge_max_tokens, a.timeout, a.retries,
+                          max_concurrency=a.concurrency, response_format=a.judge_format)
     return llm, judge, prompt
 
 
@@ -466,17 +473,22 @@ def add_llm_args(s) -> None:
                    help="instead of context_overflow, re-pack an overflowing context to fit the window with the "
                         "point's own overflow policy (truncate or drop the last block); the item's counters say so")
     s.add_argument("--no-cache", action="store_true", help="do not use the LLM response cache")
-    s.add_argument("--judge-base-url", default=None, help="OpenAI-compatible endpoint of an LLM judge (costs money; "
-                   "off by default)" + URL_SECRETS)
-    s.add_argument("--judge-model", default=None, help="judge model name")
+    s.add_argument("--judge", default="auto", choices=["auto", "none"],
+                   help="auto (default): with --llm-base-url the answering endpoint and model also judge (faithfulness, "
+                        "answer relevance, context sufficiency) unless --judge-base-url names another judge; none: "
+                        "no LLM judge (offline scorers only). Its calls are in the cost line")
+    s.add_argument("--judge-base-url", default=None, help="OpenAI-compatible endpoint of an LLM judge (default: the "
+                   "--llm-base-url endpoint; costs money)" + URL_SECRETS)
+    s.add_argument("--judge-model", default=None, help="judge model name (default: --llm-model)")
     s.add_argument("--judge-key-env", default="OPENAI_API_KEY", help="environment variable holding the judge's key")
     s.add_argument("--judge-max-tokens", type=at_least(1), default=1024, help="max tokens per judge call")
     s.add_argument("--judge-format", default="", choices=["", "json_object", "json_schema"],
                    help="constrain the judge's reply: json_schema sends llm_faithfulness's verdict schema (llama.cpp's "
                         "server, vLLM and OpenAI enforce it), json_object asks for any JSON (default: neither)")
     s.add_argument("--judges", nargs="*", default=None,
-                   help="judges to run: ragas_faithfulness (default), ragas_context_recall, "
-                        "ragas_answer_accuracy, llm_faithfulness; a ragas judgment waits at most "
+                   help="judges to run: llm_faithfulness, llm_answer_relevance, llm_context_sufficiency (the "
+                        "default three), ragas_faithfulness, ragas_context_recall, ragas_answer_accuracy (the ragas "
+                        "extra); a ragas judgment waits at most "
                         "--timeout x (--retries + 1) x 2 + 5 s (485 s at the defaults) before it is a timeout")
     s.add_argument("--yes", action="store_true", help=YES_HELP + " (an LLM answerer, judges, services)")
     s.add_argument("--price", action="append", metavar="MODEL=IN,OUT",

@@ -27,7 +27,7 @@ from ..run.runner import ItemEvaluator, point_id, point_label  # noqa: F401 (re-
 from .evaluate import SHIPPED, evaluate_points, points_from_budgets, summarize_session  # noqa: F401 (re-exported)
 from .sweeps import (budget_curve, parse_budget_value, race_budgets, race_leaderboard, race_result,  # noqa: F401
                      sweep_from_applied, sweep_points)
-from .page import judge_plan, judge_point  # noqa: F401 (re-exported)
+from .page import agreement_plan, judge_lines, measure_agreement  # noqa: F401 (re-exported)
 from .index_sweep import best_config  # noqa: F401 (re-exported)
 from rag.index.rates import measured_rate
 

@@ -15,28 +15,37 @@ from ..score.metrics import get_scorers
 OFFLINE = "offline (extractive)"
 
 
-def llm_session(sess, llm, prices: dict | None = None):
+def llm_session(sess, llm, prices: dict | None = None, judge=None):
     """A session that answers with ``llm`` (an ``LLMConfig``), sharing the offline session's dataset, index and
-    warm candidate cache; its items are its own (an LLM answer is never mixed with an extractive one)."""
+    warm candidate cache; its items are its own (an LLM answer is never mixed with an extractive one). ``judge``:
+    the judge's ``LLMConfig`` (the page's flags: the answering endpoint by default); its judges score every point
+    the session evaluates, counted in the Apply's cost line."""
     prices = {**PRICES, **(prices or {})}
     client = LLMClient(llm, sess.retriever.ws.root / "cache" / "llm.sqlite", prices=prices)
     enc = sess.retriever.reader.config.chunking.encoding
     answerer = make_answerer("openai", client=client, encoding=enc)
     base = sess.evaluator
-    ev = ItemEvaluator(sess.retriever, answerer, get_scorers(), llm.model, base.judges, prices,
+    judges = list(base.judges)
+    if judge is not None:
+        from ..score.judges import DEFAULT_LLM_JUDGES, get_judge
+
+        jclient = LLMClient(judge, sess.retriever.ws.root / "cache" / "llm.sqlite", prices=prices)
+        judges = [get_judge(n, jclient) for n in DEFAULT_LLM_JUDGES]
+    ev = ItemEvaluator(sess.retriever, answerer, get_scorers(), llm.model, judges, prices,
                        systems=base.systems, plugin_timeout=base.plugin_timeout)
     ev.worker = base.worker  # one plugin worker per page: the same retriever's index and plugins
     return replace(sess, evaluator=ev, items={}, frames={}, summaries={}, layout=(None, []), client=client,
                    answerer_label=f"LLM: {llm.model}", workers=llm.max_concurrency)
 
 
-def session_for_answerer(sessions: dict, base, choice: str, llm=None, prices: dict | None = None):
+def session_for_answerer(sessions: dict, base, choice: str, llm=None, prices: dict | None = None, judge=None):
     """The session of the answerer picked in the page (made once, then kept: its items and cache stay warm);
-    ``prices``: the page's --price table (a model missing from it and the built-in table is "price unknown")."""
+    ``prices``: the page's --price table (a model missing from it and the built-in table is "price unknown");
+    ``judge``: the page's judge (None: --judge none)."""
     if choice == OFFLINE or llm is None:
         return base
     if choice not in sessions:
-        sessions[choice] = llm_session(base, llm, prices)
+        sessions[choice] = llm_session(base, llm, prices, judge)
     return sessions[choice]
 
 
@@ -54,6 +63,16 @@ class AnswerPlan:
     overflow: int = 0  # prompts that cannot fit the model's window: refused before any call
     notes: list = field(default_factory=list)
     price_known: bool = True  # False: the model has no price here (said as "price unknown", never $0)
+    judge_calls: int = 0  # judge calls not in the response cache (those of answers not yet known: at most one each)
+    judge_cached: int = 0
+    judge_bound: int = 0  # of judge_calls, the ones that read an answer not known yet (so "up to")
+    judge_model: str = ""
+    judge_dollars: float = 0.0
+    judge_price_known: bool = True
+
+    @property
+    def calls(self) -> int:  # what the Send button sends at most
+        return self.new_calls + self.judge_calls
 
     def line(self, model: str = "") -> str:
         if not self.items:
@@ -64,6 +83,12 @@ class AnswerPlan:
                          f"({self.prompt_tokens:,} prompt tokens, "
                          f"{dollars_text(self.dollars, self.price_known, 'up to ')})")
             parts.append(f"{self.cached_calls:,} already in the response cache (free)")
+        if self.judge_calls or self.judge_cached:
+            up = "up to " if self.judge_bound else ""
+            parts.append(f"{up}{self.judge_calls:,} judge call(s) to {self.judge_model} (faithfulness, answer "
+                         f"relevance, sufficiency where no gold evidence decides it; "
+                         f"{dollars_text(self.judge_dollars, self.judge_price_known, 'up to ')})"
+                         + (f", {self.judge_cached:,} already in the response cache (free)" if self.judge_cached else ""))
         if self.overflow:
             parts.append(f"{self.overflow:,} prompt(s) over the context window (stored as context_overflow, not sent)")
         if self.service_requests:
@@ -110,11 +135,34 @@ def answer_plan(sess, points: list[tuple[str, dict]], limit: int) -> AnswerPlan:
                 plan.overflow += 1
                 continue
             key = client.cache_key(msgs, client._params({}), 0)
+            answer = None  # the answer's text when the cache already holds it: its judge calls count exactly
             if key in planned or client.has_key(key):
                 plan.cached_calls += 1
+                hit = client.cache.get(key) if client.cache is not None else None
+                answer = hit["text"].strip() if hit and isinstance(hit.get("text"), str) else None
             else:
                 planned.add(key)
                 plan.new_calls += 1
                 plan.prompt_tokens += n
                 plan.dollars += price_of(client.cfg.model, n, client.cfg.max_tokens, client.prices)
+            if ev.judges and not escalates:
+                count_judges(plan, ev, q, answer, [b.text for b in ctx.blocks], planned)
     return plan
+
+
+def count_judges(plan: AnswerPlan, ev, q, answer: str | None, contexts: list[str], planned: set) -> None:
+    """Add one item's judge calls to ``plan``: exact where the answer is known (cached), else at most one each."""
+    from rag.tokens import count_tokens
+
+    from ..score.judges import count_judge_calls
+
+    jc = ev.judges[0].client
+    plan.judge_model = jc.cfg.model
+    plan.judge_price_known = price_known(jc.cfg.model, jc.prices)
+    new, cached, unknown = count_judge_calls(ev.judges, q, answer, contexts, 0, planned, ev.fallback)
+    plan.judge_calls += new + unknown
+    plan.judge_bound += unknown
+    plan.judge_cached += cached
+    if new + unknown:  # the context once per call (an upper bound: faithfulness reads only the cited blocks)
+        tokens = count_tokens("\n\n".join(contexts)) + 200
+        plan.judge_dollars += (new + unknown) * price_of(jc.cfg.model, tokens, jc.cfg.max_tokens, jc.prices)

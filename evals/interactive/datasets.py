@@ -17,6 +17,7 @@ class WorkbenchArgs:
     args: argparse.Namespace
     error: str = ""  # a flag that could not be read: the page shows it in one cell
     llm: object = None  # rag.llm.client.LLMConfig when an LLM answerer is configured
+    judge: object = None  # the judge's LLMConfig: the answering endpoint and model by default (--judge none: None)
     prices: dict = field(default_factory=dict)  # --price / RAGWB_PRICE: model -> [input, output] $ per 1M tokens
     systems: tuple = ()  # rag.answer.systems.SystemConfig of each --system
     notes: list = field(default_factory=list)
@@ -48,6 +49,14 @@ def workbench_parser() -> argparse.ArgumentParser:
     p.add_argument("--concurrency", type=at_least(1), default=4, help="max concurrent LLM calls (4)")
     p.add_argument("--timeout", type=positive_float, default=60.0, help="per-call timeout in seconds (60)")
     p.add_argument("--retries", type=at_least(0), default=3, help="retries on 429/5xx/timeouts (3)")
+    p.add_argument("--judge", default="auto", choices=["auto", "none"],
+                   help="auto (default): the LLM answerer's endpoint and model also judge every point (faithfulness, "
+                        "answer relevance, context sufficiency), in the same cost line; none: no judge")
+    p.add_argument("--judge-base-url", default=None, help="another OpenAI-compatible endpoint to judge with")
+    p.add_argument("--judge-model", default=None, help="the judge model at --judge-base-url")
+    p.add_argument("--judge-key-env", default=None, help="environment variable holding the judge's key (default: "
+                   "the answerer's)")
+    p.add_argument("--judge-max-tokens", type=at_least(1), default=1024, help="max tokens per judge reply (1024)")
     p.add_argument("--price", action="append", default=[], metavar="MODEL=IN,OUT",
                    help="price of a model in dollars per million input and output tokens, as `ragwb run --price` "
                         "(repeatable; or RAGWB_PRICE='MODEL=IN,OUT;...'); a model with none is 'price unknown'")
@@ -87,6 +96,7 @@ def workbench_args(argv: list[str], environ: dict | None = None) -> WorkbenchArg
             out.llm = LLMConfig(args.llm_base_url, args.llm_model, args.llm_key_env, args.temperature,
                                 args.max_tokens, args.timeout, args.retries, max_concurrency=args.concurrency,
                                 context_window=args.context_window or 0)
+        out.judge = page_judge(args, out.llm)
         from rag.llm.client import env_prices, parse_prices
 
         out.prices = parse_prices(env_prices(env) + list(args.price or []))
@@ -97,6 +107,26 @@ def workbench_args(argv: list[str], environ: dict | None = None) -> WorkbenchArg
     except (ValueError, KeyError) as e:
         out.error = out.error or f"workbench: {e.args[0] if e.args else e}"
     return out
+
+
+def page_judge(args, llm):
+    """The page's judge, as ``ragwb run`` picks it: --judge-base-url/--judge-model, else the answering endpoint and
+    model, else none (offline nothing is judged); --judge none turns it off."""
+    from rag.llm.client import LLMConfig
+
+    if args.judge == "none":
+        if args.judge_base_url or args.judge_model:
+            raise ValueError("--judge none turns the judge off: drop --judge-base-url / --judge-model")
+        return None
+    if bool(args.judge_base_url) != bool(args.judge_model):
+        raise ValueError("--judge-base-url and --judge-model go together (without them the LLM answerer's model judges)")
+    if args.judge_base_url:
+        return LLMConfig(args.judge_base_url, args.judge_model, args.judge_key_env or args.llm_key_env, 0.0,
+                         args.judge_max_tokens, args.timeout, args.retries, max_concurrency=args.concurrency)
+    if llm is None:
+        return None
+    return LLMConfig(llm.base_url, llm.model, llm.api_key_env, 0.0, args.judge_max_tokens, args.timeout, args.retries,
+                     max_concurrency=args.concurrency)
 
 
 def workspace_datasets(workspace: str) -> dict[str, str]:

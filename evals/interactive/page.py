@@ -14,8 +14,10 @@ import pandas as pd
 from rag.index.rates import keep_rate
 
 # the quality metrics the chart and the matrix offer, in the order a default is picked from
-QUALITY_CHOICES = ["f1", "em", "faithfulness", "citation_precision", "citation_recall", "evidence_recall",
-                   "abstention_accuracy", "doc_ndcg@10", "evidence_mrr@10", "symbol_recall@10", "symbol_mrr@10"]
+QUALITY_CHOICES = ["f1", "llm_faithfulness", "answer_relevance", "context_sufficiency", "em", "faithfulness",
+                   "citation_precision", "citation_recall", "evidence_recall",
+                   "abstention_accuracy", "doc_ndcg@10", "evidence_mrr@10", "symbol_recall@10", "symbol_mrr@10",
+                   "citation_validity", "statement_coverage", "question_answer_similarity"]
 NA_MARK = " (n/a here)"
 
 
@@ -151,55 +153,71 @@ class EmbedRate:
         keep_rate(self.workspace, self.embedder, self.done, time.perf_counter() - self.t0)
 
 
-# ---- the LLM judge from the page: its cost line first, then the scores
-def _point_items(sess, point: str | None):
-    """(question id, answer, blocks) of ``point``'s answered items in the session."""
-    for (s, label, qid), (row, _sc) in sess.items.items():
-        if point and f"{s} · {label}" == point and row.get("answer"):
-            yield qid, row["answer"], json.loads(row["blocks"]) if isinstance(row["blocks"], str) else row["blocks"]
+# ---- the judge from the page: how far to trust it (its agreement with people), measured behind its cost line
+AGREEMENT_CLAIMS = 200  # the page measures on the first 200 labelled claims (`ragwb agreement` on all of them)
 
 
-def judge_plan(sess, point: str | None, prices: dict | None = None) -> dict:
-    """What "score faithfulness with the LLM judge" would send for ``point``'s answered items: {"calls",
-    "line"}. The judge is RAGWB_JUDGE_BASE_URL / RAGWB_JUDGE_MODEL; prompt tokens are counted exactly (the
-    cited blocks and the answer's sentences, an upper bound: every block), dollars at the judge model's price
-    or "price unknown". Calls already in the response cache are free and counted as calls here (at most)."""
-    from evals.score.judges import judge_config_from_env
-    from rag.llm.client import PRICES, dollars_text, price_known, price_of
+def session_judges(sess) -> list:
+    return list(getattr(sess.evaluator, "judges", []) or [])
+
+
+def judge_lines(sess, workspace: str, scores: pd.DataFrame | None = None) -> list[str]:
+    """The agreement line of each judge of the session (the page's judge: the answering model by default), as
+    ``ragwb show`` prints it; only for metrics with values when ``scores`` is given."""
+    from evals.score.agreement import agreement_line
+
+    have = set(scores.loc[scores.status == "ok", "metric"]) if scores is not None and len(scores) else None
+    return [agreement_line(workspace, j.name, j.client.cfg.model, j.client.cfg.base_url) for j in session_judges(sess)
+            if have is None or getattr(j, "metric", j.name) in have]
+
+
+def agreement_plan(sess, workspace: str, limit: int = AGREEMENT_CLAIMS) -> dict:
+    """What measuring the session's faithfulness judge against the human labels would send: {"calls", "cached",
+    "line"}, counted exactly against the response cache before anything is sent."""
+    from evals.score.agreement import agreement_set
+    from rag.llm.client import dollars_text, price_known, price_of
     from rag.tokens import count_tokens
 
-    cfg = judge_config_from_env()
-    if cfg is None:
-        return {"calls": 0, "line": "Set `RAGWB_JUDGE_BASE_URL` and `RAGWB_JUDGE_MODEL` (and the key's variable in "
-                                    "`RAGWB_JUDGE_KEY_ENV`) to enable the judge."}
-    if not point:
-        return {"calls": 0, "line": "Pick point A in the drill-down: the judge scores its answers."}
-    table = {**PRICES, **(prices or {})}
-    calls = tokens = 0
-    for _qid, answer, blocks in _point_items(sess, point):
-        calls += 1
-        tokens += count_tokens("\n\n".join(b["text"] for b in blocks) + "\n" + answer) + 60
-    dollars = price_of(cfg.model, tokens, cfg.max_tokens * calls, table)
-    return {"calls": calls, "line": (
-        f"**LLM judge {cfg.model}** on {point}: up to {calls:,} call(s) ({tokens:,} prompt tokens, "
-        f"{dollars_text(dollars, price_known(cfg.model, table), 'up to ')}; calls in the response cache are free)"
-        if calls else f"{point} has no answered item to judge.")}
+    judge = next((j for j in session_judges(sess) if j.name == "llm_faithfulness"), None)
+    if judge is None:
+        return {"calls": 0, "cached": 0, "line": (
+            "No LLM judge on this page: open it with `-- --llm-base-url URL --llm-model M` (that model also judges, "
+            "unless `--judge-base-url` names another or `--judge none`) and pick the LLM answerer. Offline nothing is "
+            "judged or sent.")}
+    rows = agreement_set()[:limit]
+    planned: set = set()
+    new = cached = tokens = 0
+    for r in rows:
+        key = judge.cache_key("", r["claim"], r["evidence"])
+        if key is None:
+            continue
+        if key in planned or judge.client.has_key(key):
+            cached += 1
+        else:
+            planned.add(key)
+            new += 1
+            tokens += count_tokens("\n\n".join(r["evidence"]) + "\n" + r["claim"]) + 60
+    cfg = judge.client.cfg
+    dollars = price_of(cfg.model, tokens, cfg.max_tokens * new, judge.client.prices)
+    return {"calls": new, "cached": cached, "line": (
+        f"**Measure the judge {cfg.model}** against {len(rows):,} human-labelled claims (ExpertQA support labels): "
+        f"{new:,} judge call(s) ({tokens:,} prompt tokens, "
+        f"{dollars_text(dollars, price_known(cfg.model, judge.client.prices), 'up to ')}), {cached:,} already in the "
+        "response cache (free). The figure is kept with the judge's identity and printed beside its metrics here, "
+        "in `ragwb show` and in the report (`ragwb agreement` measures on every claim).")}
 
 
-def judge_point(sess, point: str, workspace: str, prices: dict | None = None) -> pd.DataFrame:
-    """llm_faithfulness of ``point``'s answered items (after the page's Send), one row each."""
-    from evals.score.judges import get_judge, judge_config_from_env
-    from rag.llm.client import PRICES, LLMClient
+def measure_agreement(sess, workspace: str, limit: int = AGREEMENT_CLAIMS) -> str:
+    """Measure the session's faithfulness judge (after the page's Send) and keep the figure: its agreement line."""
+    from evals.score.agreement import agreement_line, remember_agreement, run_agreement
 
-    cfg = judge_config_from_env()
-    judge = get_judge("llm_faithfulness", LLMClient(cfg, f"{workspace}/cache/llm.sqlite",
-                                                    prices={**PRICES, **(prices or {})}))
-    by_id = {q.qid: q for q in sess.dataset.questions}
-    rows = []
-    for qid, answer, blocks in _point_items(sess, point):
-        r = judge.score(by_id[qid].text, answer, [b["text"] for b in blocks])
-        rows.append({"question_id": qid, "judge_faithfulness": r.value, "status": r.status, "explanation": r.detail})
-    return pd.DataFrame(rows, columns=["question_id", "judge_faithfulness", "status", "explanation"])
+    judge = next(j for j in session_judges(sess) if j.name == "llm_faithfulness")
+    rows = run_agreement(limit, judge.client, ("llm_faithfulness",), 1000)
+    row = next(r for r in rows if r["judge"] == "llm_faithfulness")
+    if not row["n"]:
+        raise ValueError(row.get("note") or "no usable verdict from the judge")
+    remember_agreement(workspace, "llm_faithfulness", judge.client.cfg.model, judge.client.cfg.base_url, row)
+    return agreement_line(workspace, "llm_faithfulness", judge.client.cfg.model, judge.client.cfg.base_url)
 
 
 def matched_text(text: str, query: str, chars: int = 320) -> str:
@@ -234,6 +252,35 @@ def headline(summary: pd.DataFrame, headline_table, metrics: list[str]) -> tuple
     return with_metric_n(table, summary), dropped
 
 
+def headline_order(summary: pd.DataFrame, base: list[str]) -> list[str]:
+    """The page's headline columns as ``ragwb show`` orders them: judged metrics first, then the headline (the
+    answer-side citation metrics an LLM answer is scored on after its first four), then the reference-free ones;
+    the metrics with values on these questions before those with none."""
+    from evals.analyze.summary import JUDGED_FIRST, REFERENCE_FREE
+
+    wanted = JUDGED_FIRST + base[:4] + ["citation_validity", "citation_support", "statement_coverage"] + base[4:]
+    wanted += [m for m in REFERENCE_FREE if m not in wanted]
+    wanted = list(dict.fromkeys(wanted))
+    have = metrics_with_values(summary)
+    return [m for m in wanted if m in have] + [m for m in wanted if m not in have]
+
+
+def labelled(table: pd.DataFrame) -> pd.DataFrame:
+    from evals.analyze.summary import labelled as _labelled
+
+    return _labelled(table)
+
+
+def sufficiency_bar(scores: pd.DataFrame):
+    """The decomposition's stacked bar for the session's scores, or None when no item has a sufficiency value."""
+    from evals.analyze.sufficiency import decomposition, has_sufficiency
+    from evals.report.charts import sufficiency_figure
+
+    if scores is None or not len(scores) or not has_sufficiency(scores):
+        return None
+    return sufficiency_figure(decomposition(scores))
+
+
 def chart_captions(with_history: bool) -> list[str]:
     """The small print under the quality-vs-cost chart: what the front is, the history's marks, the offline
     faithfulness scorer's agreement with people."""
@@ -241,7 +288,7 @@ def chart_captions(with_history: bool) -> list[str]:
     from evals.score.support import support_caption
 
     return [PARETO_CAPTION + (f" {HISTORY_CAPTION}" if with_history else ""),
-            f"faithfulness (offline): {support_caption()}"]
+            f"lexical support (offline faithfulness): {support_caption()}"]
 
 
 def matrix_view(scores: pd.DataFrame, judged: pd.DataFrame, questions, metric: str, filters: dict

@@ -216,3 +216,28 @@ def route_figure(res, title: str = ""):
                       xaxis_title=f"mean {cost.replace('_', ' ')} per question", yaxis_title=f"mean {metric} (95% CI)",
                       showlegend=False, template="plotly_white", height=520)
     return fig
+
+
+SUFFICIENCY_COLOURS = ("#2e7d32", "#ef6c00", "#1565c0", "#c62828")  # correct, ignored, right abstention, risk
+
+
+def sufficiency_figure(dec: pd.DataFrame):
+    """One horizontal stacked bar per point: the shares of its placed items in each sufficiency outcome
+    (evals/analyze/sufficiency.py); the hover gives counts, the unplaced items and who decided correctness."""
+    import plotly.graph_objects as go
+
+    from evals.analyze.sufficiency import OUTCOMES, UNPLACED
+
+    labels = [f"{s} · {p}" if p != "defaults" else s for s, p in zip(dec["strategy"], dec["point"])]
+    fig = go.Figure()
+    for o, colour in zip(OUTCOMES, SUFFICIENCY_COLOURS):
+        fig.add_trace(go.Bar(
+            y=labels, x=dec[o + " share"].fillna(0.0), name=o, orientation="h", marker_color=colour,
+            customdata=list(zip(dec[o], dec["placed"], dec[UNPLACED], dec["correct decided by"])),
+            hovertemplate=("%{y}<br>" + o + ": %{x:.0%} (%{customdata[0]} of %{customdata[1]} placed)<br>"
+                           "unplaced: %{customdata[2]}<br>correct decided by: %{customdata[3]}<extra></extra>")))
+    fig.update_layout(barmode="stack", height=140 + 28 * len(dec), margin=dict(l=10, r=10, t=40, b=10),
+                      title="Context sufficiency x answer outcome (share of items placed)",
+                      xaxis=dict(tickformat=".0%", range=[0, 1]), yaxis=dict(autorange="reversed", automargin=True),
+                      legend=dict(orientation="h", y=-0.15, x=0), template="plotly_white")
+    return fig

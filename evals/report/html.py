@@ -15,15 +15,17 @@ from evals.store import ResultStore
 from rag.models import gold_text, known_answerability
 from rag.strategies import Block
 from rag.strategies.packing import cut_marker
-from evals.analyze.summary import headline_table, summarize_scores
+from evals.analyze.summary import LABELS, headline_table, labelled, summarize_scores
 from evals.score.support import support_caption
 from .charts import PARETO_CAPTION, quality_cost_figure
 
-QUALITY = ["f1", "faithfulness", "citation_precision", "evidence_recall", "abstention_accuracy"]
+QUALITY = ["f1", "faithfulness", "citation_precision", "evidence_recall", "abstention_accuracy",
+           "citation_validity", "statement_coverage", "question_answer_similarity"]
 
 
 
-JUDGE_METRICS = ["ragas_faithfulness", "llm_faithfulness", "ragas_context_recall", "ragas_answer_accuracy"]
+JUDGE_METRICS = ["llm_faithfulness", "ragas_faithfulness", "answer_relevance", "context_sufficiency",
+                 "ragas_context_recall", "ragas_answer_accuracy"]
 
 
 # plotly's mode bar without what sends a chart out of the page ("Edit in Chart Studio", "Share chart"): the report
@@ -150,14 +152,18 @@ def report_sections(store: ResultStore, run_id: str, compare: str | None = None)
     present = set(scores.metric) if len(scores) else set()
     ok_metrics = set(scores[scores.status == "ok"].metric) if len(scores) else set()
     # F1 leads where answers were written; plain questions (no answers) lead with the first metric that has values
-    lead = next((m for m in ["f1"] + QUALITY if m in ok_metrics), "f1")
     judged = [m for m in JUDGE_METRICS + ["judged_ndcg@10", "judged_recall@10"] if m in present]  # LLM judges, relevance judgments
+    # ... and a judge's metric before the offline lexical scorer: it never heads the charts when a judge scored
+    lead = next((m for m in ["f1"] + judged + QUALITY if m in ok_metrics), "f1")
     # conversations: the cost that differs between memory policies is the prompt (history included)
     cost = "prompt_tokens" if store.con.execute("SELECT count(*) FROM results WHERE run_id = ? AND turn IS NOT NULL",
                                                 [run_id]).fetchone()[0] else "context_tokens"
     # a metric with no ok score (e.g. not_applicable for this answerer) gets no chart
-    figs = [quality_cost_figure(summ, q, cost) for q in QUALITY + judged
+    figs = [quality_cost_figure(summ, q, cost) for q in ["f1"] + judged + QUALITY[1:]
             if not summ.empty and q in set(summ[summ.n_ok > 0].metric)]
+    from evals.analyze.sufficiency import decomposition
+
+    sufficiency = decomposition(scores) if "context_sufficiency" in ok_metrics else pd.DataFrame()
     breakdown = store.con.execute(
         "SELECT r.strategy, r.point_label AS point, q.qtype AS question_type, q.language, avg(s.value) AS f1, "
         "count(*) AS n FROM scores s JOIN results r USING (run_id, strategy, point_id, question_id, repeat) "
@@ -243,8 +249,13 @@ def report_sections(store: ResultStore, run_id: str, compare: str | None = None)
         from evals.analyze.routing import oracle_bound
 
         oracle = oracle_bound(scores, "f1", "prompt_tokens", 0.0)
+    from evals.analyze.summary import drop_na_columns, fits_the_data, judge_lines
+
+    heads = fits_the_data(heads + [m for m in judged if m not in heads], scores)
+    table, dropped = drop_na_columns(headline_table(summ, heads))
     return {"run_id": run_id, "compare": compare, "header_md": header, "judged": judged, "oracle": oracle,
-            "summary": with_losses(headline_table(summ, heads + judged), losses),
+            "summary": with_losses(table, losses), "not_shown": dropped, "sufficiency": sufficiency,
+            "judge_lines": judge_lines(run, Path(store.path).parent, present),
             "shared_summary": shared_summary,
             "figures": figs, "conversation_figures": conv_figs, "breakdown": breakdown, "breakdowns": breakdowns,
             "statuses": statuses,
@@ -253,13 +264,42 @@ def report_sections(store: ResultStore, run_id: str, compare: str | None = None)
             "worst_html": "".join(worst) or "<p>no scored questions</p>"}
 
 
+def sufficiency_html(dec: pd.DataFrame, include_js: bool) -> list[str]:
+    """The decomposition: a stacked bar per point (shares of the items placed) and its table."""
+    import plotly.io as pio
+
+    from evals.analyze.sufficiency import decomposition_table
+
+    from .charts import sufficiency_figure
+
+    return ["<h2>Why points lose: context sufficiency x answer outcome</h2>",
+            "<p class='src'>Per point, each item placed by whether its packed context was sufficient (gold evidence "
+            "offline, else the LLM autorater) and what the answer did: sufficient and correct or supported; "
+            "sufficient but wrong (the model ignored the context); insufficient and abstained (the right call); "
+            "insufficient and answered anyway (a hallucination risk). After Joren et al., ICLR 2025; "
+            "docs/metrics.md.</p>",
+            pio.to_html(sufficiency_figure(dec), full_html=False, include_plotlyjs=include_js,
+                        div_id="sufficiency", config=PLOTLY_CONFIG),
+            _table(decomposition_table(dec))]
+
+
 def build_report_html(store: ResultStore, run_id: str, compare: str | None = None) -> str:
     import plotly.io as pio
 
     sec = report_sections(store, run_id, compare)
     parts = [f"<h1>RAG Workbench report: run {html.escape(run_id)}</h1>", f"<p>{sec['header_md']}</p>",
-             "<h2>Summary (means with 95% bootstrap intervals over questions)</h2>", _table(sec["summary"]),
-             f"<p class='src'>{_prose(support_caption())}</p>"]
+             "<h2>Summary (means with 95% bootstrap intervals over questions)</h2>",
+             _table(labelled(sec["summary"]))]
+    if sec["not_shown"]:  # the n/a metrics in one line, each reason once
+        by_reason: dict[str, list[str]] = {}
+        for m, why in sec["not_shown"].items():
+            by_reason.setdefault(why, []).append(m)
+        parts.append("<p class='src'><b>Not shown</b> (no value on this set): " + "; ".join(
+            f"{html.escape(', '.join(ms))} ({html.escape(why)})" for why, ms in by_reason.items()) + "</p>")
+    parts += [f"<p class='src'>judge: {html.escape(line)}</p>" for line in sec["judge_lines"]]
+    if "faithfulness" in sec["summary"].columns:
+        parts.append(f"<p class='src'>{html.escape(LABELS['faithfulness'])}: {_prose(support_caption())}</p>")
+
     if sec["shared_summary"] is not None:
         n, total, t = sec["shared_summary"]
         parts += [f"<p>Some points lost items (column <i>lost</i>: answers that failed, left out of their means), so "
@@ -272,13 +312,20 @@ def build_report_html(store: ResultStore, run_id: str, compare: str | None = Non
                                  config=PLOTLY_CONFIG))
         if "faithfulness" in (fig.layout.title.text or ""):
             parts.append(f"<p class='src'>{_prose(support_caption())}</p>")
+    if len(sec["sufficiency"]):  # beside the quality charts: why each point loses
+        parts += sufficiency_html(sec["sufficiency"], include_js=not sec["figures"])
     if sec["conversation_figures"]:
         parts.append("<h2>Conversations: prompt growth and retrieval by turn</h2>")
         for i, fig in enumerate(sec["conversation_figures"]):
-            parts.append(pio.to_html(fig, full_html=False, include_plotlyjs=not sec["figures"] and i == 0,
+            parts.append(pio.to_html(fig, full_html=False, include_plotlyjs=not sec["figures"] and i == 0
+                                     and not len(sec["sufficiency"]),
                                      config=PLOTLY_CONFIG,
                                      div_id=f"conv{i}"))
-    parts += ["<h2>F1 by strategy, question type and language</h2>", _table(sec["breakdown"])]
+    if len(sec["breakdown"]):
+        parts += ["<h2>F1 by strategy, question type and language</h2>", _table(sec["breakdown"])]
+    else:  # plain questions: no reference answers, so no F1 to break down; one line, never an empty table
+        parts.append("<p class='src'>F1 by strategy, question type and language: none (no question of this run has "
+                     "a reference answer).</p>")
     for field, t in sec["breakdowns"].items():
         parts += [f"<h2>Quality by {html.escape(field)}</h2>", _table(t)]
     parts += ["<h2>Scores that are not ok</h2>", _table(sec["statuses"]) if len(sec["statuses"]) else "<p>none</p>"]

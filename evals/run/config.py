@@ -24,7 +24,7 @@ class RunConfig:
     answerer_params: dict = field(default_factory=dict)
     llm: LLMConfig | None = None
     judge: LLMConfig | None = None  # an LLM judge endpoint (costs money; off by default)
-    judges: tuple = ()  # judge names (default: ragas_faithfulness when a judge is configured)
+    judges: tuple = ()  # judge names (the CLI names DEFAULT_LLM_JUDGES when none is given; () = ragas_faithfulness, as runs before)
     scorers: tuple = ()
     prices: dict = field(default_factory=dict)  # model -> [input, output] dollars per million tokens
     repeats: int = 1

@@ -23,7 +23,7 @@ from rag.strategies import (BUILTIN, DEFAULT_POOL, Context, Strategy, blocks_jso
                             params_dict)
 
 from evals.analyze.judgments import ranked_passage_keys
-from evals.score.metrics import Score, ScoringInput, get_scorers, score_all
+from evals.score.metrics import Score, ScoringInput, get_scorers, needs_autorater, score_all
 
 from .config import RunConfig
 
@@ -226,10 +226,14 @@ class ItemEvaluator:
         for j in self.judges:
             if q.qtype == "filler":
                 continue
+            context_only = getattr(j, "only_without_evidence", False)  # the sufficiency autorater reads no answer
+            if context_only and not needs_autorater(q):
+                continue  # gold evidence (or a known unanswerable question) decided it offline: no call
             ref = q.answers[0] if q.answerable and q.answers else None
             judged = FALLBACK if is_fallback(scored, self.fallback) else scored  # judges know the one sentence
-            scores[j.name] = (j.score(q.text, judged, [b.text for b in ctx.blocks], rep, ref) if ans.status == "ok"
-                              else Score(None, ans.status, "answer not available"))
+            scores[getattr(j, "metric", j.name)] = (
+                j.score(q.text, judged, [b.text for b in ctx.blocks], rep, ref) if ans.status == "ok" or context_only
+                else Score(None, ans.status, "answer not available"))
         t5 = time.perf_counter()
         row = {"run_id": None, "strategy": name, "point_id": pid, "point_label": label,
                "params": _params_json(p) if not extra_params else json.dumps({**params_dict(p), **extra_params}), "question_id": q.qid, "repeat": rep,
@@ -331,7 +335,7 @@ def build_parts(cfg: RunConfig, ws: Workspace, index: str, limiter_for=None) -> 
 
         jclient = LLMClient(cfg.judge, ws.root / "cache" / "llm.sqlite", use_cache=cfg.use_cache, prices=prices,
                             limiter=lim("judge", cfg.judge))
-        judges = [get_judge(n, jclient) for n in (cfg.judges or ("ragas_faithfulness",))]
+        judges = [get_judge(n, jclient) for n in run_judges(cfg)]
     systems = {}
     if cfg.systems:
         from rag.answer.systems import SystemClient
@@ -344,6 +348,16 @@ def build_parts(cfg: RunConfig, ws: Workspace, index: str, limiter_for=None) -> 
     workers = max([c.max_concurrency for c in (cfg.llm, cfg.judge) if c is not None]
                   + [x.max_concurrency for x in cfg.systems], default=1)
     return RunParts(retriever, evaluator, llm, judges, workers)
+
+
+def run_judges(cfg: RunConfig) -> tuple:
+    """The judges a run with a judge endpoint runs: those its config names (the CLI and the page name
+    evals/score/judges.py DEFAULT_LLM_JUDGES when the user names none); a stored run from before judges were named
+    ran ragas_faithfulness, and resumes as it ran."""
+    return tuple(cfg.judges) or LEGACY_JUDGES
+
+
+LEGACY_JUDGES = ("ragas_faithfulness",)
 
 
 def build_answerer(cfg: RunConfig, retriever: Retriever, llm: LLMClient | None):

@@ -159,13 +159,14 @@ class RunSpend:
     model: str = ""
     price: str = ""
     judge_line: str = ""
+    judge_calls: int = 0
     service_requests: int = 0
 
     up_to = True  # the counts are bounds: the prompts are not packed yet
 
     @property
     def new_calls(self) -> int:  # what the yes is asked for (0: nothing paid is sent)
-        return self.answer_calls + self.service_requests + (self.items if self.judge_line else 0)
+        return self.answer_calls + self.service_requests + self.judge_calls
 
     def line(self) -> str:
         parts = [f"{self.items:,} item(s) to evaluate on {self.dataset}"]
@@ -191,7 +192,16 @@ def run_spend(cfg: RunConfig, plan: RunPlan, done: int = 0) -> RunSpend:
     if cfg.answerer == "openai" and cfg.llm is not None:
         spend.answer_calls, spend.model, spend.price = shapes, cfg.llm.model, price_text(cfg.llm.model, cfg.prices)
     if cfg.judge is not None and shapes:
-        names = ", ".join(cfg.judges or ("ragas_faithfulness",))
-        spend.judge_line = (f"judges {names} at {cfg.judge.model}: at least {shapes:,} call(s) each (ragas makes "
-                            f"several an item; {price_text(cfg.judge.model, cfg.prices)})")
+        from evals.score.metrics import needs_autorater
+
+        from .items import run_judges
+
+        # the sufficiency autorater is asked only where no gold evidence decides it offline
+        auto = -(-shapes * sum(map(needs_autorater, plan.questions)) // max(len(plan.questions), 1))
+        each = {n: (auto if n == "llm_context_sufficiency" else shapes) for n in run_judges(cfg)}
+        spend.judge_calls = sum(each.values())
+        ragas = " (a ragas judge makes several an item)" if any(n.startswith("ragas") for n in each) else ""
+        spend.judge_line = (f"up to {spend.judge_calls:,} judge call(s) to {cfg.judge.model} ("
+                            + ", ".join(f"{n} {c:,}" for n, c in each.items())
+                            + f"{ragas}; none for an abstention; {price_text(cfg.judge.model, cfg.prices)})")
     return spend

@@ -20,7 +20,8 @@ from pathlib import Path
 from rag.index.workspace import Workspace
 
 from .items import (MAX_SCORED_ANSWER_CHARS, SHARD_QUESTIONS, ItemEvaluator, RunJob, RunParts,  # noqa: F401
-                    build_parts, evaluate_shard, load_run_plugins, make_shards, point_id, point_label, pool_map)
+                    build_parts, evaluate_shard, load_run_plugins, make_shards, point_id, point_label, pool_map,
+                    run_judges)
 from evals.store import ResultStore
 
 from .config import RunConfig  # noqa: F401  (callers import it from here too)
@@ -120,8 +121,8 @@ def check_config(cfg: RunConfig) -> None:
             raise ValueError(f"unknown judge(s) {', '.join(bad)}; valid: {', '.join(JUDGES)}")
         if cfg.judge is None:
             raise ValueError(f"--judges {' '.join(cfg.judges)} needs a judge endpoint (--judge-base-url and "
-                             "--judge-model); without one no judge would run")
-    if cfg.judge is not None and cfg.judge.response_format and "llm_faithfulness" not in cfg.judges:
+                             "--judge-model, or --llm-base-url, whose model judges too); without one no judge would run")
+    if cfg.judge is not None and cfg.judge.response_format and "llm_faithfulness" not in run_judges(cfg):
         raise ValueError("--judge-format applies to the llm_faithfulness judge (ragas's judges constrain their own "
                          "output); add --judges llm_faithfulness or drop --judge-format")
     if cfg.prompt and cfg.answerer != "openai":

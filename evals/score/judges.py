@@ -50,15 +50,51 @@ def get_judge(name: str, client: LLMClient):
     return JUDGES[name](client)
 
 
-@register_judge
-@dataclass
-class LLMFaithfulness:
-    """Asks the judge, per answer statement, whether the context supports it (JSON verdicts)."""
+class _ChatJudge:
+    """An LLM judge of one chat call: ``request`` builds the call (or says why none is made, as a Score), ``parse``
+    reads the reply. The cost lines count calls with the same ``request`` (rag/llm/spend.py, the page's plan), so
+    a counted call is exactly the call sent, and a cached one is free."""
     client: LLMClient
-    name = "llm_faithfulness"
+    name = metric = ""
+    only_without_evidence = False  # True: reads the context only, asked where no gold evidence decides
+
+    def request(self, question: str, answer: str, contexts: list[str]):
+        raise NotImplementedError
+
+    def parse(self, text: str | None, note: str) -> Score:
+        raise NotImplementedError
 
     def score(self, question: str, answer: str, contexts: list[str], repeat: int = 0,
               reference: str | None = None) -> Score:
+        req = self.request(question, answer, contexts)
+        if isinstance(req, Score):
+            return req
+        messages, overrides, note = req
+        res = self.client.chat(messages, purpose="judge", repeat=repeat, **overrides)
+        if res.status != "ok":
+            return Score(None, res.status, res.error)
+        return self.parse(res.text, note)
+
+    def cache_key(self, question: str, answer: str, contexts: list[str], repeat: int = 0) -> str | None:
+        """The response-cache key of the call ``score`` would make (None: no call)."""
+        req = self.request(question, answer, contexts)
+        if isinstance(req, Score):
+            return None
+        messages, overrides, _ = req
+        return self.client.cache_key(messages, self.client._params(overrides), repeat)
+
+
+@register_judge
+@dataclass
+class LLMFaithfulness(_ChatJudge):
+    """Asks the judge, per answer statement, whether the context supports it (JSON verdicts)."""
+    client: LLMClient
+    name = "llm_faithfulness"
+    metric = "llm_faithfulness"
+    SYSTEM = ("You check whether statements are supported by a context. Reply with JSON "
+              "only: {\"verdicts\": [1 or 0 for each statement, in order]}.")
+
+    def request(self, question, answer, contexts):
         if is_fallback(answer):
             return Score(None, "undetermined", "fallback answer: nothing to judge")
         stmts = [strip_citations(s) for s in split_sentences(answer)]
@@ -77,26 +113,148 @@ class LLMFaithfulness:
                 "type": "object", "additionalProperties": False, "required": ["verdicts"],
                 "properties": {"verdicts": {"type": "array", "items": {"type": "integer", "enum": [0, 1]},
                                             "minItems": len(stmts), "maxItems": len(stmts)}}}}}
-        res = self.client.chat([
-            {"role": "system", "content": "You check whether statements are supported by a context. Reply with JSON "
-             "only: {\"verdicts\": [1 or 0 for each statement, in order]}."},
-            {"role": "user", "content": f"Context:\n{ctx}\n\nStatements:\n{listing}"}], purpose="judge", repeat=repeat,
-            **extra)
-        if res.status != "ok":
-            return Score(None, res.status, res.error)
-        m = re.search(r"\{.*\}", res.text or "", re.S)
+        note = [f"judged against cited blocks {cited}" if cited else "judged against every block"]
+        if cut:
+            note.append(f"context cut to {MAX_JUDGE_CONTEXT_CHARS:,} characters")
+        return ([{"role": "system", "content": self.SYSTEM},
+                 {"role": "user", "content": f"Context:\n{ctx}\n\nStatements:\n{listing}"}], extra,
+                (len(stmts), "; ".join(note)))
+
+    def parse(self, text, note):
+        n, note = note
+        m = re.search(r"\{.*\}", text or "", re.S)
         try:
             verdicts = json.loads(m.group(0))["verdicts"] if m else None
             verdicts = [int(bool(int(v))) for v in verdicts]
         except (ValueError, KeyError, TypeError):
             verdicts = None
-        if not verdicts or len(verdicts) != len(stmts):
-            hint = " (cut short? raise --judge-max-tokens)" if res.text and "}" not in res.text else ""
-            return Score(None, "parse_error", f"judge reply not usable{hint}: {(res.text or '')[:200]}")
-        note = [f"judged against cited blocks {cited}" if cited else "judged against every block"]
-        if cut:
-            note.append(f"context cut to {MAX_JUDGE_CONTEXT_CHARS:,} characters")
-        return Score(sum(verdicts) / len(verdicts), "ok", "; ".join(note))
+        if not verdicts or len(verdicts) != n:
+            hint = " (cut short? raise --judge-max-tokens)" if text and "}" not in text else ""
+            return Score(None, "parse_error", f"judge reply not usable{hint}: {(text or '')[:200]}")
+        return Score(sum(verdicts) / len(verdicts), "ok", note)
+
+
+def _json_field(text: str | None, field: str, allowed: tuple) -> int | None:
+    """The integer ``field`` of the first JSON object in a judge's reply, when it is one of ``allowed``."""
+    m = re.search(r"\{.*?\}", text or "", re.S)
+    try:
+        v = json.loads(m.group(0))[field] if m else None
+        v = int(v)
+    except (ValueError, KeyError, TypeError):
+        return None
+    return v if v in allowed else None
+
+
+@register_judge
+@dataclass
+class LLMAnswerRelevance(_ChatJudge):
+    """Does the answer address the question? A 0-3 rubric (reference-free: works on plain questions), scored
+    rating / 3. An abstention is not rated (the sufficiency decomposition counts it)."""
+    client: LLMClient
+    name = "llm_answer_relevance"
+    metric = "answer_relevance"
+    SYSTEM = ("You rate whether an answer addresses the question it was given, not whether it is true. Rubric: "
+              "3 = answers the question directly; 2 = answers part of it; 1 = on the question's topic but does not "
+              "answer it; 0 = about something else. Reply with JSON only: {\"relevance\": 0, 1, 2 or 3}.")
+
+    def request(self, question, answer, contexts):
+        if is_fallback(answer):
+            return Score(None, "not_applicable", "the answer abstained: nothing to rate")
+        text = strip_citations(answer)
+        if not text.strip():
+            return Score(None, "undetermined", "empty answer")
+        return ([{"role": "system", "content": self.SYSTEM},
+                 {"role": "user", "content": f"Question: {question}\n\nAnswer: {text[:8000]}"}], {}, "")
+
+    def parse(self, text, note):
+        v = _json_field(text, "relevance", (0, 1, 2, 3))
+        if v is None:
+            return Score(None, "parse_error", f"judge reply not usable: {(text or '')[:200]}")
+        return Score(v / 3, "ok", f"rating {v} of 3")
+
+
+@register_judge
+@dataclass
+class LLMContextSufficiency(_ChatJudge):
+    """Was the packed context enough to answer the question (an autorater after Joren et al., "Sufficient Context",
+    ICLR 2025)? 1 or 0, whatever the answer says. Asked only of questions with no gold evidence: where evidence
+    exists the offline scorer decides (evals/score/metrics.py, score_sufficiency)."""
+    client: LLMClient
+    name = "llm_context_sufficiency"
+    metric = "context_sufficiency"
+    only_without_evidence = True
+    SYSTEM = ("You decide whether a context holds enough information to answer a question. Sufficient means a "
+              "reader with only this context could give a definitive answer: it need not say it word for word, "
+              "but nothing the answer needs may be missing. Ignore any answer; judge the context. Reply with JSON "
+              "only: {\"sufficient\": 1 or 0}.")
+
+    def request(self, question, answer, contexts):
+        if not contexts:
+            return Score(0.0, "ok", "no context: nothing to answer from")
+        ctx = "\n\n".join(f"[{i + 1}] {c}" for i, c in enumerate(contexts))
+        note = f"LLM autorater {self.client.cfg.model}" + (
+            f"; context cut to {MAX_JUDGE_CONTEXT_CHARS:,} characters" if len(ctx) > MAX_JUDGE_CONTEXT_CHARS else "")
+        return ([{"role": "system", "content": self.SYSTEM},
+                 {"role": "user", "content": f"Question: {question}\n\nContext:\n{ctx[:MAX_JUDGE_CONTEXT_CHARS]}"}],
+                {}, note)
+
+    def parse(self, text, note):
+        v = _json_field(text, "sufficient", (0, 1))
+        if v is None:
+            return Score(None, "parse_error", f"autorater reply not usable: {(text or '')[:200]}")
+        return Score(float(v), "ok", note)
+
+
+# what a configured LLM judges by default (no extra needed): faithfulness, answer relevance, context sufficiency
+DEFAULT_LLM_JUDGES = ("llm_faithfulness", "llm_answer_relevance", "llm_context_sufficiency")
+
+
+def count_judge_calls(judges, question, answer: str | None, contexts: list[str], repeat: int, planned: set,
+                      fallback: str | None = None) -> tuple[int, int, int]:
+    """(new calls, calls in the response cache, calls whose answer is not known yet) the judges would make for one
+    item, before any is sent. ``answer`` None: the answer is not in the cache yet, so a judge that reads it counts
+    as one call at most (a bound); the sufficiency autorater reads only the context and is counted exactly.
+    ``planned``: cache keys already counted (one prompt twice is one call)."""
+    from evals.score.metrics import needs_autorater
+    from rag.answer.prompts import FALLBACK
+
+    new = cached = unknown = 0
+    for j in judges:
+        if question.qtype == "filler":
+            continue
+        context_only = getattr(j, "only_without_evidence", False)
+        if context_only and not needs_autorater(question):
+            continue
+        if answer is None and not context_only:
+            unknown += 1
+            continue
+        if not hasattr(j, "cache_key"):  # a ragas judge: several calls an item, unknown until it runs
+            unknown += 1
+            continue
+        judged = FALLBACK if answer is not None and is_fallback(answer, fallback or FALLBACK) else (answer or "")
+        key = j.cache_key(question.text, judged, contexts, repeat)
+        if key is None:
+            continue  # no call (an abstention, an empty context)
+        if key in planned or j.client.has_key(key):
+            cached += 1
+        else:
+            planned.add(key)
+            new += 1
+    return new, cached, unknown
+
+
+def judge_metric(name: str) -> str:
+    """The metric a judge writes (its name, unless it writes a shared metric such as context_sufficiency)."""
+    return getattr(JUDGES.get(name), "metric", name)
+
+
+def prompt_version(name: str) -> str:
+    """A judge's prompt, hashed: stored agreement figures belong to one prompt (a new prompt is a new judge)."""
+    import hashlib
+
+    cls = JUDGES[name]
+    text = getattr(cls, "SYSTEM", "") or getattr(cls, "metric_class", name)
+    return hashlib.sha256(f"{name}\n{text}".encode()).hexdigest()[:10]
 
 
 def _chain(exc: BaseException, depth: int = 12):

@@ -87,7 +87,9 @@ for _name, _desc in (("judged_ndcg@10", "nDCG@10 over blocks, graded 0-3 by the 
 for _name, _desc in (("ragas_faithfulness", "ragas Faithfulness judged by an LLM"),
                      ("ragas_context_recall", "ragas ContextRecall (LLM): reference claims found in the context"),
                      ("ragas_answer_accuracy", "ragas AnswerAccuracy (LLM): answer vs the reference answer"),
-                     ("llm_faithfulness", "share of statements an LLM judge finds supported")):
+                     ("llm_faithfulness", "share of statements an LLM judge finds supported"),
+                     ("answer_relevance", "LLM judge: does the answer address the question (0-3 rubric / 3; "
+                                          "reference-free)")):
     METRICS[_name] = MetricInfo(_name, "judge", True, _desc)
 
 
@@ -377,6 +379,55 @@ def score_faithfulness(inp: ScoringInput) -> dict[str, Score]:
     if pairs:
         out["citation_support"] = Score(pairs_ok / pairs)
     return out
+
+
+# --------------------------------------------------------------------------- sufficiency and relevance
+
+NO_EVIDENCE_SUFFICIENCY = ("no gold evidence: an LLM autorater decides (--llm-base-url, or --judge-base-url; "
+                           "docs/metrics.md, 'Context sufficiency')")
+
+
+@scorer("sufficiency", {
+    "context_sufficiency": (True, "1 when the packed context holds enough to answer: every gold evidence item shown "
+                                  "(offline), else an LLM autorater's verdict; 0 for an unanswerable question"),
+    "abstained": (False, "1 when the answer is the fallback sentence (the abstention rate; reference-free)")})
+def score_sufficiency(inp: ScoringInput) -> dict[str, Score]:
+    """Sufficiency from gold evidence where the question has it (docs/metrics.md, 'Context sufficiency'); with no
+    evidence it is not_applicable here and an LLM autorater (evals/score/judges.py) fills it in."""
+    q = inp.question
+    if q.answerable is False:
+        out = {"context_sufficiency": Score(0.0, "ok", "unanswerable question: no context suffices")}
+    elif q.evidence:
+        held = sum(1 for e in q.evidence if any(block_holds(b, e) for b in inp.blocks))
+        out = {"context_sufficiency": Score(float(held == len(q.evidence)), "ok",
+                                            f"gold evidence: {held} of {len(q.evidence)} item(s) in the context")}
+    else:
+        out = {"context_sufficiency": Score(None, "not_applicable", NO_EVIDENCE_SUFFICIENCY)}
+    if (f := _failed(inp, ["abstained"])) is not None:
+        return {**out, **f}
+    out["abstained"] = Score(float(is_fallback(inp.answer, inp.fallback)))
+    return out
+
+
+def needs_autorater(q: Question) -> bool:
+    """Does sufficiency need an LLM for this question (no gold evidence, and not known unanswerable)?"""
+    return q.answerable is not False and not q.evidence
+
+
+@scorer("relevance_standin", {
+    "question_answer_similarity": (True, "stand-in for answer relevance offline: cosine of the question's and the "
+                                         "answer's embeddings (the index's embedder; not validated against people)")})
+def score_relevance_standin(inp: ScoringInput) -> dict[str, Score]:
+    if (f := _failed(inp, ["question_answer_similarity"])) is not None:
+        return f
+    if is_fallback(inp.answer, inp.fallback):
+        return {"question_answer_similarity": Score(None, "not_applicable", ABSTAINED)}
+    text = strip_citations(inp.answer).strip()
+    if not text or inp.embed is None:
+        return {"question_answer_similarity": Score(None, "undetermined",
+                                                    "empty answer" if not text else "no embedder")}
+    qv, av = inp.embed([inp.question.text, text[:2000]])
+    return {"question_answer_similarity": Score(float(max(-1.0, min(1.0, float(qv @ av)))))}
 
 
 # --------------------------------------------------------------------------- cost

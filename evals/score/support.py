@@ -292,4 +292,4 @@ def support_caption() -> str:
     return (f"Offline faithfulness is NOT validated: {held}; cross-validated AUROC on its development data "
             f"{cv.get('expertqa_auroc', float('nan')):.2f} (ExpertQA) and {cv.get('ragtruth_auroc', float('nan')):.2f} "
             "(RAGTruth sentences). Read its differences as indicative only; an LLM judge "
-            "(--judge-base-url) is the validated option.")
+            "(on by default with --llm-base-url, or --judge-base-url) is the validated option.")
