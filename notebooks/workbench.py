@@ -566,8 +566,9 @@ def _(budgets, curve_param, curve_strategy, curve_values, get_sent, interactive,
         _line, _said = sweep_plan.line(session.client.cfg.model if session.client is not None else ""), None
     except (ValueError, KeyError) as _e:  # a wrong budget name or value is said here, naming the valid ones
         sweep_points, sweep_plan, _said = [], None, _e.args[0] if _e.args else str(_e)
-    _calls = (sweep_plan.new_calls + sweep_plan.service_requests) if sweep_plan else 0
-    curve_go = mo.ui.run_button(label=f"Sweep ({_calls:,} new call(s))" if _calls else "Sweep",
+    _calls = (sweep_plan.calls + sweep_plan.service_requests) if sweep_plan else 0  # judge calls included
+    _up = "up to " if sweep_plan is not None and sweep_plan.judge_bound else ""
+    curve_go = mo.ui.run_button(label=f"Sweep ({_up}{_calls:,} new call(s))" if _calls else "Sweep",
                                 disabled=sweep_plan is None)
     race_go = mo.ui.run_button(label="Race these budgets" + (f" (up to {_calls:,} call(s))" if _calls else ""),
                                disabled=sweep_plan is None)
@@ -595,7 +596,7 @@ def _(curve_go, curve_param, curve_strategy, curve_values, get_curve, interactiv
         title=f"{quality.value} vs context tokens: {', '.join(curve_strategy.value)} sweeping "
               f"{curve_param.value.strip()} = {curve_values.value} (other budgets as applied)"))
     set_curve(_out)
-    if sweep_plan.new_calls + sweep_plan.service_requests:
+    if sweep_plan.calls + sweep_plan.service_requests:
         set_sent(lambda n: n + 1)  # every cost line counts again: what was sent is cached now
     _out
     return
@@ -616,7 +617,7 @@ def _(args, budgets, curve_param, curve_strategy, curve_values, interactive, lim
                                         curve_values.value, budgets.value or {}, limit.value, quality.value,
                                         on_look=_look, prices=wb.prices)
         set_saved(lambda n: n + 1)
-        if sweep_plan.new_calls + sweep_plan.service_requests:
+        if sweep_plan.calls + sweep_plan.service_requests:
             set_sent(lambda n: n + 1)
         _line, _board = interactive.race_result(args.db, _rid)
         _out = mo.vstack([mo.md(_line), mo.ui.table(_board, selection=None)])

@@ -415,7 +415,8 @@ def test_pypdf_warnings_name_the_file(tmp_path):
 def test_prompts_over_the_window_are_context_overflow_before_any_call(server, tmp_path, capsys):
     ws = tmp_path / "ws"
     common = ["--dataset", "squad2", "--limit", "4", "--strategies", "chunks,full_documents",
-              "--llm-base-url", server, "--llm-model", "local-extractive", "--max-tokens", "64", "--no-cache"]
+              "--llm-base-url", server, "--llm-model", "local-extractive", "--max-tokens", "64", "--no-cache",
+              "--judge", "none"]  # answer calls counted alone
     before = len(Handler.requests)
     assert _run(ws, *common, "--context-window", "1500", "--run-id", "W") == 0
     calls = len(Handler.requests) - before
@@ -516,7 +517,7 @@ def test_a_busy_store_names_the_process_that_holds_it(tmp_path):
 @pytest.mark.parametrize("argv,needle", [
     (["--dataset", "mtrag-govt", "--limit", "2", "--fit-context"], "--fit-context is not available on conversational"),
     (["--dataset", "squad2", "--limit", "1", "--judge-base-url", "http://127.0.0.1:9/v1", "--judge-model", "j",
-      "--judge-format", "json_schema"], "--judge-format applies to the llm_faithfulness judge"),
+      "--judges", "ragas_faithfulness", "--judge-format", "json_schema"], "--judge-format applies to the llm_faithfulness judge"),
 ])
 def test_options_that_would_do_nothing_are_refused(server, tmp_path, capsys, argv, needle):
     rc, err = _rc_err(capsys, ["run", *argv, *FAST, "--no-report", "--workspace", str(tmp_path / "ws"),

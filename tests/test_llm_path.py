@@ -23,7 +23,8 @@ def _run(ws, url, model, run_id, extra=()):
 def test_llm_answers_through_server_then_rerun_makes_zero_calls(server, tmp_path, capsys, monkeypatch):
     monkeypatch.setenv("RAGWB_TEST_KEY", "sk-secret-never-stored")
     before = Handler.calls
-    assert _run(tmp_path, server, "local-extractive", "L1") == 0
+    off = ["--judge", "none"]  # the answer calls alone (the default judge's: tests/test_judged_quality.py)
+    assert _run(tmp_path, server, "local-extractive", "L1", off) == 0
     first = Handler.calls - before
     assert first == 12  # 6 questions x 2 strategies
     out = capsys.readouterr().out
@@ -34,7 +35,7 @@ def test_llm_answers_through_server_then_rerun_makes_zero_calls(server, tmp_path
                     "(price unknown (--price MODEL=IN,OUT); those whose prompt is in the response cache are free)")
     assert out.index(cost) < out.index("0 hits, 12 misses")
     before = Handler.calls
-    assert _run(tmp_path, server, "local-extractive", "L2") == 0
+    assert _run(tmp_path, server, "local-extractive", "L2", off) == 0
     assert Handler.calls == before  # every answer came from the response cache
     assert "12 hits, 0 misses, 0 calls" in capsys.readouterr().out
     con = duckdb.connect(str(tmp_path / "results.duckdb"), read_only=True)
@@ -43,7 +44,7 @@ def test_llm_answers_through_server_then_rerun_makes_zero_calls(server, tmp_path
     dump = " ".join(str(r) for r in con.execute("SELECT * FROM runs").fetchall())
     assert "sk-secret-never-stored" not in dump and "RAGWB_TEST_KEY" in dump
     con.close()
-    assert _run(tmp_path, server, "local-extractive", "L3", ["--no-cache"]) == 0
+    assert _run(tmp_path, server, "local-extractive", "L3", ["--no-cache", *off]) == 0
     assert Handler.calls == before + 12
 
 
@@ -72,7 +73,8 @@ def test_retry_after_is_honoured(server):
                                           ("local-extractive", "parse_error")])
 def test_ragas_judge_failures_become_statuses(server, tmp_path, model, status):
     assert main(["run", "--dataset", "squad2", "--limit", "4", "--embedder", "hash", "--no-progress", "--no-report",
-                 "--strategies", "chunks", "--workspace", str(tmp_path), "--run-id", "J", "--judge-base-url", server,
+                 "--strategies", "chunks", "--workspace", str(tmp_path), "--run-id", "J", "--judges", "ragas_faithfulness",
+                 "--judge-base-url", server,
                  "--judge-model", model, "--retries", "0", "--timeout", "0.5"]) == 0
     con = duckdb.connect(str(tmp_path / "results.duckdb"), read_only=True)
     rows = con.execute("SELECT r.answer, s.status, s.value FROM scores s JOIN results r USING "
@@ -121,7 +123,7 @@ def test_run_on_a_terminal_waits_for_a_yes_after_its_cost_line(server, tmp_path)
 
     argv = ["run", "--dataset", "squad2", "--limit", "3", "--embedder", "hash", "--no-progress", "--no-report",
             "--strategies", "chunks", "--workspace", str(tmp_path), "--llm-base-url", server, "--llm-model",
-            "local-extractive", "--llm-key-env", "RAGWB_TEST_KEY"]
+            "local-extractive", "--llm-key-env", "RAGWB_TEST_KEY", "--judge", "none"]
     calls = Handler.calls
     code, said, at_prompt = answer_prompt(argv + ["--run-id", "NO"], "n", lambda: Handler.calls)
     assert code == 0 and "ragwb run: 3 item(s) to evaluate on squad2; up to 3 answer call(s)" in said, said

@@ -738,7 +738,7 @@ def test_a_judge_without_the_ragas_extra_and_a_deep_gold_file_are_one_line(tmp_p
     assert "nested deeper" in cap.out + cap.err and "Traceback" not in cap.err  # the line skipped, named
     monkeypatch.setitem(sys.modules, "ragas", None)  # the extra not installed: its import fails
     assert main(["run", "--dataset", "xquad-en", "--limit", "1", "--workspace", str(ws), *FAST,
-                 "--judge-base-url", "http://127.0.0.1:9/v1", "--judge-model", "m"]) == 2
+                 "--judge-base-url", "http://127.0.0.1:9/v1", "--judge-model", "m", "--judges", "ragas_faithfulness"]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "pip install -e '.[ragas]'" in err
 

@@ -79,18 +79,7 @@ def cmd_show(a) -> int:
                 print(info["summary"])
             return 0
         if a.sufficiency:  # why a point loses: was the context enough, and what the answer did with it
-            from evals.analyze.sufficiency import OUTCOMES, decomposition, decomposition_table
-
-            dec = decomposition(run_scores(st, rid))
-            if dec.empty:
-                raise ValueError(f"run {rid} has no context_sufficiency scores (a run before sufficiency was scored; "
-                                 "run it again)")
-            print(f"run {rid}: context sufficiency x answer outcome per point (count and share of the items placed; "
-                  f"docs/metrics.md, 'Context sufficiency'). {OUTCOMES[1]}: the context held the answer and the model "
-                  f"did not use it; {OUTCOMES[3]}: the context lacked it and the model answered anyway.")
-            with pd.option_context("display.width", 250, "display.max_columns", 30, "display.max_colwidth", 60):
-                print(decomposition_table(dec).to_string(index=False))
-            return 0
+            return show_sufficiency(run_scores(st, rid), rid)
         if a.turns:
             from evals.analyze.summary import conversation_table
             with pd.option_context("display.width", 250, "display.max_columns", 30):
@@ -98,14 +87,11 @@ def cmd_show(a) -> int:
             return 0
         if a.metrics:  # commas as in `score --metrics`, or spaces
             a.metrics = [m.strip() for x in a.metrics for m in x.split(",") if m.strip()]
-        metrics = a.metrics or headline_metrics(st, rid)
         sc_all = run_scores(st, rid)  # the stored scores and the judged metrics, read once
-        if not a.metrics:  # the metrics with values on this set first, judged ones leading
-            from evals.analyze.summary import fits_the_data
+        from evals.analyze.summary import fits_the_data, judge_lines
 
-            metrics = fits_the_data(metrics, sc_all)
-        from evals.analyze.summary import judge_lines
-
+        # the metrics with values on this set first, judged ones leading (asked-for metrics as asked)
+        metrics = a.metrics or fits_the_data(headline_metrics(st, rid), sc_all)
         judge_notes = judge_lines(run, a.workspace, set(sc_all.metric))
         summ = summarize_by(st, rid, a.by, metrics) if a.by else summarize_scores(sc_all, metrics)
         from evals.analyze.judgments import judged_notes
@@ -153,7 +139,6 @@ def cmd_show(a) -> int:
             print("not shown (n/a on every row): " + "; ".join(f"{', '.join(ms)} ({why})" for why, ms in
                                                                by_reason.items()))
         from evals.analyze.summary import LABELS, labelled
-
         print(labelled(table).to_string(index=False, na_rep="n/a") if len(table) else "no items committed yet")
         for line in judge_notes:  # how far to trust each judged column
             print(f"judge: {line}")
@@ -170,6 +155,24 @@ def cmd_show(a) -> int:
                   "point answered:")
             t = headline_table(ssum, metrics)
             print(t.to_string(index=False, na_rep="n/a") if len(t) else "no question was answered by every point")
+    return 0
+
+
+def show_sufficiency(scores, rid: str) -> int:
+    """``ragwb show RUN --sufficiency``: the decomposition table (evals/analyze/sufficiency.py)."""
+    import pandas as pd
+
+    from evals.analyze.sufficiency import OUTCOMES, decomposition, decomposition_table
+
+    dec = decomposition(scores)
+    if dec.empty:
+        raise ValueError(f"run {rid} has no context_sufficiency scores (a run before sufficiency was scored; "
+                         "run it again)")
+    print(f"run {rid}: context sufficiency x answer outcome per point (count and share of the items placed; "
+          f"docs/metrics.md, 'Context sufficiency'). {OUTCOMES[1]}: the context held the answer and the model "
+          f"did not use it; {OUTCOMES[3]}: the context lacked it and the model answered anyway.")
+    with pd.option_context("display.width", 250, "display.max_columns", 30, "display.max_colwidth", 60):
+        print(decomposition_table(dec).to_string(index=False))
     return 0
 
 

@@ -168,7 +168,7 @@ def judge_lines(sess, workspace: str, scores: pd.DataFrame | None = None) -> lis
 
     have = set(scores.loc[scores.status == "ok", "metric"]) if scores is not None and len(scores) else None
     return [agreement_line(workspace, j.name, j.client.cfg.model, j.client.cfg.base_url) for j in session_judges(sess)
-            if have is None or getattr(j, "metric", j.name) in have]
+            if have is None or getattr(j, "score_name", j.name) in have]
 
 
 def agreement_plan(sess, workspace: str, limit: int = AGREEMENT_CLAIMS) -> dict:

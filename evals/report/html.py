@@ -249,10 +249,9 @@ def report_sections(store: ResultStore, run_id: str, compare: str | None = None)
         from evals.analyze.routing import oracle_bound
 
         oracle = oracle_bound(scores, "f1", "prompt_tokens", 0.0)
-    from evals.analyze.summary import drop_na_columns, fits_the_data, judge_lines
+    table, dropped = _summary_table(summ, scores, heads, judged)
+    from evals.analyze.summary import judge_lines
 
-    heads = fits_the_data(heads + [m for m in judged if m not in heads], scores)
-    table, dropped = drop_na_columns(headline_table(summ, heads))
     return {"run_id": run_id, "compare": compare, "header_md": header, "judged": judged, "oracle": oracle,
             "summary": with_losses(table, losses), "not_shown": dropped, "sufficiency": sufficiency,
             "judge_lines": judge_lines(run, Path(store.path).parent, present),
@@ -262,6 +261,15 @@ def report_sections(store: ResultStore, run_id: str, compare: str | None = None)
             "comparison": comparison, "matrix": matrix, "lead": lead, "matrix_html": matrix_html(matrix), "per_1k": per_1k,
             "paired": paired, "paired_against": pts[0] if pts else "",
             "worst_html": "".join(worst) or "<p>no scored questions</p>"}
+
+
+def _summary_table(summ: pd.DataFrame, scores: pd.DataFrame, heads: list[str], judged: list[str]):
+    """The summary's table, its metrics in the order that fits the data, less the columns n/a on every row
+    ({metric: why}, said in one line under it)."""
+    from evals.analyze.summary import drop_na_columns, fits_the_data
+
+    heads = fits_the_data(heads + [m for m in judged if m not in heads], scores)
+    return drop_na_columns(headline_table(summ, heads))
 
 
 def sufficiency_html(dec: pd.DataFrame, include_js: bool) -> list[str]:
@@ -297,7 +305,7 @@ def build_report_html(store: ResultStore, run_id: str, compare: str | None = Non
         parts.append("<p class='src'><b>Not shown</b> (no value on this set): " + "; ".join(
             f"{html.escape(', '.join(ms))} ({html.escape(why)})" for why, ms in by_reason.items()) + "</p>")
     parts += [f"<p class='src'>judge: {html.escape(line)}</p>" for line in sec["judge_lines"]]
-    if "faithfulness" in sec["summary"].columns:
+    if "faithfulness" in sec["summary"].columns or "faithfulness" in sec["not_shown"]:
         parts.append(f"<p class='src'>{html.escape(LABELS['faithfulness'])}: {_prose(support_caption())}</p>")
 
     if sec["shared_summary"] is not None:

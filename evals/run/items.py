@@ -50,7 +50,8 @@ class ItemEvaluator:
         self.fallback = tpl.fallback if tpl is not None else FALLBACK  # what abstaining reads as
         self.fit_context = fit_context and hasattr(answerer, "overflow_tokens")
         self.judges, self.prices = list(judges), prices
-        self.embed = lambda texts: retriever.embed_queries(list(texts))
+        # the run's embedder (the relevance stand-in); none where there is no index (a log scored without a dataset)
+        self.embed = (lambda texts: retriever.embed_queries(list(texts))) if retriever is not None else None
         self.worker = None  # a PluginWorker when plugins run in a process of their own (build_parts)
 
     def search_ms(self, strat, pool, p) -> float:
@@ -231,7 +232,7 @@ class ItemEvaluator:
                 continue  # gold evidence (or a known unanswerable question) decided it offline: no call
             ref = q.answers[0] if q.answerable and q.answers else None
             judged = FALLBACK if is_fallback(scored, self.fallback) else scored  # judges know the one sentence
-            scores[getattr(j, "metric", j.name)] = (
+            scores[getattr(j, "score_name", j.name)] = (
                 j.score(q.text, judged, [b.text for b in ctx.blocks], rep, ref) if ans.status == "ok" or context_only
                 else Score(None, ans.status, "answer not available"))
         t5 = time.perf_counter()

@@ -34,7 +34,7 @@ from evals.store import ResultStore, run_writer
 
 GOLD_FAMILIES = ("answer", "abstention", "retrieval")  # need a gold answer or gold evidence
 GOLD_METRICS = ("citation_precision", "citation_recall")  # need gold evidence in the blocks
-COSTLY = ("faithfulness",)  # families that embed (the offline support scorer): what --sample samples
+COSTLY = ("faithfulness", "relevance_standin")  # families that embed (support scorer, relevance stand-in): --sample
 BATCH = 10_000  # records scored and committed together: memory and what a kill can lose
 KEEP_ROWS = 1_000  # rows named in a run's summary per kind (unmatched, unknown ids); the counts are whole
 
@@ -206,6 +206,14 @@ class BatchScorer:
             texts = collect_embeds(lambda: [score_faithfulness(ScoringInput(q, ctx.blocks, ans.text))
                                             for q, ctx, ans in todo])
             prefetch_embeds(texts, progress)
+        if "relevance_standin" in self.scorers and self.ev.embed is not None:  # one batched embedding per batch
+            from rag.answer.prompts import is_fallback, strip_citations
+
+            texts = [t for (i, _, _), (_, q, _, _, ans) in zip(batch, prepared)
+                     if (self.sampled is None or i in self.sampled) and ans.status == "ok" and not is_fallback(ans.text)
+                     for t in (q.text, strip_citations(ans.text).strip()[:2000]) if t]
+            if texts:
+                self.ev.embed(list(dict.fromkeys(texts)))
         questions, rows, scores = [], [], []
         for rec, q, na, ctx, ans in prepared:
             # the file is the run's (config.logged.file), never the point's parameters: renaming a log
@@ -319,9 +327,9 @@ def score_logged(path: str | Path, workspace: str | Path = "results", db: str | 
         run_id = run_id or time.strftime("%Y%m%d-%H%M%S-") + uuid.uuid4().hex[:6]
     costly = [f for f in COSTLY if f in scorers]
     if sample is not None and not costly:
-        raise ValueError(f"--sample {sample} samples the costly support scorer ({', '.join(COSTLY)}: faithfulness, "
-                         "citation_support), which --metrics leaves out: drop --sample, or add faithfulness to "
-                         "--metrics")
+        raise ValueError(f"--sample {sample} samples the costly support scorer and the relevance "
+                         "stand-in (faithfulness, citation_support, question_answer_similarity), which --metrics leaves out: drop --sample, or add faithfulness "
+                         "to --metrics")
     scorer = BatchScorer(gold, name, scorers, run_id, *_sample(checked, sample, seed, costly))
     with run_writer(db, run_id, "ragwb score FILE --resume"), ResultStore(db) as st:
         if not resume:

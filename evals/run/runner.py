@@ -159,7 +159,11 @@ def with_secrets(stored: RunConfig, given: RunConfig, run_id: str) -> RunConfig:
         url = restore("llm", "--llm-base-url", stored.llm.base_url, given.llm.base_url if given.llm else None)
         out = dataclasses.replace(out, llm=dataclasses.replace(stored.llm, base_url=url))
     if stored.judge is not None:
-        url = restore("judge", "--judge-base-url", stored.judge.base_url, given.judge.base_url if given.judge else None)
+        if stored.llm is not None and stored.judge.base_url == stored.llm.base_url:
+            url = out.llm.base_url  # the answering endpoint judged too (the default): its credentials, restored above
+        else:
+            url = restore("judge", "--judge-base-url", stored.judge.base_url,
+                          given.judge.base_url if given.judge else None)
         out = dataclasses.replace(out, judge=dataclasses.replace(stored.judge, base_url=url))
     if stored.systems:
         given_sys = {x.name: x.url for x in given.systems}

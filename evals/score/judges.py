@@ -55,7 +55,7 @@ class _ChatJudge:
     reads the reply. The cost lines count calls with the same ``request`` (rag/llm/spend.py, the page's plan), so
     a counted call is exactly the call sent, and a cached one is free."""
     client: LLMClient
-    name = metric = ""
+    name = score_name = ""  # score_name: the metric it writes (ragas judges keep their metric object in .metric)
     only_without_evidence = False  # True: reads the context only, asked where no gold evidence decides
 
     def request(self, question: str, answer: str, contexts: list[str]):
@@ -90,7 +90,7 @@ class LLMFaithfulness(_ChatJudge):
     """Asks the judge, per answer statement, whether the context supports it (JSON verdicts)."""
     client: LLMClient
     name = "llm_faithfulness"
-    metric = "llm_faithfulness"
+    score_name = "llm_faithfulness"
     SYSTEM = ("You check whether statements are supported by a context. Reply with JSON "
               "only: {\"verdicts\": [1 or 0 for each statement, in order]}.")
 
@@ -152,7 +152,7 @@ class LLMAnswerRelevance(_ChatJudge):
     rating / 3. An abstention is not rated (the sufficiency decomposition counts it)."""
     client: LLMClient
     name = "llm_answer_relevance"
-    metric = "answer_relevance"
+    score_name = "answer_relevance"
     SYSTEM = ("You rate whether an answer addresses the question it was given, not whether it is true. Rubric: "
               "3 = answers the question directly; 2 = answers part of it; 1 = on the question's topic but does not "
               "answer it; 0 = about something else. Reply with JSON only: {\"relevance\": 0, 1, 2 or 3}.")
@@ -181,7 +181,7 @@ class LLMContextSufficiency(_ChatJudge):
     exists the offline scorer decides (evals/score/metrics.py, score_sufficiency)."""
     client: LLMClient
     name = "llm_context_sufficiency"
-    metric = "context_sufficiency"
+    score_name = "context_sufficiency"
     only_without_evidence = True
     SYSTEM = ("You decide whether a context holds enough information to answer a question. Sufficient means a "
               "reader with only this context could give a definitive answer: it need not say it word for word, "
@@ -245,7 +245,7 @@ def count_judge_calls(judges, question, answer: str | None, contexts: list[str],
 
 def judge_metric(name: str) -> str:
     """The metric a judge writes (its name, unless it writes a shared metric such as context_sufficiency)."""
-    return getattr(JUDGES.get(name), "metric", name)
+    return getattr(JUDGES.get(name), "score_name", name)
 
 
 def prompt_version(name: str) -> str:

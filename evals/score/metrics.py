@@ -418,14 +418,20 @@ def needs_autorater(q: Question) -> bool:
     "question_answer_similarity": (True, "stand-in for answer relevance offline: cosine of the question's and the "
                                          "answer's embeddings (the index's embedder; not validated against people)")})
 def score_relevance_standin(inp: ScoringInput) -> dict[str, Score]:
+    """Only where the question has no reference answer (answerability unknown: plain questions, logs): elsewhere
+    f1 and em measure the answer against people's, and embedding every answer would double a run's time."""
+    if inp.question.answerable is not None:
+        return {}
     if (f := _failed(inp, ["question_answer_similarity"])) is not None:
         return f
     if is_fallback(inp.answer, inp.fallback):
         return {"question_answer_similarity": Score(None, "not_applicable", ABSTAINED)}
+    if inp.embed is None:
+        return {"question_answer_similarity": Score(None, "not_applicable", "no embedder: records scored without an "
+                                                                            "index (give --dataset)")}
     text = strip_citations(inp.answer).strip()
-    if not text or inp.embed is None:
-        return {"question_answer_similarity": Score(None, "undetermined",
-                                                    "empty answer" if not text else "no embedder")}
+    if not text:
+        return {"question_answer_similarity": Score(None, "undetermined", "empty answer")}
     qv, av = inp.embed([inp.question.text, text[:2000]])
     return {"question_answer_similarity": Score(float(max(-1.0, min(1.0, float(qv @ av)))))}
 
