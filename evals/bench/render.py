@@ -53,6 +53,9 @@ def _outside_input(f: dict) -> list[str]:
     if f.get("search"):
         from .search import render as render_search
         lines += render_search(f["search"])
+    if f.get("embed"):
+        from .embed import render as render_embed
+        lines += render_embed(f["embed"])
     return lines
 
 

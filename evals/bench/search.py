@@ -118,10 +118,10 @@ print(json.dumps({'imports_s': imports, 'times': times}))
 _E5_PARTS = """
 import json, time
 t = time.perf_counter()
-from rag.index.embedders import E5Embedder
+from rag.index.embedders import get_embedder
 imported = time.perf_counter() - t
 t = time.perf_counter()
-emb = E5Embedder()
+emb = get_embedder("e5")
 load = time.perf_counter() - t
 t = time.perf_counter()
 emb.embed_queries(['a fresh question about ordered dictionaries'])

@@ -28,7 +28,7 @@ def add_bench_args(p) -> None:
     p.add_argument("--only", nargs="*", choices=["ingest", "retrieval", "repack", "eval", "ragas", "llm", "growth",
                                                  "rerun", "support", "mainjob", "scale", "scale5", "engines", "apply",
                                                  "gate", "score", "system", "race", "search", "index-grid",
-                                                 "patterns", "score-stream", "plugins"],
+                                                 "patterns", "score-stream", "plugins", "embed"],
                    default=None,
                    help="measure only these figures; scale, scale5, mainjob and engines (minutes each) run only "
                         "when named here")
@@ -117,6 +117,7 @@ def named_figures(a, ds, cfg, tmp: Path) -> dict:
         "system": ("system", True, lazy("system", "system_overhead", tmp / "system")),
         "race": ("race", True, lazy("race", "race_figure", tmp / "race")),
         "search": ("search", True, lazy("search", "search_figure", tmp / "search")),
+        "embed": ("embed", True, lazy("embed", "embed_figure", tmp / "embed")),
         "patterns": ("patterns", False, lazy("patterns", "patterns_figure")),
         "index-grid": ("index_grid", True, lazy("index_grid", "index_grid_figure", tmp / "index_grid", "xquad-en",
                                                 a.embedder)),

