@@ -73,8 +73,7 @@ def test_every_input_is_cut_to_the_window_before_the_engine(eng):
     # the same vector as the first 510 content tokens alone: nothing past the window reaches the engine
     cut = eng.embed([long], False)[0]
     seq = np.array([[eng.bos, *head, eng.eos]], np.int64)
-    pooled = eng.session.run(["pooled"], {"input_ids": seq, "attention_mask": np.ones_like(seq),
-                                          "position_ids": np.arange(seq.shape[1], dtype=np.int64)})[0][0]
+    pooled = eng.session.run(["pooled"], eng.feed(seq))[0][0]
     assert np.allclose(cut, pooled / np.linalg.norm(pooled), atol=1e-6)
 
 

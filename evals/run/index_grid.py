@@ -157,31 +157,36 @@ def ingest_variants(ws, ds, cfg, progress: bool, lock_wait, ingest_engine, concu
     ``concurrency`` requests at a time (``embed_concurrently``)."""
     import sys
 
-    from rag.index.rates import keep_rate, measured_rate
+    from rag.index.rates import measured_rate
 
     variants = index_variants(cfg.index, cfg.index_grid)
     if len(variants) > 1:
-        lines, counted = [], set()
+        lines, counted, total_n, total_s = [], set(), 0, 0.0
         for tag, ic in variants:
             keys = ws.texts_to_embed(ds, ic)
             new = [k for k in keys if k not in counted]  # a text an earlier config embeds is embedded once
             counted.update(keys)
             n, shared = len(new), len(keys) - len(new)
             rate, src = measured_rate(ws.root, ic.embedder.name)
+            total_n, total_s = total_n + n, total_s + n / rate
             lines.append(f"  {label(index_of(tag))}: " + (
                 f"{n:,} chunk(s) to embed with {ic.embedder.name}, about {_duration(n / rate)} at "
                 f"{rate:,.1f} chunks/s ({src})" if n else "nothing new to embed (built, cached, or embedded by an "
                                                          "earlier config)")
                 + (f"; {shared:,} shared with an earlier config" if shared else ""))
         print(f"index configs: {len(variants)}, each built once before any answer (a text embedded by the same "
-              "embedder is never embedded again):\n" + "\n".join(lines), file=sys.stderr)
+              "embedder is never embedded again):\n" + "\n".join(lines)
+              + f"\n  in all: {total_n:,} chunk(s) to embed, about {_duration(total_s)}", file=sys.stderr)
     if len(variants) > 1 and concurrency > 1 and any(ic.embedder.name in REMOTE for _, ic in variants):
         n = embed_concurrently(ws, ds, variants, concurrency)
         print(f"embedded {n:,} text(s) for the remote configs, {concurrency} request(s) at a time", file=sys.stderr)
     out = []
-    for tag, ic in variants:
+    for k, (tag, ic) in enumerate(variants, 1):
         summ = ws.ingest(ds, ic, progress=progress, wait=lock_wait, vector_index=cfg.vector_index,
                          engine=ingest_engine)
-        keep_rate(ws.root, ic.embedder.name, summ.embedded, summ.embed_seconds)
+        if len(variants) > 1:  # one line a config as it finishes, with or without progress bars
+            rate = f" ({summ.embedded / summ.embed_seconds:,.1f} chunks/s)" if summ.embedded and summ.embed_seconds else ""
+            print(f"index config {k}/{len(variants)} {label(index_of(tag)) or 'as given'}: embedded "
+                  f"{summ.embedded:,} chunk(s) in {_duration(summ.embed_seconds)}{rate}", file=sys.stderr, flush=True)
         out.append((tag, summ))
     return out

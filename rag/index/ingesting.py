@@ -196,6 +196,9 @@ class IngestSteps:
         summ.embed_seconds = time.perf_counter() - te
         summ.embedded = self.embedding_cache.misses - m0  # distinct texts actually embedded
         summ.cache_hits = len(texts) - summ.embedded
+        from .rates import keep_rate
+
+        keep_rate(self.root, cfg.embedder.name, summ.embedded, summ.embed_seconds)  # every ingest: the next estimate
         for r, v in zip(chunk_rows, vecs):
             r["vector"] = v
         if texts:  # embedding time shared out by each file's chunks (for the per-file figures)

@@ -8,13 +8,25 @@ import os
 from pathlib import Path
 
 RATES_FILE = "embed_rates.json"
-QUIET_RATES = {"e5": 8.0, "use": 100.0, "hash": 5000.0}  # chunks/s on 2 quiet cores (docs/performance.md)
+# chunks/s on 2 quiet cores (docs/performance.md; e5: the ONNX Runtime int8 engine on ~128-token chunks)
+QUIET_RATES = {"e5": 35.0, "use": 100.0, "hash": 5000.0}
+
+
+def slowdown() -> tuple[float, float, int]:
+    """(how much slower than quiet this machine embeds now, the load, the cores): the run queue beyond the cores."""
+    try:
+        load, cores = os.getloadavg()[0], os.cpu_count() or 1
+    except OSError:
+        load, cores = 0.0, 1
+    return max(1.0, load / cores), load, cores
 
 
 def measured_rate(workspace: str | Path, embedder: str) -> tuple[float, str]:
-    """(chunks per second, where it comes from): the last rate measured in this workspace when there is one,
-    else the quiet-machine figure; either divided by the run queue beyond the cores (a load of 8 on 2 cores
-    embeds about 4x slower)."""
+    """(chunks per second, where it comes from): the last rate measured in this workspace when there is one (kept as
+    its quiet-machine equivalent: the load it was measured under taken out once, by ``keep_rate``), else the
+    quiet-machine figure; either divided by the run queue beyond the cores now (a load of 8 on 2 cores embeds about
+    4x slower). The load is accounted for once: a rate measured under load is never slowed for load a second
+    time."""
     try:
         rates = json.loads((Path(workspace) / "cache" / RATES_FILE).read_text())
         rate, src = float(rates[embedder]), "measured here last time"
@@ -22,18 +34,16 @@ def measured_rate(workspace: str | Path, embedder: str) -> tuple[float, str]:
             raise ValueError(rate)
     except (OSError, ValueError, KeyError, TypeError):
         rate, src = QUIET_RATES.get(embedder, 8.0), "a quiet 2-core figure"
-    try:
-        load, cores = os.getloadavg()[0], os.cpu_count() or 1
-    except OSError:
-        load, cores = 0.0, 1
-    slow = max(1.0, load / cores)
+    slow, load, cores = slowdown()
     if slow > 1.05:
         src += f", slowed {slow:.1f}x for the load now ({load:.1f} on {cores} cores)"
     return max(rate / slow, 1e-6), src
 
 
 def keep_rate(workspace: str | Path, embedder: str, chunks: int, seconds: float) -> None:
-    """Keep a measured rate for the next estimate (too few chunks, or no time, is not a rate)."""
+    """Keep a measured rate for the next estimate, as its quiet-machine equivalent (the rate times the slowdown of
+    the load it ran under), so the next estimate divides by the load then, once (too few chunks, or no time, is not
+    a rate). Every ingest keeps one (``ragwb ingest``, a run's index, every config of a grid, the page)."""
     if chunks < 8 or seconds <= 0:
         return
     path = Path(workspace) / "cache" / RATES_FILE
@@ -43,7 +53,7 @@ def keep_rate(workspace: str | Path, embedder: str, chunks: int, seconds: float)
             rates = {}
     except (OSError, ValueError):
         rates = {}
-    rates[embedder] = round(chunks / seconds, 3)
+    rates[embedder] = round(chunks / seconds * slowdown()[0], 3)
     from rag.safeio import write_whole
 
     path.parent.mkdir(parents=True, exist_ok=True)
