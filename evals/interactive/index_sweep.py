@@ -58,7 +58,7 @@ def plan_index_sweep(sess, workspace: str, axes: dict, points: list, limit: int)
     """What an index sweep of the applied points would cost before anything runs: per config the chunks it must
     embed (a text an earlier config or run embedded with the same embedder is not counted) and the time at the rate
     measured here; and the items to answer."""
-    from rag.index.rates import measured_rate
+    from rag.index.rates import estimate_seconds
     from rag.index.workspace import Workspace
 
     from ..run.index_grid import fold_fixed
@@ -69,17 +69,17 @@ def plan_index_sweep(sess, workspace: str, axes: dict, points: list, limit: int)
     ds = sess.dataset
     rows, counted, total, secs = [], set(), 0, 0.0
     for tag, ic in variants:
-        keys = ws.texts_to_embed(ds, ic)
-        new = [k for k in keys if k not in counted]
-        counted.update(keys)
-        rate, src = measured_rate(workspace, ic.embedder.name)
+        work = ws.embed_work(ds, ic)
+        new = [k for k in work if k not in counted]
+        counted.update(work)
+        est, src = estimate_seconds(workspace, ic.embedder.name, len(new), sum(work[k] for k in new))
         total += len(new)
-        secs += len(new) / rate
+        secs += est
         built = ws.has_table(f"{ws.index_name(ds.name, ic)}__documents")
         rows.append({"index config": label(index_of(tag)) or "as loaded", "chunker": ic.chunking.chunker,
                      "chunk_tokens": ic.chunking.chunk_tokens, "overlap": ic.chunking.overlap,
                      "embedder": ic.embedder.name, "built": "yes" if built else "no",
-                     "chunks to embed": len(new), "about": f"{len(new) / rate:,.0f} s", "rate": f"{rate:,.1f}/s ({src})"})
+                     "chunks to embed": len(new), "about": f"{est:,.0f} s", "rate": src})
     items = len(variants) * len(points) * min(limit, len(ds.questions))
     return IndexPlan(variants, pd.DataFrame(rows), total, secs, items)
 

@@ -157,22 +157,21 @@ def ingest_variants(ws, ds, cfg, progress: bool, lock_wait, ingest_engine, concu
     ``concurrency`` requests at a time (``embed_concurrently``)."""
     import sys
 
-    from rag.index.rates import measured_rate
+    from rag.index.rates import estimate_seconds
 
     variants = index_variants(cfg.index, cfg.index_grid)
     if len(variants) > 1:
         lines, counted, total_n, total_s = [], set(), 0, 0.0
         for tag, ic in variants:
-            keys = ws.texts_to_embed(ds, ic)
-            new = [k for k in keys if k not in counted]  # a text an earlier config embeds is embedded once
-            counted.update(keys)
-            n, shared = len(new), len(keys) - len(new)
-            rate, src = measured_rate(ws.root, ic.embedder.name)
-            total_n, total_s = total_n + n, total_s + n / rate
+            work = ws.embed_work(ds, ic)
+            new = [k for k in work if k not in counted]  # a text an earlier config embeds is embedded once
+            counted.update(work)
+            n, shared = len(new), len(work) - len(new)
+            secs, src = estimate_seconds(ws.root, ic.embedder.name, n, sum(work[k] for k in new))
+            total_n, total_s = total_n + n, total_s + secs
             lines.append(f"  {label(index_of(tag))}: " + (
-                f"{n:,} chunk(s) to embed with {ic.embedder.name}, about {_duration(n / rate)} at "
-                f"{rate:,.1f} chunks/s ({src})" if n else "nothing new to embed (built, cached, or embedded by an "
-                                                         "earlier config)")
+                f"{n:,} chunk(s) to embed with {ic.embedder.name}, about {_duration(secs)} at {src}"
+                if n else "nothing new to embed (built, cached, or embedded by an earlier config)")
                 + (f"; {shared:,} shared with an earlier config" if shared else ""))
         print(f"index configs: {len(variants)}, each built once before any answer (a text embedded by the same "
               "embedder is never embedded again):\n" + "\n".join(lines)

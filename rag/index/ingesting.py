@@ -198,7 +198,8 @@ class IngestSteps:
         summ.cache_hits = len(texts) - summ.embedded
         from .rates import keep_rate
 
-        keep_rate(self.root, cfg.embedder.name, summ.embedded, summ.embed_seconds)  # every ingest: the next estimate
+        keep_rate(self.root, cfg.embedder.name, summ.embedded, summ.embed_seconds,  # every ingest: the next estimate
+                  summ.embedded_tokens or sum(int(chunk_rows[i]["n_tokens"] or 0) for i in fresh))
         for r, v in zip(chunk_rows, vecs):
             r["vector"] = v
         if texts:  # embedding time shared out by each file's chunks (for the per-file figures)

@@ -10,6 +10,9 @@ from pathlib import Path
 RATES_FILE = "embed_rates.json"
 # chunks/s on 2 quiet cores (docs/performance.md; e5: the ONNX Runtime int8 engine on ~128-token chunks)
 QUIET_RATES = {"e5": 35.0, "use": 100.0, "hash": 5000.0}
+# e5 tokens (cut to the window) per second on 2 quiet cores: ~5,000 whether passages are of 64 or 256 tokens
+# (`ragwb bench --only embed`: 77.8 x 64 and 21.1 x 256)
+QUIET_TOKEN_RATES = {"e5": 5000.0}
 
 
 def slowdown() -> tuple[float, float, int]:
@@ -40,7 +43,46 @@ def measured_rate(workspace: str | Path, embedder: str) -> tuple[float, str]:
     return max(rate / slow, 1e-6), src
 
 
-def keep_rate(workspace: str | Path, embedder: str, chunks: int, seconds: float) -> None:
+def measured_token_rate(workspace: str | Path, embedder: str) -> tuple[float, str] | None:
+    """(tokens per second now, where it comes from) when an ingest here measured one, else None (the caller prices
+    chunks): kept as the quiet equivalent, divided by the load now, as ``measured_rate``."""
+    try:
+        rate = float(json.loads((Path(workspace) / "cache" / RATES_FILE).read_text())[f"{embedder}|tokens"])
+        if not rate > 0:
+            return None
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    slow, load, cores = slowdown()
+    src = "tokens/s measured here last time" + (
+        f", slowed {slow:.1f}x for the load now ({load:.1f} on {cores} cores)" if slow > 1.05 else "")
+    return rate / slow, src
+
+
+def work_tokens(embedder: str, texts: list[str], fallback: list[int]) -> list[int]:
+    """Tokens each text costs the embedder: e5's own count cut to its 512-token window (what the engine runs; the
+    same unit ingest keeps its rate in), else the chunk's exact count."""
+    if embedder == "e5" and texts:
+        from rag.tokens import E5_WINDOW, e5_tokens
+
+        return [max(1, min(n, E5_WINDOW)) for n in e5_tokens(list(texts))]
+    return [max(1, int(n)) for n in fallback]
+
+
+def estimate_seconds(workspace: str | Path, embedder: str, chunks: int, tokens: int) -> tuple[float, str]:
+    """How long embedding ``chunks`` texts of ``tokens`` tokens in all takes now: by the token rate measured here
+    when there is one (long leaves cost more than short chunks), else by the chunk rate."""
+    per_token = measured_token_rate(workspace, embedder)
+    if per_token is None and embedder in QUIET_TOKEN_RATES:
+        slow, load, cores = slowdown()
+        per_token = (QUIET_TOKEN_RATES[embedder] / slow, "tokens/s, a quiet 2-core figure" + (
+            f", slowed {slow:.1f}x for the load now ({load:.1f} on {cores} cores)" if slow > 1.05 else ""))
+    if per_token is not None and tokens:
+        return tokens / per_token[0], f"{per_token[0]:,.0f} {per_token[1]}"
+    rate, src = measured_rate(workspace, embedder)
+    return chunks / rate, f"{rate:,.1f} chunks/s ({src})"
+
+
+def keep_rate(workspace: str | Path, embedder: str, chunks: int, seconds: float, tokens: int = 0) -> None:
     """Keep a measured rate for the next estimate, as its quiet-machine equivalent (the rate times the slowdown of
     the load it ran under), so the next estimate divides by the load then, once (too few chunks, or no time, is not
     a rate). Every ingest keeps one (``ragwb ingest``, a run's index, every config of a grid, the page)."""
@@ -53,7 +95,10 @@ def keep_rate(workspace: str | Path, embedder: str, chunks: int, seconds: float)
             rates = {}
     except (OSError, ValueError):
         rates = {}
-    rates[embedder] = round(chunks / seconds * slowdown()[0], 3)
+    slow = slowdown()[0]
+    rates[embedder] = round(chunks / seconds * slow, 3)
+    if tokens:
+        rates[f"{embedder}|tokens"] = round(tokens / seconds * slow, 3)
     from rag.safeio import write_whole
 
     path.parent.mkdir(parents=True, exist_ok=True)

@@ -23,6 +23,7 @@ class IngestSummary:
     cache_hits: int = 0
     seconds: float = 0.0
     embed_seconds: float = 0.0
+    embedded_tokens: int = 0  # the embedder's own tokens of the texts embedded now, cut to its window (0: unknown)
     blank_pages: int = 0  # pages with no text (kept for their page number; no chunks)
     parse_seconds: float = 0.0
     file_parse_seconds: dict = field(default_factory=dict)
@@ -40,7 +41,8 @@ class IngestSummary:
 
     def note_over_window(self, emb, texts: list[str], chunk_ids: list[str]) -> None:
         counts = emb.count_tokens(texts) if emb.max_tokens and texts else None
-        if counts:
+        if counts:  # what the engine reads (cut to its window): what an embed costs, kept with the rate
+            self.embedded_tokens = sum(min(n, emb.max_tokens) for n in counts)
             self.note_over_window_counts(emb, len(texts), [(c, n) for c, n in zip(chunk_ids, counts)
                                                            if n > emb.max_tokens])
 

@@ -219,28 +219,34 @@ class Workspace(IngestSteps, TableUpkeep):
     def texts_to_embed(self, ds: Dataset, cfg: "IndexConfig") -> list[str]:
         """The embedding-cache keys (embedder and text digest) of the chunks ``chunks_to_embed`` counts: an index
         sweep counts a text two configs share once."""
-        """How many chunks an ingest of ``ds`` would embed now (changed documents whose chunks are neither
-        in the embedding cache nor in the set's shipped vectors): the cost a notebook states before it
-        starts a long ingest. Nothing is written."""
+        return list(self.embed_work(ds, cfg))
+
+    def embed_work(self, ds: Dataset, cfg: "IndexConfig") -> dict[str, int]:
+        """Embedding-cache key -> tokens (the chunk's exact count) of every text an ingest would embed now: what an
+        estimate prices (rates are per token: a 350-token leaf costs what 3 chunks of 128 do). The chunks of changed
+        documents that are neither in the embedding cache nor in the set's shipped vectors; nothing is written."""
         from .shipped import manifest
 
         if (ds.name in BUNDLED and manifest().get(ds.name, {}).get("embedder_key") == cfg.embedder.key
                 and cfg.chunking == ChunkConfig()):
-            return []  # seeded from the shipped vectors (another chunking is counted below: index axes sweep it)
+            return {}  # seeded from the shipped vectors (another chunking is counted below: index axes sweep it)
         existing, dirty = (self._verified_documents(self.index_name(ds.name, cfg))
                            if self.has_table(f"{self.index_name(ds.name, cfg)}__documents") else ({}, set()))
-        texts = [c.embed_text for d in ds.documents
-                 if existing.get(d.doc_id) != d.index_hash or d.doc_id in dirty
-                 for c in chunk_document(d, cfg.chunking)[0]]
+        chunks = [c for d in ds.documents if existing.get(d.doc_id) != d.index_hash or d.doc_id in dirty
+                  for c in chunk_document(d, cfg.chunking)[0]]
         cache = self.embedding_cache
-        keys = list(dict.fromkeys(cache._key(cfg.embedder.key, "passage", t) for t in texts))
+        from .rates import work_tokens
+
+        counts = work_tokens(cfg.embedder.name, [c.embed_text for c in chunks], [c.n_tokens for c in chunks])
+        tokens = {cache._key(cfg.embedder.key, "passage", c.embed_text): n for c, n in zip(chunks, counts)}
+        keys = list(tokens)
         found: set = set()
         with cache._lock:
             for i in range(0, len(keys), 500):
                 part = keys[i:i + 500]
                 found.update(k for (k,) in cache.db.execute(
                     f"SELECT k FROM emb WHERE k IN ({','.join('?' * len(part))})", part).fetchall())
-        return [k for k in keys if k not in found]
+        return {k: tokens[k] for k in keys if k not in found}
 
     def stored_document(self, index: str, doc_id: str):
         """A document as its committed rows hold it (text and pages), or None."""
