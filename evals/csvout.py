@@ -30,5 +30,7 @@ def safe_frame(df: pd.DataFrame) -> pd.DataFrame:
 
 
 def write_csv(df: pd.DataFrame, path: str | Path, **kw) -> None:
-    """The one CSV writer: every text cell escaped, no index column."""
-    safe_frame(df).to_csv(path, index=False, **kw)
+    """The one CSV writer: every text cell escaped, no index column, rows ended by CRLF (RFC 4180): the csv module
+    quotes a cell holding any character of the line terminator, so a bare CR inside a cell is quoted too (with the
+    default LF it was written as is, and a spreadsheet started a new row, and a live formula, at it)."""
+    safe_frame(df).to_csv(path, index=False, **{"lineterminator": "\r\n", **kw})

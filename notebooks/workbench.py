@@ -284,8 +284,8 @@ def _(HEADLINE, cost, get_history, headline_table, history_key, judge_notes, mo,
         mo.ui.plotly(quality_cost_figure(summary, quality.value, cost.value,
                                          pd.concat(_hist, ignore_index=True) if _hist else None)),
         mo.ui.table(page.labelled(_table), selection=None, freeze_columns_left=["strategy", "point"]),
-        mo.md("<small>not shown (n/a on every row): " + "; ".join(f"{m} ({why})" for m, why in _dropped.items())
-              + "</small>") if _dropped else mo.md(""),
+        mo.md("<small>not shown (n/a on every row): " + page.not_shown_line(_dropped) + "</small>")
+        if _dropped else mo.md(""),
     ] + [mo.md(f"<small>judge: {_l}</small>") for _l in judge_notes]
       + [mo.md(f"<small>{_c}</small>") for _c in page.chart_captions(bool(_hist))]
     ) if len(summary) else mo.md("Pick at least one strategy.")

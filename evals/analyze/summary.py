@@ -376,3 +376,12 @@ def judge_lines(run: dict, workspace, present: set) -> list[str]:
     names = tuple(cfg.get("judges") or ()) or ("ragas_faithfulness",)  # a run that named none ran ragas's
     return [agreement_line(workspace, n, judge.get("model", ""), judge.get("base_url"))
             for n in names if judge_metric(n) in present]
+
+
+def not_shown_line(dropped: dict) -> str:
+    """The metrics n/a on every row, in one line, each reason said once: "f1, em (answerability unknown ...);
+    cost_usd (price unknown ...)". Empty when none (show, the report and the page print it under the table)."""
+    by_reason: dict[str, list[str]] = {}
+    for m, why in dropped.items():
+        by_reason.setdefault(why, []).append(m)
+    return "; ".join(f"{', '.join(ms)} ({why})" for why, ms in by_reason.items())

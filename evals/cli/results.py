@@ -133,11 +133,9 @@ def cmd_show(a) -> int:
         if not a.by:
             table = with_losses(table, losses)
         if dropped:
-            by_reason: dict[str, list[str]] = {}
-            for m, why in dropped.items():
-                by_reason.setdefault(why, []).append(m)
-            print("not shown (n/a on every row): " + "; ".join(f"{', '.join(ms)} ({why})" for why, ms in
-                                                               by_reason.items()))
+            from evals.analyze.summary import not_shown_line
+
+            print("not shown (n/a on every row): " + not_shown_line(dropped))
         from evals.analyze.summary import LABELS, labelled
         print(labelled(table).to_string(index=False, na_rep="n/a") if len(table) else "no items committed yet")
         for line in judge_notes:  # how far to trust each judged column

@@ -146,6 +146,8 @@ class EmbedRate:
         """The rate so far in chunks/s and the time left at it."""
         dt = time.perf_counter() - self.t0
         rate = self.done / dt if dt > 0 else 0.0
+        if self.done >= self.total:  # finished: a rate, never "about 0 s left"
+            return f"{rate:,.1f} chunks/s"
         left = (self.total - self.done) / rate if rate > 0 else 0.0
         return f"{rate:,.1f} chunks/s · about {left:,.0f} s left"
 
@@ -263,6 +265,12 @@ def headline_order(summary: pd.DataFrame, base: list[str]) -> list[str]:
     wanted = list(dict.fromkeys(wanted))
     have = metrics_with_values(summary)
     return [m for m in wanted if m in have] + [m for m in wanted if m not in have]
+
+
+def not_shown_line(dropped: dict) -> str:
+    from evals.analyze.summary import not_shown_line as _line
+
+    return _line(dropped)
 
 
 def labelled(table: pd.DataFrame) -> pd.DataFrame:

@@ -239,5 +239,5 @@ def sufficiency_figure(dec: pd.DataFrame):
     fig.update_layout(barmode="stack", height=140 + 28 * len(dec), margin=dict(l=10, r=10, t=40, b=10),
                       title="Context sufficiency x answer outcome (share of items placed)",
                       xaxis=dict(tickformat=".0%", range=[0, 1]), yaxis=dict(autorange="reversed", automargin=True),
-                      legend=dict(orientation="h", y=-0.15, x=0), template="plotly_white")
+                      legend=dict(orientation="h", y=-0.15, x=0, traceorder="normal"), template="plotly_white")
     return fig

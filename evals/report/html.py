@@ -299,11 +299,10 @@ def build_report_html(store: ResultStore, run_id: str, compare: str | None = Non
              "<h2>Summary (means with 95% bootstrap intervals over questions)</h2>",
              _table(labelled(sec["summary"]))]
     if sec["not_shown"]:  # the n/a metrics in one line, each reason once
-        by_reason: dict[str, list[str]] = {}
-        for m, why in sec["not_shown"].items():
-            by_reason.setdefault(why, []).append(m)
-        parts.append("<p class='src'><b>Not shown</b> (no value on this set): " + "; ".join(
-            f"{html.escape(', '.join(ms))} ({html.escape(why)})" for why, ms in by_reason.items()) + "</p>")
+        from evals.analyze.summary import not_shown_line
+
+        parts.append("<p class='src'><b>Not shown</b> (no value on this set): "
+                     + html.escape(not_shown_line(sec["not_shown"])) + "</p>")
     parts += [f"<p class='src'>judge: {html.escape(line)}</p>" for line in sec["judge_lines"]]
     if "faithfulness" in sec["summary"].columns or "faithfulness" in sec["not_shown"]:
         parts.append(f"<p class='src'>{html.escape(LABELS['faithfulness'])}: {_prose(support_caption())}</p>")

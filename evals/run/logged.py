@@ -308,7 +308,8 @@ def score_logged(path: str | Path, workspace: str | Path = "results", db: str | 
             raise ValueError(f"--resume {resume} scores against the run's gold set ({was.get('dataset') or 'none'}); "
                              "drop --dataset/--questions")
         dataset, questions = was.get("dataset"), was.get("questions")
-        index_cfg = RunConfig.from_dict(prior).index if dataset else None
+        # the stored config is a RunConfig's plus the score's own "logged" record: read the run's part only
+        index_cfg = RunConfig.from_dict({k: v for k, v in prior.items() if k != "logged"}).index if dataset else None
     if gold is None or gold.dataset != dataset:
         gold = load_gold(workspace, dataset, questions, index_cfg, progress)
     checked = check_file(path, gold, max_cell_mb, progress)
