@@ -50,3 +50,24 @@ def write_whole(path: Path, data: bytes) -> None:
     tmp = path.with_name(f"{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
     tmp.write_bytes(data)
     os.replace(tmp, path)
+
+
+_BIDI = set(range(0x202A, 0x202F)) | set(range(0x2066, 0x206A))  # overrides and isolates: text shown out of order
+
+
+def printable(text: str) -> str:
+    """``text`` safe to print on a terminal: control characters (C0, DEL, C1: escape sequences that retitle the
+    window, clear the screen or hide text) and bidi overrides shown as escapes (``\\x1b``, ``\\u202e``), never sent raw.
+    For names that come from outside (file names, ids) in every line the CLI prints about them."""
+    if text.isprintable():
+        return text
+    out = []
+    for c in text:
+        o = ord(c)
+        if o < 0x20 or 0x7F <= o <= 0x9F:
+            out.append(f"\\x{o:02x}")
+        elif o in _BIDI:
+            out.append(f"\\u{o:04x}")
+        else:
+            out.append(c)
+    return "".join(out)

@@ -57,3 +57,46 @@ def test_a_bare_carriage_return_never_starts_a_row_in_a_csv(tmp_path):
     assert len(rows) == 3 and rows[1][1].startswith("Paris.") and rows[2][0].startswith("q2")
     # the CR stays inside a quoted cell: the text after it is that cell's, never a row of its own
     assert b'"Paris.\r=1+1' in raw and b'"q2\r=2+2"' in raw
+
+
+def test_best_out_refuses_to_overwrite_and_never_follows_a_link(tmp_path, capsys):
+    """Item 7: `ragwb best --out PATH` overwrote an existing file silently and wrote through a symlink."""
+    ws = tmp_path / "ws"
+    assert main(["run", "--dataset", "xquad-en", "--limit", "6", "--embedder", "hash", "--strategies", "chunks",
+                 "--set", "chunks.top_k=2,4", "--workspace", str(ws), "--no-progress", "--no-report",
+                 "--run-id", "B"]) == 0
+    mine = tmp_path / "notes.toml"
+    mine.write_text("my own notes\n")
+    target = tmp_path / "system.conf"
+    target.write_text("precious\n")
+    link = tmp_path / "link.toml"
+    link.symlink_to(target)
+    capsys.readouterr()
+    for path in (mine, link):
+        assert main(["best", "B", "--metric", "evidence_recall", "--workspace", str(ws), "--out", str(path)]) == 2
+        assert "--force" in capsys.readouterr().err
+    assert mine.read_text() == "my own notes\n" and target.read_text() == "precious\n"
+    # --force replaces the link itself, never the file it points at
+    assert main(["best", "B", "--metric", "evidence_recall", "--workspace", str(ws), "--out", str(link),
+                 "--force"]) == 0
+    assert not link.is_symlink() and "[index]" in link.read_text() and target.read_text() == "precious\n"
+    fresh = tmp_path / "best.toml"
+    assert main(["best", "B", "--metric", "evidence_recall", "--workspace", str(ws), "--out", str(fresh)]) == 0
+    assert fresh.is_file() and not list(tmp_path.glob("*.tmp"))
+
+
+def test_file_names_with_terminal_escapes_are_printed_escaped(tmp_path, capsys):
+    """Item 8: escape sequences in file names reached the terminal raw in ingest's "slowest files" and "skipped"
+    lines (a window title change, a screen clear, text hidden by a bidi override)."""
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    evil = ["title\x1b]0;pwned\x07.md", "clear\x1b[2J.txt", "gpj.\u202eexe.md", "broken\x1b[8m.pdf"]
+    for name in evil[:3]:
+        (docs / name).write_text("# Notes\n\nThe harbour opens at eight.\n")
+    (docs / evil[3]).write_bytes(b"%PDF-1.7 not a pdf")
+    assert main(["ingest", str(docs), "--embedder", "hash", "--workspace", str(tmp_path / "ws"),
+                 "--no-progress"]) == 0
+    out = capsys.readouterr()
+    said = out.out + out.err
+    assert "\x1b" not in said and "\x07" not in said and "\u202e" not in said
+    assert "\\x1b]0;pwned\\x07" in said and "\\x1b[8m.pdf" in said and "\\u202e" in said

@@ -20,13 +20,23 @@ def cmd_best(a) -> int:
     if a.out:
         out = Path(a.out)
         if len(choice.best) == 1:
-            out.write_text(choice.configs[choice.best[0]], encoding="utf-8")
-            print(f"written: {out} (ragwb run --config {out})", file=sys.stderr)
+            files = [(out, choice.best[0], f"ragwb run --config {out}")]
         else:  # a front: one file per point, numbered cheapest first
-            for i, name in enumerate(choice.best, 1):
-                p = out.with_name(f"{out.stem}-{i}{out.suffix or '.toml'}")
-                p.write_text(choice.configs[name], encoding="utf-8")
-                print(f"written: {p} ({name})", file=sys.stderr)
+            files = [(out.with_name(f"{out.stem}-{i}{out.suffix or '.toml'}"), name, name)
+                     for i, name in enumerate(choice.best, 1)]
+        # every path checked before any is written: an existing file (or a link, even a dangling one) is never
+        # overwritten without --force, and a link is never followed (the file is written beside it, then renamed
+        # over the name: the link itself is replaced, never its target)
+        taken = [str(p) for p, _, _ in files if p.exists() or p.is_symlink()]
+        if taken and not a.force:
+            raise ValueError(f"--out would overwrite {', '.join(taken)}: pass --force to replace, or another --out")
+        from rag.safeio import write_whole
+
+        for p, name, said in files:
+            if not p.parent.is_dir():
+                raise ValueError(f"--out {p}: the folder {p.parent} does not exist")
+            write_whole(p, choice.configs[name].encode("utf-8"))
+            print(f"written: {p} ({said})", file=sys.stderr)
     return 0
 
 
@@ -41,6 +51,9 @@ def add_best(sub) -> None:
                    help="print the quality/cost front instead: a point leaves it when a cheaper one is at least as "
                         "good within TOL")
     s.add_argument("--out", default=None, metavar="FILE.toml",
-                   help="also write the configuration there (a front: FILE-1.toml, FILE-2.toml, ... cheapest first)")
+                   help="also write the configuration there (a front: FILE-1.toml, FILE-2.toml, ... cheapest first); "
+                        "an existing file is refused without --force")
+    s.add_argument("--force", action="store_true", help="--out may replace an existing file (a link is replaced "
+                                                        "itself, never followed)")
     add_store_args(s)
     s.set_defaults(fn=cmd_best)

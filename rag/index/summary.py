@@ -87,7 +87,10 @@ class IngestSummary:
         if warned:
             lines.append(f"  kept with a warning {len(warned)}:")
             lines += [f"    - {s}" for s in warned]
-        return "\n".join(lines)
+        from rag.safeio import printable
+
+        # file names come from outside: a control character in one is shown escaped, never run by the terminal
+        return "\n".join(printable(x) for x in lines)
 
 
 def _short_path(f: str) -> str:

@@ -85,7 +85,10 @@ class _NamedPdfWarnings:
 
         self.path, self.logger = path, logging.getLogger("pypdf")
         self.handler = logging.StreamHandler(sys.stderr)
-        self.handler.setFormatter(logging.Formatter(f"{path}: pypdf: %(message)s"))
+        from rag.safeio import printable
+
+        # the path escaped (a name from outside), and '%' doubled: the format string is the path's too
+        self.handler.setFormatter(logging.Formatter(printable(str(path)).replace("%", "%%") + ": pypdf: %(message)s"))
 
     def __enter__(self):
         self.propagate = self.logger.propagate
