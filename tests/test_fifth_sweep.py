@@ -100,3 +100,28 @@ def test_file_names_with_terminal_escapes_are_printed_escaped(tmp_path, capsys):
     said = out.out + out.err
     assert "\x1b" not in said and "\x07" not in said and "\u202e" not in said
     assert "\\x1b]0;pwned\\x07" in said and "\\x1b[8m.pdf" in said and "\\u202e" in said
+
+
+@pytest.mark.parametrize("shape", ["plain", "stars"])
+def test_a_long_gitignore_is_matched_whole_in_pieces(shape, tmp_path, capsys):
+    """Item 3: past about 1,000 lines RE2 failed with "failed to compile Set" and a traceback (5,000 plain lines,
+    119 KB, far under the 1 MB cap; or 700 star lines): the folder could be neither ingested nor run."""
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    for name in ("keep.md", "drop.txt", "keep.txt", "note_4999.md"):
+        (docs / name).write_text(f"# {name}\n\nThe harbour opens at eight.\n")
+    many = ([f"note_{i}.md" for i in range(5000)] if shape == "plain" else
+            [f"*a*b*c*d*e*f*g*h*{i}" for i in range(700)])
+    # git's rule across the pieces: the last matching line decides, a '!' far below included
+    (docs / ".gitignore").write_text("\n".join(["*.txt"] + many + ["!keep.txt"]) + "\n")
+    assert main(["ingest", str(docs), "--embedder", "hash", "--workspace", str(tmp_path / "ws"),
+                 "--no-progress"]) == 0
+    out = capsys.readouterr()
+    assert "Traceback" not in out.err and "failed to compile" not in out.out + out.err
+    from rag.index.workspace import Workspace
+
+    ws = Workspace(tmp_path / "ws")
+    kept = set()
+    for m in ws.indexes():
+        kept |= {Path(x).name for x in ws.table(m["index"], "documents").to_arrow().column("source_path").to_pylist()}
+    assert kept == ({"keep.md", "keep.txt"} if shape == "plain" else {"keep.md", "keep.txt", "note_4999.md"})

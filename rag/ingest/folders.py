@@ -67,7 +67,40 @@ def pattern_spec(lines: list[str]):
     was no defence). Without re2 installed, pathspec's own backend and the star cap below."""
     import pathspec
 
-    return pathspec.GitIgnoreSpec.from_lines(lines, backend="re2" if _re2() else "simple")
+    backend = "re2" if _re2() else "simple"
+    try:
+        return pathspec.GitIgnoreSpec.from_lines(lines, backend=backend)
+    except Exception:  # noqa: BLE001 - RE2's "failed to compile Set": the lines exceed one automaton's memory
+        if len(lines) < 2:
+            raise
+        return _PiecewiseSpec(lines, backend)
+
+
+class _PiecewiseSpec:
+    """A .gitignore too large for one RE2 set (about 1,000 lines, or 700 lines of stars) as several sets in order,
+    each as large as compiles: matching stays linear, and git's rule holds across them (the last pattern that
+    matches decides, a later '!' line included), so every file under the size cap works."""
+
+    def __init__(self, lines: list[str], backend: str):
+        import pathspec
+
+        self.pieces, todo = [], [lines]
+        while todo:
+            part = todo.pop(0)
+            try:
+                self.pieces.append(pathspec.GitIgnoreSpec.from_lines(part, backend=backend))
+            except Exception:  # noqa: BLE001 - still too large: halve it (one line alone was checked to compile)
+                if len(part) < 2:
+                    raise
+                half = len(part) // 2
+                todo[:0] = [part[:half], part[half:]]
+
+    def match_file(self, path) -> bool:
+        for piece in reversed(self.pieces):  # the last piece with a matching pattern holds git's last match
+            res = piece.check_file(path)
+            if res.include is not None:
+                return bool(res.include)
+        return False
 
 
 def _collapse_stars(line: str) -> str:
