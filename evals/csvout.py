@@ -10,14 +10,18 @@ import pandas as pd
 FORMULA_START = ("=", "+", "-", "@", "\t", "\r")  # what a spreadsheet reads as a formula (OWASP CSV injection)
 
 
+_ESCAPED = FORMULA_START + ("'",)  # a cell that starts with the quote itself is escaped too: the escape round-trips
+
+
 def escape_cell(v):
-    """A text cell a spreadsheet will show as text: one that starts like a formula gets a leading quote."""
-    return "'" + v if isinstance(v, str) and v.startswith(FORMULA_START) else v
+    """A text cell a spreadsheet will show as text: one that starts like a formula gets a leading quote, and so does
+    one that starts with a quote (an id ``'-5`` is written ``''-5``, so reading it back never strips its own quote)."""
+    return "'" + v if isinstance(v, str) and v.startswith(_ESCAPED) else v
 
 
 def unescape_cell(v):
     """What ``escape_cell`` wrote, read back (a cell that only looks escaped is left as it is)."""
-    return v[1:] if isinstance(v, str) and v.startswith("'") and v[1:].startswith(FORMULA_START) else v
+    return v[1:] if isinstance(v, str) and v.startswith("'") and v[1:].startswith(_ESCAPED) else v
 
 
 def safe_frame(df: pd.DataFrame) -> pd.DataFrame:
