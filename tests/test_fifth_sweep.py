@@ -162,3 +162,22 @@ def test_a_question_id_that_starts_with_a_quote_round_trips_through_the_pool(tmp
     got = con.execute("SELECT DISTINCT question_id FROM judgments").fetchall()
     con.close()
     assert got == [("'-5",)]
+
+
+def test_a_plugin_file_without_py_loads_as_python_and_a_bad_one_is_named(tmp_path, capsys):
+    """Item 12: a plugin file without `.py` gave "'NoneType' object has no attribute 'loader'"."""
+    from plugin_files import chunks_plugin
+
+    src = chunks_plugin(tmp_path / "mine.py", "NoSuffix", "no_suffix_shape")
+    plain = tmp_path / "mine_plugin"
+    plain.write_text(src.read_text())
+    ws = tmp_path / "ws"
+    assert main(["run", "--dataset", "xquad-en", "--limit", "2", "--embedder", "hash", "--workspace", str(ws),
+                 "--no-progress", "--no-report", "--plugins", str(plain), "--strategies", "no_suffix_shape"]) == 0
+    junk = tmp_path / "notes.txt"
+    junk.write_text("this is not python (\n")
+    capsys.readouterr()
+    assert main(["run", "--dataset", "xquad-en", "--limit", "2", "--embedder", "hash", "--workspace", str(ws),
+                 "--no-progress", "--no-report", "--plugins", str(junk)]) == 2
+    err = capsys.readouterr().err
+    assert f"plugin {junk}" in err and "SyntaxError" in err and "loader" not in err

@@ -139,7 +139,11 @@ def _load_one(spec: str) -> tuple[str, str]:
         if folder not in sys.path:
             sys.path.insert(0, folder)
         try:
-            mod_spec = importlib.util.spec_from_file_location(name, p)
+            from importlib.machinery import SourceFileLoader
+
+            # read as Python source whatever its name ends with (spec_from_file_location has no loader for a file
+            # without .py: "'NoneType' object has no attribute 'loader'")
+            mod_spec = importlib.util.spec_from_loader(name, SourceFileLoader(name, str(p)))
             mod = importlib.util.module_from_spec(mod_spec)
             sys.modules[name] = mod
             mod_spec.loader.exec_module(mod)
