@@ -181,3 +181,26 @@ def test_a_plugin_file_without_py_loads_as_python_and_a_bad_one_is_named(tmp_pat
                  "--no-progress", "--no-report", "--plugins", str(junk)]) == 2
     err = capsys.readouterr().err
     assert f"plugin {junk}" in err and "SyntaxError" in err and "loader" not in err
+
+
+def test_a_bad_byte_is_named_at_its_row_and_a_giant_line_is_refused_unread(tmp_path, capsys):
+    """Items 12 and 5: a CSV with a bad byte in row 2 was reported "near row 1"; the cell cap did not bound a CSV
+    line (a 1 GB one-line CSV took 2.2 GB)."""
+    import resource
+
+    bad = tmp_path / "bad.csv"
+    bad.write_bytes(b"question,answer,contexts\nq1,fine,ctx one\nq2,bad \xff byte,ctx two\nq3,ok,ctx three\n")
+    ws = ["--workspace", str(tmp_path / "ws"), "--no-progress", "--no-report"]
+    assert main(["score", str(bad), *ws]) == 2
+    err = capsys.readouterr().err
+    assert "line 3 (row 2): not UTF-8 text" in err and "0xff" in err and "near row 1" not in err
+    giant = tmp_path / "giant.csv"
+    with open(giant, "wb") as f:  # one 60 MB line, far past the bound of a 1 MB cell cap
+        f.write(b"question,answer,contexts\n")
+        f.write(b"q1,x," + b"y" * (60 << 20) + b"\n")
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    assert main(["score", str(giant), *ws, "--max-cell-mb", "1"]) == 2
+    err = capsys.readouterr().err
+    assert "line 2 (row 1): longer than" in err and "--max-cell-mb" in err
+    grew_mb = (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) / 1024
+    assert grew_mb < 40, grew_mb  # refused after a bounded read, never held whole

@@ -70,8 +70,31 @@ def _csv_rows(path: Path, cap: int):
     # real logs hold whole documents in one field: allow big fields up to the cap (csv's default is 128 KB,
     # and its error is a traceback); the reader streams, so memory follows the largest row, not the file.
     # The limit is the process's: set for each row read, and put back, so no other reader inherits it
-    with open(path, encoding="utf-8-sig", newline="") as fh:
-        reader = csv.DictReader(fh)
+    state = {"line": 0}
+
+    def lines(fh):
+        """Each physical line decoded on its own (a bad byte is named at its own line and row, not at the start of
+        the 8 KB block the text decoder read ahead), and none held past the bound: a 1 GB one-line CSV is refused
+        after reading ``line_cap`` bytes, never held whole."""
+        line_cap = cap * 4 + (1 << 20)  # a cell at the cap (up to 4 bytes a character) and the rest of its row
+        while True:
+            raw = fh.readline(line_cap + 1)
+            if not raw:
+                return
+            state["line"] += 1
+            if len(raw) > line_cap:
+                raise ValueError(f"{path}: line {state['line']} (row {row + 1}): longer than {line_cap:,} bytes "
+                                 "with no line break (the cell cap, --max-cell-mb, bounds each cell)")
+            if state["line"] == 1 and raw.startswith(b"\xef\xbb\xbf"):
+                raw = raw[3:]
+            try:
+                yield raw.decode("utf-8")
+            except UnicodeDecodeError as e:
+                raise ValueError(f"{path}: line {state['line']} (row {row + 1}): not UTF-8 text ({e.reason}: byte "
+                                 f"0x{raw[e.start]:02x} at column {e.start + 1})") from None
+
+    with open(path, "rb") as fh:
+        reader = csv.DictReader(lines(fh))
         row = 0
         try:
             while True:
@@ -84,8 +107,6 @@ def _csv_rows(path: Path, cap: int):
                     return
                 row += 1
                 yield {**rec, "__line": row}
-        except UnicodeDecodeError as e:
-            raise ValueError(f"{path}: not UTF-8 text ({e.reason}, near row {row + 1})") from None
         except csv.Error as e:
             if "field larger than field limit" in str(e):
                 raise ValueError(f"{path}: row {row + 1}: a field over the cap of {cap:,} characters "
