@@ -204,3 +204,16 @@ def test_a_bad_byte_is_named_at_its_row_and_a_giant_line_is_refused_unread(tmp_p
     assert "line 2 (row 1): longer than" in err and "--max-cell-mb" in err
     grew_mb = (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) / 1024
     assert grew_mb < 40, grew_mb  # refused after a bounded read, never held whole
+
+
+def test_a_grid_past_its_stated_size_is_refused_first_with_its_point_count(tmp_path, capsys):
+    """Item 5: a sweep axis of top_k = 1..100000 grew to 4.2 GB before the first commit, then a traceback."""
+    toml = tmp_path / "sweep.toml"
+    toml.write_text("[run]\ndatasets = [\"xquad-en\"]\n\n[strategies.chunks]\ntop_k = ["
+                    + ", ".join(str(i) for i in range(1, 100_001)) + "]\n")
+    assert main(["run", "--config", str(toml), "--embedder", "hash", "--workspace", str(tmp_path / "ws"),
+                 "--no-progress", "--no-report"]) == 2
+    err = capsys.readouterr().err
+    # (the other default strategies are a point each)
+    assert "the grid has 100,004 points (chunks 100,000, " in err and "over the 10,000 a run takes" in err
+    assert "Traceback" not in err and not (tmp_path / "ws" / "results.duckdb").exists()  # nothing stored

@@ -4,6 +4,7 @@ set's points, the checks a race or a memory policy needs, and the number of item
 from __future__ import annotations
 
 import itertools
+import math
 import json
 import sys
 from dataclasses import dataclass
@@ -102,12 +103,22 @@ def _check_race(cfg: RunConfig, points: list, questions: list, conversational: b
               file=sys.stderr)
 
 
+MAX_GRID_POINTS = 10_000  # points of one run's budget grid (every strategy together); more is refused first
+
+
 def expand_grid(grid: dict, notice: bool = True) -> list[tuple[str, dict]]:
     """[(strategy, params)] for the cartesian product of each strategy's budget lists. A point given twice
     (``--set chunks.top_k=4,4``) is one point, said once: two would store one item twice and never finish."""
     from rag.strategies import default_strategies
 
     grid = grid or {name: {} for name in default_strategies()}
+    sizes = {name: math.prod(len(v) if isinstance(v, list) else 1 for v in (axes or {}).values())
+             for name, axes in grid.items()}
+    if sum(sizes.values()) > MAX_GRID_POINTS:  # refused before a point is made (1..100,000 grew to 4.2 GB)
+        big = ", ".join(f"{n} {k:,}" for n, k in sorted(sizes.items(), key=lambda x: -x[1])[:3])
+        raise ValueError(f"the grid has {sum(sizes.values()):,} points ({big}), over the {MAX_GRID_POINTS:,} a run "
+                         "takes: sweep fewer values (a coarse grid first, then a finer one around the best; "
+                         "`--race` stops the clearly worse points early)")
     points, seen, twice = [], set(), []
     for name, axes in grid.items():
         get_strategy(name)
