@@ -12,6 +12,7 @@ are picked per request by the model name: ``fault-429`` (429 with Retry-After),
 ``slow-extractive`` (answers after 0.1 s, so concurrent calls overlap), ``fault-usage-huge`` /
 ``fault-usage-negative`` (absurd usage counts), ``fault-content-list`` (content as a list),
 ``fault-echo-400`` (a 400 that echoes the request's headers and query string, as some servers do),
+``fault-echo-mangled`` (a 400 echoing the key cut to 29 characters and percent-encoded in mixed-case hex),
 ``fault-echo-200`` (answers with the request's headers and path as its text), ``fault-trickle`` (a valid reply
 sent one byte every ``Handler.trickle`` seconds), ``fault-huge`` (a valid reply of ``Handler.huge_mb`` MB),
 ``abstain`` (always the sentence after "reply with exactly:" in the system prompt), ``abstain-short``
@@ -187,6 +188,11 @@ class Handler(BaseHTTPRequestHandler):
             time.sleep(float(self.headers.get("X-Sleep", "2")))
         if model == "fault-badjson":
             return self._send(200, b'{"id": "x", "choices": [ {"message": ')
+        if model == "fault-echo-mangled":  # the key echoed cut to 29 characters, and percent-encoded in mixed case
+            key = (self.headers.get("Authorization") or "").removeprefix("Bearer ")
+            pct = "".join((f"%{b:02x}" if i % 2 else f"%{b:02X}") for i, b in enumerate(key.encode()))
+            echo = {"error": {"message": f"bad key {key[:29]}... (as sent: {pct})"}}
+            return self._send(400, json.dumps(echo).encode())
         if model == "fault-echo-400":
             echo = {"error": {"message": f"bad request {self.path} headers {dict(self.headers)}"}}
             return self._send(400, json.dumps(echo).encode())

@@ -219,3 +219,35 @@ def test_a_grid_past_its_stated_size_is_refused_first_with_its_point_count(tmp_p
     assert "Traceback" not in err
     db = tmp_path / "ws" / "results.duckdb"
     assert not db.exists() or _table(db, "SELECT count(*) FROM runs") == [(0,)]  # no run row: nothing stored
+
+
+def test_a_key_echoed_cut_short_or_in_mixed_case_hex_is_stored_nowhere(tmp_path, monkeypatch):
+    """Item 6: a key the server itself cut (29 of its 32 characters), and one echoed as %XX with mixed-case hex
+    digits, survived the scrub into answer_error, the export and the report."""
+    from openai_server import start
+
+    from rag.llm.urls import scrub
+
+    key = "sk-live-9fA2kQ7mZp4Xw8Lr3Tn6Vb1C"  # 32 characters
+    slashy = "ab/cd/ef/gh/ij/kl/mn/op"  # no run of 16 between its escapes: only the hex rule can find it
+    assert "ab" not in scrub("x " + "".join(f"%{b:02x}" if i % 2 else f"%{b:02X}"
+                                            for i, b in enumerate(slashy.encode())), [slashy]).split("x ")[1]
+    srv, url = start()
+    try:
+        monkeypatch.setenv("RAGWB_T_KEY", key)
+        ws = tmp_path / "ws"
+        assert main(["run", "--dataset", "squad2", "--limit", "2", "--embedder", "hash", "--strategies", "chunks",
+                     "--workspace", str(ws), "--no-progress", "--run-id", "E", "--llm-base-url", url,
+                     "--llm-model", "fault-echo-mangled", "--llm-key-env", "RAGWB_T_KEY", "--retries", "0",
+                     "--judge", "none"]) == 6  # every answer failed: said by the exit status
+        assert main(["export", "E", "--format", "csv", "--out", str(tmp_path / "x"), "--workspace", str(ws)]) == 0
+    finally:
+        srv.shutdown()
+    errs = [r[0] for r in _table(ws / "results.duckdb", "SELECT answer_error FROM results")]
+    assert errs and all("bad key" in e for e in errs)  # the echo arrived, scrubbed
+    stored = " ".join(errs) + "".join(p.read_text() for p in (tmp_path / "x").glob("*.csv")) + "".join(
+        p.read_text() for p in (ws / "reports").glob("*.html"))
+    for i in range(len(key) - 15):  # no run of 16 characters of the key, in any case of its hex spelling
+        assert key[i:i + 16] not in stored
+    hexed = "".join(f"%{b:02x}" for b in key.encode())
+    assert hexed[:48] not in stored.lower()

@@ -120,6 +120,13 @@ def secret_forms(secret: str) -> set[str]:
     return {f for f in forms if len(f) >= MIN_SECRET}
 
 
+def _form_regex(form: str) -> str:
+    """A form as a regex whose percent-escapes match either case of each hex digit (``%2f%3A`` mixed in one echo)."""
+    parts = re.split(r"(%[0-9A-Fa-f]{2})", form)
+    return "".join(("%" + "".join(f"[{c.lower()}{c.upper()}]" if c.isalpha() else c for c in p[1:])) if
+                   re.fullmatch(r"%[0-9A-Fa-f]{2}", p) else re.escape(p) for p in parts)
+
+
 @functools.lru_cache(maxsize=64)
 def _pattern(secrets: frozenset) -> re.Pattern | None:
     forms = set()
@@ -127,7 +134,55 @@ def _pattern(secrets: frozenset) -> re.Pattern | None:
         forms |= secret_forms(s)
     if not forms:
         return None
-    return re.compile("|".join(re.escape(f) for f in sorted(forms, key=len, reverse=True)))
+    return re.compile("|".join(_form_regex(f) for f in sorted(forms, key=len, reverse=True)))
+
+
+RUN_MIN = 16  # an echoed run of this many characters of a secret (a server that cut the key) is scrubbed too
+
+
+@functools.lru_cache(maxsize=64)
+def _runs(secrets: frozenset):
+    """(a regex of every RUN_MIN-character window of each secret, window -> [(secret, offset)])."""
+    where: dict[str, list] = {}
+    for s in secrets:
+        for k in range(len(s) - RUN_MIN + 1):
+            where.setdefault(s[k:k + RUN_MIN], []).append((s, k))
+    if not where:
+        return None, where
+    return re.compile("|".join(re.escape(w) for w in where)), where
+
+
+def _scrub_runs(text: str, secrets: frozenset) -> str:
+    """Every run of RUN_MIN or more characters of a secret, however it was cut, replaced whole by ``***``."""
+    pat, where = _runs(secrets)
+    if pat is None:
+        return text
+    spans = []
+    pos = 0
+    while True:
+        m = pat.search(text, pos)
+        if m is None:
+            break
+        a, b = m.start(), m.end()
+        for s, k in where[m.group()]:  # grow the run both ways while the text goes on spelling the secret
+            i, j, kk = a, b, k
+            while j < len(text) and kk + (j - a) < len(s) and text[j] == s[kk + (j - a)]:
+                j += 1
+            while i > 0 and kk - (a - i) > 0 and text[i - 1] == s[kk - (a - i) - 1]:
+                i -= 1
+            spans.append((i, j))
+        pos = a + 1
+    if not spans:
+        return text
+    spans.sort()
+    out, last = [], 0
+    for i, j in spans:
+        if i < last:
+            last = max(last, j)
+            continue
+        out += [text[last:i], "***"]
+        last = j
+    return "".join(out + [text[last:]])
 
 
 def redact_argv(argv: list[str]) -> list[str]:
@@ -153,6 +208,7 @@ def scrub(text: str | None, secrets=()) -> str | None:
     pat = _pattern(known) if known else None
     if pat is not None:
         text = pat.sub("***", text)
+        text = _scrub_runs(text, known)  # what a server echoed cut short
     return _KEY_SHAPED.sub("***", text)
 
 
