@@ -228,7 +228,7 @@ def test_a_key_echoed_cut_short_or_in_mixed_case_hex_is_stored_nowhere(tmp_path,
 
     from rag.llm.urls import scrub
 
-    key = "sk-live-9fA2kQ7mZp4Xw8Lr3Tn6Vb1C"  # 32 characters
+    key = "live9fA2kQ7mZp4Xw8Lr3Tn6Vb1CdEfG"  # 32 characters, not key-shaped (no sk- prefix to give it away)
     slashy = "ab/cd/ef/gh/ij/kl/mn/op"  # no run of 16 between its escapes: only the hex rule can find it
     assert "ab" not in scrub("x " + "".join(f"%{b:02x}" if i % 2 else f"%{b:02X}"
                                             for i, b in enumerate(slashy.encode())), [slashy]).split("x ")[1]
