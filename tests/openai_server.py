@@ -25,7 +25,7 @@ sufficiency: ``judge_reply``) is answered deterministically whatever the model;
 ``enc-gzipgzip`` (a valid reply under an encoding the guard refuses), ``enc-tail`` (a gzip member then
 ``Handler.tail_mb`` MB of junk), ``enc-twice`` (two gzip members), ``enc-deflate`` (raw deflate), ``fault-deep`` (JSON nested 100,000 deep),
 ``fault-header-trickle`` (the status line and headers one byte every ``Handler.trickle`` s);
-embeddings: ``slow-hash`` (answers after 0.05 s; ``Handler.embed_peak``: the most embeddings requests at once), ``fault-nan`` (NaN vectors), ``fault-string`` (each embedding a string, not a list), ``fault-short`` (one vector fewer than asked), ``fault-500``.
+embeddings: ``emb-trickle`` (a valid reply one byte every ``Handler.trickle`` s), ``slow-hash`` (answers after 0.05 s; ``Handler.embed_peak``: the most embeddings requests at once), ``fault-nan`` (NaN vectors), ``fault-string`` (each embedding a string, not a list), ``fault-short`` (one vector fewer than asked), ``fault-500``.
 ``Handler.peak`` is the most chat requests it has served at once (concurrency limits are checked
 against it); ``Handler.requests`` records (path with query, Authorization header) of each POST;
 ``Handler.context_window``, when set, is reported by ``/models`` as the model's ``max_model_len``.
@@ -274,8 +274,13 @@ class Handler(BaseHTTPRequestHandler):
                      ("0.1, 0.2, 0.3" if model == "fault-string" else v.tolist())}
                     for i, v in enumerate(vecs)]
             toks = sum(count_tokens(t) for t in inp)
-            return self._send(200, json.dumps({"object": "list", "data": data, "model": model,
-                                               "usage": {"prompt_tokens": toks, "total_tokens": toks}}).encode())
+            body = json.dumps({"object": "list", "data": data, "model": model,
+                               "usage": {"prompt_tokens": toks, "total_tokens": toks}}).encode()
+            if model == "emb-trickle":  # a valid reply sent one byte every Handler.trickle seconds
+                from rag_service import send_trickle
+
+                return send_trickle(self, body, Handler.trickle)
+            return self._send(200, body)
         if path.endswith("/chat/completions"):
             with Handler.lock:
                 Handler.inflight += 1

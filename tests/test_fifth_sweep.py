@@ -251,3 +251,27 @@ def test_a_key_echoed_cut_short_or_in_mixed_case_hex_is_stored_nowhere(tmp_path,
         assert key[i:i + 16] not in stored
     hexed = "".join(f"%{b:02x}" for b in key.encode())
     assert hexed[:48] not in stored.lower()
+
+
+def test_the_embeddings_client_keeps_the_runs_deadline_and_retries(tmp_path, capsys):
+    """Item 11: the embeddings client ignored --timeout: a fixed 60 s and 6 tries came to 383 s for one trickling
+    batch. It keeps the LLM client's deadline (headers and body) and its --retries."""
+    from openai_server import Handler, start
+
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "a.md").write_text("# Harbour\n\nThe harbour office opens at eight.\n")
+    (tmp_path / "q.jsonl").write_text('{"question": "When does the office open?"}\n')
+    srv, url = start()
+    calls = Handler.calls
+    try:
+        t0 = time.monotonic()
+        rc = main(["run", "--dataset", str(docs), "--questions", str(tmp_path / "q.jsonl"), "--embedder", "openai",
+                   "--embed-base-url", url, "--embed-model", "emb-trickle", "--workspace", str(tmp_path / "ws"),
+                   "--no-progress", "--no-report", "--timeout", "1", "--retries", "1"])
+        took = time.monotonic() - t0
+    finally:
+        srv.shutdown()
+    assert rc == 2 and "Traceback" not in capsys.readouterr().err
+    assert Handler.calls - calls == 2  # one try and the one retry asked for, never six
+    assert took < 45, took  # two 1-second deadlines and their backoff; was 383 s (a loaded machine's margin)

@@ -150,6 +150,8 @@ def cmd_run(a) -> int:
     refuse_ignored_run_flags(a)
     if a.max_response_mb is not None:  # every client of this process (and the workers it starts) reads it
         os.environ["RAGWB_MAX_RESPONSE_MB"] = f"{a.max_response_mb:g}"
+    # a remote embedder keeps the LLM client's deadline and retries (not its own fixed 60 s x 6 tries)
+    os.environ["RAGWB_EMBED_TIMEOUT"], os.environ["RAGWB_EMBED_RETRIES"] = f"{a.timeout:g}", str(a.retries)
     load_plugins(a.plugins or [])  # before anything names a strategy: --set and the sweep may use them
     refuse_empty_plugins(a.plugins or [])
     sweep = load_sweep(a.config) if a.config else {}

@@ -235,8 +235,14 @@ class OpenAIEmbedder(Embedder):
         register_secret(key, *url_secrets(cfg.base_url))
         # a query string (?api_key=...) travels as query parameters: the client appends /embeddings to the path
         base, query = split_query(cfg.base_url) if cfg.base_url else (None, {})
+        # one deadline for headers and body, and the retries, as the LLM client's (`ragwb run --timeout/--retries`
+        # set RAGWB_EMBED_TIMEOUT/RAGWB_EMBED_RETRIES): a trickling reply ends at the deadline, tried again that often
+        from rag.errors import env_number
+
+        self.timeout = float(env_number("RAGWB_EMBED_TIMEOUT", 60.0))
+        self.retries = int(env_number("RAGWB_EMBED_RETRIES", 3, integer=True))
         self.client = OpenAI(base_url=base, api_key=key or "not-needed", default_query=query or None,
-                             max_retries=0, timeout=60, http_client=guarded_http_client(60.0))
+                             max_retries=0, timeout=self.timeout, http_client=guarded_http_client(self.timeout))
         self.dim = 0
 
     def where(self) -> str:
@@ -257,7 +263,8 @@ class OpenAIEmbedder(Embedder):
                 # floats, not the client's default base64: a server that sends anything else is named, not
                 # decoded into "Incorrect padding"
                 resp = with_retries(lambda: self.client.embeddings.create(model=self.cfg.model, input=batch,
-                                                                          encoding_format="float"))
+                                                                          encoding_format="float"),
+                                    retries=self.retries)
             except openai.APIError as e:
                 from rag.llm.guard import guard_cause
                 from rag.llm.urls import scrub_cut
