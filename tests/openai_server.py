@@ -12,7 +12,7 @@ are picked per request by the model name: ``fault-429`` (429 with Retry-After),
 ``slow-extractive`` (answers after 0.1 s, so concurrent calls overlap), ``fault-usage-huge`` /
 ``fault-usage-negative`` (absurd usage counts), ``fault-content-list`` (content as a list),
 ``fault-echo-400`` (a 400 that echoes the request's headers and query string, as some servers do),
-``fault-echo-mangled`` (a 400 echoing the key cut to 29 characters and percent-encoded in mixed-case hex),
+``te-gzip`` (a reply under ``Transfer-Encoding: gzip``), ``fault-echo-mangled`` (a 400 echoing the key cut to 29 characters and percent-encoded in mixed-case hex),
 ``fault-echo-200`` (answers with the request's headers and path as its text), ``fault-trickle`` (a valid reply
 sent one byte every ``Handler.trickle`` seconds), ``fault-huge`` (a valid reply of ``Handler.huge_mb`` MB),
 ``abstain`` (always the sentence after "reply with exactly:" in the system prompt), ``abstain-short``
@@ -225,6 +225,19 @@ class Handler(BaseHTTPRequestHandler):
                 return self._send(200, c.compress(ok) + c.flush(), {"Content-Encoding": "deflate"})
             name = {"gzipgzip": "gzip, gzip"}.get(kind, kind)
             return self._send(200, ok, {"Content-Encoding": name})
+        if model == "te-gzip":  # a valid reply gzipped under Transfer-Encoding (which HTTP/1.1 clients read only chunked)
+            import gzip
+
+            body = gzip.compress(json.dumps({"id": "t", "object": "chat.completion", "created": 0, "model": model,
+                                             "choices": [{"index": 0, "finish_reason": "stop", "message": {
+                                                 "role": "assistant", "content": "fine"}}]}).encode())
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Transfer-Encoding", "gzip")
+            self.end_headers()
+            self.wfile.write(body)
+            self.close_connection = True
+            return None
         if model == "fault-deep":  # 200 OK whose JSON nests 100,000 deep
             return self._send(200, b"[" * 100_000 + b"]" * 100_000)
         if model == "fault-header-trickle":  # the status line and headers one byte every Handler.trickle s

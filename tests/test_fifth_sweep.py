@@ -275,3 +275,19 @@ def test_the_embeddings_client_keeps_the_runs_deadline_and_retries(tmp_path, cap
     assert rc == 2 and "Traceback" not in capsys.readouterr().err
     assert Handler.calls - calls == 2  # one try and the one retry asked for, never six
     assert took < 45, took  # two 1-second deadlines and their backoff; was 383 s (a loaded machine's margin)
+
+
+def test_transfer_encoding_gzip_is_named_not_a_connection_error(tmp_path):
+    """Item 12: `Transfer-Encoding: gzip` on the LLM path surfaced only as "Connection error."."""
+    from openai_server import start
+
+    srv, url = start()
+    try:
+        ws = tmp_path / "ws"
+        assert main(["run", "--dataset", "squad2", "--limit", "1", "--embedder", "hash", "--strategies", "chunks",
+                     "--workspace", str(ws), "--no-progress", "--no-report", "--run-id", "T", "--llm-base-url", url,
+                     "--llm-model", "te-gzip", "--retries", "0", "--judge", "none"]) == 6
+    finally:
+        srv.shutdown()
+    (err,) = _table(ws / "results.duckdb", "SELECT answer_error FROM results WHERE run_id = 'T'")[0]
+    assert "Transfer-Encoding" in err and err != "APIConnectionError: Connection error."

@@ -232,5 +232,9 @@ def guard_cause(e: BaseException) -> httpx.TransportError | None:
     while e is not None and seen < 10:
         if isinstance(e, (ResponseTooLarge, httpx.DecodingError)):
             return e
+        if isinstance(e, httpx.RemoteProtocolError) and "Transfer-Encoding" in str(e):
+            # e.g. "Transfer-Encoding: gzip": HTTP/1.1 clients read only chunked; was "Connection error."
+            return httpx.DecodingError(f"the server replied with a Transfer-Encoding this client cannot read ({e}); "
+                                       "a server or proxy setting (gzip belongs in Content-Encoding)")
         e, seen = e.__cause__ or e.__context__, seen + 1
     return None
