@@ -291,3 +291,24 @@ def test_transfer_encoding_gzip_is_named_not_a_connection_error(tmp_path):
         srv.shutdown()
     (err,) = _table(ws / "results.duckdb", "SELECT answer_error FROM results WHERE run_id = 'T'")[0]
     assert "Transfer-Encoding" in err and err != "APIConnectionError: Connection error."
+
+
+def test_a_plugin_that_raises_keyboardinterrupt_fails_its_item_and_the_run_goes_on(tmp_path, capsys):
+    """Item 10: a plugin raising KeyboardInterrupt ended the whole run (exit 130, 13 of 45 items, `interrupted`)."""
+    from plugin_files import chunks_plugin
+
+    plug = chunks_plugin(tmp_path / "kbd.py", "Kbd", "kbd_shape", first="""
+        if len(Kbd.seen) == 3:
+            raise KeyboardInterrupt
+    """)
+    ws = tmp_path / "ws"
+    for timeout in ("60", "0"):  # in its worker process, and in this process on a thread of its own
+        rid = f"K{timeout}"
+        assert main(["run", "--dataset", "xquad-en", "--limit", "15", "--embedder", "hash", "--workspace", str(ws),
+                     "--no-progress", "--no-report", "--plugins", str(plug), "--strategies", "kbd_shape",
+                     "--plugin-timeout", timeout, "--run-id", rid]) == 0
+        rows = _table(ws / "results.duckdb", "SELECT answer_status, answer_error FROM results WHERE run_id = ?", rid)
+        assert len(rows) == 15 and _table(ws / "results.duckdb", "SELECT status FROM runs WHERE run_id = ?",
+                                          rid) == [("finished",)]
+        failed = [e for s, e in rows if s == "error"]
+        assert len(failed) == 1 and "KeyboardInterrupt" in failed[0], rows

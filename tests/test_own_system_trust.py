@@ -744,17 +744,41 @@ def test_a_judge_without_the_ragas_extra_and_a_deep_gold_file_are_one_line(tmp_p
 
 
 def test_ctrl_c_during_a_run_keeps_what_was_committed_and_says_how_to_resume(tmp_path, capsys):
+    """A real Ctrl-C (SIGINT to the run's process group, as a terminal sends it) while a slow plugin works: the run
+    stops, keeps what it committed and says how to resume (a plugin's own KeyboardInterrupt is only its item's
+    error: tests/test_fifth_sweep.py)."""
+    import signal
+    import subprocess
+    import time
+
     from plugin_files import chunks_plugin
 
-    plug = chunks_plugin(tmp_path / "ctrl_c.py", "CtrlC", "ctrl_c", first="""
-        if len(CtrlC.seen) == 3:
-            raise KeyboardInterrupt  # what Ctrl-C raises in the main thread
+    plug = chunks_plugin(tmp_path / "ctrl_c.py", "CtrlC", "ctrl_c", imports="import time", first="""
+        time.sleep(0.5)  # a slow shape: the run is still going when Ctrl-C comes
     """)
     ws = tmp_path / "ws"
-    rc = main(["run", "--dataset", "xquad-en", "--limit", "4", "--workspace", str(ws), *FAST, "--plugins", str(plug),
-               "--strategies", "ctrl_c", "--run-id", "CC"])
-    err = capsys.readouterr().err
-    assert rc == 130 and "Resume with: ragwb run --resume CC" in err and "Traceback" not in err
+    child = subprocess.Popen([sys.executable, "-c", "import sys; from evals.cli import main; sys.exit(main(sys.argv[1:]))",
+                              "run", "--dataset", "xquad-en", "--limit", "40", "--workspace", str(ws), *FAST,
+                              "--plugins", str(plug), "--strategies", "ctrl_c", "--run-id", "CC"],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    deadline = time.monotonic() + 120
+    db = ws / "results.duckdb"
+    while time.monotonic() < deadline and child.poll() is None:  # a condition: the run has started its items
+        if db.exists() and ws.joinpath("cache").exists():
+            try:
+                con = duckdb.connect(str(db), read_only=True)
+                n = con.execute("SELECT count(*) FROM runs WHERE run_id = 'CC'").fetchone()[0]
+                con.close()
+            except duckdb.Error:
+                n = 0
+            if n:
+                time.sleep(1.0)
+                break
+        time.sleep(0.05)
+    assert child.poll() is None, child.communicate()
+    os.killpg(child.pid, signal.SIGINT)  # the whole group, as a terminal's Ctrl-C (the plugin worker included)
+    out, err = child.communicate(timeout=120)
+    assert child.returncode == 130 and "Resume with: ragwb run --resume CC" in err and "Traceback" not in err
     capsys.readouterr()
     assert main(["runs", "--workspace", str(ws)]) == 0
     assert "interrupted" in capsys.readouterr().out

@@ -266,7 +266,6 @@ def _answer(ev, query: str, name: str, p, enc: str) -> bytes:
                    bool(b.truncated)) for b in ctx.blocks]
         return json.dumps({"context": (ctx.strategy, ctx.params, ctx.counters, blocks), "retrieve_ms": retrieve_ms,
                            "pack_ms": pack_ms}, default=str).encode()
-    except KeyboardInterrupt:  # raised by the plugin: the run's interrupt, as in this process
-        return b'{"interrupt": true}'
-    except BaseException as e:  # noqa: BLE001 - the item's error (sys.exit included), never the worker's end
+    except BaseException as e:  # noqa: BLE001 - the item's error (sys.exit, a plugin's own KeyboardInterrupt: the
+        # worker ignores SIGINT, so a real Ctrl-C never raises here), never the worker's end
         return json.dumps({"error": plugin_failure(name, e).removeprefix(f"strategy {name} ")}).encode()

@@ -231,11 +231,6 @@ def call_with_time_limit(fn, seconds: float):
     import ctypes
     import threading
 
-    if not seconds:
-        try:
-            return fn()
-        except SystemExit as e:
-            raise PluginFailure(f"called sys.exit({e.code!r})") from None
     box: dict = {}
 
     def run():
@@ -246,7 +241,10 @@ def call_with_time_limit(fn, seconds: float):
 
     t = threading.Thread(target=run, daemon=True, name="ragwb-plugin")
     t.start()
-    t.join(seconds)
+    if not seconds:  # no limit: still on a thread of its own, so a KeyboardInterrupt it raises is told apart from a
+        while t.is_alive():  # Ctrl-C (which comes to this, the main, thread, and interrupts the wait)
+            t.join(0.2)
+    t.join(seconds or None)
     if t.is_alive():
         ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(t.ident), ctypes.py_object(_Deadline))
         raise PluginFailure(f"took longer than its time limit of {seconds:g} s (--plugin-timeout)")
@@ -255,6 +253,8 @@ def call_with_time_limit(fn, seconds: float):
         raise PluginFailure(f"took longer than its time limit of {seconds:g} s (--plugin-timeout)") from None
     if isinstance(err, SystemExit):
         raise PluginFailure(f"called sys.exit({err.code!r})") from None
+    if isinstance(err, KeyboardInterrupt):  # raised on the plugin's own thread (Ctrl-C reaches the main thread)
+        raise PluginFailure("raised KeyboardInterrupt (its own; Ctrl-C in the terminal stops the run)") from None
     if err is not None:
         raise err
     return box["value"]
