@@ -312,3 +312,27 @@ def test_a_plugin_that_raises_keyboardinterrupt_fails_its_item_and_the_run_goes_
                                           rid) == [("finished",)]
         failed = [e for s, e in rows if s == "error"]
         assert len(failed) == 1 and "KeyboardInterrupt" in failed[0], rows
+
+
+def test_a_questions_file_past_its_caps_is_refused_named_before_it_is_held(tmp_path, capsys, monkeypatch):
+    """Item 5: question files were read whole (1 GB sparse took 2.2 GB, 1.67M lines 3 GB)."""
+    import resource
+
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "a.md").write_text("# Harbour\n\nThe harbour office opens at eight.\n")
+    huge = tmp_path / "huge.jsonl"
+    with open(huge, "wb") as f:  # a sparse 1 GB file: nothing on disk, everything if read
+        f.truncate(1 << 30)
+    ws = ["--embedder", "hash", "--workspace", str(tmp_path / "ws"), "--no-progress", "--no-report"]
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    assert main(["run", "--dataset", str(docs), "--questions", str(huge), *ws]) == 2
+    err = capsys.readouterr().err
+    assert "1,073,741,824 bytes, over the" in err and "Traceback" not in err
+    assert (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) / 1024 < 100  # never read
+    many = tmp_path / "many.jsonl"
+    many.write_text("".join(f'{{"id": "q{i}", "question": "When does office {i} open?"}}\n' for i in range(12)))
+    monkeypatch.setenv("RAGWB_MAX_QUESTIONS", "10")
+    assert main(["run", "--dataset", str(docs), "--questions", str(many), *ws]) == 2
+    err = capsys.readouterr().err
+    assert f"{many}:11: more than 10 questions (RAGWB_MAX_QUESTIONS)" in err

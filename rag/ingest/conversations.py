@@ -199,8 +199,25 @@ def load_conversations_jsonl(path: str | Path, docs: list[Document]) -> tuple[li
     return questions, skipped
 
 
+IS_CONVERSATION_PEEK = 4 * 1024 * 1024  # what deciding the file's kind reads of it: its head, never the whole file
+
+
 def is_conversation_file(path: str | Path) -> bool:
-    for _, line in _read_jsonl(Path(path), []):
+    """Is the first record a conversation ({"turns": ...})? Reads the first non-blank line of the file's head only
+    (a 1 GB questions file was read whole to answer this)."""
+    path = Path(path)
+    if path.suffix == ".gz":
+        with gzip.open(path, "rb") as f:
+            head = f.read(IS_CONVERSATION_PEEK)
+    else:
+        with open(path, "rb") as f:
+            head = f.read(IS_CONVERSATION_PEEK)
+    if len(head) == IS_CONVERSATION_PEEK and b"\n" not in head.lstrip(b"\r\n\t "):
+        # a first line longer than the peek: a conversation's object opens with its fields, "turns" among them
+        return head.lstrip()[:1] == b"{" and b'"turns"' in head
+    for _, line, _why in decode_lines(head):
+        if line is None:
+            return False
         try:
             first = loads_bounded(line)
         except ValueError:

@@ -3,6 +3,8 @@ not false), each line checked on its own (a bad line is skipped and named, never
 in the documents (a doc, page, text, lines or symbol)."""
 from __future__ import annotations
 
+from rag.errors import env_number
+
 from .readers import ImportError_
 import hashlib
 import json
@@ -22,6 +24,11 @@ def load_questions_jsonl(path: str | Path, docs: list[Document]) -> tuple[list[Q
         raise ImportError_(f"{path}: is a folder; --questions expects a JSONL file")
     if not path.is_file():
         raise ImportError_(f"{path}: questions file not found")
+    size = path.stat().st_size
+    if size > MAX_QUESTIONS_BYTES:  # refused before it is read (a 1 GB file took 2.2 GB held whole)
+        raise ImportError_(f"{path}: {size:,} bytes, over the {MAX_QUESTIONS_BYTES:,} a questions file may hold; "
+                           "split it, or sample the questions you mean to measure")
+    cap = int(env_number("RAGWB_MAX_QUESTIONS", MAX_QUESTIONS, integer=True))
     by_id = {d.doc_id: d for d in docs}
     from .conversations import decode_lines
 
@@ -55,6 +62,9 @@ def load_questions_jsonl(path: str | Path, docs: list[Document]) -> tuple[list[Q
             skipped.append(Skipped(str(path), f"duplicate question id {q.qid!r}", line_no))
             continue
         seen.add(q.qid)
+        if len(questions) >= cap:  # named at the line that passes it, before memory follows a million objects
+            raise ImportError_(f"{path}:{line_no}: more than {cap:,} questions (RAGWB_MAX_QUESTIONS); a run measures a "
+                               "sample: split the file or sample it")
         questions.append(q)
     return questions, skipped
 
@@ -72,6 +82,8 @@ def _field(rec: dict, name: str, types: tuple, what: str, default=None, required
     return v
 
 
+MAX_QUESTIONS_BYTES = 256 * 1024 * 1024  # a questions file larger than this is refused before it is read
+MAX_QUESTIONS = 500_000  # questions a file may give (RAGWB_MAX_QUESTIONS): more are refused, named, never held
 MAX_QUESTION_CHARS = 10_000  # a longer "question" is a pasted document, not a question: its line is skipped, named
 
 
