@@ -336,3 +336,27 @@ def test_a_questions_file_past_its_caps_is_refused_named_before_it_is_held(tmp_p
     assert main(["run", "--dataset", str(docs), "--questions", str(many), *ws]) == 2
     err = capsys.readouterr().err
     assert f"{many}:11: more than 10 questions (RAGWB_MAX_QUESTIONS)" in err
+
+
+def test_a_lone_surrogate_is_a_named_bad_row_and_the_score_finishes(tmp_path, capsys):
+    """Item 4: a lone surrogate in a logged record passed the check, then failed with an error naming no file, row
+    or column, after 20,000 of 25,001 records were committed; the run was left incomplete and --resume failed too."""
+    import json
+
+    log = tmp_path / "log.jsonl"
+    with open(log, "w", encoding="utf-8") as f:
+        for i in range(1, 1502):
+            answer = "Paris \\ud800 is odd" if i == 1001 else f"Answer {i}."
+            f.write('{"question": "Question %d?", "answer": "%s", "contexts": ["Context %d."]}\n' % (i, answer, i))
+    ws = tmp_path / "ws"
+    assert main(["score", str(log), "--workspace", str(ws), "--no-progress", "--metrics", "answer,citation,cost",
+                 "--batch", "250", "--run-id", "S"]) == 0
+    captured = capsys.readouterr()
+    assert "1 bad row(s) skipped, the rest scored: row 1001: column 'answer': text with a lone surrogate" in \
+        captured.err
+    db = ws / "results.duckdb"
+    assert _table(db, "SELECT count(*) FROM results WHERE run_id = 'S'") == [(1500,)]
+    assert _table(db, "SELECT status FROM runs WHERE run_id = 'S'") == [("finished",)]
+    assert main(["show", "S", "--workspace", str(ws)]) == 0
+    assert "1 bad logged row(s) skipped: row 1001" in capsys.readouterr().out
+    assert json.loads(_table(db, "SELECT summary FROM runs WHERE run_id = 'S'")[0][0])["bad_row_count"] == 1

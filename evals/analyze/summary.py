@@ -325,6 +325,11 @@ def run_notes(run: dict, db=None) -> list[str]:
         total = f"{total:,}" if isinstance(total, int) else total
         notes.append(f"{n_un:,} of {total} logged records matched no gold question (scored on the metrics that "
                      f"need no gold only): rows {', '.join(map(str, un[:10]))}{' ...' if n_un > 10 else ''}")
+    n_bad = summ.get("bad_row_count") or 0
+    if n_bad:  # rows no store can keep (a lone surrogate): skipped, named, never a half-committed run
+        bad = summ.get("bad_rows") or []
+        notes.append(f"{n_bad:,} bad logged row(s) skipped: " + "; ".join(f"row {b['row']}: {b['why']}" for b in bad[:5])
+                     + (" ..." if n_bad > 5 else ""))
     ids = summ.get("unknown_question_ids") or []
     n_ids = summ.get("unknown_question_id_count", len(ids))
     if n_ids:

@@ -125,6 +125,7 @@ class Checked:
     unmatched_rows: list = field(default_factory=list)  # (row, question) of the first KEEP_ROWS
     unknown_ids: list = field(default_factory=list)  # (row, question_id) of the first KEEP_ROWS
     unknown_id_count: int = 0
+    bad_rows: list = field(default_factory=list)  # (row, why) of the rows skipped as unstorable (all of them)
 
 
 def file_sha256(path: Path) -> str:
@@ -154,6 +155,7 @@ def check_file(path: Path, gold: Gold, cell_mb, progress: bool) -> Checked:
         if q.qid in seen:
             raise ValueError(f"{path}: row {rec.row}: question {q.qid!r} appears twice; one record per question")
         seen.add(q.qid)
+    out.bad_rows = list(getattr(recs, "skipped", []))
     out.sha256 = file_sha256(path)
     return out
 
@@ -245,6 +247,10 @@ def _sample(checked: Checked, sample: int | None, seed: int, costly: list) -> tu
 def _warn(checked: Checked, scorer: BatchScorer, gold: Gold) -> None:
     def rows(items, n):
         return "; ".join(items[:10]) + (" ..." if n > 10 else "")
+
+    if checked.bad_rows:
+        print(f"ragwb score: {len(checked.bad_rows)} bad row(s) skipped, the rest scored: "
+              + rows([f"row {r}: {why}" for r, why in checked.bad_rows], len(checked.bad_rows)), file=sys.stderr)
 
     if checked.unknown_id_count:
         print(f"ragwb score: warning: {checked.unknown_id_count} record(s) carry a question_id that {gold.dataset} "
@@ -347,6 +353,8 @@ def score_logged(path: str | Path, workspace: str | Path = "results", db: str | 
         _warn(checked, scorer, gold)
         st.finish_run(run_id, {"items": stored + len(done), "source": f"ragwb score {path.name}",
                                "records": checked.records, "unmatched": [r for r, _ in checked.unmatched_rows],
+                               "bad_rows": [{"row": r, "why": w} for r, w in checked.bad_rows[:KEEP_ROWS]],
+                               "bad_row_count": len(checked.bad_rows),
                                "unmatched_count": checked.unmatched,
                                "unknown_question_ids": [r for r, _ in checked.unknown_ids],
                                "unknown_question_id_count": checked.unknown_id_count,

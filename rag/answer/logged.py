@@ -280,13 +280,47 @@ def iter_logged(path: str | Path, max_cell_mb: float | None = None):
     if first is None:
         raise ValueError(f"{path}: no records")
     vocab, names = _columns(path, first)
+    return vocab, Records(first, rows, path, names)
 
-    def records():
-        yield _record(first, path, names, first["__line"])
-        for r in rows:
-            yield _record(r, path, names, r["__line"])
 
-    return vocab, records()
+class Records:
+    """The file's LoggedRecords, read a row at a time. A row holding text no store can keep (a lone surrogate, as
+    a JSON ``"\\ud800"`` decodes) is a named bad row: skipped, said in ``skipped`` (row, why), never a failure
+    that leaves batches half-committed; every pass over the file skips the same rows."""
+
+    def __init__(self, first: dict, rows, path: Path, names: dict):
+        self.first, self.rows, self.path, self.names = first, rows, path, names
+        self.skipped: list[tuple[int, str]] = []
+
+    def __iter__(self):
+        import itertools
+
+        for r in itertools.chain([self.first], self.rows):
+            bad = _unstorable(r)
+            if bad:
+                self.skipped.append((r["__line"], f"column {bad!r}: text with a lone surrogate (not UTF-8); row skipped"))
+                continue
+            yield _record(r, self.path, self.names, r["__line"])
+
+
+def _unstorable(obj, where: str = "") -> str:
+    """The column (or nested field) of ``obj`` holding a string that cannot be encoded as UTF-8, else ""."""
+    if isinstance(obj, str):
+        try:
+            obj.encode("utf-8")
+        except UnicodeEncodeError:
+            return where or "?"
+        return ""
+    if isinstance(obj, dict):
+        for k, v in obj.items():
+            if k != "__line" and (bad := _unstorable(v, where or str(k))):
+                return bad
+        return ""
+    if isinstance(obj, (list, tuple)):
+        for v in obj:
+            if bad := _unstorable(v, where):
+                return bad
+    return ""
 
 
 def read_logged(path: str | Path) -> tuple[list[LoggedRecord], str]:
