@@ -291,8 +291,15 @@ class Records:
     def __init__(self, first: dict, rows, path: Path, names: dict):
         self.first, self.rows, self.path, self.names = first, rows, path, names
         self.skipped: list[tuple[int, str]] = []
+        self._gen = self._records()
 
     def __iter__(self):
+        return self
+
+    def __next__(self):
+        return next(self._gen)
+
+    def _records(self):
         import itertools
 
         for r in itertools.chain([self.first], self.rows):
