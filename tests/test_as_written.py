@@ -238,6 +238,15 @@ def test_plain_questions_in_chromium_chart_apply_sweep_save_drilldown_report(bro
                                timeout=60000)
         page.wait_for_selector("text=Why points lose: context sufficiency x answer outcome", timeout=60000)
         page.wait_for_selector("text=Context sufficiency x answer outcome (share of items placed)", timeout=60000)
+        # issue 64, item 2: the page's tables download through the project's CSV writer (formula cells escaped)
+        dl_button = page.get_by_text("Download rows as CSV")
+        dl_button.wait_for(timeout=60000)
+        with page.expect_download(timeout=60000) as dl:
+            dl_button.click()
+        got = Path(dl.value.path()).read_text(encoding="utf-8")
+        assert got.startswith("strategy,") or "question_id" in got.splitlines()[0]
+        assert all(not line.startswith(("=", "+", "@")) for line in got.replace("\r", "\n").split("\n"))
+        assert page.locator("button:has-text('Export')").count() == 0  # marimo's own export is off
         page.wait_for_selector("text=answerability unknown (no reference answer)", timeout=60000)  # the drill-down
         # Apply a changed budget: a new cost line and Send, exactly what it said
         slider = page.locator("[role=slider]").nth(1)  # chunks top_k (the questions slider is the first)

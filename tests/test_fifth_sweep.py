@@ -360,3 +360,16 @@ def test_a_lone_surrogate_is_a_named_bad_row_and_the_score_finishes(tmp_path, ca
     assert main(["show", "S", "--workspace", str(ws)]) == 0
     assert "1 bad logged row(s) skipped: row 1001" in capsys.readouterr().out
     assert json.loads(_table(db, "SELECT summary FROM runs WHERE run_id = 'S'")[0][0])["bad_row_count"] == 1
+
+
+def test_the_pages_csv_downloads_escape_formula_cells():
+    """Item 2: the page's table downloads (marimo's CSV) wrote `+cmd|' /C calc'!A0` as is. The page's tables now
+    download through the project's writer (tests/test_as_written.py clicks it in Chromium)."""
+    import pandas as pd
+
+    from evals.interactive.page import csv_bytes
+
+    raw = csv_bytes(pd.DataFrame({"question_id": ["q1", "-5"], "answer": ["+cmd|' /C calc'!A0", "ok\r=1+1"],
+                                  "value": [1.0, float("nan")]})).decode()
+    rows = list(csv.reader(io.StringIO(raw, newline="")))
+    assert rows[1] == ["q1", "'+cmd|' /C calc'!A0", "1.0"] and rows[2][0] == "'-5" and rows[2][1] == "ok\r=1+1"

@@ -267,6 +267,25 @@ def headline_order(summary: pd.DataFrame, base: list[str]) -> list[str]:
     return [m for m in wanted if m in have] + [m for m in wanted if m not in have]
 
 
+def csv_bytes(df: pd.DataFrame) -> bytes:
+    """``df`` as the project's one CSV writer writes it (evals/csvout.py: a cell that starts like a formula gets a
+    leading quote, a CR stays inside its quoted cell): the page's tables download through this, never marimo's own
+    CSV export (which wrote ``+cmd|' /C calc'!A0`` as is)."""
+    import io
+
+    from evals.csvout import safe_frame
+
+    buf = io.StringIO()
+    safe_frame(df).to_csv(buf, index=False, lineterminator="\r\n")
+    return buf.getvalue().encode("utf-8")
+
+
+def csv_download(df: pd.DataFrame, filename: str, label: str):
+    import marimo as mo
+
+    return mo.download(data=lambda: csv_bytes(df), filename=filename, mimetype="text/csv", label=label)
+
+
 def not_shown_line(dropped: dict) -> str:
     from evals.analyze.summary import not_shown_line as _line
 
