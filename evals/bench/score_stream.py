@@ -58,7 +58,79 @@ def score_stream_figure(root: Path, sizes=(100_000, 1_000_000)) -> dict:
     if len(ok) > 1:
         for r in ok[1:]:
             r["per_row_vs_smallest"] = round(r["us_per_row"] / ok[0]["us_per_row"], 2)
-    return {"sizes": out, "target": "1M rows under 2 GB peak; time per row within 2x of the smallest size"}
+    return {"sizes": out, "target": "1M rows under 2 GB peak; time per row within 2x of the smallest size",
+            "dataset_resume": dataset_resume_figure(root, max(sizes))}
+
+
+_CLI = r"""
+import json, resource, sys, time
+from evals.cli import main
+t = time.perf_counter()
+rc = main(sys.argv[1:])
+print(json.dumps({"rc": rc, "seconds": time.perf_counter() - t,
+                  "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
+"""
+
+
+def _count(db: Path, run_id: str) -> int:
+    import duckdb
+
+    try:
+        con = duckdb.connect(str(db), read_only=True)
+    except duckdb.Error:
+        return -1  # the writer holds it: a batch is being committed
+    try:
+        return con.execute("SELECT count(*) FROM results WHERE run_id = ?", [run_id]).fetchone()[0]
+    except duckdb.Error:
+        return -1
+    finally:
+        con.close()
+
+
+def dataset_resume_figure(root: Path, rows: int = 1_000_000) -> dict:
+    """``ragwb score LOG --dataset squad2`` on ``rows`` records (each matched against the gold set, its context
+    located in the corpus): time and peak RSS in a fresh process; then the same file killed (SIGKILL) at half and
+    ``--resume``d, with the counts checked: every record stored once (issue 64, item 1: a killed score against a
+    gold set could never be resumed)."""
+    import os
+    import signal
+
+    import duckdb
+
+    root.mkdir(parents=True, exist_ok=True)
+    log = write_log(root / f"logd{rows}.csv", rows)
+    ws = root / f"wsd{rows}"
+    db = ws / "results.duckdb"
+    args = ["score", str(log), "--dataset", "squad2", "--workspace", str(ws), "--no-progress", "--no-report",
+            "--metrics", "answer,citation,cost"]
+    repo = Path(__file__).resolve().parents[2]
+    whole = subprocess.run([sys.executable, "-c", _CLI, *args, "--run-id", "WHOLE"], capture_output=True, text=True,
+                           cwd=repo)
+    if whole.returncode:
+        return {"rows": rows, "error": whole.stderr.strip().splitlines()[-1:]}
+    got = json.loads(whole.stdout.strip().splitlines()[-1])
+    out = {"rows": rows, "file_mb": round(log.stat().st_size / 1e6, 1), "seconds": round(got["seconds"], 1),
+           "us_per_row": round(got["seconds"] / rows * 1e6, 1), "peak_rss_mb": round(got["peak_rss_mb"])}
+    child = subprocess.Popen([sys.executable, "-c", _CLI, *args, "--run-id", "KILLED"], cwd=repo,
+                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    while child.poll() is None and _count(db, "KILLED") < rows // 2:
+        time.sleep(0.2)
+    os.kill(child.pid, signal.SIGKILL)
+    child.wait()
+    out["killed_at"] = max(_count(db, "KILLED"), 0)
+    resumed = subprocess.run([sys.executable, "-c", _CLI, *args[:2], "--workspace", str(ws), "--no-progress",
+                              "--resume", "KILLED"], capture_output=True, text=True, cwd=repo)
+    if resumed.returncode:
+        out["resume_error"] = resumed.stderr.strip().splitlines()[-1:]
+        return out
+    out["resume_seconds"] = round(json.loads(resumed.stdout.strip().splitlines()[-1])["seconds"], 1)
+    con = duckdb.connect(str(db), read_only=True)
+    n, distinct = con.execute("SELECT count(*), count(DISTINCT question_id) FROM results WHERE run_id = 'KILLED'"
+                              ).fetchone()
+    con.close()
+    out["after_resume"] = {"stored": n, "distinct": distinct, "exact": n == distinct == rows}
+    log.unlink()
+    return out
 
 
 def render(f: dict) -> list[str]:
@@ -72,4 +144,15 @@ def render(f: dict) -> list[str]:
                      + (f", {r['per_row_vs_smallest']}x the smallest" if "per_row_vs_smallest" in r else "")
                      + f"), peak {r['peak_rss_mb']:,} MB")
     lines.append(f"  target: {f.get('target')}")
+    d = f.get("dataset_resume")
+    if d:
+        if "error" in d:
+            lines.append(f"ragwb score --dataset squad2, {d['rows']:,} rows: failed: {d['error']}")
+        else:
+            ar = d.get("after_resume", {})
+            lines.append(f"ragwb score --dataset squad2, {d['rows']:,} rows: {d['seconds']} s ({d['us_per_row']} us/row),"
+                         f" peak {d['peak_rss_mb']:,} MB; killed at {d['killed_at']:,}, --resume "
+                         + (f"{d['resume_seconds']} s, stored {ar.get('stored', 0):,} ({ar.get('distinct', 0):,} "
+                            f"distinct): {'exact' if ar.get('exact') else 'NOT exact'}" if "resume_seconds" in d
+                            else f"failed: {d.get('resume_error')}"))
     return lines
