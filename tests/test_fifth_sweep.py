@@ -1,18 +1,14 @@
-"""Issue 64, outside input, fifth sweep: the items landed so far, each as a user hits it (CLI paths, real files, a
-real kill)."""
+"""Issue 64, outside input, fifth sweep: each item as a user hits it (CLI and page paths, real files, a real
+127.0.0.1 server, real kills), each test failing on the code before its fix."""
 import csv
 import io
-import os
-import signal
-import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
 
 from evals.cli import main
-from test_score_stream import REPO, _count, _log, _table
+from test_score_stream import _log, _table, kill_score_when_stored
 
 
 def test_a_killed_score_against_a_gold_set_resumes(tmp_path, capsys):
@@ -23,17 +19,7 @@ def test_a_killed_score_against_a_gold_set_resumes(tmp_path, capsys):
     db = ws / "results.duckdb"
     argv = ["score", str(log), "--dataset", "squad2", "--embedder", "hash", "--workspace", str(ws), "--no-progress",
             "--no-report", "--metrics", "answer,citation,cost", "--batch", "250"]
-    child = subprocess.Popen([sys.executable, "-c", "import sys; from evals.cli import main; sys.exit(main(sys.argv[1:]))",
-                              *argv, "--run-id", "K"], cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    deadline = time.monotonic() + 300  # a condition: the child commits batch after batch
-    while time.monotonic() < deadline and child.poll() is None:
-        seen = _count(db, "K") if db.exists() else None
-        if seen and seen >= 500:
-            break
-        time.sleep(0.02)
-    assert child.poll() is None, f"the child ended before it could be killed: {child.communicate()}"
-    os.kill(child.pid, signal.SIGKILL)
-    child.wait()
+    kill_score_when_stored(argv, db, "K", 500)
     kept = _table(db, "SELECT count(*) FROM results WHERE run_id='K'")[0][0]
     assert 500 <= kept < 1500 and kept % 250 == 0  # whole batches
     capsys.readouterr()

@@ -98,23 +98,28 @@ def _table(db: Path, sql: str, *args):
         con.close()
 
 
-def test_a_killed_score_loses_at_most_a_batch_and_resumes_each_record_once(tmp_path, capsys):
-    log = _log(tmp_path / "log.csv", 30_000)
-    ws = tmp_path / "ws"
-    db = ws / "results.duckdb"
-    argv = ["score", str(log), "--workspace", str(ws), "--no-progress", "--no-report", *METRICS, "--batch", "1000"]
+def kill_score_when_stored(argv: list, db: Path, run_id: str, at_least: int) -> None:
+    """Run ``ragwb ARGV --run-id RUN_ID`` in a child and SIGKILL it once ``at_least`` records are stored (a condition,
+    not a duration: the child commits batch after batch)."""
     child = subprocess.Popen([sys.executable, "-c", "import sys; from evals.cli import main; sys.exit(main(sys.argv[1:]))",
-                              *argv, "--run-id", "K"], cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    seen = None
-    deadline = time.monotonic() + 300  # a condition, not a duration: the child commits batch after batch
+                              *argv, "--run-id", run_id], cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    deadline = time.monotonic() + 300
     while time.monotonic() < deadline and child.poll() is None:
-        seen = _count(db, "K") if db.exists() else None
-        if seen and seen >= 3000:
+        seen = _count(db, run_id) if db.exists() else None
+        if seen and seen >= at_least:
             break
         time.sleep(0.02)
     assert child.poll() is None, f"the child ended before it could be killed: {child.communicate()}"
     os.kill(child.pid, signal.SIGKILL)
     child.wait()
+
+
+def test_a_killed_score_loses_at_most_a_batch_and_resumes_each_record_once(tmp_path, capsys):
+    log = _log(tmp_path / "log.csv", 30_000)
+    ws = tmp_path / "ws"
+    db = ws / "results.duckdb"
+    argv = ["score", str(log), "--workspace", str(ws), "--no-progress", "--no-report", *METRICS, "--batch", "1000"]
+    kill_score_when_stored(argv, db, "K", 3000)
     kept = _table(db, "SELECT count(*), count(DISTINCT question_id) FROM results WHERE run_id='K'")[0]
     assert kept[0] >= 3000 and kept[0] % 1000 == 0 and kept[0] == kept[1] < 30_000  # whole batches, each once
     assert _table(db, "SELECT status FROM runs WHERE run_id='K'") == [("running",)]
