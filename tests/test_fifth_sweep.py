@@ -359,3 +359,18 @@ def test_the_pages_csv_downloads_escape_formula_cells():
                                   "value": [1.0, float("nan")]})).decode()
     rows = list(csv.reader(io.StringIO(raw, newline="")))
     assert rows[1] == ["q1", "'+cmd|' /C calc'!A0", "1.0"] and rows[2][0] == "'-5" and rows[2][1] == "ok\r=1+1"
+
+
+def test_a_trailing_comma_in_a_questions_line_is_named(tmp_path, capsys):
+    """Issue 63, item 10: a trailing comma in a questions line was reported as "Extra data: line 1 column 87"."""
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "a.md").write_text("# Harbour\n\nThe harbour office opens at eight.\n")
+    q = tmp_path / "q.jsonl"
+    q.write_text('{"question": "When does the office open?"},\n{"question": "Who runs it?", "answers": ["Ann"],}\n'
+                 '{"question": "Where is it?"}\n')
+    assert main(["ingest", str(docs), "--questions", str(q), "--embedder", "hash", "--workspace", str(tmp_path / "ws"),
+                 "--no-progress"]) == 0
+    out = capsys.readouterr().out
+    assert ":1: " in out and "a trailing comma after the closing brace" in out
+    assert ":2: " in out and "a trailing comma before a closing brace or bracket" in out

@@ -126,8 +126,10 @@ def test_run_on_a_terminal_waits_for_a_yes_after_its_cost_line(server, tmp_path)
             "local-extractive", "--llm-key-env", "RAGWB_TEST_KEY", "--judge", "none"]
     calls = Handler.calls
     code, said, at_prompt = answer_prompt(argv + ["--run-id", "NO"], "n", lambda: Handler.calls)
-    assert code == 0 and "ragwb run: 3 item(s) to evaluate on squad2; up to 3 answer call(s)" in said, said
+    assert code == 1 and "ragwb run: 3 item(s) to evaluate on squad2; up to 3 answer call(s)" in said, said
     assert "Send up to 3 call(s)? [y/N]" in said and "nothing sent for squad2" in said
+    # a decline is not a finished run (issue 63, item 9): no "finished", no reports folder named
+    assert "finished" not in said and "reports in" not in said
     assert Handler.calls == calls == at_prompt
     con = duckdb.connect(str(tmp_path / "results.duckdb"), read_only=True)
     assert con.execute("SELECT count(*) FROM runs WHERE run_id = 'NO'").fetchone() == (0,)

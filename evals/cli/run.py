@@ -187,7 +187,7 @@ def cmd_run(a) -> int:
               "each set (--limit N for more; --dataset NAME for one whole set)", file=sys.stderr)
     repeats = a.repeats if a.repeats is not None else int(run_sec.get("repeats", 1))
     race = race_config(a, systems)
-    status = 0
+    status, declined = 0, 0
     run_ids, done_runs = [], []
     from evals.run.engines import get_run_engine
 
@@ -217,6 +217,7 @@ def cmd_run(a) -> int:
                                   confirm_spend=lambda spend: confirm_spend("ragwb run", spend, a.yes))
         except SpendDeclined as e:  # the user said no at the cost line: nothing stored or sent
             print(f"ragwb run: {e}")
+            declined += 1
             continue
         print(summ.render())
         if summ.incomplete:  # stored items differ from the plan: said, and the exit status says it too
@@ -227,11 +228,16 @@ def cmd_run(a) -> int:
             status = status or 6
         run_ids.append(summ.run_id)
         done_runs.append((summ.run_id, summ.items))
+    if declined and not run_ids:  # every cost line declined: nothing ran, so no "finished" and no reports folder
+        return DECLINED
     status = write_reports(a, run_ids, status)
     n_items = sum(items for _, items in done_runs)
     print(f"finished {len(run_ids)} run(s), {n_items} items, in {time.perf_counter() - t_start:.1f}s wall time"
-          + (f"; reports in {Path(a.workspace) / 'reports'}" if not a.no_report else ""))
+          + (f"; reports in {Path(a.workspace) / 'reports'}" if not a.no_report and run_ids else ""))
     return status
+
+
+DECLINED = 1  # the exit status of a run whose cost line was answered no: nothing sent, nothing stored
 
 
 def chosen_grid(a, sweep: dict, run_sec: dict, grid: dict, cli_axes: dict) -> tuple[dict, tuple]:

@@ -41,7 +41,7 @@ def load_questions_jsonl(path: str | Path, docs: list[Document]) -> tuple[list[Q
         try:
             rec = loads_bounded(line)
         except ValueError as e:
-            skipped.append(Skipped(str(path), f"not valid JSON ({e})", line_no))
+            skipped.append(Skipped(str(path), f"not valid JSON ({e}){json_hint(line)}", line_no))
             continue
         warnings: list[str] = []
         try:
@@ -67,6 +67,20 @@ def load_questions_jsonl(path: str | Path, docs: list[Document]) -> tuple[list[Q
                                "sample: split the file or sample it")
         questions.append(q)
     return questions, skipped
+
+
+def json_hint(line: str) -> str:
+    """What a JSON error on a line most likely is, named (the parser says "Extra data: line 1 column 87")."""
+    import re
+
+    s = line.rstrip()
+    if s.endswith(","):
+        return ": a trailing comma after the closing brace (one object a line, nothing after it)"
+    if re.search(r",\s*[}\]]", s):
+        return ": a trailing comma before a closing brace or bracket (JSON allows none)"
+    if "'" in s and '"' not in s:
+        return ": single quotes (JSON strings take double quotes)"
+    return ""
 
 
 QUESTION_FIELDS = ("id", "question", "answers", "answerable", "type", "language", "evidence", "metadata")
