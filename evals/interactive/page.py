@@ -176,9 +176,11 @@ def judge_lines(sess, workspace: str, scores: pd.DataFrame | None = None) -> lis
 def agreement_plan(sess, workspace: str, limit: int = AGREEMENT_CLAIMS) -> dict:
     """What measuring the session's faithfulness judge against the human labels would send: {"calls", "cached",
     "line"}, counted exactly against the response cache before anything is sent."""
+    from rag.llm.client import dollars_text, price_known
+    from rag.llm.spend import plan_calls
+
     from evals.score.agreement import agreement_set
-    from rag.llm.client import dollars_text, price_known, price_of
-    from rag.tokens import count_tokens
+    from evals.score.metrics import Score
 
     judge = next((j for j in session_judges(sess) if j.name == "llm_faithfulness"), None)
     if judge is None:
@@ -187,20 +189,11 @@ def agreement_plan(sess, workspace: str, limit: int = AGREEMENT_CLAIMS) -> dict:
             "unless `--judge-base-url` names another or `--judge none`) and pick the LLM answerer. Offline nothing is "
             "judged or sent.")}
     rows = agreement_set()[:limit]
-    planned: set = set()
-    new = cached = tokens = 0
-    for r in rows:
-        key = judge.cache_key("", r["claim"], r["evidence"])
-        if key is None:
-            continue
-        if key in planned or judge.client.has_key(key):
-            cached += 1
-        else:
-            planned.add(key)
-            new += 1
-            tokens += count_tokens("\n\n".join(r["evidence"]) + "\n" + r["claim"]) + 60
+    reqs = [req for r in rows if not isinstance(req := judge.request("", r["claim"], r["evidence"]), Score)]
+    # the page's judge sends no schema: one set of request parameters, so the run's own counting applies
+    plan = plan_calls(judge.client, [m for m, _, _ in reqs], reqs[0][1] if reqs else None)
+    new, cached, tokens, dollars = plan.new_calls, plan.cached_calls, plan.prompt_tokens, plan.dollars
     cfg = judge.client.cfg
-    dollars = price_of(cfg.model, tokens, cfg.max_tokens * new, judge.client.prices)
     return {"calls": new, "cached": cached, "line": (
         f"**Measure the judge {cfg.model}** against {len(rows):,} human-labelled claims (ExpertQA support labels): "
         f"{new:,} judge call(s) ({tokens:,} prompt tokens, "
@@ -214,7 +207,7 @@ def measure_agreement(sess, workspace: str, limit: int = AGREEMENT_CLAIMS) -> st
     from evals.score.agreement import agreement_line, remember_agreement, run_agreement
 
     judge = next(j for j in session_judges(sess) if j.name == "llm_faithfulness")
-    rows = run_agreement(limit, judge.client, ("llm_faithfulness",), 1000)
+    rows = run_agreement(limit, judge.client, ("llm_faithfulness",), 1000, offline=False)
     row = next(r for r in rows if r["judge"] == "llm_faithfulness")
     if not row["n"]:
         raise ValueError(row.get("note") or "no usable verdict from the judge")

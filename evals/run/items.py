@@ -23,7 +23,8 @@ from rag.strategies import (BUILTIN, DEFAULT_POOL, Context, Strategy, blocks_jso
                             params_dict)
 
 from evals.analyze.judgments import ranked_passage_keys
-from evals.score.metrics import Score, ScoringInput, get_scorers, needs_autorater, score_all
+from evals.score.judges import judge_applies
+from evals.score.metrics import Score, ScoringInput, get_scorers, score_all
 
 from .config import RunConfig
 
@@ -225,11 +226,9 @@ class ItemEvaluator:
                                         hist_tokens if q.conversation_id else None, bypassed, self.fallback),
                            self.scorers)
         for j in self.judges:
-            if q.qtype == "filler":
+            if not judge_applies(j, q):  # a filler turn; sufficiency that gold evidence decided offline: no call
                 continue
             context_only = getattr(j, "only_without_evidence", False)  # the sufficiency autorater reads no answer
-            if context_only and not needs_autorater(q):
-                continue  # gold evidence (or a known unanswerable question) decided it offline: no call
             ref = q.answers[0] if q.answerable and q.answers else None
             judged = FALLBACK if is_fallback(scored, self.fallback) else scored  # judges know the one sentence
             scores[getattr(j, "score_name", j.name)] = (

@@ -99,16 +99,19 @@ def judge_llm(name: str, client, rows: list[dict]):
 
 
 def run_agreement(limit: int | None = None, llm_client=None, llm_judges=(), resamples: int = 1000,
-                  on_row=None) -> list[dict]:
-    """Every judge's agreement with the human labels; ``on_row(row)`` as each judge finishes."""
+                  on_row=None, offline: bool = True) -> list[dict]:
+    """Every judge's agreement with the human labels; ``on_row(row)`` as each judge finishes. ``offline=False``: the
+    LLM judges only (the page measures its judge, not the offline scorers again)."""
     from .support import support_embedder, threshold
 
     rows = agreement_set()[:limit] if limit else agreement_set()
     y = np.array([r["label"] for r in rows])
     out = []
-    judges = [("offline support model", lambda: judge_offline(rows, support_embedder()), threshold())]
-    judges.append(("offline, lexical only (no e5)", lambda: judge_offline(rows, None), threshold()))
-    judges.append(("word overlap (baseline)", lambda: (_overlap(rows), 0.0), 0.6))
+    judges = []
+    if offline:
+        judges += [("offline support model", lambda: judge_offline(rows, support_embedder()), threshold()),
+                   ("offline, lexical only (no e5)", lambda: judge_offline(rows, None), threshold()),
+                   ("word overlap (baseline)", lambda: (_overlap(rows), 0.0), 0.6)]
     for name in llm_judges:
         judges.append((name, lambda n=name: judge_llm(n, llm_client, rows), 0.5))
     for name, fn, thr in judges:

@@ -8,7 +8,7 @@ import re
 from dataclasses import dataclass
 
 from rag.answer.answerers import split_sentences
-from rag.llm.client import LLMClient, LLMConfig
+from rag.llm.client import LLMClient
 from rag.answer.prompts import is_fallback, parse_citations, strip_citations
 
 from .metrics import Score
@@ -22,14 +22,6 @@ def register_judge(cls):
 
 
 MAX_JUDGE_CONTEXT_CHARS = 60_000  # a whole bundled document (~25,000 characters) and more fits
-
-
-def judge_config_from_env() -> LLMConfig | None:
-    """RAGWB_JUDGE_BASE_URL + RAGWB_JUDGE_MODEL (+ RAGWB_JUDGE_KEY_ENV, the key's variable name)."""
-    url, model = os.environ.get("RAGWB_JUDGE_BASE_URL"), os.environ.get("RAGWB_JUDGE_MODEL")
-    if not (url and model):
-        return None
-    return LLMConfig(url, model, os.environ.get("RAGWB_JUDGE_KEY_ENV", "OPENAI_API_KEY"), max_tokens=512)
 
 
 def check_ragas() -> None:
@@ -209,22 +201,30 @@ class LLMContextSufficiency(_ChatJudge):
 DEFAULT_LLM_JUDGES = ("llm_faithfulness", "llm_answer_relevance", "llm_context_sufficiency")
 
 
+def judge_applies(judge, question) -> bool:
+    """Does ``judge`` judge this item at all? Never a filler turn; the sufficiency autorater only where no gold
+    evidence (or declared unanswerable) decides it offline. The run (evals/run/items.py) and every cost line ask
+    this one question."""
+    from evals.score.metrics import needs_autorater
+
+    if question.qtype == "filler":
+        return False
+    return not getattr(judge, "only_without_evidence", False) or needs_autorater(question)
+
+
 def count_judge_calls(judges, question, answer: str | None, contexts: list[str], repeat: int, planned: set,
                       fallback: str | None = None) -> tuple[int, int, int]:
     """(new calls, calls in the response cache, calls whose answer is not known yet) the judges would make for one
     item, before any is sent. ``answer`` None: the answer is not in the cache yet, so a judge that reads it counts
     as one call at most (a bound); the sufficiency autorater reads only the context and is counted exactly.
     ``planned``: cache keys already counted (one prompt twice is one call)."""
-    from evals.score.metrics import needs_autorater
     from rag.answer.prompts import FALLBACK
 
     new = cached = unknown = 0
     for j in judges:
-        if question.qtype == "filler":
+        if not judge_applies(j, question):
             continue
         context_only = getattr(j, "only_without_evidence", False)
-        if context_only and not needs_autorater(question):
-            continue
         if answer is None and not context_only:
             unknown += 1
             continue

@@ -300,7 +300,7 @@ def score_retrieval(inp: ScoringInput) -> dict[str, Score]:
     if not evs:
         return {}
     blocks = inp.blocks
-    out = {"evidence_recall": Score(sum(1 for e in evs if any(block_holds(b, e) for b in blocks)) / len(evs)),
+    out = {"evidence_recall": Score(evidence_held(inp) / len(evs)),
            "context_precision": Score(sum(1 for b in blocks if any(block_holds(b, e) for e in evs)) / len(blocks)
                                       if blocks else 0.0)}
     docs = list(dict.fromkeys(d for b in blocks for d in b.doc_ids))
@@ -323,6 +323,16 @@ def score_retrieval(inp: ScoringInput) -> dict[str, Score]:
         m = ranking_metrics(ranked, set(range(len(syms))), RANK_K)
         out[f"symbol_recall@{RANK_K}"], out[f"symbol_mrr@{RANK_K}"] = Score(m["recall"]), Score(m["mrr"])
     return out
+
+
+def evidence_held(inp: ScoringInput) -> int:
+    """How many of the question's gold evidence items some block shows: evidence_recall's numerator and what
+    context_sufficiency decides on, counted once per item (both families ask; memoised on the input)."""
+    held = getattr(inp, "_evidence_held", None)
+    if held is None:
+        held = sum(1 for e in _evidence(inp.question) if any(block_holds(b, e) for b in inp.blocks))
+        inp._evidence_held = held
+    return held
 
 
 def evidence_ranking(blocks, evs: list[Evidence], holds=block_holds) -> list:
@@ -398,7 +408,7 @@ def score_sufficiency(inp: ScoringInput) -> dict[str, Score]:
     if q.answerable is False:
         out = {"context_sufficiency": Score(0.0, "ok", "unanswerable question: no context suffices")}
     elif q.evidence:
-        held = sum(1 for e in q.evidence if any(block_holds(b, e) for b in inp.blocks))
+        held = evidence_held(inp)
         out = {"context_sufficiency": Score(float(held == len(q.evidence)), "ok",
                                             f"gold evidence: {held} of {len(q.evidence)} item(s) in the context")}
     else:

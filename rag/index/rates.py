@@ -24,38 +24,40 @@ def slowdown() -> tuple[float, float, int]:
     return max(1.0, load / cores), load, cores
 
 
-def measured_rate(workspace: str | Path, embedder: str) -> tuple[float, str]:
-    """(chunks per second, where it comes from): the last rate measured in this workspace when there is one (kept as
-    its quiet-machine equivalent: the load it was measured under taken out once, by ``keep_rate``), else the
-    quiet-machine figure; either divided by the run queue beyond the cores now (a load of 8 on 2 cores embeds about
-    4x slower). The load is accounted for once: a rate measured under load is never slowed for load a second
-    time."""
+def _stored(workspace: str | Path, key: str) -> float | None:
+    """The quiet-equivalent rate ``keep_rate`` stored under ``key`` (an embedder, or ``embedder|tokens``)."""
     try:
-        rates = json.loads((Path(workspace) / "cache" / RATES_FILE).read_text())
-        rate, src = float(rates[embedder]), "measured here last time"
-        if not rate > 0:
-            raise ValueError(rate)
+        rate = float(json.loads((Path(workspace) / "cache" / RATES_FILE).read_text())[key])
     except (OSError, ValueError, KeyError, TypeError):
-        rate, src = QUIET_RATES.get(embedder, 8.0), "a quiet 2-core figure"
+        return None
+    return rate if rate > 0 else None
+
+
+def _now(rate: float, src: str) -> tuple[float, str]:
+    """A quiet-equivalent rate divided by the load now, once, and its source saying so."""
     slow, load, cores = slowdown()
     if slow > 1.05:
         src += f", slowed {slow:.1f}x for the load now ({load:.1f} on {cores} cores)"
     return max(rate / slow, 1e-6), src
 
 
+def measured_rate(workspace: str | Path, embedder: str) -> tuple[float, str]:
+    """(chunks per second, where it comes from): the last rate measured in this workspace when there is one (kept as
+    its quiet-machine equivalent: the load it was measured under taken out once, by ``keep_rate``), else the
+    quiet-machine figure; either divided by the run queue beyond the cores now (a load of 8 on 2 cores embeds about
+    4x slower). The load is accounted for once: a rate measured under load is never slowed for load a second
+    time."""
+    rate = _stored(workspace, embedder)
+    if rate is None:
+        return _now(QUIET_RATES.get(embedder, 8.0), "a quiet 2-core figure")
+    return _now(rate, "measured here last time")
+
+
 def measured_token_rate(workspace: str | Path, embedder: str) -> tuple[float, str] | None:
     """(tokens per second now, where it comes from) when an ingest here measured one, else None (the caller prices
     chunks): kept as the quiet equivalent, divided by the load now, as ``measured_rate``."""
-    try:
-        rate = float(json.loads((Path(workspace) / "cache" / RATES_FILE).read_text())[f"{embedder}|tokens"])
-        if not rate > 0:
-            return None
-    except (OSError, ValueError, KeyError, TypeError):
-        return None
-    slow, load, cores = slowdown()
-    src = "tokens/s measured here last time" + (
-        f", slowed {slow:.1f}x for the load now ({load:.1f} on {cores} cores)" if slow > 1.05 else "")
-    return rate / slow, src
+    rate = _stored(workspace, f"{embedder}|tokens")
+    return None if rate is None else _now(rate, "tokens/s measured here last time")
 
 
 def work_tokens(embedder: str, texts: list[str], fallback: list[int]) -> list[int]:
@@ -73,9 +75,7 @@ def estimate_seconds(workspace: str | Path, embedder: str, chunks: int, tokens: 
     when there is one (long leaves cost more than short chunks), else by the chunk rate."""
     per_token = measured_token_rate(workspace, embedder)
     if per_token is None and embedder in QUIET_TOKEN_RATES:
-        slow, load, cores = slowdown()
-        per_token = (QUIET_TOKEN_RATES[embedder] / slow, "tokens/s, a quiet 2-core figure" + (
-            f", slowed {slow:.1f}x for the load now ({load:.1f} on {cores} cores)" if slow > 1.05 else ""))
+        per_token = _now(QUIET_TOKEN_RATES[embedder], "tokens/s, a quiet 2-core figure")
     if per_token is not None and tokens:
         return tokens / per_token[0], f"{per_token[0]:,.0f} {per_token[1]}"
     rate, src = measured_rate(workspace, embedder)

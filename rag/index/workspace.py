@@ -235,18 +235,20 @@ class Workspace(IngestSteps, TableUpkeep):
         chunks = [c for d in ds.documents if existing.get(d.doc_id) != d.index_hash or d.doc_id in dirty
                   for c in chunk_document(d, cfg.chunking)[0]]
         cache = self.embedding_cache
-        from .rates import work_tokens
-
-        counts = work_tokens(cfg.embedder.name, [c.embed_text for c in chunks], [c.n_tokens for c in chunks])
-        tokens = {cache._key(cfg.embedder.key, "passage", c.embed_text): n for c, n in zip(chunks, counts)}
-        keys = list(tokens)
+        by_key = {cache._key(cfg.embedder.key, "passage", c.embed_text): c for c in chunks}
+        keys = list(by_key)
         found: set = set()
         with cache._lock:
             for i in range(0, len(keys), 500):
                 part = keys[i:i + 500]
                 found.update(k for (k,) in cache.db.execute(
                     f"SELECT k FROM emb WHERE k IN ({','.join('?' * len(part))})", part).fetchall())
-        return {k: tokens[k] for k in keys if k not in found}
+        from .rates import work_tokens
+
+        # tokens counted only for what is to embed (a page opening an ingested folder counts nothing)
+        todo = [k for k in keys if k not in found]
+        counts = work_tokens(cfg.embedder.name, [by_key[k].embed_text for k in todo], [by_key[k].n_tokens for k in todo])
+        return dict(zip(todo, counts))
 
     def stored_document(self, index: str, doc_id: str):
         """A document as its committed rows hold it (text and pages), or None."""
