@@ -7,7 +7,8 @@ import sys
 import time
 
 
-def answer_prompt(argv: list[str], answer: str, count=lambda: 0, deadline_s: float = 180):
+def answer_prompt(argv: list[str], answer: str, count=lambda: 0, deadline_s: float = 180,
+                  expect_prompt: bool = True):
     """(exit code, everything it printed, ``count()`` when the question appeared). Waits on the command's
     output for the `[y/N]` question (with a deadline), types ``answer``, then reads until it exits."""
     main_fd, sub_fd = pty.openpty()
@@ -37,5 +38,5 @@ def answer_prompt(argv: list[str], answer: str, count=lambda: 0, deadline_s: flo
             proc.kill()
         os.close(main_fd)
     said = seen.decode(errors="replace")
-    assert at_prompt is not None, f"no [y/N] question: {said}"
+    assert (at_prompt is not None) == expect_prompt, f"[y/N] question asked: {at_prompt is not None}: {said}"
     return proc.returncode, said, at_prompt

@@ -1,4 +1,6 @@
 """The LLM path end to end against a real HTTP server on 127.0.0.1 (no mocks)."""
+import re
+
 import duckdb
 import pytest
 
@@ -29,15 +31,32 @@ def test_llm_answers_through_server_then_rerun_makes_zero_calls(server, tmp_path
     assert first == 12  # 6 questions x 2 strategies
     out = capsys.readouterr().out
     assert "0 hits, 12 misses" in out
-    # the cost line comes before the run's first item: the bound on answer calls, an unknown price said so
+    # the cost line comes before the run's first item: every prompt packed and counted (issue 63, items 8-9), its
+    # prompt tokens exact (the answer calls' own count), an unknown price said so
     cost = next(x for x in out.splitlines() if x.startswith("ragwb run: "))
-    assert cost == ("ragwb run: 12 item(s) to evaluate on squad2; up to 12 answer call(s) to local-extractive "
-                    "(price unknown (--price MODEL=IN,OUT); those whose prompt is in the response cache are free)")
+    tokens = int(re.search(r"\(([\d,]+) prompt tokens", cost).group(1).replace(",", ""))
+    assert cost == (f"ragwb run: 12 item(s) to evaluate on squad2; 12 answer call(s) to local-extractive "
+                    f"({tokens:,} prompt tokens, price unknown (--price MODEL=IN,OUT)); 0 already in the response "
+                    "cache (free)")
+    con = duckdb.connect(str(tmp_path / "results.duckdb"), read_only=True)
+    assert con.execute("SELECT sum(prompt_tokens) FROM results WHERE run_id='L1'").fetchone()[0] == tokens
+    con.close()
     assert out.index(cost) < out.index("0 hits, 12 misses")
     before = Handler.calls
-    assert _run(tmp_path, server, "local-extractive", "L2", off) == 0
+    # a fully cached run says so and asks nothing; with a price, the line names the tokens and the dollars
+    assert _run(tmp_path, server, "local-extractive", "L2", off + ["--price", "local-extractive=1,2"]) == 0
     assert Handler.calls == before  # every answer came from the response cache
-    assert "12 hits, 0 misses, 0 calls" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "ragwb run: 12 item(s) to evaluate on squad2; 0 calls (all cached: 12 in the response cache)" in out
+    assert "12 hits, 0 misses, 0 calls" in out
+    # half new: the new prompts' tokens and dollars, the cached half free (the last --strategies wins)
+    assert _run(tmp_path, server, "local-extractive", "L2b", off + ["--price", "local-extractive=1,2", "--strategies",
+                                                                    "chunks,full_documents"]) == 0
+    assert Handler.calls == before + 6
+    cost = next(x for x in capsys.readouterr().out.splitlines() if x.startswith("ragwb run: "))
+    assert re.search(r"; 6 answer call\(s\) to local-extractive \([\d,]+ prompt tokens, up to \$0\.\d{4}\); 6 "
+                     r"already in the response cache \(free\)$", cost), cost
+    before = Handler.calls
     con = duckdb.connect(str(tmp_path / "results.duckdb"), read_only=True)
     rows = con.execute("SELECT answer_status, usage_source, cached FROM results WHERE run_id='L2'").fetchall()
     assert {r for r in rows} == {("ok", "endpoint", True)}
@@ -126,8 +145,8 @@ def test_run_on_a_terminal_waits_for_a_yes_after_its_cost_line(server, tmp_path)
             "local-extractive", "--llm-key-env", "RAGWB_TEST_KEY", "--judge", "none"]
     calls = Handler.calls
     code, said, at_prompt = answer_prompt(argv + ["--run-id", "NO"], "n", lambda: Handler.calls)
-    assert code == 1 and "ragwb run: 3 item(s) to evaluate on squad2; up to 3 answer call(s)" in said, said
-    assert "Send up to 3 call(s)? [y/N]" in said and "nothing sent for squad2" in said
+    assert code == 1 and "ragwb run: 3 item(s) to evaluate on squad2; 3 answer call(s)" in said, said
+    assert "Send 3 call(s)? [y/N]" in said and "nothing sent for squad2" in said
     # a decline is not a finished run (issue 63, item 9): no "finished", no reports folder named
     assert "finished" not in said and "reports in" not in said
     assert Handler.calls == calls == at_prompt
@@ -136,3 +155,7 @@ def test_run_on_a_terminal_waits_for_a_yes_after_its_cost_line(server, tmp_path)
     con.close()
     code, said, at_prompt = answer_prompt(argv + ["--run-id", "YES"], "y", lambda: Handler.calls)
     assert code == 0 and at_prompt == calls and Handler.calls - calls == 3, said
+    # every prompt cached now: the line says so and nothing is asked (issue 63, item 8)
+    code, said, _ = answer_prompt(argv + ["--run-id", "AGAIN"], "y", lambda: Handler.calls, expect_prompt=False)
+    assert code == 0 and "0 calls (all cached: 3 in the response cache)" in said and "[y/N]" not in said, said
+    assert Handler.calls - calls == 3

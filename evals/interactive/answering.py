@@ -3,12 +3,12 @@ same response cache as ``ragwb run`` (WORKSPACE/cache/llm.sqlite: a CLI run and 
 and what an Apply would cost before it sends anything."""
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 
 from rag.answer.answerers import make_answerer
-from rag.llm.client import PRICES, LLMClient, dollars_text, price_known, price_of
-from rag.strategies import get_strategy, make_params
+from rag.llm.client import PRICES, LLMClient, price_known
 
+from ..run.call_plan import AnswerPlan, count_point  # noqa: F401 (AnswerPlan: the page's name)
 from ..run.runner import ItemEvaluator, point_label
 from ..score.metrics import get_scorers
 
@@ -50,53 +50,6 @@ def session_for_answerer(sessions: dict, base, choice: str, llm=None, prices: di
     return sessions[key]
 
 
-@dataclass
-class AnswerPlan:
-    """What evaluating some points on some questions will send: answer calls not in the response cache, the
-    ones that are, their prompt tokens and the dollars (prompt at the input price, completions counted at
-    max_tokens: an upper bound), and the requests to deployed services."""
-    items: int = 0
-    new_calls: int = 0
-    cached_calls: int = 0
-    prompt_tokens: int = 0
-    dollars: float = 0.0
-    service_requests: int = 0
-    overflow: int = 0  # prompts that cannot fit the model's window: refused before any call
-    notes: list = field(default_factory=list)
-    price_known: bool = True  # False: the model has no price here (said as "price unknown", never $0)
-    judge_calls: int = 0  # judge calls not in the response cache (those of answers not yet known: at most one each)
-    judge_cached: int = 0
-    judge_bound: int = 0  # of judge_calls, the ones that read an answer not known yet (so "up to")
-    judge_model: str = ""
-    judge_dollars: float = 0.0
-    judge_price_known: bool = True
-
-    @property
-    def calls(self) -> int:  # what the Send button sends at most
-        return self.new_calls + self.judge_calls
-
-    def line(self, model: str = "") -> str:
-        if not self.items:
-            return "nothing new to answer: every item of these points is already in this session"
-        parts = [f"{self.items:,} new item(s)"]
-        if self.new_calls or self.cached_calls:
-            parts.append(f"{self.new_calls:,} answer call(s) to {model or 'the LLM'} "
-                         f"({self.prompt_tokens:,} prompt tokens, "
-                         f"{dollars_text(self.dollars, self.price_known, 'up to ')})")
-            parts.append(f"{self.cached_calls:,} already in the response cache (free)")
-        if self.judge_calls or self.judge_cached:
-            up = "up to " if self.judge_bound else ""
-            parts.append(f"{up}{self.judge_calls:,} judge call(s) to {self.judge_model} (faithfulness, answer "
-                         f"relevance, sufficiency where no gold evidence decides it; "
-                         f"{dollars_text(self.judge_dollars, self.judge_price_known, 'up to ')})"
-                         + (f", {self.judge_cached:,} already in the response cache (free)" if self.judge_cached else ""))
-        if self.overflow:
-            parts.append(f"{self.overflow:,} prompt(s) over the context window (stored as context_overflow, not sent)")
-        if self.service_requests:
-            parts.append(f"{self.service_requests:,} request(s) to deployed services")
-        return "; ".join(parts)
-
-
 def answer_plan(sess, points: list[tuple[str, dict]], limit: int) -> AnswerPlan:
     """What an Apply of ``points`` on the first ``limit`` questions would send, counted before anything is sent:
     each new item's context is packed (from cached candidates) and its prompt looked up in the response cache."""
@@ -117,53 +70,5 @@ def answer_plan(sess, points: list[tuple[str, dict]], limit: int) -> AnswerPlan:
             continue
         if client is None or not todo:
             continue
-        p, strat = make_params(name, **kw), get_strategy(name)
-        escalates = getattr(strat, "escalates", False)
-        if escalates:
-            plan.notes.append(f"{name}: up to two calls an item (counted as one here)")
-        sess.retriever.warm([q.text for q in todo], p.search_key(strat.needed(p)))
-        window = client.context_window()
-        # Self-Route's first call is its cheap point's (a second only where that one abstains)
-        first, fp = p.point("cheap") if escalates else (name, p)
-        for q in todo:
-            try:
-                ctx = ev.retrieve(q.text, first, fp)[0]
-            except Exception:  # noqa: BLE001 - a plugin that fails is counted as the item it will be
-                continue
-            msgs = ev.answerer.messages(q.text, ctx.blocks)
-            n = ev.answerer.count(q.text, ctx.blocks)
-            if window and n + client.cfg.max_tokens > window:
-                plan.overflow += 1
-                continue
-            key = client.cache_key(msgs, client._params({}), 0)
-            answer = None  # the answer's text when the cache already holds it: its judge calls count exactly
-            if key in planned or client.has_key(key):
-                plan.cached_calls += 1
-                hit = client.cache.get(key) if client.cache is not None else None
-                answer = hit["text"].strip() if hit and isinstance(hit.get("text"), str) else None
-            else:
-                planned.add(key)
-                plan.new_calls += 1
-                plan.prompt_tokens += n
-                plan.dollars += price_of(client.cfg.model, n, client.cfg.max_tokens, client.prices)
-            if ev.judges and not escalates:
-                count_judges(plan, ev, q, answer, [b.text for b in ctx.blocks], planned)
+        count_point(plan, ev, client, sess.retriever, name, kw, todo, planned)
     return plan
-
-
-def count_judges(plan: AnswerPlan, ev, q, answer: str | None, contexts: list[str], planned: set) -> None:
-    """Add one item's judge calls to ``plan``: exact where the answer is known (cached), else at most one each."""
-    from rag.tokens import count_tokens
-
-    from ..score.judges import count_judge_calls
-
-    jc = ev.judges[0].client
-    plan.judge_model = jc.cfg.model
-    plan.judge_price_known = price_known(jc.cfg.model, jc.prices)
-    new, cached, unknown = count_judge_calls(ev.judges, q, answer, contexts, 0, planned, ev.fallback)
-    plan.judge_calls += new + unknown
-    plan.judge_bound += unknown
-    plan.judge_cached += cached
-    if new + unknown:  # the context once per call (an upper bound: faithfulness reads only the cited blocks)
-        tokens = count_tokens("\n\n".join(contexts)) + 200
-        plan.judge_dollars += (new + unknown) * price_of(jc.cfg.model, tokens, jc.cfg.max_tokens, jc.prices)

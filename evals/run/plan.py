@@ -161,9 +161,10 @@ def questions_changed(store: ResultStore, run_id: str, questions: list) -> bool:
 @dataclass
 class RunSpend:
     """What a run will send to paid endpoints, said before its first call (the CLI prints it and, on a terminal,
-    waits for a yes). Counted from the plan: each item of a shape is at most one answer call (a prompt already in
-    the response cache costs nothing; prompts are counted as each context is packed), each LLM judge at least one
-    call an item, each service item one request."""
+    waits for a yes). Exact where every prompt can be packed first (``exact``: evals/run/call_plan.count_run: the
+    answer calls not in the response cache, their prompt tokens and dollars, the judges' calls); otherwise bounds:
+    each item of a shape at most one answer call, each LLM judge at least one call an item, each service item one
+    request."""
     dataset: str
     items: int
     answer_calls: int = 0
@@ -172,14 +173,32 @@ class RunSpend:
     judge_line: str = ""
     judge_calls: int = 0
     service_requests: int = 0
+    exact: object = None  # an AnswerPlan when every prompt was counted
 
-    up_to = True  # the counts are bounds: the prompts are not packed yet
+    @property
+    def up_to(self) -> bool:  # the counts are bounds (the prompts are not packed yet), or judge calls of answers
+        return self.exact is None or bool(self.exact.judge_bound)  # not known yet
+
+    @property
+    def paid(self) -> bool:  # anything configured that could be paid for (the line is said even at 0 calls)
+        return bool(self.model or self.judge_line or self.service_requests)
 
     @property
     def new_calls(self) -> int:  # what the yes is asked for (0: nothing paid is sent)
+        if self.exact is not None:
+            return self.exact.calls + self.service_requests
         return self.answer_calls + self.service_requests + self.judge_calls
 
     def line(self) -> str:
+        if self.exact is not None:
+            if not self.new_calls:
+                cached = self.exact.cached_calls + self.exact.judge_cached
+                return (f"{self.items:,} item(s) to evaluate on {self.dataset}; 0 calls (all cached: {cached:,} in "
+                        "the response cache)" if cached else
+                        f"{self.items:,} item(s) to evaluate on {self.dataset}; 0 calls")
+            return (f"{self.items:,} item(s) to evaluate on {self.dataset}; "
+                    + self.exact.line(self.model).split("; ", 1)[1]
+                    + (f"; {self.service_requests:,} request(s) to deployed services" if self.service_requests else ""))
         parts = [f"{self.items:,} item(s) to evaluate on {self.dataset}"]
         if self.answer_calls:
             parts.append(f"up to {self.answer_calls:,} answer call(s) to {self.model} ({self.price}; those whose "
@@ -191,17 +210,24 @@ class RunSpend:
         return "; ".join(parts)
 
 
-def run_spend(cfg: RunConfig, plan: RunPlan, done: int = 0) -> RunSpend:
-    """The paid calls a run's plan can make (``done`` items already stored by a resume send nothing)."""
+def run_spend(cfg: RunConfig, plan: RunPlan, done: set | None = None, ws=None) -> RunSpend:
+    """The paid calls a run's plan can make (``done``: the keys a resume has stored already, which send nothing);
+    exact where ``ws`` is given and every prompt can be packed first (evals/run/call_plan.count_run)."""
     from rag.llm.spend import price_text
 
-    todo = max(plan.planned - done, 0)
+    todo = max(plan.planned - len(done or ()), 0)
     per_q = max(len(plan.questions) * cfg.repeats, 1)
     service = min(todo, len(cfg.systems) * per_q)
     shapes = todo - service
     spend = RunSpend(plan.ds.name, todo, service_requests=service)
     if cfg.answerer == "openai" and cfg.llm is not None:
         spend.answer_calls, spend.model, spend.price = shapes, cfg.llm.model, price_text(cfg.llm.model, cfg.prices)
+        if ws is not None:
+            from .call_plan import count_run
+
+            spend.exact = count_run(cfg, ws, plan, done)
+            if spend.exact is not None:
+                return spend
     if cfg.judge is not None and shapes:
         from evals.score.metrics import needs_autorater
 

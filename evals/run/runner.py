@@ -246,8 +246,9 @@ def run_evaluation(cfg: RunConfig, workspace: str | Path = "results", db: str | 
         if confirm_spend is not None:
             from .plan import run_spend
 
-            spend = run_spend(cfg, plan, len(done) if done is not None else 0)
-            if spend.new_calls and not confirm_spend(spend):
+            spend = run_spend(cfg, plan, done, ws)
+            # said even at 0 calls ("0 calls (all cached)"); asked only where something is sent
+            if spend.paid and not confirm_spend(spend):
                 raise SpendDeclined(f"nothing sent for {plan.ds.name}: the cost line was not confirmed")
         if not resume:
             run_id = run_id or time.strftime("%Y%m%d-%H%M%S-") + uuid.uuid4().hex[:6]

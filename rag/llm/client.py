@@ -275,6 +275,7 @@ class LLMClient:
         self.prices = prices
         self.limiter = limiter or Limiter(cfg.max_concurrency)
         self._lock = threading.Lock()
+        self._inflight: dict = {}  # cache key -> [its lock, threads using it]: one request a prompt at a time
         self._window: int | None = None
 
     def context_window(self) -> int:
@@ -327,6 +328,23 @@ class LLMClient:
     def chat(self, messages: list[dict], purpose: str = "answer", repeat: int = 0, **overrides) -> LLMResult:
         params = self._params(overrides)
         key = self.cache_key(messages, params, repeat)
+        if self.cache is None:
+            return self._chat(messages, purpose, params, key)
+        # one request a prompt: two threads asking the same prompt at once (two points that pack the same context)
+        # send it once; the second waits and reads the reply from the cache (the cost line counted one call)
+        with self._lock:
+            held = self._inflight.setdefault(key, [threading.Lock(), 0])
+            held[1] += 1
+        try:
+            with held[0]:
+                return self._chat(messages, purpose, params, key)
+        finally:
+            with self._lock:
+                held[1] -= 1
+                if not held[1]:
+                    self._inflight.pop(key, None)
+
+    def _chat(self, messages: list[dict], purpose: str, params: dict, key: str) -> LLMResult:
         if self.cache is not None:
             hit = self.cache.get(key)
             if hit is not None and hit.get("refused"):  # a deterministic refusal is a result, not a call to repeat
