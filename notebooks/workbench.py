@@ -287,7 +287,7 @@ def _(HEADLINE, cost, get_history, headline_table, history_key, judge_notes, mo,
         mo.md("<small>not shown (n/a on every row): " + page.not_shown_line(_dropped) + "</small>")
         if _dropped else mo.md(""),
     ] + [mo.md(f"<small>judge: {_l}</small>") for _l in judge_notes]
-      + [mo.md(f"<small>{_c}</small>") for _c in page.chart_captions(bool(_hist))]
+      + [mo.md(f"<small>{_c}</small>") for _c in page.chart_captions(bool(_hist), summary)]
     ) if len(summary) else mo.md("Pick at least one strategy.")
     return
 
@@ -520,7 +520,8 @@ def _(explore, mo, pair_a, pair_b, quality, scores):
         mo.ui.table(show_download=False, data=_p, selection=None, label=f"{pair_b.value} vs {pair_a.value}: delta with 95% interval; "
                     "better / worse when the interval excludes 0",
                     format_mapping={c: (lambda v: "" if v != v else f"{v:.3f}") for c in _p.columns
-                                    if _p[c].dtype.kind == "f"}),
+                                    if _p[c].dtype.kind == "f"}) if len(_p) else mo.md("No metric has paired questions."),
+    ] + [mo.md(f"<small>{_n}</small>") for _n in explore.paired_notes(_p)] + [
         mo.md(f"**{quality.value} per 1,000 context tokens** (95% bootstrap interval of the ratio of means)"),
         mo.ui.table(show_download=False, data=_k, selection=None,  # 3 decimals, as every other table
                     format_mapping={c: "{:.3f}" for c in _k.columns if _k[c].dtype.kind == "f" and c != "n"}),

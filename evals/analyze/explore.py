@@ -227,7 +227,7 @@ def paired_points(scores: pd.DataFrame, a: str, b: str, metrics: list[str] | Non
     """Point ``b`` against point ``a`` (names from ``points_of``) over the questions both scored ok,
     per metric: n, mean of each, the paired bootstrap delta (b - a) with its 95% interval, and a
     verdict: better / worse when the interval excludes 0 (in the metric's direction), else tie."""
-    rows = []
+    rows, unpaired = [], []
     names = sorted(_frame_codes(scores).metrics) if metrics is None and len(scores) else (metrics or [])
     wides = _wides(scores, names, {a, b})
     for metric in names:
@@ -237,9 +237,8 @@ def paired_points(scores: pd.DataFrame, a: str, b: str, metrics: list[str] | Non
         va = w[a].to_numpy(np.float64)
         vb = w[b].to_numpy(np.float64)
         both = ~(np.isnan(va) | np.isnan(vb))  # the questions both scored ok (arrays: ~25 metrics per call)
-        if not both.any():
-            rows.append({"metric": metric, "n": 0, "a": np.nan, "b": np.nan, "delta": np.nan, "low": np.nan,
-                         "high": np.nan, "verdict": "no paired questions"})
+        if not both.any():  # one line under the table names them all (never a row of n=0 per metric)
+            unpaired.append(metric)
             continue
         r = paired_bootstrap(va[both], vb[both], n_resamples, seed=seed)
         higher = getattr(METRICS.get(metric), "higher_is_better", True)
@@ -257,8 +256,26 @@ def paired_points(scores: pd.DataFrame, a: str, b: str, metrics: list[str] | Non
         rank = {m: i for i, m in enumerate([first] + [h for h in HEADLINE if h != first])}
         rows.sort(key=lambda r: (rank.get(r["metric"], len(rank)), r["metric"]))
     out = pd.DataFrame(rows, columns=["metric", "n", "a", "b", "delta", "low", "high", "verdict"])
-    out.attrs.update(a=a, b=b)
+    out.attrs.update(a=a, b=b, unpaired=unpaired)
     return out
+
+
+SMALL_N = 10  # fewer paired questions than this: an interval is said to be rough
+
+
+def paired_notes(t: pd.DataFrame) -> list[str]:
+    """What a paired table leaves out or cannot promise, one line each: the metrics no question scored on both
+    points (never n=0 rows), and a word of warning where the intervals rest on few questions."""
+    notes = []
+    if t.attrs.get("unpaired"):
+        notes.append("no paired questions (no question scored ok on both points): " + ", ".join(t.attrs["unpaired"]))
+    small = t[t["n"] < SMALL_N] if len(t) else t
+    if len(small):
+        notes.append(f"few questions: {len(small)} row(s) rest on n = {int(small['n'].min())}"
+                     + (f" to {int(small['n'].max())}" if small["n"].max() != small["n"].min() else "")
+                     + f" (under {SMALL_N}); their 95% intervals are rough, and a verdict other than tie needs a large, "
+                     "consistent difference: add questions before trusting it")
+    return notes
 
 
 def quality_per_1k_tokens(scores: pd.DataFrame, metric: str = "f1", seed: int = DEFAULT_SEED,

@@ -190,7 +190,11 @@ def cmd_compare(a) -> int:
     print(f"run {rid}: {b_} (B) against {a_} (A), paired over the questions both scored; delta = B - A with a 95% "
           "paired bootstrap interval; better / worse when the interval excludes 0 in the metric's direction")
     with pd.option_context("display.width", 250, "display.max_columns", 30):
-        print(t.to_string(index=False, na_rep="n/a"))
+        print(t.to_string(index=False, na_rep="n/a") if len(t) else "no metric has paired questions")
+    from evals.analyze.explore import paired_notes
+
+    for note in paired_notes(t):
+        print(note)
     return 0
 
 

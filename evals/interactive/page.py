@@ -301,14 +301,21 @@ def sufficiency_bar(scores: pd.DataFrame):
     return sufficiency_figure(decomposition(scores))
 
 
-def chart_captions(with_history: bool) -> list[str]:
-    """The small print under the quality-vs-cost chart: what the front is, the history's marks, the offline
-    faithfulness scorer's agreement with people."""
+def chart_captions(with_history: bool, summary: pd.DataFrame | None = None) -> list[str]:
+    """The small print under the quality-vs-cost chart: a word of warning where the intervals rest on few
+    questions, what the front is, the history's marks, the offline faithfulness scorer's agreement with people."""
+    from evals.analyze.explore import SMALL_N
     from evals.report.charts import HISTORY_CAPTION, PARETO_CAPTION
     from evals.score.support import support_caption
 
-    return [PARETO_CAPTION + (f" {HISTORY_CAPTION}" if with_history else ""),
-            f"lexical support (offline faithfulness): {support_caption()}"]
+    few = []
+    ok = summary[summary["n_ok"] > 0] if summary is not None and len(summary) and "n_ok" in summary else None
+    if ok is not None and len(ok) and int(ok["n_ok"].max()) < SMALL_N:
+        few = [f"**Few questions:** every interval here rests on at most {int(ok['n_ok'].max())} question(s) (under "
+               f"{SMALL_N}); the 95% intervals are rough and wide, so read the points as a first look and add "
+               "questions (or generate them) before trusting a difference."]
+    return few + [PARETO_CAPTION + (f" {HISTORY_CAPTION}" if with_history else ""),
+                  f"lexical support (offline faithfulness): {support_caption()}"]
 
 
 def matrix_view(scores: pd.DataFrame, judged: pd.DataFrame, questions, metric: str, filters: dict

@@ -181,8 +181,15 @@ def report_sections(store: ResultStore, run_id: str, compare: str | None = None)
     if store.con.execute("SELECT count(*) FROM results WHERE run_id = ? AND turn IS NOT NULL", [run_id]).fetchone()[0]:
         from .charts import conversation_figures
         conv_figs = conversation_figures(store.results(run_id), scores)
-    statuses = store.con.execute("SELECT strategy, metric, status, count(*) AS n FROM scores WHERE run_id=? AND "
-                                 "status <> 'ok' GROUP BY ALL ORDER BY n DESC LIMIT 30", [run_id]).df()
+    # failures by metric and status with the points they hit; not_applicable (a metric that does not apply to an
+    # item: said per metric in the summary's "Not shown" line) is one line, never a row per strategy and metric
+    statuses = store.con.execute(
+        "SELECT metric, status, count(*) AS n, string_agg(DISTINCT strategy, ', ' ORDER BY strategy) AS strategies "
+        "FROM scores WHERE run_id=? AND status NOT IN ('ok', 'not_applicable') GROUP BY ALL ORDER BY n DESC, metric",
+        [run_id]).df()
+    statuses.attrs["not_applicable"] = store.con.execute(
+        "SELECT metric, count(*) FROM scores WHERE run_id=? AND status = 'not_applicable' GROUP BY ALL "
+        "ORDER BY 2 DESC, 1", [run_id]).fetchall()
     comparison = None
     if compare:
         from evals.analyze.gate import compare_runs
@@ -224,10 +231,13 @@ def report_sections(store: ResultStore, run_id: str, compare: str | None = None)
     paired = pd.DataFrame()
     if len(pts) > 1:  # every point against the first, paired on the questions both scored
         parts = []
+        unpaired = set()
         for p in pts[1:]:
             t = paired_points(scores, pts[0], p, ["f1", "prompt_tokens"], n_resamples=1000)
+            unpaired.update(t.attrs["unpaired"])
             parts.append(t.assign(point=p)[["point", "metric", "n", "a", "b", "delta", "low", "high", "verdict"]])
         paired = pd.concat(parts, ignore_index=True).rename(columns={"a": pts[0][:40], "b": "point's"})
+        paired.attrs["unpaired"] = sorted(unpaired)
     from evals.analyze.judgments import judged_notes
     from evals.analyze.summary import run_notes
 
@@ -335,7 +345,13 @@ def build_report_html(store: ResultStore, run_id: str, compare: str | None = Non
                      "a reference answer).</p>")
     for field, t in sec["breakdowns"].items():
         parts += [f"<h2>Quality by {html.escape(field)}</h2>", _table(t)]
-    parts += ["<h2>Scores that are not ok</h2>", _table(sec["statuses"]) if len(sec["statuses"]) else "<p>none</p>"]
+    na = sec["statuses"].attrs.get("not_applicable") or []
+    parts += ["<h2>Scores that are not ok</h2>",
+              _table(sec["statuses"]) if len(sec["statuses"]) else "<p>No score failed.</p>"]
+    if na:
+        parts.append(f"<p class='src'>not_applicable (the metric does not apply to the item; why: the summary's "
+                     f"\"Not shown\" line and each score's detail): {sum(n for _, n in na):,} score(s): "
+                     + html.escape(", ".join(f"{m} {n:,}" for m, n in na)) + "</p>")
     if sec["comparison"] is not None:
         cov = sec["comparison"].attrs.get("coverage", {})
         note = ((f"<p><b>{html.escape(cov['index_difference'])}</b></p>" if cov.get("index_difference") else "")
@@ -354,9 +370,13 @@ def build_report_html(store: ResultStore, run_id: str, compare: str | None = Non
                   f"<p>Per question, the cheapest point whose F1 equals the best any point reached "
                   f"({info['questions']} questions; {info['left_out']} with no ok score left out): "
                   f"{html.escape(info['summary'])}. No router can beat it on this run.</p>", _table(t.round(3))]
-    if len(sec["paired"]):
+    if len(sec["paired"]) or sec["paired"].attrs.get("unpaired"):
+        from evals.analyze.explore import paired_notes
+
         parts += [f"<h2>Each point against {html.escape(sec['paired_against'])} (paired on the questions both "
-                  "scored; better / worse when the 95% interval of the delta excludes 0)</h2>", _table(sec["paired"])]
+                  "scored; better / worse when the 95% interval of the delta excludes 0)</h2>",
+                  _table(sec["paired"]) if len(sec["paired"]) else ""]
+        parts += [f"<p class='src'>{html.escape(n)}</p>" for n in paired_notes(sec["paired"])]
     parts += [
               f"<h2>Question x point matrix: {html.escape(sec['lead'])} (click a header to sort)</h2>",
               "<div class='scroll'>" + sec["matrix_html"] + "</div>",
