@@ -23,6 +23,7 @@ CREATE TABLE IF NOT EXISTS runs (
 );
 ALTER TABLE runs ADD COLUMN IF NOT EXISTS corpus JSON;
 ALTER TABLE runs ADD COLUMN IF NOT EXISTS options JSON;  -- how the run was asked for beyond its config (a resume keeps it)
+ALTER TABLE runs ADD COLUMN IF NOT EXISTS index_built JSON;  -- per index config: the chunking modes used, the settings they read, the embedder
 CREATE TABLE IF NOT EXISTS questions (
     dataset VARCHAR,
     question_id VARCHAR,

@@ -259,10 +259,11 @@ class ResultStore:
                              f"or continue it with --resume {run_id}")
         con.execute(
             "INSERT INTO runs (run_id, created_at, status, git_commit, dataset, index_name, config, config_hash, "
-            "versions, planned, corpus, options) VALUES (?, now(), 'running', ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            "versions, planned, corpus, options, index_built) VALUES (?, now(), 'running', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             [run_id, row.get("git_commit"), row["dataset"], row.get("index_name"), json.dumps(row["config"]),
              row["config_hash"], json.dumps(row.get("versions", {})), row.get("planned", 0),
-             json.dumps(row.get("corpus", {})), json.dumps(row.get("options", {}))])
+             json.dumps(row.get("corpus", {})), json.dumps(row.get("options", {})),
+             json.dumps(row["index_built"]) if row.get("index_built") else None])
         self._insert_run_questions(con, run_id, questions)
 
     @staticmethod
@@ -314,6 +315,8 @@ class ResultStore:
         r["config"] = json.loads(r["config"]) if r["config"] else {}
         r["corpus"] = json.loads(r["corpus"]) if r.get("corpus") else {}
         r["options"] = json.loads(r["options"]) if isinstance(r.get("options"), str) and r["options"] else {}
+        r["index_built"] = (json.loads(r["index_built"]) if isinstance(r.get("index_built"), str)
+                            and r["index_built"] else {})  # runs stored before it: {} (gate reads the config)
         return r
 
     def resolve_run(self, ref: str) -> str:

@@ -79,3 +79,111 @@ def test_paired_notes_name_the_unpaired_metrics_and_warn_on_few_questions():
     big = pd.concat([sc.assign(question_id=sc.question_id + f"-{k}") for k in range(3)], ignore_index=True)
     big = big[big.metric == "context_tokens"]
     assert paired_notes(paired_points(big, "a · x=1", "b · x=1")) == []
+
+
+# ------------------------------------------------------------------ index sweeps that mean what they say (12-16)
+
+def _md_folder(tmp_path: Path) -> Path:
+    """The handbook's Markdown files alone: auto chunks every one with hierarchy."""
+    docs = tmp_path / "md_only"
+    docs.mkdir()
+    for f in (DATA / "handbook").glob("*.md"):
+        shutil.copy(f, docs / f.name)
+    return docs
+
+
+def _runs(ws: Path) -> int:
+    import duckdb
+
+    if not (ws / "results.duckdb").exists():
+        return 0
+    con = duckdb.connect(str(ws / "results.duckdb"), read_only=True)
+    try:
+        return con.execute("SELECT count(*) FROM runs").fetchone()[0]
+    finally:
+        con.close()
+
+
+def test_a_chunk_size_sweep_that_builds_one_index_is_refused_and_a_setting_not_read_is_said(tmp_path, capsys):
+    docs, ws = _md_folder(tmp_path), tmp_path / "ws"
+    base = ["run", "--dataset", str(docs), "--questions", str(DATA / "plain.jsonl"), "--embedder", "hash",
+            "--workspace", str(ws), "--no-progress", "--no-report", "--strategies", "chunks"]
+    # the default chunker on Markdown is hierarchy, which never reads chunk_tokens: two identical indexes before
+    assert main(base + ["--set", "index.chunk_tokens=32,96"]) == 2
+    err = capsys.readouterr().err
+    assert "build one index on md_only: its documents are chunked by hierarchy (3 document(s))" in err, err
+    assert "never reads chunk_tokens" in err and "index.leaf_max" in err and _runs(ws) == 0
+    # a fixed setting the chunker never reads is marked, never labelled as if it applied
+    assert main(base + ["--chunk-tokens", "64", "--run-id", "F"]) == 0
+    err = capsys.readouterr().err
+    assert "notice: chunk_tokens 64: not read by hierarchy, which chunks md_only's documents" in err
+    # a single config that embeds says what it embeds first (item 15)
+    assert re.search(r"^index: \d+ chunk\(s\) to embed with hash, about ", err, re.M), err
+    # chunk_tokens over what e5 reads: refused before any work (was 85 s of embedding, then a notice)
+    assert main(base + ["--embedder", "e5", "--set", "index.chunker=tokens", "--set", "index.chunk_tokens=100000"]) == 2
+    err = capsys.readouterr().err
+    assert "chunk_tokens 100,000 is over the 512 tokens e5 reads of a passage" in err and "ingested" not in err
+    assert _runs(ws) == 1
+
+
+def test_best_writes_a_complete_toml_whose_run_pairs_with_its_grid_point_and_a_baseline_file_knows_its_index(
+        tmp_path, capsys):
+    import tomllib
+
+    shutil.copytree(DATA / "handbook", tmp_path / "handbook")
+    ws = tmp_path / "ws"
+    base = ["--dataset", str(tmp_path / "handbook"), "--questions", str(DATA / "plain.jsonl"), "--embedder", "hash",
+            "--workspace", str(ws), "--no-progress", "--no-report"]
+    assert main(["run", *base, "--strategies", "chunks", "--set", "chunks.top_k=2,4", "--set",
+                 "index.chunk_tokens=48,96", "--run-id", "G"]) == 0
+    capsys.readouterr()
+    assert main(["best", "G", "--metric", "context_tokens", "--workspace", str(ws)]) == 0
+    out = capsys.readouterr().out
+    toml_text = out[out.index("# ragwb best"):]
+    conf = tomllib.loads(toml_text)
+    # every index setting, defaults included (item 14), and the grid point's index settings kept in its params
+    assert conf["index"] == {"chunker": "auto", "chunk_tokens": conf["index"]["chunk_tokens"], "overlap": 16,
+                             "leaf_min": 100, "leaf_max": 500, "parent_max": 2000, "embedder": "hash"}
+    assert conf["run"]["index_in_points"] == ["chunk_tokens"]
+    point = out.splitlines()[0].split(": ")[1]
+    f = tmp_path / "best.toml"
+    f.write_text(toml_text)
+    assert main(["run", *base, "--config", str(f), "--run-id", "B"]) == 0
+    capsys.readouterr()
+    assert main(["show", "B", "--workspace", str(ws), "--metrics", "context_tokens"]) == 0
+    assert point.split(" · ")[1] in capsys.readouterr().out  # the same label as the grid point
+    assert main(["gate", "--baseline", "G", "--candidate", "B", "--workspace", str(ws)]) == 0
+    out = capsys.readouterr().out
+    assert "compared 1 of 1 candidate points" in out and "index differs" not in out
+    # a baseline file carries its run's index: against a run on another index it says so (item 13)
+    assert main(["run", *base, "--strategies", "chunks", "--run-id", "S", "--chunk-tokens", "64"]) == 0
+    assert main(["gate", "--write-baseline", str(tmp_path / "s.json"), "--candidate", "S", "--workspace",
+                 str(ws)]) == 0
+    assert main(["run", *base, "--strategies", "chunks", "--run-id", "T", "--chunk-tokens", "32"]) == 0
+    capsys.readouterr()
+    main(["gate", "--baseline", str(tmp_path / "s.json"), "--candidate", "T", "--workspace", str(ws)])
+    by_file = capsys.readouterr().out
+    main(["gate", "--baseline", "S", "--candidate", "T", "--workspace", str(ws)])
+    by_id = capsys.readouterr().out
+    assert by_file.splitlines()[0] == by_id.splitlines()[0]
+    assert by_id.splitlines()[0].startswith("index differs: chunk_tokens 64 vs 32")
+
+
+def test_auto_and_tokens_that_build_the_same_chunks_are_not_an_index_difference(tmp_path, capsys):
+    docs, ws = tmp_path / "notes", tmp_path / "ws"
+    docs.mkdir()
+    for name in ("leave.md", "remote.md"):  # as plain text: auto chunks them by tokens, as --chunker tokens does
+        (docs / name.replace(".md", ".txt")).write_text((DATA / "handbook" / name).read_text())
+    base = ["run", "--dataset", str(docs), "--questions", str(DATA / "plain.jsonl"), "--embedder", "hash",
+            "--workspace", str(ws), "--no-progress", "--no-report", "--strategies", "chunks"]
+    assert main(base + ["--run-id", "A"]) == 0
+    assert main(base + ["--run-id", "T", "--chunker", "tokens"]) == 0
+    assert main(base + ["--run-id", "H", "--chunker", "hierarchy"]) == 0
+    capsys.readouterr()
+    assert main(["gate", "--baseline", "A", "--candidate", "T", "--workspace", str(ws)]) == 0
+    assert "index differs" not in capsys.readouterr().out
+    main(["gate", "--baseline", "A", "--candidate", "H", "--workspace", str(ws)])
+    assert capsys.readouterr().out.startswith("index differs: modes {'tokens': 2} vs {'hierarchy': 2}")
+    # and a sweep of the two names is refused: one index
+    assert main(base + ["--set", "index.chunker=auto,tokens"]) == 2
+    assert "build one index on notes" in capsys.readouterr().err

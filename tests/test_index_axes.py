@@ -27,8 +27,13 @@ def test_one_run_holds_every_index_config_and_a_second_run_embeds_nothing(tmp_pa
     err = capsys.readouterr().err
     # priced first: one line per config, before the first ingest
     head = err[:err.index("ingested ")]
-    assert "index configs: 4, each built once before any answer" in head
-    assert len(re.findall(r"^  chunk_tokens=\d+,chunker=\w+: ", head, re.M)) == 4
+    # hierarchy never reads chunk_tokens (issue 63, item 12): its two configs are one index, built and shown once
+    assert "index configs: 3, each built once before any answer" in head
+    assert "hierarchy (how handbook's documents are chunked there) never reads index.chunk_tokens" in head
+    assert "1 index config(s) build the same chunks as another, built and shown once: chunk_tokens=48," \
+           "chunker=hierarchy = chunker=hierarchy" in head
+    assert len(re.findall(r"^  chunk_tokens=\d+,chunker=tokens: ", head, re.M)) == 2
+    assert len(re.findall(r"^  chunker=hierarchy: ", head, re.M)) == 1
     con = duckdb.connect(str(ws / "results.duckdb"), read_only=True)
     labels = con.execute("SELECT strategy, point_label, count(*) FROM results WHERE run_id='GRID' GROUP BY ALL "
                          "ORDER BY ALL").fetchall()
@@ -36,12 +41,13 @@ def test_one_run_holds_every_index_config_and_a_second_run_embeds_nothing(tmp_pa
         "SELECT DISTINCT params FROM results WHERE run_id='GRID'").fetchall()}
     planned = con.execute("SELECT planned, status FROM runs WHERE run_id='GRID'").fetchone()
     con.close()
-    assert len(labels) == 8 and all(n == 7 for _, _, n in labels)  # 2 strategies x 4 configs, 7 questions each
-    assert {lab for _, lab, _ in labels} == {f"index.chunk_tokens={t},index.chunker={c}" for t in (24, 48)
-                                             for c in ("tokens", "hierarchy")}
-    assert all('"index.chunk_tokens": ' in p and '"index.chunker": ' in p and '"top_k": ' in p for p in params)
-    assert len(params) == 8  # points are matched by params: two index configs are never one point
-    assert planned == (56, "finished")
+    assert len(labels) == 6 and all(n == 7 for _, _, n in labels)  # 2 strategies x 3 configs, 7 questions each
+    assert {lab for _, lab, _ in labels} == {"index.chunk_tokens=24,index.chunker=tokens",
+                                             "index.chunk_tokens=48,index.chunker=tokens", "index.chunker=hierarchy"}
+    assert all('"index.chunker": ' in p and '"top_k": ' in p for p in params)
+    assert sum('"index.chunk_tokens": ' in p for p in params) == 4  # never on a hierarchy point
+    assert len(params) == 6  # points are matched by params: two index configs are never one point
+    assert planned == (42, "finished")
     # the tokens chunker cuts 24- and 48-token windows differently: their context tokens differ
     assert main(["show", "GRID", "--workspace", str(ws), "--metrics", "context_tokens"]) == 0
     show = capsys.readouterr().out
@@ -51,7 +57,7 @@ def test_one_run_holds_every_index_config_and_a_second_run_embeds_nothing(tmp_pa
     # the same grid again, as a new run: every config is built, every text cached; nothing is embedded
     assert main(run + ["--run-id", "GRID2"]) == 0
     err = capsys.readouterr().err
-    assert "nothing new to embed" in err and re.findall(r"embedded (\d+) chunks", err) == ["0"] * 4
+    assert "nothing new to embed" in err and re.findall(r"embedded (\d+) chunks", err) == ["0"] * 3
 
 
 def test_an_unknown_index_setting_or_value_is_refused_before_anything_runs(tmp_path, capsys):
@@ -65,7 +71,8 @@ def test_an_unknown_index_setting_or_value_is_refused_before_anything_runs(tmp_p
     assert main(base + ["--set", "index.embedder=e5,word2vec"]) == 2
     assert "unknown embedder 'word2vec'; valid:" in capsys.readouterr().err
     assert main(base + ["--set", "index.chunk_tokens=8"]) == 2  # overlap 16 is not below 8: named
-    assert "index config chunk_tokens=8: overlap must be >= 0 and < chunk_tokens" in capsys.readouterr().err
+    # the overlap in force is named, and that it is the default (issue 63, item 12)
+    assert "index config of this run: overlap 16 (the default) must be below chunk_tokens 8" in capsys.readouterr().err
     assert not (ws / "results.duckdb").exists() or not duckdb.connect(str(ws / "results.duckdb"), read_only=True) \
         .execute("SELECT count(*) FROM runs").fetchone()[0]
     # the sweep file's [index] table is the same axis

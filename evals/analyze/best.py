@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import re
 
 import pandas as pd
 
@@ -40,27 +41,28 @@ def _toml_value(v) -> str:
     return json.dumps(str(v), ensure_ascii=False)  # a TOML basic string (JSON's escapes are TOML's)
 
 
+INDEX_KEYS = ("chunker", "chunk_tokens", "overlap", "leaf_min", "leaf_max", "parent_max")
+
+
 def point_toml(run: dict, strategy: str, params: dict, point: str, stats: str) -> str:
-    """The point as a sweep file: [run] (the dataset, the strategy, the run's limit), [index] (every setting that
-    differs from the shipped defaults: the run's flags and the point's own axes), [strategies.NAME] (each budget
-    that differs from the strategy's default). `ragwb run --config FILE` evaluates exactly this point."""
-    from rag.index.embedders import EmbedderConfig
-    from rag.ingest.chunking import ChunkConfig
+    """The point as a sweep file: [run] (the dataset, the strategy, the run's limit, and the index settings the
+    point carried in its params), [index] (every setting of the index the point was evaluated on, defaults too:
+    the file reproduces the point while defaults and flags change), [strategies.NAME] (the point's own budgets, so
+    the reproduced point has the same parameters and `ragwb gate` pairs it with this one)."""
     from rag.strategies import get_strategy
 
     cfg = run.get("config") or {}
     idx = dict((cfg.get("index") or {}).get("chunking") or {})
     emb = (cfg.get("index") or {}).get("embedder") or {}
-    idx.update({k[len("index."):]: v for k, v in params.items() if k.startswith("index.")})
-    chunk_default, emb_default = dataclasses.asdict(ChunkConfig()), dataclasses.asdict(EmbedderConfig())
-    index = {k: v for k, v in idx.items() if k in ("chunker", "chunk_tokens", "overlap", "leaf_min", "leaf_max",
-                                                    "parent_max") and v != chunk_default.get(k)}
-    name = params.get("index.embedder", emb.get("name"))
-    if name and name != emb_default["name"]:
-        index["embedder"] = name
+    tags = {k[len("index."):]: v for k, v in params.items() if k.startswith("index.")}
+    idx.update(tags)
+    index = {k: idx[k] for k in INDEX_KEYS if k in idx}
+    index["embedder"] = tags.get("embedder", emb.get("name") or "e5")
     fields = {f.name: f.default for f in dataclasses.fields(get_strategy(strategy).Params)}
-    budgets = {k: v for k, v in params.items() if not k.startswith("index.") and k in fields
-               and v != fields[k] and v is not None}
+    # the point's own budgets (those its label names, and any off the default): the same label and parameters
+    named = set(re.findall(r"(?:^|,)([A-Za-z_][\w.]*)=", point.split(" · ", 1)[-1]))
+    budgets = {k: v for k, v in params.items() if not k.startswith("index.") and k in fields and v is not None
+               and (k in named or v != fields[k])}
     lines = [f"# ragwb best: {point} ({stats})", f"# from run {run.get('run_id', '')}; run it again with "
              "`ragwb run --config THIS_FILE`" + (" plus the same --llm-base-url/--llm-model" if cfg.get("llm") else ""),
              "[run]", f"datasets = [{_toml_value(cfg.get('dataset', run.get('dataset')))}]",
@@ -69,8 +71,9 @@ def point_toml(run: dict, strategy: str, params: dict, point: str, stats: str) -
         lines.append(f"limit = {int(cfg['limit'])}")
     if cfg.get("answerer") and cfg["answerer"] != "extractive":
         lines.append(f"answerer = {_toml_value(cfg['answerer'])}")
-    if index:
-        lines += ["", "[index]"] + [f"{k} = {_toml_value(v)}" for k, v in index.items()]
+    if tags:  # the point's index settings stay in its params (its label and the gate's pairing)
+        lines.append(f"index_in_points = {_toml_value(list(tags))}")
+    lines += ["", "[index]"] + [f"{k} = {_toml_value(v)}" for k, v in index.items()]
     lines += ["", f"[strategies.{strategy}]"] + [f"{k} = {_toml_value(v)}" for k, v in sorted(budgets.items())]
     if emb.get("model") or emb.get("base_url"):
         lines.insert(2, f"# embedder {emb.get('name')}: pass --embed-model {emb.get('model') or ''} "

@@ -48,9 +48,21 @@ def index_settings(config: dict | None) -> dict:
     return out
 
 
-def index_difference(base_config: dict | None, cand_config: dict | None) -> str:
-    """"index differs: chunk_tokens 128 vs 256, overlap 16 vs 32" (baseline first), or "" when the two runs were
-    built on the same index settings."""
+def index_difference(base_config: dict | None, cand_config: dict | None, base_built: dict | None = None,
+                     cand_built: dict | None = None) -> str:
+    """"index differs: chunk_tokens 128 vs 256, overlap 16 vs 32" (baseline first), or "" when the two runs built
+    the same index. Where both runs stored what each index config built (``index_built``: the chunking modes used,
+    the settings they read, the embedder), that is compared, not the names: ``auto`` and ``tokens`` on PDFs build
+    the same chunks, and chunk_tokens means nothing to a hierarchy-chunked Markdown folder."""
+    if base_built and cand_built:
+        a_ids = {json.dumps(v, sort_keys=True) for v in base_built.values()}
+        b_ids = {json.dumps(v, sort_keys=True) for v in cand_built.values()}
+        if a_ids <= b_ids or b_ids <= a_ids:  # every config of one run is a config of the other
+            return ""
+        if len(base_built) == 1 and len(cand_built) == 1:
+            a, b = next(iter(base_built.values())), next(iter(cand_built.values()))
+            diff = [f"{k} {a.get(k)} vs {b.get(k)}" for k in dict.fromkeys([*a, *b]) if a.get(k) != b.get(k)]
+            return "index differs: " + ", ".join(diff)
     a, b = index_settings(base_config), index_settings(cand_config)
     diff = [f"{k} {a.get(k)} vs {b.get(k)}" for k in dict.fromkeys([*a, *b]) if a.get(k) != b.get(k)]
     return "index differs: " + ", ".join(diff) if diff else ""
@@ -105,10 +117,15 @@ def with_point_keys(df: pd.DataFrame) -> pd.DataFrame:
     return df
 
 
-def write_baseline(path: str | Path, dataset: str, df: pd.DataFrame, run_id: str) -> Path:
+def write_baseline(path: str | Path, dataset: str, df: pd.DataFrame, run_id: str, run: dict | None = None) -> Path:
+    """A run's per-question scores as a file a later gate reads; with the run's index (its config's ``index`` and
+    what each index config built), so a gate against it says "index differs" as one against the run id does."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
+    run = run or {}
     payload = {"format": "ragwb-baseline/1", "run_id": run_id, "dataset": dataset,
+               "config": {"index": (run.get("config") or {}).get("index")} if run.get("config") else None,
+               "index_built": run.get("index_built") or None,
                "rows": df.astype(object).where(df.notna(), None).to_dict(orient="records")}
     data = json.dumps(payload, separators=(",", ":")).encode()
     path.write_bytes(gzip.compress(data, mtime=0) if path.suffix == ".gz" else data)
@@ -116,13 +133,17 @@ def write_baseline(path: str | Path, dataset: str, df: pd.DataFrame, run_id: str
 
 
 def read_baseline(path: str | Path) -> tuple[str, pd.DataFrame]:
+    """(dataset, rows) of a baseline file; ``rows.attrs`` holds its run's ``config`` (the index) and ``index_built``
+    (None in a file written before they were kept)."""
     raw = Path(path).read_bytes()
     if raw[:2] == b"\x1f\x8b":
         raw = gzip.decompress(raw)
     d = json.loads(raw)
     if d.get("format") != "ragwb-baseline/1":
         raise ValueError(f"{path}: not a ragwb baseline file")
-    return d["dataset"], pd.DataFrame(d["rows"])
+    rows = pd.DataFrame(d["rows"])
+    rows.attrs.update(config=d.get("config"), index_built=d.get("index_built"))
+    return d["dataset"], rows
 
 
 def _tol(tols: dict, metric: str, base_mean: float) -> float:
@@ -324,7 +345,8 @@ def to_markdown(res: dict, base_name: str, cand_name: str) -> str:
 def compare_runs(store: ResultStore, base: str, cand: str) -> pd.DataFrame:
     """Paired deltas of two runs on the points they share (matched by parameters); ``.attrs["coverage"]``
     says how many points and questions were compared and which were left out."""
-    differs = index_difference(store.run(base).get("config"), store.run(cand).get("config"))
+    b, c = store.run(base), store.run(cand)
+    differs = index_difference(b.get("config"), c.get("config"), b.get("index_built"), c.get("index_built"))
     res = gate(per_question(store, base), per_question(store, cand), resamples=1000, allow_missing_points=True,
                index_differs=differs)
     df = pd.DataFrame(res["rows"])
@@ -337,18 +359,20 @@ def main_gate(a) -> int:
     with ResultStore(db, read_only=True) as st:
         cid = st.resolve_run(a.candidate)
         cand = per_question(st, cid)
+        crun = st.run(cid)
         if a.write_baseline:
-            print(write_baseline(a.write_baseline, cand[0], cand[1], cid))
+            print(write_baseline(a.write_baseline, cand[0], cand[1], cid, crun))
             return 0
         if not a.baseline:
             raise ValueError("--baseline is required (a run id or a baseline file)")
-        differs = ""
-        if Path(a.baseline).is_file():
+        if Path(a.baseline).is_file():  # the file carries its run's index (one written before it did: none said)
             base, bname = read_baseline(a.baseline), a.baseline
+            brun = {"config": base[1].attrs.get("config"), "index_built": base[1].attrs.get("index_built")}
         else:
             bid = st.resolve_run(a.baseline)
-            base, bname = per_question(st, bid), bid
-            differs = index_difference(st.run(bid).get("config"), st.run(cid).get("config"))
+            base, bname, brun = per_question(st, bid), bid, st.run(bid)
+        differs = (index_difference(brun.get("config"), crun.get("config"), brun.get("index_built"),
+                                    crun.get("index_built")) if brun.get("config") else "")
     if a.metrics is not None:  # "f1,faithfulness" as `score --metrics` takes it, or "f1 faithfulness"
         a.metrics = [m.strip() for x in a.metrics for m in x.split(",") if m.strip()]
     if a.metrics is not None:  # a mistyped metric in CI would gate nothing: every name must be known and scored

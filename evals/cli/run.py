@@ -19,7 +19,8 @@ SWEEP_SECTIONS = {"run", "strategies", "prices", "index"}
 
 RUN_KEYS = {"datasets": "a list of dataset names", "strategies": "a list of strategy names",
             "answerer": "extractive or openai", "limit": "an integer >= 1", "repeats": "an integer >= 1",
-            "prices": "a table MODEL = [input, output]", "plugins": "a list of strategy plugin files or modules"}
+            "prices": "a table MODEL = [input, output]", "plugins": "a list of strategy plugin files or modules",
+            "index_in_points": "a list of [index] settings each point carries in its params (ragwb best writes it)"}
 
 
 def load_sweep(path: str) -> dict:
@@ -46,7 +47,7 @@ def load_sweep(path: str) -> dict:
         if k not in RUN_KEYS:
             raise ValueError(f"{path}: unknown key [run] {k}; valid: {', '.join(RUN_KEYS)}")
         bad = ((k in ("limit", "repeats") and (not isinstance(v, int) or isinstance(v, bool) or v < 1))
-               or (k in ("datasets", "strategies", "plugins") and not (isinstance(v, str) or
+               or (k in ("datasets", "strategies", "plugins", "index_in_points") and not (isinstance(v, str) or
                                                              (isinstance(v, list) and all(isinstance(x, str) for x in v))))
                or (k == "answerer" and v not in ("extractive", "openai")))
         if bad:
@@ -193,7 +194,9 @@ def cmd_run(a) -> int:
 
     engine = get_run_engine(a.engine, engine_address(a))
     for ds in ([None] if a.resume else datasets):
-        index, axes = fold_fixed(base_index, index_grid) if base_index is not None else (index_config(a), {})
+        keep = run_sec.get("index_in_points") or ()
+        index, axes = (fold_fixed(base_index, index_grid, [keep] if isinstance(keep, str) else keep)
+                       if base_index is not None else (index_config(a), {}))
         cfg = RunConfig(dataset=ds or "squad2", questions_file=a.questions, index=index, grid=grid,
                         answerer=answerer, answerer_params={"threshold": a.threshold} if answerer == "extractive" else {},
                         prices=parse_prices(env_prices() + (a.price or []), run_sec.get("prices", {}) | sweep.get("prices", {})),

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from ..run.index_grid import AXES, index_of, index_variants, label
+from ..run.index_grid import AXES, index_of, label
 
 # the form's fields, in the order the row shows them
 FIELDS = ["chunker", "chunk_tokens", "overlap", "leaf_min", "leaf_max", "parent_max", "embedder"]
@@ -44,6 +44,7 @@ class IndexPlan:
     chunks: int = 0
     seconds: float = 0.0
     answer_items: int = 0  # items of the sweep (answer calls at most, with an LLM; cached ones are free)
+    notices: list = None  # configs merged (the same chunks), settings a chunker never reads
 
     def line(self, model: str = "") -> str:
         n = len(self.variants)
@@ -51,7 +52,7 @@ class IndexPlan:
                if self.chunks else "nothing to embed (every config built, or its texts cached)")
         calls = (f"; up to {self.answer_items:,} answer call(s) to {model} (the response cache answers the ones "
                  "asked before)" if model else f"; {self.answer_items:,} item(s) answered offline")
-        return f"{n} index config(s): {emb}{calls}"
+        return f"{n} index config(s): {emb}{calls}" + "".join(f". {x[0].upper()}{x[1:]}" for x in self.notices or [])
 
 
 def plan_index_sweep(sess, workspace: str, axes: dict, points: list, limit: int) -> IndexPlan:
@@ -63,10 +64,14 @@ def plan_index_sweep(sess, workspace: str, axes: dict, points: list, limit: int)
 
     from ..run.index_grid import fold_fixed
 
+    from ..run.index_grid import check_windows_fit, dataset_variants
+
     ws = Workspace(workspace)
     base, axes = fold_fixed(sess.retriever.reader.config, axes)  # one value: the index of every point, not an axis
-    variants = index_variants(base, axes)
     ds = sess.dataset
+    # configs that build the same chunks on this corpus are one config (a sweep that builds one index is refused)
+    variants, notices = dataset_variants(ds, base, axes)
+    check_windows_fit(ds, variants)
     rows, counted, total, secs = [], set(), 0, 0.0
     for tag, ic in variants:
         work = ws.embed_work(ds, ic)
@@ -81,7 +86,8 @@ def plan_index_sweep(sess, workspace: str, axes: dict, points: list, limit: int)
                      "embedder": ic.embedder.name, "built": "yes" if built else "no",
                      "chunks to embed": len(new), "about": f"{est:,.0f} s", "rate": src})
     items = len(variants) * len(points) * min(limit, len(ds.questions))
-    return IndexPlan(variants, pd.DataFrame(rows), total, secs, items)
+    return IndexPlan(variants, pd.DataFrame(rows), total, secs, items,
+                     [n.removeprefix("notice: ") for n in notices])
 
 
 def run_index_sweep(sess, db: str, workspace: str, axes: dict, points: list, limit: int,

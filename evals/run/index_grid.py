@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
+import json
 
 from rag.index.workspace import IndexConfig
 
@@ -76,14 +77,94 @@ def index_variants(base: IndexConfig, axes: dict) -> list[tuple[dict, IndexConfi
     return out
 
 
-def fold_fixed(base: IndexConfig, axes: dict) -> tuple[IndexConfig, dict]:
+def built_identity(ic: IndexConfig, docs) -> dict:
+    """What an index config builds on these documents (``built_chunking``: the modes used and the settings they
+    read) and the embedder that embeds it: two configs with one identity are one index (docs/sweeps.md)."""
+    from rag.ingest.chunking import built_chunking
+
+    emb = ic.embedder
+    return {**built_chunking(ic.chunking, docs), "embedder": emb.name,
+            **({"embed_model": emb.model} if emb.model else {})}
+
+
+def _unread(ic: IndexConfig, ident: dict, keys) -> list[str]:
+    return [k for k in keys if k not in ("chunker", "embedder") and k not in ident]
+
+
+def dataset_variants(ds, base: IndexConfig, axes: dict) -> tuple[list[tuple[dict, IndexConfig]], list[str]]:
+    """The index configs of ``axes`` over ``base`` on this dataset, normalised: configs that build the same index
+    (a setting no chunker of this corpus reads: chunk_tokens under hierarchy, auto on a Markdown folder) are built
+    and shown once, their tag keeping only the settings that apply; the notices say what was merged. A sweep whose
+    every value builds one index is refused (it would measure nothing), as is a window rule broken where windows
+    are cut. Returns (variants, notices)."""
+    variants = index_variants(base, axes)
+    docs = ds.documents
+    for tag, ic in variants:  # the overlap rule where a document is cut into token windows, before any work
+        if "tokens" in built_identity(ic, docs)["modes"]:
+            try:
+                ic.chunking.check_windows()
+            except ValueError as e:
+                raise ValueError(f"index config {label(index_of(tag)) or 'of this run'}: {e}") from None
+    if len(variants) < 2:  # one index: a setting it never reads is said (never labelled as if it applied)
+        ic = variants[0][1]
+        ident, default = built_identity(ic, docs), dataclasses.asdict(type(ic.chunking)())
+        off = [f"{k} {getattr(ic.chunking, k)}" for k in ("chunk_tokens", "overlap", "leaf_min", "leaf_max",
+                                                          "parent_max", "embed_window")
+               if getattr(ic.chunking, k) != default[k] and k not in ident]
+        return variants, ([f"notice: {', '.join(off)}: not read by {' and '.join(ident['modes'])}, which chunks "
+                           f"{ds.name}'s documents: the index is the one the defaults build"] if off else [])
+    seen: dict[str, int] = {}
+    out, merged = [], []
+    for tag, ic in variants:
+        ident = built_identity(ic, docs)
+        key = json.dumps(ident, sort_keys=True)
+        drop = _unread(ic, ident, index_of(tag))
+        kept = {k: v for k, v in tag.items() if k[len(PREFIX):] not in drop}
+        if key in seen:
+            merged.append((label(index_of(tag)), label(index_of(out[seen[key]][0]))))
+            continue
+        seen[key] = len(out)
+        out.append((kept, ic))
+    notices = []
+    unread: dict[str, set] = {}  # the modes of a config -> the swept settings they never read
+    for tag, ic in variants:
+        ident = built_identity(ic, docs)
+        unread.setdefault(" and ".join(ident["modes"]), set()).update(_unread(ic, ident, index_of(tag)))
+    ignored = sorted({k for ks in unread.values() for k in ks})
+    for modes, ks in unread.items():
+        if ks:
+            notices.append(f"notice: {modes} (how {ds.name}'s documents are chunked there) never read"
+                           f"{'s' if ' and ' not in modes else ''} index.{', index.'.join(sorted(ks))}: those points "
+                           "carry no such setting (docs/sweeps.md, what each chunker reads)")
+    if merged:
+        notices.append(f"notice: {len(merged)} index config(s) build the same chunks as another, built and shown "
+                       "once: " + "; ".join(f"{a} = {b}" for a, b in merged[:8]) + (" ..." if len(merged) > 8 else ""))
+    if len(out) == 1:
+        modes = built_identity(out[0][1], docs)["modes"]
+        swept = "; ".join(f"index.{k}=" + ",".join(map(str, v)) for k, v in check_axes(axes).items())
+        raise ValueError(
+            f"the index axes ({swept}) build one index on {ds.name}: "
+            f"its documents are chunked by {', '.join(f'{m} ({n} document(s))' for m, n in modes.items())}, which "
+            f"never read{'s' if len(modes) == 1 else ''} {', '.join(ignored) or 'what varies'}; every point would "
+            "measure the same chunks. Sweep a setting that applies (hierarchy: index.leaf_max; tokens: "
+            "index.chunk_tokens with index.chunker=tokens), or name the chunker")
+    # the tags name what varies among the configs kept (a setting one value of which survived is not an axis)
+    return out, notices
+
+
+def fold_fixed(base: IndexConfig, axes: dict, keep=()) -> tuple[IndexConfig, dict]:
     """A setting given one value is the run's index, not an axis: folded into the base config (so the stored
-    config says the index the run was built on, and labels name only what varies); the rest stay axes."""
+    config says the index the run was built on, and labels name only what varies); the rest stay axes. ``keep``:
+    settings that, though fixed, stay in the points' params (a sweep file from `ragwb best` reproducing a grid
+    point: the same parameters, so `ragwb gate` pairs the two)."""
     axes = check_axes(axes)
+    missing = [k for k in keep if k not in axes]
+    if missing:
+        raise ValueError(f"index_in_points names {', '.join(missing)}, which [index] does not set")
     fixed = {k: v[0] for k, v in axes.items() if len(v) == 1}
     if fixed:
         ((_, base),) = index_variants(base, fixed)
-    return base, {k: v for k, v in axes.items() if len(v) > 1}
+    return base, {k: v for k, v in axes.items() if len(v) > 1 or k in keep}
 
 
 def label(chosen: dict) -> str:
@@ -159,7 +240,16 @@ def ingest_variants(ws, ds, cfg, progress: bool, lock_wait, ingest_engine, concu
 
     from rag.index.rates import estimate_seconds
 
-    variants = index_variants(cfg.index, cfg.index_grid)
+    variants, notices = dataset_variants(ds, cfg.index, cfg.index_grid)
+    for n in notices:
+        print(n, file=sys.stderr)
+    check_windows_fit(ds, variants)
+    if len(variants) == 1:  # one config: what it must embed is said first too (never 85 s unannounced)
+        work = ws.embed_work(ds, variants[0][1])
+        if work:
+            secs, src = estimate_seconds(ws.root, variants[0][1].embedder.name, len(work), sum(work.values()))
+            print(f"index: {len(work):,} chunk(s) to embed with {variants[0][1].embedder.name}, about "
+                  f"{_duration(secs)} at {src} (once: a later run finds them built)", file=sys.stderr)
     if len(variants) > 1:
         lines, counted, total_n, total_s = [], set(), 0, 0.0
         for tag, ic in variants:
@@ -189,3 +279,27 @@ def ingest_variants(ws, ds, cfg, progress: bool, lock_wait, ingest_engine, concu
                   f"{summ.embedded:,} chunk(s) in {_duration(summ.embed_seconds)}{rate}", file=sys.stderr, flush=True)
         out.append((tag, summ))
     return out
+
+
+def check_windows_fit(ds, variants: list) -> None:
+    """A chunk size over what the embedder reads (e5: 512 tokens) is refused before any work: the tail of every
+    chunk would be dropped unembedded (it was said only after 85 s of embedding). Token windows are checked by
+    their size; hierarchy and code leaves by leaf_max, which the code chunker already cuts to the window."""
+    from rag.index.embedders import window_of
+
+    for tag, ic in variants:
+        window = window_of(ic.embedder.name)
+        modes = built_identity(ic, ds.documents)["modes"]
+        size = ic.chunking.chunk_tokens if "tokens" in modes else None
+        if window and size and size > window:
+            raise ValueError(f"index config {label(index_of(tag)) or 'of this run'}: chunk_tokens {size:,} is over the "
+                             f"{window} tokens {ic.embedder.name} reads of a passage: every chunk's tail past "
+                             f"{window} tokens would never be embedded (nor found). Use chunk_tokens <= {window}, or "
+                             "an embedder that reads more (--embedder openai, st)")
+
+
+def built_identities(ds, cfg) -> dict:
+    """Each index config of a run (by its label; "" for a run on one index) with what it builds on ``ds``
+    (``built_identity``): stored with the run, so `ragwb gate` compares what was built, not the names."""
+    return {label(index_of(tag)): built_identity(ic, ds.documents)
+            for tag, ic in dataset_variants(ds, cfg.index, cfg.index_grid)[0]}

@@ -27,6 +27,7 @@ class RunPlan:
     cpoints: list  # conversation points (conversational sets), else []
     conversational: bool
     planned: int
+    identities: dict = None  # index config label -> what it builds (index_grid.built_identities)
 
     @property
     def ingest(self):
@@ -54,7 +55,8 @@ def plan_run(cfg: RunConfig, ws, store, run_id: str | None, resume: str | None, 
         print(f"notice: run {run_id}: the gold set changed since the run started; its stored questions "
               "are kept as they were (a stored run is history)", file=sys.stderr)
     conversational = any(q.conversation_id for q in questions)
-    if len(built) > 1:  # every strategy point on every index config, its settings in the point's params
+    if len(built) > 1 or built[0][0]:  # every strategy point on every index config (or one config whose settings
+        # its points carry: `ragwb best`'s TOML reproducing a grid point), its settings in the point's params
         if conversational:
             raise ValueError("index axes (--set index.*) run on question sets: a conversational set takes one "
                              "index a run for now")
@@ -71,7 +73,10 @@ def plan_run(cfg: RunConfig, ws, store, run_id: str | None, resume: str | None, 
                             "questions, one {\"question\": ...} a line, and pass --questions FILE.jsonl "
                             "(docs/datasets.md), or let an LLM write them: `ragwb generate` (docs/generate.md))"
                             if Path(cfg.dataset).is_dir() else ""))
-    return RunPlan(ds, corpus, built, questions, points, by_index, cpoints, conversational, planned)
+    from .index_grid import built_identities
+
+    return RunPlan(ds, corpus, built, questions, points, by_index, cpoints, conversational, planned,
+                   built_identities(ds, cfg))
 
 
 def _conversation_points(cfg: RunConfig, ds, points: list, conversational: bool) -> list:

