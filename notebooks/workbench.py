@@ -84,7 +84,14 @@ def _(args, dataset, interactive, mo):
 
 
 @app.cell
-def _(args, dataset, ingest_cost, ingest_go, interactive, mo, page, wb):
+def _(args, mo):
+    # the questions file the page evaluates: --questions, then the file a Generate just wrote (no browser reload)
+    get_qfile, set_qfile = mo.state(args.questions)
+    return get_qfile, set_qfile
+
+
+@app.cell
+def _(args, dataset, get_qfile, ingest_cost, ingest_go, interactive, mo, page, wb):
     # the Embed callout is this cell's output while it waits; the loaded set replaces it (it never stays behind)
     mo.stop(ingest_cost["seconds"] > 60 and not ingest_go.value,
             mo.callout(mo.vstack([mo.md(
@@ -106,7 +113,7 @@ def _(args, dataset, ingest_cost, ingest_go, interactive, mo, page, wb):
     with mo.status.spinner(title=f"Loading {dataset.value}"):
         try:
             base_session = interactive.open_session(dataset.value, args.workspace, args.embedder,
-                                                    on_progress=_embedded, questions=args.questions,
+                                                    on_progress=_embedded, questions=get_qfile(),
                                                     systems=wb.systems)
         finally:
             if "cm" in _bar:
@@ -140,8 +147,25 @@ def _(args, base_session, mo):
 
 
 @app.cell
-def _(interactive, mo):
-    # budgets are batched in a form: moving sliders costs nothing until "Apply"
+def _(base_session, interactive, mo):
+    # budgets are batched in a form: moving sliders costs nothing until "Apply"; the code-index budgets only where
+    # the corpus holds source files (on a Markdown folder they would change nothing)
+    _code = any(d.code_language for d in base_session.dataset.documents)
+    _code_line = ("""
+        code indexes: code_block_chars {code_block_chars} (0 = whole) code_cut {code_cut} ·
+        exact names first {exact_names} · stubs {stubs} · imports {imports} · where {where} ·
+        hybrid's BM25 stopwords {hybrid__bm25_stopwords} (auto: dropped on code)
+        """ if _code else "")
+    _code_ui = dict(
+        # code budgets (docs/strategies.md, Code corpora); "shipped" leaves each strategy its own default
+        code_block_chars=mo.ui.slider(0, 4000, step=250, value=1000, show_value=True),
+        code_cut=mo.ui.dropdown(["comments", "top"], value="comments"),
+        exact_names=mo.ui.checkbox(value=True),
+        stubs=mo.ui.dropdown(["last", "keep"], value="last"),
+        imports=mo.ui.dropdown([interactive.SHIPPED, "last", "keep"], value=interactive.SHIPPED),
+        where=mo.ui.text(placeholder="kind=method;file=src/*.py"),
+        hybrid__bm25_stopwords=mo.ui.dropdown(["auto", "drop", "keep"], value="auto"),
+    ) if _code else {}
     budgets = mo.md(
         """
         **Budgets**: each strategy's own, starting at its shipped values; only the values you change are sent.
@@ -154,11 +178,7 @@ def _(interactive, mo):
         parent_child: top_k {parent_child__top_k} max_parents {parent_child__max_parents}
 
         every strategy: max_context_tokens {max_context_tokens} (0 = no limit) overflow {overflow}
-
-        code indexes: code_block_chars {code_block_chars} (0 = whole) code_cut {code_cut} ·
-        exact names first {exact_names} · stubs {stubs} · imports {imports} · where {where} ·
-        hybrid's BM25 stopwords {hybrid__bm25_stopwords} (auto: dropped on code)
-        """
+        """ + _code_line
     ).batch(
         chunks__top_k=mo.ui.slider(1, 30, value=8, show_value=True),
         hybrid__top_k=mo.ui.slider(1, 30, value=8, show_value=True),
@@ -172,14 +192,7 @@ def _(interactive, mo):
         parent_child__max_parents=mo.ui.slider(1, 10, value=4, show_value=True),
         max_context_tokens=mo.ui.slider(0, 8000, step=250, value=0, show_value=True),
         overflow=mo.ui.dropdown(["truncate", "drop"], value="truncate"),
-        # code budgets (docs/strategies.md, Code corpora); "shipped" leaves each strategy its own default
-        code_block_chars=mo.ui.slider(0, 4000, step=250, value=1000, show_value=True),
-        code_cut=mo.ui.dropdown(["comments", "top"], value="comments"),
-        exact_names=mo.ui.checkbox(value=True),
-        stubs=mo.ui.dropdown(["last", "keep"], value="last"),
-        imports=mo.ui.dropdown([interactive.SHIPPED, "last", "keep"], value=interactive.SHIPPED),
-        where=mo.ui.text(placeholder="kind=method;file=src/*.py"),
-        hybrid__bm25_stopwords=mo.ui.dropdown(["auto", "drop", "keep"], value="auto"),
+        **_code_ui,
     ).form(submit_button_label="Apply budgets")
     budgets
     return (budgets,)
@@ -318,12 +331,19 @@ def _(applied_points, interactive, mo):
 def _(mo):
     # bumped by every save: the stored-run dropdowns re-read the store, so a run just saved can be compared
     get_saved, set_saved = mo.state(0)
+    return get_saved, set_saved
+
+
+@app.cell
+def _(mo, page, session):
+    # no questions: no button that would do nothing; the line says what Save, Sweep and Race need
     save_id = mo.ui.text(label="run id (optional)", placeholder="wb-...")
     save_go = mo.ui.run_button(label="Save as run")
-    mo.hstack([save_go, save_id, mo.md("<small>stores the applied budgets' items (nothing is evaluated again), "
-                                      "so `ragwb runs`, `show`, the report and the gate see them</small>")],
-              justify="start")
-    return get_saved, save_go, save_id, set_saved
+    (mo.hstack([save_go, save_id, mo.md("<small>stores the applied budgets' items (nothing is evaluated again), "
+                                       "so `ragwb runs`, `show`, the report and the gate see them</small>")],
+               justify="start") if session.dataset.questions else
+     mo.md(f"<small>*Save as run*, *Sweep* and *Race* need questions: {page.needs_questions(session)}</small>"))
+    return save_go, save_id
 
 
 @app.cell
@@ -563,8 +583,9 @@ def _(STRATEGIES, mo):
 
 
 @app.cell
-def _(budgets, curve_param, curve_strategy, curve_values, get_sent, interactive, limit, mo, session):
+def _(budgets, curve_param, curve_strategy, curve_values, get_sent, interactive, limit, mo, page, session):
     get_sent()  # noqa: B018  (counted again after every send)
+    mo.stop(not session.dataset.questions, mo.md(f"Sweep and Race need questions: {page.needs_questions(session)}"))
     # what a Sweep would send, before it sends anything: the same line as Apply's, then the buttons
     try:
         sweep_points = interactive.sweep_points(curve_strategy.value, curve_param.value, curve_values.value,
@@ -610,9 +631,16 @@ def _(curve_go, curve_param, curve_strategy, curve_values, get_curve, interactiv
 
 
 @app.cell
-def _(args, budgets, curve_param, curve_strategy, curve_values, interactive, limit, mo, quality, race_go, session,
-      set_saved, set_sent, sweep_plan, wb):
-    mo.stop(not race_go.value, mo.md(""))
+def _(mo):
+    # the last race's result: it stays on screen when the cost line and the stored-run lists are counted again
+    get_race, set_race = mo.state(None)
+    return get_race, set_race
+
+
+@app.cell
+def _(args, budgets, curve_param, curve_strategy, curve_values, get_race, interactive, limit, mo, quality,
+      quality_cost_figure, race_go, session, set_race, set_saved, set_sent, sweep_plan, wb):
+    mo.stop(not race_go.value, get_race() or mo.md(""))
     # the live leaderboard: replaced after every batch while the race runs; the run is stored like any other
     def _look(seen, alive, exits):
         mo.output.replace(mo.vstack([mo.md(f"**Racing on {quality.value}**: {seen} questions so far, "
@@ -623,13 +651,21 @@ def _(args, budgets, curve_param, curve_strategy, curve_values, interactive, lim
         _rid = interactive.race_budgets(session, args.db, args.workspace, curve_strategy.value, curve_param.value,
                                         curve_values.value, budgets.value or {}, limit.value, quality.value,
                                         on_look=_look, prices=wb.prices)
+        _line, _board = interactive.race_result(args.db, _rid)
+        # the curve of every point raced (a point raced out is drawn on the questions it was scored on), who left
+        # and when, and the share of the grid's items spent
+        _out = mo.vstack([mo.md(_line), mo.ui.table(show_download=False, data=_board, selection=None),
+                          mo.ui.plotly(quality_cost_figure(
+                              interactive.stored_summary(args.db, _rid), quality.value, "context_tokens",
+                              title=f"race {_rid}: {quality.value} vs context tokens, {', '.join(curve_strategy.value)} "
+                                    f"racing {curve_param.value.strip()} = {curve_values.value}"))])
+    except (ValueError, KeyError) as _e:
+        _rid, _out = None, mo.callout(mo.md(f"**Race not run:** {_e.args[0] if _e.args else _e}"), kind="danger")
+    set_race(_out)  # kept before the store and the cost line are counted again (they re-run this cell's inputs)
+    if _rid:
         set_saved(lambda n: n + 1)
         if sweep_plan.calls + sweep_plan.service_requests:
             set_sent(lambda n: n + 1)
-        _line, _board = interactive.race_result(args.db, _rid)
-        _out = mo.vstack([mo.md(_line), mo.ui.table(show_download=False, data=_board, selection=None)])
-    except (ValueError, KeyError) as _e:
-        _out = mo.callout(mo.md(f"**Race not run:** {_e.args[0] if _e.args else _e}"), kind="danger")
     _out
     return
 
@@ -765,7 +801,14 @@ def _(args, best_go, interactive, mo, quality, sweep_run):
     # `ragwb best RUN --metric M`: the best point, the runner-up it beat (or the ties), its config as TOML
     mo.stop(not (best_go.value and sweep_run.value), best_go)
     try:
-        _out = mo.md(f"```toml\n{interactive.best_config(args.db, sweep_run.value, quality.value)}```")
+        # the prose apart; each TOML block pastes whole into `ragwb run --config` (marimo's Copy button on the
+        # block, kept visible and the lines wrapped by head.html; and a download)
+        _prose, _tomls = interactive.best_config(args.db, sweep_run.value, quality.value)
+        _out = mo.vstack([mo.md("  \n".join(_prose))] + [
+            _x for _k, _t in enumerate(_tomls, 1) for _x in (
+                mo.md(f"```toml\n{_t.rstrip()}\n```"),
+                mo.download(_t.encode(), filename=f"best-{sweep_run.value}-{_k}.toml", mimetype="application/toml",
+                            label="Download it as a file (ragwb run --config FILE)"))])
     except ValueError as _e:  # the metric n/a on every point of that run: said, never a traceback
         _out = mo.callout(mo.md(f"**No best point:** {_e.args[0] if _e.args else _e}"), kind="warn")
     mo.vstack([best_go, _out])
@@ -886,8 +929,10 @@ def _(mo):
 
 @app.cell
 def _(gen_form, generating, get_gen_done, mo, session, wb):
-    mo.stop(wb.llm is None or session is None or not gen_form.value, mo.md(""))
     _done = get_gen_done()  # counted again after every Send: what was just sent is in the response cache now
+    # what the last Send wrote stays said after the page reloads the dataset with it (the form starts empty then)
+    mo.stop(wb.llm is None or session is None or not gen_form.value,
+            mo.callout(mo.md(_done[1]), kind="success" if _done[0] else "danger") if _done else mo.md(""))
     _v, _said = gen_form.value, None
     try:
         gen_client = generating.generator_client(session, wb.llm, _v["model"], wb.prices)
@@ -904,7 +949,7 @@ def _(gen_form, generating, get_gen_done, mo, session, wb):
 
 
 @app.cell
-def _(gen_client, gen_form, gen_go, gen_plan, generating, mo, session, set_gen_done):
+def _(gen_client, gen_form, gen_go, gen_plan, generating, mo, session, set_gen_done, set_qfile):
     mo.stop(not gen_go.value, mo.md(""))
     _v = gen_form.value
     with mo.status.progress_bar(total=gen_plan.jobs, title=f"Asking {gen_client.cfg.model} for questions",
@@ -913,11 +958,13 @@ def _(gen_client, gen_form, gen_go, gen_plan, generating, mo, session, set_gen_d
             _path, _line = generating.generate_for_page(session, gen_client, int(_v["n"]), _v["types"],
                                                         int(_v["seed"]), gen_plan.out, progress=_bar,
                                                         language=_v["language"], max_overlap=int(_v["max_overlap"]))
-            _done = (True, f"**Generated:** {_line}. Review them before trusting them: "
-                           f"`marimo run notebooks/review.py -- --questions {_path}`.")
+            _done = (True, f"**Generated:** {_line}. The page evaluates them now (loaded above); review them "
+                           f"before trusting them: `marimo run notebooks/review.py -- --questions {_path}`.")
         except ValueError as _e:  # every reply dropped or failed: nothing written, the file keeps what it held
             _done = (False, f"**Nothing written:** {_e.args[0] if _e.args else _e}")
     set_gen_done(_done)  # the line above is counted again and shows this under it
+    if _done[0]:
+        set_qfile(str(_path))  # the dataset reloads with them: the page goes on evaluating, no browser reload
     return
 
 

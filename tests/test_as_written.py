@@ -415,17 +415,27 @@ def test_plain_questions_in_chromium_score_a_logged_file(browser, tmp_path):
 
 
 def test_a_folder_without_questions_in_chromium_generates_them_after_the_cost_line(browser, tmp_path, llm):
-    """A folder with no questions, as teams bring it, and an LLM: the page's Generate counts its calls first and
-    sends nothing (price unknown, never $0), the corpus's shortfall said (3 passages of 40 words or more); Send asks
-    exactly that many, writes the file and remembers it for the folder."""
+    """A folder with no questions, as teams bring it, and an LLM: Save as run, Sweep and Race say what they need
+    (no dead buttons), no code-index control on a folder with no source file; the page's Generate counts its calls
+    first and sends nothing (price unknown, never $0), the corpus's shortfall said (3 passages of 40 words or more);
+    Send asks exactly that many, writes the file and remembers it for the folder, and the page evaluates them with
+    no reload (issue 63, items 4-6). A Race's result then stays on screen (its curve and leaderboard), and the best
+    point's TOML is a block apart from its prose, with a Copy button, that `ragwb run --config` takes as pasted
+    (items 1-2)."""
     from openai_server import Handler
 
     docs, ws = _folder(tmp_path), tmp_path / "ws"
     proc, url = _serve(["--dataset", str(docs), "--embedder", "hash", "--workspace", str(ws),
-                        "--llm-base-url", llm, "--llm-model", "local-extractive"])
+                        "--llm-base-url", llm, "--llm-model", "local-extractive", "--send"])
     try:
         page, errors = open_page(browser, url)
+        page.context.grant_permissions(["clipboard-read", "clipboard-write"], origin=url.rstrip("/"))
         page.wait_for_selector("text=has no questions yet", timeout=120000)
+        page.wait_for_selector("text=Sweep and Race need questions: handbook has none yet", timeout=60000)
+        page.wait_for_selector("text=/Save as run, Sweep and Race need questions/", timeout=60000)
+        assert page.get_by_role("button", name="Save as run").count() == 0
+        assert page.get_by_role("button", name=re.compile("^Race these budgets")).count() == 0
+        assert page.locator("text=code indexes").count() == 0  # Markdown, HTML and text: no source file
         page.get_by_placeholder("model name").fill("questioner")
         calls = Handler.calls
         page.get_by_role("button", name="Count the cost").click()
@@ -434,19 +444,63 @@ def test_a_folder_without_questions_in_chromium_generates_them_after_the_cost_li
         text = line.inner_text()
         assert "asked for 50: the corpus has passages for 3" in text and "3 call(s) to questioner" in text
         assert "price unknown" in text and "$0" not in text and Handler.calls == calls
+        n0 = len(Handler.bodies)
         page.get_by_role("button", name="Send 3 call(s)", exact=True).click()
         page.wait_for_selector("text=/Generated: wrote .*questions\\.jsonl/", timeout=120000)
-        assert Handler.calls - calls == 3
-        # counted again after the send: every call is in the response cache now, and the file would be replaced
+        asked = [json.loads(b).get("model") for b in Handler.bodies[n0:]]
+        assert asked.count("questioner") == 3, asked
+        rows = [json.loads(x) for x in (ws / "generated" / "handbook.questions.jsonl").read_text().splitlines()]
+        assert rows and all(r["evidence"] for r in rows)
+        # no reload: the page loads what it wrote and evaluates it (--send: the Apply's calls go without a click)
+        page.wait_for_selector(f"text=questions (of {len(rows)})", timeout=120000)
+        page.wait_for_selector("text=/Generated: wrote .*questions\\.jsonl/", timeout=60000)  # still said
+        page.wait_for_selector("text=/Few questions: every interval here rests on at most [1-3] question/",
+                               timeout=120000)  # evaluated: the reloaded page has settled
+        # counted again: every call is in the response cache now, and the file would be replaced (the reloaded page
+        # may still be re-drawing the form below the chart: asked again until the line comes)
         again = page.locator("text=/Generate: .*0 call\\(s\\) to questioner/").first
-        again.wait_for(timeout=60000)
+        for attempt in range(6):
+            page.get_by_placeholder("model name").fill("questioner")
+            page.get_by_role("button", name="Count the cost").click()
+            try:
+                again.wait_for(timeout=20000)
+                break
+            except Exception:
+                if attempt == 5:
+                    raise
         assert "3 already in the response cache" in again.inner_text() and "replacing its" in again.inner_text()
         page.get_by_role("button", name="Write them from the response cache (0 new calls)").wait_for(timeout=60000)
         assert page.locator("text=Traceback").count() == 0 and errors == [], errors
-        rows = [json.loads(x) for x in (ws / "generated" / "handbook.questions.jsonl").read_text().splitlines()]
-        assert rows and all(r["evidence"] for r in rows)
-        page.reload()  # the page opened again evaluates on the questions it wrote
-        page.wait_for_selector(f"text=questions (of {len(rows)})", timeout=120000)
+        page.wait_for_selector("text=/Few questions: every interval here rests on at most [1-3] question/",
+                               timeout=120000)
+        # a Race: its result stays after the store and the cost lines are counted again
+        page.get_by_role("button", name=re.compile("^Race these budgets")).click()
+        page.wait_for_selector("text=/Raced and stored as/", timeout=120000)
+        rid = re.search(r"Raced and stored as (\S+)", page.locator("text=/Raced and stored as/").first.inner_text()
+                        ).group(1)
+        page.locator("select").filter(has=page.locator("option", has_text=rid)).first.wait_for(timeout=60000)
+        page.wait_for_timeout(1500)  # every cell the store's bump re-runs has run: the result is still there
+        page.wait_for_selector("text=/Raced and stored as/", timeout=30000)
+        page.wait_for_selector(f"text=/race {rid}: /", timeout=30000)  # its curve
+        # the best point: prose apart, a TOML block that pastes whole, a Copy button
+        page.get_by_role("button", name="Best config of the stored sweep (TOML to paste)").click()
+        block_el = page.locator(".codehilite-wrapper", has=page.locator("text=/# ragwb best: /")).first
+        block_el.wait_for(timeout=60000)
+        block = block_el.locator("pre").first.inner_text()
+        assert block.startswith("# ragwb best: ") and "best on " not in block, block
+        # the prose is apart (above the block), and the block's Copy button is visible without a hover
+        page.wait_for_selector("text=/^best on f1: /", timeout=30000)
+        copy = block_el.get_by_role("button", name="Copy to clipboard")
+        assert copy.is_visible() and copy.evaluate("b => getComputedStyle(b.parentElement).opacity") == "1"
+        box = block_el.bounding_box()
+        assert box["x"] + box["width"] <= 1440  # wrapped: nothing past the right edge
+        page.bring_to_front()  # the clipboard is written by a focused page only
+        copy.click()
+        pasted = page.evaluate("navigator.clipboard.readText()")
+        assert pasted.strip() == block.strip(), pasted
+        toml_file = tmp_path / "pasted.toml"
+        toml_file.write_text(pasted)
+        assert page.locator("text=Traceback").count() == 0 and errors == [], errors
         page.close()
     finally:
         proc.terminate()
@@ -455,3 +509,6 @@ def test_a_folder_without_questions_in_chromium_generates_them_after_the_cost_li
     from evals.run.runner import questions_file_for
 
     assert questions_file_for(Workspace(str(ws)), str(docs), None) == str(ws / "generated" / "handbook.questions.jsonl")
+    assert main(["run", "--config", str(toml_file), "--dataset", str(docs), "--embedder", "hash", "--workspace",
+                 str(ws), "--no-progress", "--no-report", "--llm-base-url", llm, "--llm-model", "local-extractive",
+                 "--run-id", "PASTED"]) == 0

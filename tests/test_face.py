@@ -187,3 +187,19 @@ def test_auto_and_tokens_that_build_the_same_chunks_are_not_an_index_difference(
     # and a sweep of the two names is refused: one index
     assert main(base + ["--set", "index.chunker=auto,tokens"]) == 2
     assert "build one index on notes" in capsys.readouterr().err
+
+
+def test_chart_labels_of_an_index_sweep_go_on_hover_and_notes_sit_above_the_plot():
+    from evals.report.charts import quality_cost_figure
+
+    rows = [{"strategy": "chunks", "point": f"index.chunk_tokens={t},top_k={k}", "metric": m, "n": 5, "n_ok": 5,
+             "mean": v, "low": v, "high": v, "na_reason": "", "higher_is_better": m != "context_tokens"}
+            for t in (48, 96, 192) for k in (2, 4) for m, v in (("f1", 1.0), ("context_tokens", t * k))]
+    fig = quality_cost_figure(pd.DataFrame(rows), "f1")
+    tr = next(t for t in fig.data if t.name == "chunks")
+    assert "text" not in tr.mode and "%{text}" in tr.hovertemplate  # six long labels: hover, never overprinted
+    assert "every point scores 1.000" in fig.layout.title.text  # the note under the title, above the plot area
+    assert not any("every point" in (a.text or "") for a in fig.layout.annotations)
+    few = quality_cost_figure(pd.DataFrame([r for r in rows if r["point"].endswith("top_k=2")]).assign(
+        point=lambda d: d.point.str.replace("index.chunk_tokens=", "ct")), "f1")
+    assert "text" in next(t for t in few.data if t.name == "chunks").mode  # three short labels stay on the plot

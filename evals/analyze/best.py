@@ -145,6 +145,13 @@ def _point_params(store, run_id: str) -> dict:
 
 
 def render(choice: Choice) -> str:
+    prose, tomls = render_parts(choice)
+    return "\n".join(prose + [x for t in tomls for x in ("", t.rstrip())]) + "\n"
+
+
+def render_parts(choice: Choice) -> tuple[list[str], list[str]]:
+    """(the prose lines: the best point, the runner-up or the ties; each chosen point's TOML, whole: a block that
+    `ragwb run --config` takes as pasted, its comments included)."""
     m, t = choice.metric, choice.table
     out = []
     if choice.note:
@@ -167,6 +174,4 @@ def render(choice: Choice) -> str:
             more = len(choice.tied) - 12
             out.append(f"no point is clearly best: {len(choice.tied)} tied with it (95% paired interval includes 0): "
                        + "; ".join(choice.tied[:12]) + (f"; and {more} more" if more > 0 else ""))
-    for name in choice.best:
-        out += ["", choice.configs[name].rstrip()]
-    return "\n".join(out) + "\n"
+    return out, [choice.configs[name] for name in choice.best]

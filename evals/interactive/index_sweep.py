@@ -111,11 +111,12 @@ def run_index_sweep(sess, db: str, workspace: str, axes: dict, points: list, lim
     return run_evaluation(cfg, workspace, db, progress=False).run_id
 
 
-def best_config(db: str, run_id: str, metric: str) -> str:
-    """What `ragwb best RUN --metric M` prints for a stored run: the best point with its interval, the runner-up
-    it beat or the points tied with it, and its whole configuration as TOML that `ragwb run --config` takes."""
-    from ..analyze.best import choose, render
+def best_config(db: str, run_id: str, metric: str) -> tuple[list[str], list[str]]:
+    """What `ragwb best RUN --metric M` says of a stored run, in two parts: the prose (the best point with its
+    interval, the runner-up it beat or the points tied with it) and each chosen point's whole configuration as TOML
+    that `ragwb run --config` takes as pasted."""
+    from ..analyze.best import choose, render_parts
     from ..store import ResultStore
 
     with ResultStore(db, read_only=True) as st:
-        return render(choose(st, run_id, metric))
+        return render_parts(choose(st, run_id, metric))

@@ -75,6 +75,14 @@ def no_questions_message(sess) -> str:
     return NO_QUESTIONS.format(name=sess.dataset.name, spec=sess.spec or sess.dataset.name)
 
 
+def needs_questions(sess) -> str:
+    """What Save as run, Sweep and Race say on a dataset with no questions (in place of buttons that would do
+    nothing): how to give it some."""
+    return (f"{sess.dataset.name} has none yet. Reopen the page with `--questions FILE.jsonl` (one "
+            "{\"question\": ...} a line), or let an LLM write them in *Generate gold questions* below: the page "
+            "evaluates them as soon as they are written.")
+
+
 def metrics_with_values(summary: pd.DataFrame) -> set[str]:
     if summary is None or not len(summary) or "n_ok" not in summary:
         return set()

@@ -1,6 +1,8 @@
 """plotly figures shared by the CLI report and the notebooks."""
 from __future__ import annotations
 
+import html
+
 import pandas as pd
 
 
@@ -110,12 +112,16 @@ def quality_cost_figure(summary: pd.DataFrame, quality: str, cost: str = "contex
                                  marker={"size": 7, "symbol": "circle-open",
                                          "color": [strategy_colour(x) for x in h["strategy"]]},
                                  hovertemplate="%{text}<br>cost %{x:.0f}<br>" + quality + " %{y:.3f}<extra></extra>"))
+    # point labels on the plot only while they can be read: a few short ones a strategy; an index sweep's
+    # (index.chunk_tokens=48,top_k=2) or many points overprint one another, so their labels are on hover alone
+    readable = bool(len(df)) and df.groupby("strategy").size().max() <= 4 and df["point"].str.len().max() <= 16
     for strat, g in df.groupby("strategy"):
-        g = g.sort_values("cost")  # a strategy's budget points joined in cost order, each labelled
+        g = g.sort_values("cost")  # a strategy's budget points joined in cost order
         outline = [FRONT_OUTLINE if p else TIE_OUTLINE if t else {"color": strategy_colour(strat), "width": 0}
                    for p, t in zip(g["pareto"], g["tie"])]
         fig.add_trace(go.Scatter(
-            x=g["cost"], y=g["mean"], mode="lines+markers+text" if len(g) > 1 else "markers", name=strat,
+            x=g["cost"], y=g["mean"], mode=("lines+markers+text" if readable else "lines+markers") if len(g) > 1
+            else "markers", name=strat,
             text=g["point"], cliponaxis=False, textfont={"size": 11},
             # labels alternate above and below the points, so two close points (two chunk sizes) stay readable
             textposition=["top center" if i % 2 == 0 else "bottom center" for i in range(len(g))],
@@ -140,15 +146,15 @@ def quality_cost_figure(summary: pd.DataFrame, quality: str, cost: str = "contex
         notes.append(f"every point scores {df['mean'].iloc[0]:.3f}: {quality} does not separate these points")
     if len(df) and cost == "cost_usd" and (df["cost"] == 0).all():
         notes.append("cost is 0 everywhere: no prices set (--price MODEL=IN,OUT) or a local answerer")
-    for k, n in enumerate(notes):
-        fig.add_annotation(text=n, xref="paper", yref="paper", x=0, y=1.0 - 0.07 * k, showarrow=False,
-                           xanchor="left", font={"size": 11, "color": "#a33"})
+    # notes sit under the title, above the plot area: never over a marker
+    head = (title or f"{quality} vs {cost}") + "".join(
+        f"<br><span style='font-size:11px;color:#a33'>{html.escape(n)}</span>" for n in notes)
     fig.add_annotation(text="black outline: Pareto front · grey outline: tied with it (95% CIs overlap)",
                        xref="paper", yref="paper", x=1, y=-0.22, showarrow=False, xanchor="right",
                        font={"size": 10, "color": "#555"})
-    fig.update_layout(title=title or f"{quality} vs {cost}", xaxis_title=f"{cost.replace('_', ' ')} per question (mean)",
-                      yaxis_title=f"{quality} (mean over questions, 95% CI)", template="plotly_white", height=440,
-                      margin={"l": 70, "r": 70, "t": 60, "b": 80})
+    fig.update_layout(title=head, xaxis_title=f"{cost.replace('_', ' ')} per question (mean)",
+                      yaxis_title=f"{quality} (mean over questions, 95% CI)", template="plotly_white",
+                      height=440 + 18 * len(notes), margin={"l": 70, "r": 70, "t": 60 + 18 * len(notes), "b": 80})
     # room beyond the outermost points, so their labels are never cut at either edge
     fig.update_xaxes(automargin=True)
     if is_unit_interval(quality) and (not len(df) or (df["low"].min() >= 0 and df["high"].max() <= 1)):

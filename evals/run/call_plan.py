@@ -18,6 +18,7 @@ class AnswerPlan:
     items: int = 0
     new_calls: int = 0
     cached_calls: int = 0
+    repeated_calls: int = 0  # prompts another item of this plan asks too: one call answers both (free)
     prompt_tokens: int = 0
     dollars: float = 0.0
     service_requests: int = 0
@@ -40,11 +41,13 @@ class AnswerPlan:
         if not self.items:
             return "nothing new to answer: every item of these points is already in this session"
         parts = [f"{self.items:,} new item(s)"]
-        if self.new_calls or self.cached_calls:
+        if self.new_calls or self.cached_calls or self.repeated_calls:
             parts.append(f"{self.new_calls:,} answer call(s) to {model or 'the LLM'} "
                          f"({self.prompt_tokens:,} prompt tokens, "
                          f"{dollars_text(self.dollars, self.price_known, 'up to ')})")
-            parts.append(f"{self.cached_calls:,} already in the response cache (free)")
+            parts.append(f"{self.cached_calls:,} already in the response cache (free)"
+                         + (f", {self.repeated_calls:,} repeat{'s' if self.repeated_calls == 1 else ''} a prompt "
+                            "counted above (one call answers both)" if self.repeated_calls else ""))
         if self.judge_calls or self.judge_cached:
             up = "up to " if self.judge_bound else ""
             each = ", ".join(f"{n} {c:,}" for n, c in self.judge_each.items() if c)
@@ -86,7 +89,9 @@ def count_point(plan: AnswerPlan, ev, client, retriever, name: str, kw: dict, to
         for rep in range(repeats):
             key = client.cache_key(msgs, params, rep)
             answer = None  # the answer's text when the cache already holds it: its judge calls count exactly
-            if key in planned or client.has_key(key):
+            if key in planned:  # the same prompt twice in this plan (two points packing one context): one call
+                plan.repeated_calls += 1
+            elif client.has_key(key):
                 plan.cached_calls += 1
                 hit = client.cache.get(key) if client.cache is not None else None
                 answer = hit["text"].strip() if hit and isinstance(hit.get("text"), str) else None
