@@ -283,7 +283,7 @@ def folder_set(src: Path, out: Path, suffixes: tuple[str, ...], keep_docs: bool 
     written to ``out/corpus``; ``keep_docs`` leaves the files as they are (issue 55's held-out check: docs in place,
     the question is the doc's first sentence with the name taken out). Definitions sharing a question are its gold
     together (``merge_shared_questions``) unless ``one_per_definition``. (files, questions)"""
-    from rag.ingest.code import all_defs, code_language, is_stub, parse_code
+    from rag.ingest.code import doc_above_blanks, all_defs, code_language, is_stub, parse_code
 
     corpus, questions, files = out / "corpus", [], 0
     for p in sorted(src.rglob("*")):
@@ -307,6 +307,8 @@ def folder_set(src: Path, out: Path, suffixes: tuple[str, ...], keep_docs: bool 
             i = d.head
             while i - 1 >= 0 and lines[i - 1].strip() and _DOC_LINE.match(lines[i - 1]):
                 i -= 1
+            if i == d.head:  # a JSDoc block or /// run a blank line or two above (as the chunker attaches it)
+                i = doc_above_blanks(lines, d.head, -1)
             if i == d.head:
                 continue
             if not keep_docs:

@@ -56,6 +56,9 @@ def _outside_input(f: dict) -> list[str]:
     if f.get("embed"):
         from .embed import render as render_embed
         lines += render_embed(f["embed"])
+    if f.get("browser"):
+        from .browser import render as render_browser
+        lines += render_browser(f["browser"])
     return lines
 
 

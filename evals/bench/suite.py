@@ -28,7 +28,7 @@ def add_bench_args(p) -> None:
     p.add_argument("--only", nargs="*", choices=["ingest", "retrieval", "repack", "eval", "ragas", "llm", "growth",
                                                  "rerun", "support", "mainjob", "scale", "scale5", "engines", "apply",
                                                  "gate", "score", "system", "race", "search", "index-grid",
-                                                 "patterns", "score-stream", "plugins", "embed"],
+                                                 "patterns", "score-stream", "plugins", "embed", "browser"],
                    default=None,
                    help="measure only these figures; scale, scale5, mainjob and engines (minutes each) run only "
                         "when named here")
@@ -42,6 +42,8 @@ def _add_extra(p) -> None:
     p.add_argument("--scale5", nargs="*", default=["10000:exact", "10000:ann", "100000:ann", "1000000:ann"],
                    help="ROWS:MODE points of the 5-strategy retrieval curve (default 10000:exact 10000:ann "
                         "100000:ann 1000000:ann)")
+    p.add_argument("--browser-sizes", nargs="*", type=int, default=[12, 300], metavar="N",
+                   help="browser figure: questions of each page timed in Chromium (default 12 300)")
     p.add_argument("--engine-cpus", type=int, default=2, help="engines figure: num_cpus of the local Ray runtime (2)")
     p.add_argument("--gate-items", type=int, default=50_000,
                    help="gate figure: items in each of the two stored runs compared (default 50000)")
@@ -118,6 +120,8 @@ def named_figures(a, ds, cfg, tmp: Path) -> dict:
         "race": ("race", True, lazy("race", "race_figure", tmp / "race")),
         "search": ("search", True, lazy("search", "search_figure", tmp / "search")),
         "embed": ("embed", True, lazy("embed", "embed_figure", tmp / "embed")),
+        "browser": ("browser", True, lazy("browser", "browser_figure", tmp / "browser", a.dataset, a.embedder,
+                                          tuple(a.browser_sizes), max(2, a.repeats * 2))),
         "patterns": ("patterns", False, lazy("patterns", "patterns_figure")),
         "index-grid": ("index_grid", True, lazy("index_grid", "index_grid_figure", tmp / "index_grid", "xquad-en",
                                                 a.embedder)),

@@ -21,7 +21,8 @@ from .drilldown import drilldown_html, side_by_side_html  # noqa: F401 (re-expor
 # the workbench's grading, answerers and datasets live in their own modules; re-exported for the notebooks
 from .grading import (GRADE_LABELS, grade_click, grade_passage, gradable_passages, grading_table_html,  # noqa: F401
                       latest_click, next_ungraded, session_judged_scores, stored_grades)
-from .answering import (AnswerPlan, answer_plan, llm_session, session_for_answerer)  # noqa: F401
+from .answering import (AnswerPlan, answer_plan, answer_plan_kept, llm_session,  # noqa: F401
+                        session_for_answerer)
 from .datasets import (WorkbenchArgs, resolve_dataset, workbench_args, workspace_datasets)  # noqa: F401
 from ..run.runner import ItemEvaluator, point_id, point_label  # noqa: F401 (re-exported)
 from .evaluate import SHIPPED, evaluate_points, points_from_budgets, summarize_session  # noqa: F401 (re-exported)

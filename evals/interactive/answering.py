@@ -72,3 +72,19 @@ def answer_plan(sess, points: list[tuple[str, dict]], limit: int) -> AnswerPlan:
             continue
         count_point(plan, ev, client, sess.retriever, name, kw, todo, planned)
     return plan
+
+
+_PLANS: dict = {}  # (session, points, limit, items, sent) -> AnswerPlan: a cost line recounted only when it can change
+
+
+def answer_plan_kept(sess, points: list[tuple[str, dict]], limit: int, sent: int = 0) -> AnswerPlan:
+    """``answer_plan``, kept while nothing it counts can have changed: the same session, points and questions, no
+    item answered since and no send since (``sent``: the page's send counter). The Sweep's line is recounted on
+    every Apply (its points start from the applied budgets) and, with an LLM, packed every prompt of every sweep
+    point each time (issue 63: the page's Apply at 300 questions)."""
+    key = (id(sess), repr(points), limit, len(sess.items), sent)
+    if key not in _PLANS:
+        if len(_PLANS) > 64:
+            _PLANS.clear()
+        _PLANS[key] = answer_plan(sess, points, limit)
+    return _PLANS[key]

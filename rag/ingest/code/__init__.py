@@ -89,16 +89,58 @@ def minified_reason(path: str | Path, text: str) -> str | None:
 
 
 def attach_leading_comments(defs: list[Def], lines: list[str], floor: int = 0) -> None:
-    """Extend each definition upward over the comment and decorator lines right above it (no blank
-    line between): a doc comment belongs to its function. Never past the previous definition."""
+    """Extend each definition upward over the comment and decorator lines right above it: a doc comment belongs
+    to its function. Across blank lines only where the language's doc tool reads one so (``doc_above_blanks``: a
+    JSDoc block for TypeDoc, a ``///`` run for rustdoc; godoc and ``#`` comments need no blank line between).
+    Never past the previous definition."""
     prev_end = floor - 1
     for d in sorted(defs, key=lambda d: d.first):
         i = d.first
         while i - 1 > prev_end and _COMMENT_LINE.match(lines[i - 1]) and lines[i - 1].strip():
             i -= 1
+        if i == d.first:  # nothing adjacent: a doc comment a blank line or two above
+            above = doc_above_blanks(lines, i, prev_end)
+            if above < i and d.head < 0:
+                d.head = d.first  # the definition's own first line (its signature follows the doc and blanks)
+            i = above
         d.first = i
         attach_leading_comments(d.children, lines, d.first + 1)
         prev_end = max(prev_end, d.last)
+
+
+MAX_DOC_GAP = 2  # blank lines a doc comment may stand above its definition (more: a section comment)
+# a licence, copyright or file-level doc comment documents the file, never the definition under it
+_FILE_DOC = re.compile(r"licen[cs]e|copyright|spdx-|@preserve|@packagedocumentation|@fileoverview|@file\b|@module\b",
+                       re.I)
+
+
+def doc_above_blanks(lines: list[str], i: int, floor: int) -> int:
+    """The first line of a doc comment that ends one or two blank lines above line ``i`` (above ``floor``): a JSDoc
+    block (``/** ... */`` on lines of its own, as TypeDoc attaches it to the declaration after it) or a run of
+    ``///`` lines (rustdoc's, an attribute of the next item). ``i`` when there is none, or when the comment is a
+    licence or file-level doc."""
+    j = i
+    while j - 1 > floor and not lines[j - 1].strip():
+        j -= 1
+    if j == i or i - j > MAX_DOC_GAP or j - 1 <= floor:
+        return i
+    end = lines[j - 1].strip()
+    k = j - 1
+    if end.startswith("///"):
+        while k - 1 > floor and lines[k - 1].strip().startswith("///"):
+            k -= 1
+    elif end.endswith("*/"):
+        while k > floor and "/*" not in lines[k]:
+            k -= 1
+        if k <= floor or not lines[k].lstrip().startswith("/**") or lines[k].lstrip().startswith("/***"):
+            return i  # a plain /* */ comment or a /*** banner: not a doc comment
+        if lines[k].lstrip().startswith("/**") and "*/" in lines[k] and k != j - 1:
+            return i
+    else:
+        return i
+    if _FILE_DOC.search("\n".join(lines[k:j])):
+        return i
+    return k
 
 
 def all_defs(defs: list[Def]):

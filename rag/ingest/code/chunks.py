@@ -106,6 +106,29 @@ def _merge_blank(segs: list[Segment], lines: list[str]) -> list[Segment]:
     return out
 
 
+def _join_comment_only(segs: list[Segment], bare: list[str]) -> list[Segment]:
+    """A module or class gap of nothing but comments (a section banner `/* NOTIFICATIONS */`, a licence header, a
+    doc comment no definition took) is never a chunk of its own: it ranked above code and showed none. It joins
+    the segment after it (the definition it stands above), the last one joins the segment before."""
+    out: list[Segment] = []
+    carry = None
+    for s in segs:
+        if s.kind in ("module", "class") and all(not bare[i].strip() or _COMMENT_LINE.match(bare[i])
+                                                for i in range(s.first, s.last + 1)):
+            carry = s.first if carry is None else carry
+            continue
+        if carry is not None:
+            s = dataclasses.replace(s, first=carry)
+            carry = None
+        out.append(s)
+    if carry is not None:
+        if out:
+            out[-1] = dataclasses.replace(out[-1], last=segs[-1].last)
+        else:
+            return segs
+    return out
+
+
 def _comment_up(line: int, floor: int, bare: list[str]) -> int:
     """The first line of the comment (and decorator) lines right above ``line``, not above ``floor``."""
     while line - 1 >= floor and bare[line - 1].strip() and _COMMENT_LINE.match(bare[line - 1]):
@@ -260,7 +283,7 @@ def code_segments(text: str, parsed: CodeParse, max_tokens: int, encoding: str, 
     if not lines:
         return [], lines, line_tokens
     if parsed.defs:
-        segs = _merge_blank(segments(parsed.defs, 0, len(lines) - 1, None), bare)
+        segs = _join_comment_only(_merge_blank(segments(parsed.defs, 0, len(lines) - 1, None), bare), bare)
     else:  # no definitions: module code if it parsed, line windows if it did not
         segs = [Segment(0, len(lines) - 1, "lines" if parsed.parser == "lines" else "module", "", "")]
     e5_lines, over = None, 0
