@@ -38,8 +38,30 @@ class ParentChildStrategy(Strategy):
         for pid, (score, leaves) in order.items():
             par = rd.parents[pid]
             offsets = {rd.chunk_ids[i]: int(rd.starts[i]) - int(par["start"]) for i in leaves}
-            raw.append((par["text"], "parents", (par["doc_id"],), (par["page_id"],),
+            text, n, lead = par["text"], int(par["n_tokens"]), 0
+            if rd.code_languages and rd.code_languages[leaves[0]]:  # source code: the header chunks' blocks carry
+                text, n, lead = _code_parent(rd, par, leaves[0], offsets[rd.chunk_ids[leaves[0]]])
+                offsets = {k: v + lead for k, v in offsets.items()} | {par["doc_id"]: lead, par["page_id"]: lead,
+                                                                       None: lead}
+            raw.append((text, "parents", (par["doc_id"],), (par["page_id"],),
                         tuple(rd.chunk_ids[i] for i in leaves),
-                        ((par["doc_id"], par["start"], par["end"]),), int(par["n_tokens"]), score, offsets))
+                        ((par["doc_id"], par["start"], par["end"]),), n, score, offsets))
         blocks = pack_blocks(raw, p, rd.config.chunking.encoding)
         return Context(self.name, params_dict(p), blocks, counters(min(p.top_k, len(pool.dense_idx))))
+
+
+def _code_parent(rd, par: dict, leaf: int, leaf_offset: int) -> tuple[str, int, int]:
+    """A code parent (a class, or a piece of its file) as the code-assistant block chunks' blocks are: the header
+    (file, lines, language, the class) before its code in a fence, as the prompt names the source (issue 65, 5).
+    (text, exact tokens, where the code starts in the text)."""
+    from rag.ingest.code.blocks import code_header
+    from rag.tokens import count_tokens
+
+    code = par["text"]
+    first = (int(rd.line_starts[leaf]) - code[:leaf_offset].count("\n")) if rd.line_starts is not None else 0
+    lines = (first, first + code.rstrip("\n").count("\n")) if first > 0 else ()
+    crumb = list(par.get("header_path") or [])
+    head = code_header(rd.doc_ids[leaf], rd.code_languages[leaf], crumb[-1] if crumb else "",
+                       "class" if crumb else "module", lines)
+    text = head + code + ("" if code.endswith("\n") else "\n") + "```"
+    return text, count_tokens(text, rd.config.chunking.encoding), len(head)
