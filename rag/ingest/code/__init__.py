@@ -32,7 +32,8 @@ LANGUAGES = {
     ".rb": "ruby", ".sh": "bash", ".bash": "bash",
 }
 CODE_SUFFIXES = tuple(LANGUAGES)
-KINDS = ("function", "method", "class", "type", "module", "imports", "lines", "stub")  # what a code chunk can be
+# what a code chunk can be; "overload": a piece of nothing but a function's overload signatures (not its evidence)
+KINDS = ("function", "method", "class", "type", "module", "imports", "lines", "stub", "overload")
 STUB_SUFFIXES = (".pyi", ".d.ts", ".d.mts", ".d.cts")  # declarations only: every chunk of one is kind "stub"
 
 
@@ -188,8 +189,23 @@ def lines_span(text: str, first: int, last: int) -> tuple[int, int]:
 
 
 def def_span(text: str, d: Def) -> tuple[int, int]:
-    """(start, end) character offsets of a definition's lines."""
-    return lines_span(text, d.first, d.last)
+    """(start, end) character offsets of a definition's lines: its evidence. For a function with overload
+    signatures joined above it (TypeScript), the implementation: its own doc comment, signature and body, never
+    the overloads (a block showing only an overload signature, up to 240 lines above, was credited as the
+    definition; docs/metrics.md, "Symbol metrics")."""
+    return lines_span(text, impl_first(text.split("\n"), d) if d.overloads else d.first, d.last)
+
+
+def impl_first(lines: list[str], d: Def) -> int:
+    """The first line of a definition's implementation: its own leading comment (adjacent, or a doc comment a blank
+    line or two above) and its signature, below any overload signatures joined above it."""
+    head = d.head if d.head >= 0 else d.first
+    i = head
+    while i - 1 >= d.first and lines[i - 1].strip() and _COMMENT_LINE.match(lines[i - 1]):
+        i -= 1
+    if i == head:
+        i = doc_above_blanks(lines, head, d.first - 1)
+    return max(i, d.first)
 
 
 def annotate_questions(questions: list, docs: list) -> None:

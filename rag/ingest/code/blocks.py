@@ -9,7 +9,8 @@ import re
 # the strategies' shipped code block (chunks, hybrid, two_phase_pages): 1,000 characters, comments given up first
 DEFAULT_BLOCK_CHARS = 1000
 DEFAULT_CUT = "comments"
-_KIND_LABEL = {"function": "Function", "method": "Method", "class": "Class", "type": "Type", "module": "Module"}
+_KIND_LABEL = {"function": "Function", "method": "Method", "class": "Class", "type": "Type", "module": "Module",
+               "overload": "Overload signatures of"}
 
 
 def code_header(path: str, language: str, symbol: str = "", kind: str = "", lines: tuple = (), note: str = "") -> str:

@@ -130,10 +130,26 @@ def _join_comment_only(segs: list[Segment], bare: list[str]) -> list[Segment]:
 
 
 def _comment_up(line: int, floor: int, bare: list[str]) -> int:
-    """The first line of the comment (and decorator) lines right above ``line``, not above ``floor``."""
+    """The first line of the comment (and decorator) lines right above ``line``, not above ``floor`` (a doc
+    comment a blank line or two above counts: ``doc_above_blanks``)."""
+    from . import doc_above_blanks
+
+    start = line
     while line - 1 >= floor and bare[line - 1].strip() and _COMMENT_LINE.match(bare[line - 1]):
         line -= 1
-    return line
+    return doc_above_blanks(bare, start, floor - 1) if line == start else line
+
+
+_DOC_MARK = re.compile(r"^\s*(/\*\*?|\*/?|//+|#+)")  # a comment line (decorators are code here)
+_DOC_PARAGRAPH = re.compile(r"^\s*(\*|///?|#)\s*$")  # a doc comment's blank line (` *`, `///`, `#`)
+
+
+def _code_start(seg: Segment, bare: list[str]) -> int:
+    """The first line of a definition's code under its leading doc comment (decorators in): where its doc ends."""
+    for i in range(seg.first, seg.last + 1):
+        if bare[i].strip() and not _DOC_MARK.match(bare[i]):
+            return i
+    return seg.first
 
 
 def _signature_line(seg: Segment, bare: list[str]) -> int:
@@ -146,20 +162,32 @@ def _signature_line(seg: Segment, bare: list[str]) -> int:
     return start
 
 
-def cut_tiers(seg: Segment, bare: list[str]) -> list[tuple[set, bool]]:
+def cut_tiers(seg: Segment, bare: list[str], costs: list | None = None) -> list[tuple[set, bool]]:
     """Where a definition over its budget is cut, best first, as (lines a piece may start at, forced):
     1. forced: between its joined overload signatures and the implementation's doc comment (the implementation
        then stands alone with its doc, as it would without overloads);
     2. between body statements (a comment glued to the statement below it, a docstring to the signature) and
        between overloads;
     3. between the doc comment and the signature (only when doc and signature alone are over);
-    4. any line start outside a comment; 5. any line start."""
+    4. any line start outside a comment; 5. any line start.
+    Where the code (signature and body, under ``costs``) fits on its own, the doc comment is cut off first, then at
+    its paragraphs: signature and body stay one piece (rxjs's `exhaustAll` was [doc tail + signature] and
+    [`return exhaustMap(identity); }`] alone; issue 65, 2)."""
     sig = _signature_line(seg, bare)
     impl = _comment_up(seg.head, seg.first, bare) if seg.head > seg.first else seg.first
     ovl = {_comment_up(o, seg.first, bare) for o in seg.overloads[1:]}
     tiers: list[tuple[set, bool]] = []
     if seg.overloads:
         tiers.append(({impl}, True))
+    code0 = _code_start(dataclasses.replace(seg, first=impl), bare)
+    if costs is not None and code0 > impl and not any(sum(lt[code0:seg.last + 1]) > cap for lt, cap in costs):
+        # one cut: the code with as much of its doc (from a paragraph break down) as fits; the doc above it is
+        # then cut at its paragraphs
+        paragraphs = sorted(i + 1 for i in range(impl, code0 - 1) if _DOC_PARAGRAPH.match(bare[i]))
+        best = next((b for b in paragraphs if b > seg.first and
+                     not any(sum(lt[b:seg.last + 1]) > cap for lt, cap in costs)), code0)
+        tiers.append(({best}, True))
+        tiers.append((set(paragraphs), False))
     tiers.append((set(seg.statements) | ovl, False))
     tiers.append(({sig}, False))
     outside = {i for i in range(seg.first + 1, seg.last + 1)
@@ -226,9 +254,12 @@ def _number_parts(pieces: list[Segment], lines: list[str]) -> list[Segment]:
         return pieces
     whole = dataclasses.replace(pieces[0], last=pieces[-1].last)
     sig = lines[_signature_line(whole, lines)].strip()
+    impl = _comment_up(whole.head, whole.first, lines) if whole.overloads and whole.head > whole.first else -1
     for k, p in enumerate(pieces):
         p.part, p.signature = k, sig[:200]
         p.doc_only = all(not lines[i].strip() or _COMMENT_LINE.match(lines[i]) for i in range(p.first, p.last + 1))
+        if impl > p.last:  # overload signatures alone: not the definition's evidence, and its header says so
+            p.kind = "overload"
     return pieces
 
 
@@ -312,7 +343,7 @@ def code_segments(text: str, parsed: CodeParse, max_tokens: int, encoding: str, 
         if not any(sum(lt[s.first:s.last + 1]) > cap for lt, cap in costs):  # most definitions: no cut to plan
             out.append(s)
             continue
-        pieces = _merge_one_line(_split(s, costs, cut_tiers(s, bare) if s.symbol else None), costs, bare)
+        pieces = _merge_one_line(_split(s, costs, cut_tiers(s, bare, costs) if s.symbol else None), costs, bare)
         out.extend(_number_parts(pieces, bare))
     for sg in out:
         if sg.kind == "module" and imports_only(bare[sg.first:sg.last + 1]):
