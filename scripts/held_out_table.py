@@ -1,0 +1,95 @@
+"""The held-out code table of docs/strategies.md ("Code corpora"): symbol MRR@10 per repository and strategy with a
+95% bootstrap interval, TypeScript minus Python pooled over questions (a bootstrap of the difference of means,
+questions resampled within each language), and how many top-10 blocks show no line of code (a banner or a comment
+alone).
+
+    python scripts/build_code_set.py --folder REPO/src --out /tmp/sets/NAME --suffix .ts --keep-docs
+    ragwb run --dataset /tmp/sets/NAME/corpus --questions /tmp/sets/NAME/questions.jsonl \
+        --strategies chunks,hybrid,parent_child --set hybrid.fusion=weighted,rrf --workspace WS --run-id NAME
+    python scripts/held_out_table.py --workspace WS --ts superstruct rxjs neverthrow \
+        --py marshmallow more-itertools tenacity
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import re
+
+import duckdb
+import numpy as np
+
+POINTS = [("chunks", "defaults", "chunks"), ("hybrid", "fusion=weighted", "hybrid"),
+          ("hybrid", "fusion=rrf", "hybrid rrf"), ("parent_child", "defaults", "parent_child")]
+_COMMENT = re.compile(r"^\s*(//|/\*|\*|#|$)")
+
+
+def values(con, run: str, strategy: str, label: str) -> np.ndarray:
+    rows = con.execute("SELECT s.value FROM scores s JOIN results r USING (run_id, strategy, point_id, question_id, "
+                       "repeat) WHERE s.run_id = ? AND s.strategy = ? AND r.point_label = ? AND s.metric = "
+                       "'symbol_mrr@10' AND s.status = 'ok' ORDER BY s.question_id", [run, strategy, label]).fetchall()
+    return np.array([v for (v,) in rows], dtype=float)
+
+
+def ci(x: np.ndarray, rng, n: int = 5000) -> tuple[float, float, float]:
+    idx = rng.integers(0, len(x), (n, len(x)))
+    m = x[idx].mean(axis=1)
+    return float(x.mean()), float(np.quantile(m, 0.025)), float(np.quantile(m, 0.975))
+
+
+def diff_ci(a: np.ndarray, b: np.ndarray, rng, n: int = 5000) -> tuple[float, float, float]:
+    ma = a[rng.integers(0, len(a), (n, len(a)))].mean(axis=1)
+    mb = b[rng.integers(0, len(b), (n, len(b)))].mean(axis=1)
+    d = ma - mb
+    return float(a.mean() - b.mean()), float(np.quantile(d, 0.025)), float(np.quantile(d, 0.975))
+
+
+def codeless_blocks(con, run: str, strategy: str, label: str) -> tuple[int, int]:
+    """(top-10 blocks whose fenced code has no code line, top-10 blocks) of one point."""
+    bad = total = 0
+    for (blocks,) in con.execute("SELECT r.blocks FROM results r WHERE r.run_id = ? AND r.strategy = ? AND "
+                                 "r.point_label = ?", [run, strategy, label]).fetchall():
+        for b in json.loads(blocks or "[]")[:10]:
+            text = b.get("text", "")
+            code = text.split("```", 2)[1].split("\n", 1)[-1] if text.count("```") >= 2 else text
+            total += 1
+            bad += all(_COMMENT.match(x) for x in code.splitlines())
+    return bad, total
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--workspace", required=True)
+    ap.add_argument("--ts", nargs="+", required=True, help="run ids of the TypeScript repositories")
+    ap.add_argument("--py", nargs="+", required=True, help="run ids of the Python repositories")
+    a = ap.parse_args()
+    con = duckdb.connect(f"{a.workspace}/results.duckdb", read_only=True)
+    rng = np.random.default_rng(20261126)
+    pooled: dict = {}
+    print("| repository | language | questions | " + " | ".join(n for _, _, n in POINTS) + " |")
+    print("|---|---|---|" + "---|" * len(POINTS))
+    for lang, runs in (("TypeScript", a.ts), ("Python", a.py)):
+        for run in runs:
+            cells, n = [], 0
+            for strat, label, name in POINTS:
+                x = values(con, run, strat, label)
+                pooled.setdefault((lang, name), []).append(x)
+                m, lo, hi = ci(x, rng) if len(x) else (float("nan"),) * 3
+                cells.append(f"{m:.3f} [{lo:.3f}, {hi:.3f}]")
+                n = max(n, len(x))
+            print(f"| {run} | {lang} | {n} | " + " | ".join(cells) + " |")
+    print()
+    for _, _, name in POINTS:
+        ts, py = np.concatenate(pooled[("TypeScript", name)]), np.concatenate(pooled[("Python", name)])
+        d, lo, hi = diff_ci(ts, py, rng)
+        print(f"{name}: TypeScript {ts.mean():.3f} (n={len(ts)}) - Python {py.mean():.3f} (n={len(py)}) = "
+              f"{d:+.3f} [{lo:+.3f}, {hi:+.3f}]")
+    bad = total = 0
+    for run in a.ts + a.py:
+        for strat, label, _ in POINTS:
+            b, t = codeless_blocks(con, run, strat, label)
+            bad, total = bad + b, total + t
+    print(f"top-10 blocks with no line of code (a banner or a comment alone): {bad} of {total}")
+
+
+if __name__ == "__main__":
+    main()
