@@ -20,7 +20,8 @@ import numpy as np
 
 POINTS = [("chunks", "defaults", "chunks"), ("hybrid", "fusion=weighted", "hybrid"),
           ("hybrid", "fusion=rrf", "hybrid rrf"), ("parent_child", "defaults", "parent_child")]
-_COMMENT = re.compile(r"^\s*(//|/\*|\*|#|$)")
+_COMMENT = re.compile(r"^\s*(//|/\*|\*|$)")  # a comment line of TypeScript (and blank)
+_PY_COMMENT = re.compile(r"^\s*(#|$)")  # of Python (docstrings are strings: code)
 
 
 def values(con, run: str, strategy: str, label: str) -> np.ndarray:
@@ -49,10 +50,15 @@ def codeless_blocks(con, run: str, strategy: str, label: str) -> tuple[int, int]
     for (blocks,) in con.execute("SELECT r.blocks FROM results r WHERE r.run_id = ? AND r.strategy = ? AND "
                                  "r.point_label = ?", [run, strategy, label]).fetchall():
         for b in json.loads(blocks or "[]")[:10]:
+            pat = _PY_COMMENT if any(str(d).endswith(".py") for d in b.get("doc_ids", [])) else _COMMENT
             text = b.get("text", "")
-            code = text.split("```", 2)[1].split("\n", 1)[-1] if text.count("```") >= 2 else text
+            if text.count("```") >= 2:  # the fence the header opens and the block's last line closes (a JSDoc
+                body = text[text.index("```") + 3:]  # example holds fences of its own)
+                code = body.split("\n", 1)[-1][:body.split("\n", 1)[-1].rfind("```")]
+            else:
+                code = text
             total += 1
-            bad += all(_COMMENT.match(x) for x in code.splitlines())
+            bad += all(pat.match(x) for x in code.splitlines())
     return bad, total
 
 

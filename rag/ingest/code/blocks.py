@@ -144,8 +144,8 @@ def follow_line(text: str, symbol: str, language: str, line_start: int, after) -
     chunks after it that are the same definition's (a long doc comment is cut into several pieces: the first
     line of code may be two pieces down). ``after``: an iterable of (text, offset of its start from this chunk's
     start, its first line, its symbol) of the next chunks of the file, in order."""
-    if not symbol or not doc_only(text, language):
-        return None
+    if not doc_only(text, language):  # module code cut after a long comment (rxjs's `export const ajax = ...`
+        return None  # under 90 lines of doc) shows its first line too: never a comment alone (issue 65)
     for k, (ntext, off, nline, nsymbol) in enumerate(after):
         if nsymbol != symbol or k >= 16:
             return None
