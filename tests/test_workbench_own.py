@@ -4,11 +4,8 @@ server counts the calls), the response cache shared with `ragwb run`, grading by
 matrix; `marimo export html` of the workbench."""
 import json
 import re
-import socket
 import subprocess
 import sys
-import time
-import urllib.request
 from pathlib import Path
 
 import duckdb
@@ -41,22 +38,7 @@ def _folder(tmp_path):
     return docs, q
 
 
-def _port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _wait_http(url: str, seconds: float = 90) -> None:
-    deadline = time.time() + seconds
-    while True:
-        try:
-            urllib.request.urlopen(url, timeout=2)
-            return
-        except OSError:
-            if time.time() > deadline:
-                raise
-            time.sleep(0.3)
+from evals.bench.browser import free_port as _port, wait_http as _wait_http  # noqa: E402 (one helper)
 
 
 @pytest.fixture(scope="module")

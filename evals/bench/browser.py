@@ -67,13 +67,15 @@ class _EchoHandler(BaseHTTPRequestHandler):
         pass
 
 
-def _port() -> int:
+def free_port() -> int:
+    """A TCP port free on 127.0.0.1 now (a page or server the bench, or a test, starts)."""
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
 
 
-def _wait_http(url: str, seconds: float = 120) -> None:
+def wait_http(url: str, seconds: float = 120) -> None:
+    """Until ``url`` answers (a server starting), at most ``seconds``."""
     deadline = time.time() + seconds
     while True:
         try:
@@ -151,7 +153,7 @@ def page_toggle(browser, dataset: str, workspace: Path, embedder: str, n: int, l
                 clicks: int) -> dict:
     """One page (a fresh marimo kernel) on ``n`` questions: both toggle values applied (and, with the LLM,
     answered and judged) first, then ``clicks`` timed clicks beside ``busy`` spinning processes."""
-    port = _port()
+    port = free_port()
     argv = ["--dataset", dataset, "--limit", str(n), "--embedder", embedder, "--workspace", str(workspace), "--send"]
     if llm_url:
         argv += ["--llm-base-url", llm_url, "--llm-model", "bench-echo"]
@@ -160,7 +162,7 @@ def page_toggle(browser, dataset: str, workspace: Path, embedder: str, n: int, l
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=str(ROOT))
     spinners: list = []
     try:
-        _wait_http(f"http://127.0.0.1:{port}/")
+        wait_http(f"http://127.0.0.1:{port}/")
         page = browser.new_page(viewport={"width": 1440, "height": 1000})
         t0 = time.perf_counter()
         page.goto(f"http://127.0.0.1:{port}/")

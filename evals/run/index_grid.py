@@ -245,7 +245,10 @@ def ingest_variants(ws, ds, cfg, progress: bool, lock_wait, ingest_engine, concu
         print(n, file=sys.stderr)
     check_windows_fit(ds, variants)
     if len(variants) == 1:  # one config: what it must embed is said first too (never 85 s unannounced)
-        work = ws.embed_work(ds, variants[0][1])
+        try:
+            work = ws.embed_work(ds, variants[0][1])
+        except Exception:  # noqa: BLE001 - a damaged table: the ingest below repairs it and says so
+            work = {}
         if work:
             secs, src = estimate_seconds(ws.root, variants[0][1].embedder.name, len(work), sum(work.values()))
             print(f"index: {len(work):,} chunk(s) to embed with {variants[0][1].embedder.name}, about "
