@@ -80,6 +80,11 @@ def arrow(frame: pd.DataFrame):
     cells one by one: 1 ms a cell from pandas)."""
     import pyarrow as pa
 
+    # a column of mixed Python types (answerable: True, False or "unknown") is shown as its text
+    mixed = [c for c in frame.columns if frame[c].dtype == object
+             and len({type(v) for v in frame[c] if v is not None and v == v}) > 1]
+    if mixed:
+        frame = frame.assign(**{c: frame[c].map(lambda v: "" if v is None or v != v else str(v)) for c in mixed})
     return pa.Table.from_pandas(frame, preserve_index=False)
 
 

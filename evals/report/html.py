@@ -141,6 +141,34 @@ def breakdown_tables(store: ResultStore, run_id: str, dataset: str, max_groups: 
     return out
 
 
+def _statuses(store: ResultStore, run_id: str) -> pd.DataFrame:
+    """Failures by metric and status with the strategies they hit; not_applicable (a metric that does not apply to
+    an item: said per metric in the summary's "Not shown" line) is one line (``attrs``), never a row per strategy
+    and metric."""
+    statuses = store.con.execute(
+        "SELECT metric, status, count(*) AS n, string_agg(DISTINCT strategy, ', ' ORDER BY strategy) AS strategies "
+        "FROM scores WHERE run_id=? AND status NOT IN ('ok', 'not_applicable') GROUP BY ALL ORDER BY n DESC, metric",
+        [run_id]).df()
+    statuses.attrs["not_applicable"] = store.con.execute(
+        "SELECT metric, count(*) FROM scores WHERE run_id=? AND status = 'not_applicable' GROUP BY ALL "
+        "ORDER BY 2 DESC, 1", [run_id]).fetchall()
+    return statuses
+
+
+def _paired_with_first(scores: pd.DataFrame, pts: list[str]) -> pd.DataFrame:
+    """Every point against the first on f1 and prompt tokens; the metrics no question pairs in ``attrs``."""
+    from evals.analyze.explore import paired_points
+
+    parts, unpaired = [], set()
+    for p in pts[1:]:
+        t = paired_points(scores, pts[0], p, ["f1", "prompt_tokens"], n_resamples=1000)
+        unpaired.update(t.attrs["unpaired"])
+        parts.append(t.assign(point=p)[["point", "metric", "n", "a", "b", "delta", "low", "high", "verdict"]])
+    paired = pd.concat(parts, ignore_index=True).rename(columns={"a": pts[0][:40], "b": "point's"})
+    paired.attrs["unpaired"] = sorted(unpaired)
+    return paired
+
+
 def report_sections(store: ResultStore, run_id: str, compare: str | None = None) -> dict:
     """Everything a report shows, as data (tables, plotly figures, escaped HTML): shared by the
     static HTML writer and notebooks/report.py."""
@@ -181,15 +209,7 @@ def report_sections(store: ResultStore, run_id: str, compare: str | None = None)
     if store.con.execute("SELECT count(*) FROM results WHERE run_id = ? AND turn IS NOT NULL", [run_id]).fetchone()[0]:
         from .charts import conversation_figures
         conv_figs = conversation_figures(store.results(run_id), scores)
-    # failures by metric and status with the points they hit; not_applicable (a metric that does not apply to an
-    # item: said per metric in the summary's "Not shown" line) is one line, never a row per strategy and metric
-    statuses = store.con.execute(
-        "SELECT metric, status, count(*) AS n, string_agg(DISTINCT strategy, ', ' ORDER BY strategy) AS strategies "
-        "FROM scores WHERE run_id=? AND status NOT IN ('ok', 'not_applicable') GROUP BY ALL ORDER BY n DESC, metric",
-        [run_id]).df()
-    statuses.attrs["not_applicable"] = store.con.execute(
-        "SELECT metric, count(*) FROM scores WHERE run_id=? AND status = 'not_applicable' GROUP BY ALL "
-        "ORDER BY 2 DESC, 1", [run_id]).fetchall()
+    statuses = _statuses(store, run_id)
     comparison = None
     if compare:
         from evals.analyze.gate import compare_runs
@@ -230,14 +250,7 @@ def report_sections(store: ResultStore, run_id: str, compare: str | None = None)
     pts = points_of(scores) if len(scores) else []
     paired = pd.DataFrame()
     if len(pts) > 1:  # every point against the first, paired on the questions both scored
-        parts = []
-        unpaired = set()
-        for p in pts[1:]:
-            t = paired_points(scores, pts[0], p, ["f1", "prompt_tokens"], n_resamples=1000)
-            unpaired.update(t.attrs["unpaired"])
-            parts.append(t.assign(point=p)[["point", "metric", "n", "a", "b", "delta", "low", "high", "verdict"]])
-        paired = pd.concat(parts, ignore_index=True).rename(columns={"a": pts[0][:40], "b": "point's"})
-        paired.attrs["unpaired"] = sorted(unpaired)
+        paired = _paired_with_first(scores, pts)
     from evals.analyze.judgments import judged_notes
     from evals.analyze.summary import run_notes
 
