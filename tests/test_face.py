@@ -203,3 +203,25 @@ def test_chart_labels_of_an_index_sweep_go_on_hover_and_notes_sit_above_the_plot
     few = quality_cost_figure(pd.DataFrame([r for r in rows if r["point"].endswith("top_k=2")]).assign(
         point=lambda d: d.point.str.replace("index.chunk_tokens=", "ct")), "f1")
     assert "text" in next(t for t in few.data if t.name == "chunks").mode  # three short labels stay on the plot
+
+
+def test_a_prompt_two_points_pack_alike_is_said_as_one_call_not_as_cached(tmp_path):
+    """Issue 63, item 6: on a fresh workspace the first cost line said "2 already in the response cache (free)" for
+    two identical prompts within the plan. Both points pack every chunk of the handbook (top_k over its 15 chunks)."""
+    from openai_server import start
+
+    from evals import interactive
+    from rag.llm.client import LLMConfig
+
+    srv, url = start()
+    try:
+        shutil.copytree(DATA / "handbook", tmp_path / "handbook")
+        base = interactive.open_session(str(tmp_path / "handbook"), str(tmp_path / "ws"), "hash",
+                                        questions=str(DATA / "plain.jsonl"))
+        sess = interactive.llm_session(base, LLMConfig(url, "local-extractive"))
+        plan = interactive.answer_plan(sess, [("chunks", {"top_k": 29}), ("chunks", {"top_k": 30})], 3)
+        line = plan.line("local-extractive")
+        assert (plan.new_calls, plan.cached_calls, plan.repeated_calls) == (3, 0, 3), line
+        assert "0 already in the response cache (free), 3 repeat a prompt counted above (one call answers both)" in line
+    finally:
+        srv.shutdown()
