@@ -225,3 +225,25 @@ def test_a_prompt_two_points_pack_alike_is_said_as_one_call_not_as_cached(tmp_pa
         assert "0 already in the response cache (free), 3 repeat a prompt counted above (one call answers both)" in line
     finally:
         srv.shutdown()
+
+
+def test_the_pages_judged_scores_follow_a_grade_though_the_grades_are_kept_between_applies(tmp_path):
+    """The page keeps the grades it read while the store is unchanged (issue 63, item 7); a grade stored changes the
+    store, and the next Apply's judged metrics show it."""
+    from evals import interactive
+    from evals.store import ResultStore
+
+    shutil.copytree(DATA / "handbook", tmp_path / "handbook")
+    ws = tmp_path / "ws"
+    db = str(ws / "results.duckdb")
+    sess = interactive.open_session(str(tmp_path / "handbook"), str(ws), "hash", questions=str(DATA / "plain.jsonl"))
+    ResultStore(db).close()  # an empty store
+    pts = interactive.points_from_budgets(["chunks"], {})
+    sc = interactive.evaluate_points(sess, pts, 3)
+    assert interactive.session_judged_scores(db, sess, sc).empty
+    qid = sc.question_id.iloc[0]
+    passages = interactive.gradable_passages(sess, "chunks · defaults", qid)
+    _, said = interactive.grade_click(db, sess, qid, passages, 0, 3, "ana")
+    assert said.startswith("stored")
+    judged = interactive.session_judged_scores(db, sess, sc)
+    assert set(judged[judged.status == "ok"].question_id) == {qid}  # the others: "no judgments for this question"

@@ -105,6 +105,9 @@ def next_ungraded(passages: list[dict], grades: dict[str, str], after: int | Non
                 after if after is not None and after < len(passages) else 0)
 
 
+_GRADES: dict = {}  # (store file, its mtime and size, question keys, source) -> the effective grades
+
+
 def session_judged_scores(db: str, sess, scores: pd.DataFrame, source: str = "auto") -> pd.DataFrame:
     """The judged metrics (judged_ndcg@10, judged_recall@10, judged_precision@5, judged@10) of the session's
     applied items, from the grades in the store now: the same formulas as ``ragwb show`` (computed on read,
@@ -116,8 +119,17 @@ def session_judged_scores(db: str, sess, scores: pd.DataFrame, source: str = "au
         return pd.DataFrame(columns=FRAME_COLUMNS)
     qtext = {q.qid: q.text for q in sess.dataset.questions}
     qkeys = {qid: question_key(qtext[qid]) for qid in scores.question_id.unique() if qid in qtext}
-    with ResultStore(db, read_only=True) as st:
-        grades = effective_grades(st.judgments(set(qkeys.values())), source)
+    # the grades read once while the store file is unchanged (every Apply asked again: ~50 ms of the page's click;
+    # a grade, a save or another process's write changes the file, and the grades are read again)
+    wal = Path(str(db) + ".wal")  # DuckDB's write-ahead log: a write lands there first
+    marks = tuple((x.stat().st_mtime_ns, x.stat().st_size) if x.exists() else None for x in (Path(db), wal))
+    key = (str(Path(db).resolve()), marks, frozenset(qkeys.values()), source)
+    grades = _GRADES.get(key)
+    if grades is None:
+        with ResultStore(db, read_only=True) as st:
+            grades = effective_grades(st.judgments(set(qkeys.values())), source)
+        _GRADES.clear()
+        _GRADES[key] = grades
     if not grades:
         return pd.DataFrame(columns=FRAME_COLUMNS)
     points = scores[["strategy", "point_label", "question_id"]].drop_duplicates()
