@@ -247,3 +247,15 @@ def test_the_pages_judged_scores_follow_a_grade_though_the_grades_are_kept_betwe
     assert said.startswith("stored")
     judged = interactive.session_judged_scores(db, sess, sc)
     assert set(judged[judged.status == "ok"].question_id) == {qid}  # the others: "no judgments for this question"
+
+
+def test_a_raced_runs_exact_count_is_said_as_at_most():
+    from evals.run.call_plan import AnswerPlan
+    from evals.run.plan import RunSpend
+
+    exact = AnswerPlan(items=40, new_calls=40, prompt_tokens=9000)
+    plain, raced = RunSpend("squad2", 40, model="m", exact=exact), RunSpend("squad2", 40, model="m", exact=exact,
+                                                                             race=True)
+    assert not plain.up_to and raced.up_to and plain.new_calls == raced.new_calls == 40
+    assert raced.line().endswith("a race sends at most these: a point ruled out stops asking")
+    assert "40 answer call(s) to m (9,000 prompt tokens" in plain.line() and "race" not in plain.line()

@@ -179,10 +179,11 @@ class RunSpend:
     judge_calls: int = 0
     service_requests: int = 0
     exact: object = None  # an AnswerPlan when every prompt was counted
+    race: bool = False  # a raced grid: points ruled out stop asking, so every count is at most
 
     @property
     def up_to(self) -> bool:  # the counts are bounds (the prompts are not packed yet), or judge calls of answers
-        return self.exact is None or bool(self.exact.judge_bound)  # not known yet
+        return self.exact is None or bool(self.exact.judge_bound) or self.race  # not known yet, or a race
 
     @property
     def paid(self) -> bool:  # anything configured that could be paid for (the line is said even at 0 calls)
@@ -203,7 +204,8 @@ class RunSpend:
                         f"{self.items:,} item(s) to evaluate on {self.dataset}; 0 calls")
             return (f"{self.items:,} item(s) to evaluate on {self.dataset}; "
                     + self.exact.line(self.model).split("; ", 1)[1]
-                    + (f"; {self.service_requests:,} request(s) to deployed services" if self.service_requests else ""))
+                    + (f"; {self.service_requests:,} request(s) to deployed services" if self.service_requests else "")
+                    + ("; a race sends at most these: a point ruled out stops asking" if self.race else ""))
         parts = [f"{self.items:,} item(s) to evaluate on {self.dataset}"]
         if self.answer_calls:
             parts.append(f"up to {self.answer_calls:,} answer call(s) to {self.model} ({self.price}; those whose "
@@ -224,7 +226,7 @@ def run_spend(cfg: RunConfig, plan: RunPlan, done: set | None = None, ws=None) -
     per_q = max(len(plan.questions) * cfg.repeats, 1)
     service = min(todo, len(cfg.systems) * per_q)
     shapes = todo - service
-    spend = RunSpend(plan.ds.name, todo, service_requests=service)
+    spend = RunSpend(plan.ds.name, todo, service_requests=service, race=bool(cfg.race))
     if cfg.answerer == "openai" and cfg.llm is not None:
         spend.answer_calls, spend.model, spend.price = shapes, cfg.llm.model, price_text(cfg.llm.model, cfg.prices)
         if ws is not None:
