@@ -259,3 +259,7 @@ def test_a_raced_runs_exact_count_is_said_as_at_most():
     assert not plain.up_to and raced.up_to and plain.new_calls == raced.new_calls == 40
     assert raced.line().endswith("a race sends at most these: a point ruled out stops asking")
     assert "40 answer call(s) to m (9,000 prompt tokens" in plain.line() and "race" not in plain.line()
+
+    escal = AnswerPlan(items=10, new_calls=10, notes=["escalate: up to two calls an item (counted as one here)"] * 2)
+    e = RunSpend("squad2", 10, model="m", exact=escal)
+    assert e.up_to and e.line().count("escalate: up to two calls an item") == 1

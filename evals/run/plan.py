@@ -183,7 +183,8 @@ class RunSpend:
 
     @property
     def up_to(self) -> bool:  # the counts are bounds (the prompts are not packed yet), or judge calls of answers
-        return self.exact is None or bool(self.exact.judge_bound) or self.race  # not known yet, or a race
+        return (self.exact is None or bool(self.exact.judge_bound) or self.race  # not known yet, or a race,
+                or bool(self.exact.notes))  # or a strategy that may ask twice (escalate)
 
     @property
     def paid(self) -> bool:  # anything configured that could be paid for (the line is said even at 0 calls)
@@ -205,6 +206,7 @@ class RunSpend:
             return (f"{self.items:,} item(s) to evaluate on {self.dataset}; "
                     + self.exact.line(self.model).split("; ", 1)[1]
                     + (f"; {self.service_requests:,} request(s) to deployed services" if self.service_requests else "")
+                    + "".join(f"; {n}" for n in dict.fromkeys(self.exact.notes))
                     + ("; a race sends at most these: a point ruled out stops asking" if self.race else ""))
         parts = [f"{self.items:,} item(s) to evaluate on {self.dataset}"]
         if self.answer_calls:
