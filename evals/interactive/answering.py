@@ -34,7 +34,7 @@ def llm_session(sess, llm, prices: dict | None = None, judge=None):
     ev = ItemEvaluator(sess.retriever, answerer, get_scorers(), llm.model, judges, prices,
                        systems=base.systems, plugin_timeout=base.plugin_timeout)
     ev.worker = base.worker  # one plugin worker per page: the same retriever's index and plugins
-    return replace(sess, evaluator=ev, items={}, frames={}, summaries={}, layout=(None, []), client=client,
+    return replace(sess, evaluator=ev, items={}, frames={}, summaries={}, plans={}, layout=(None, []), client=client,
                    answerer_label=f"LLM: {llm.model}", workers=llm.max_concurrency)
 
 
@@ -74,17 +74,14 @@ def answer_plan(sess, points: list[tuple[str, dict]], limit: int) -> AnswerPlan:
     return plan
 
 
-_PLANS: dict = {}  # (session, points, limit, items, sent) -> AnswerPlan: a cost line recounted only when it can change
-
-
 def answer_plan_kept(sess, points: list[tuple[str, dict]], limit: int, sent: int = 0) -> AnswerPlan:
-    """``answer_plan``, kept while nothing it counts can have changed: the same session, points and questions, no
-    item answered since and no send since (``sent``: the page's send counter). The Sweep's line is recounted on
+    """``answer_plan``, kept on the session while nothing it counts can have changed: the same points and questions,
+    no item answered since and no send since (``sent``: the page's send counter). The Sweep's line is recounted on
     every Apply (its points start from the applied budgets) and, with an LLM, packed every prompt of every sweep
     point each time (issue 63: the page's Apply at 300 questions)."""
-    key = (id(sess), repr(points), limit, len(sess.items), sent)
-    if key not in _PLANS:
-        if len(_PLANS) > 64:
-            _PLANS.clear()
-        _PLANS[key] = answer_plan(sess, points, limit)
-    return _PLANS[key]
+    key = (repr(points), limit, len(sess.items), sent)
+    if key not in sess.plans:
+        if len(sess.plans) > 64:
+            sess.plans.clear()
+        sess.plans[key] = answer_plan(sess, points, limit)
+    return sess.plans[key]

@@ -64,14 +64,13 @@ def plan_index_sweep(sess, workspace: str, axes: dict, points: list, limit: int)
 
     from ..run.index_grid import fold_fixed
 
-    from ..run.index_grid import check_windows_fit, dataset_variants
+    from ..run.index_grid import dataset_variants
 
     ws = Workspace(workspace)
     base, axes = fold_fixed(sess.retriever.reader.config, axes)  # one value: the index of every point, not an axis
     ds = sess.dataset
     # configs that build the same chunks on this corpus are one config (a sweep that builds one index is refused)
     variants, notices = dataset_variants(ds, base, axes)
-    check_windows_fit(ds, variants)
     rows, counted, total, secs = [], set(), 0, 0.0
     for tag, ic in variants:
         work = ws.embed_work(ds, ic)

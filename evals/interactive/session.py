@@ -20,6 +20,7 @@ class Session:
     items: dict = field(default_factory=dict)  # (strategy, label, qid) -> (row, scores)
     frames: dict = field(default_factory=dict)  # (strategy, label, limit) -> that point's long scores frame
     summaries: dict = field(default_factory=dict)  # (strategy, label, n rows, first/last qid) -> its summary
+    plans: dict = field(default_factory=dict)  # (points, limit, items, sends) -> its AnswerPlan (answer_plan_kept)
     layout: tuple = (None, [])  # (weakref to evaluate_points' last frame, [((strategy, label), n rows)])
     client: object = None  # the LLM client of an LLM session (its response cache answers the cost line)
     answerer_label: str = "offline (extractive)"

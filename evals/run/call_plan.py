@@ -40,7 +40,11 @@ class AnswerPlan:
     def line(self, model: str = "") -> str:
         if not self.items:
             return "nothing new to answer: every item of these points is already in this session"
-        parts = [f"{self.items:,} new item(s)"]
+        return "; ".join([f"{self.items:,} new item(s)"] + self.call_parts(model))
+
+    def call_parts(self, model: str = "") -> list[str]:
+        """The line's parts after its item count: answer calls, cache, judges, overflow, services."""
+        parts = []
         if self.new_calls or self.cached_calls or self.repeated_calls:
             parts.append(f"{self.new_calls:,} answer call(s) to {model or 'the LLM'} "
                          f"({self.prompt_tokens:,} prompt tokens, "
@@ -59,7 +63,7 @@ class AnswerPlan:
             parts.append(f"{self.overflow:,} prompt(s) over the context window (stored as context_overflow, not sent)")
         if self.service_requests:
             parts.append(f"{self.service_requests:,} request(s) to deployed services")
-        return "; ".join(parts)
+        return parts
 
 
 def count_point(plan: AnswerPlan, ev, client, retriever, name: str, kw: dict, todo: list, planned: set,

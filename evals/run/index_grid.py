@@ -96,18 +96,20 @@ def dataset_variants(ds, base: IndexConfig, axes: dict) -> tuple[list[tuple[dict
     (a setting no chunker of this corpus reads: chunk_tokens under hierarchy, auto on a Markdown folder) are built
     and shown once, their tag keeping only the settings that apply; the notices say what was merged. A sweep whose
     every value builds one index is refused (it would measure nothing), as is a window rule broken where windows
-    are cut. Returns (variants, notices)."""
+    are cut, or a chunk size over what the embedder reads. Returns (variants, notices)."""
     variants = index_variants(base, axes)
     docs = ds.documents
-    for tag, ic in variants:  # the overlap rule where a document is cut into token windows, before any work
-        if "tokens" in built_identity(ic, docs)["modes"]:
+    idents = [built_identity(ic, docs) for _, ic in variants]  # each config's, read once
+    for (tag, ic), ident in zip(variants, idents):  # the overlap rule where a document is cut into token windows
+        if "tokens" in ident["modes"]:
             try:
                 ic.chunking.check_windows()
             except ValueError as e:
                 raise ValueError(f"index config {label(index_of(tag)) or 'of this run'}: {e}") from None
+    _check_window(variants, idents)
     if len(variants) < 2:  # one index: a setting it never reads is said (never labelled as if it applied)
-        ic = variants[0][1]
-        ident, default = built_identity(ic, docs), dataclasses.asdict(type(ic.chunking)())
+        ic, ident = variants[0][1], idents[0]
+        default = dataclasses.asdict(type(ic.chunking)())
         off = [f"{k} {getattr(ic.chunking, k)}" for k in ("chunk_tokens", "overlap", "leaf_min", "leaf_max",
                                                           "parent_max", "embed_window")
                if getattr(ic.chunking, k) != default[k] and k not in ident]
@@ -115,8 +117,7 @@ def dataset_variants(ds, base: IndexConfig, axes: dict) -> tuple[list[tuple[dict
                            f"{ds.name}'s documents: the index is the one the defaults build"] if off else [])
     seen: dict[str, int] = {}
     out, merged = [], []
-    for tag, ic in variants:
-        ident = built_identity(ic, docs)
+    for (tag, ic), ident in zip(variants, idents):
         key = json.dumps(ident, sort_keys=True)
         drop = _unread(ic, ident, index_of(tag))
         kept = {k: v for k, v in tag.items() if k[len(PREFIX):] not in drop}
@@ -127,8 +128,7 @@ def dataset_variants(ds, base: IndexConfig, axes: dict) -> tuple[list[tuple[dict
         out.append((kept, ic))
     notices = []
     unread: dict[str, set] = {}  # the modes of a config -> the swept settings they never read
-    for tag, ic in variants:
-        ident = built_identity(ic, docs)
+    for (tag, ic), ident in zip(variants, idents):
         unread.setdefault(" and ".join(ident["modes"]), set()).update(_unread(ic, ident, index_of(tag)))
     ignored = sorted({k for ks in unread.values() for k in ks})
     for modes, ks in unread.items():
@@ -140,7 +140,7 @@ def dataset_variants(ds, base: IndexConfig, axes: dict) -> tuple[list[tuple[dict
         notices.append(f"notice: {len(merged)} index config(s) build the same chunks as another, built and shown "
                        "once: " + "; ".join(f"{a} = {b}" for a, b in merged[:8]) + (" ..." if len(merged) > 8 else ""))
     if len(out) == 1:
-        modes = built_identity(out[0][1], docs)["modes"]
+        modes = idents[0]["modes"]
         swept = "; ".join(f"index.{k}=" + ",".join(map(str, v)) for k, v in check_axes(axes).items())
         raise ValueError(
             f"the index axes ({swept}) build one index on {ds.name}: "
@@ -243,7 +243,6 @@ def ingest_variants(ws, ds, cfg, progress: bool, lock_wait, ingest_engine, concu
     variants, notices = dataset_variants(ds, cfg.index, cfg.index_grid)
     for n in notices:
         print(n, file=sys.stderr)
-    check_windows_fit(ds, variants)
     if len(variants) == 1:  # one config: what it must embed is said first too (never 85 s unannounced)
         try:
             work = ws.embed_work(ds, variants[0][1])
@@ -284,16 +283,15 @@ def ingest_variants(ws, ds, cfg, progress: bool, lock_wait, ingest_engine, concu
     return out
 
 
-def check_windows_fit(ds, variants: list) -> None:
+def _check_window(variants: list, idents: list) -> None:
     """A chunk size over what the embedder reads (e5: 512 tokens) is refused before any work: the tail of every
     chunk would be dropped unembedded (it was said only after 85 s of embedding). Token windows are checked by
     their size; hierarchy and code leaves by leaf_max, which the code chunker already cuts to the window."""
     from rag.index.embedders import window_of
 
-    for tag, ic in variants:
+    for (tag, ic), ident in zip(variants, idents):
         window = window_of(ic.embedder.name)
-        modes = built_identity(ic, ds.documents)["modes"]
-        size = ic.chunking.chunk_tokens if "tokens" in modes else None
+        size = ic.chunking.chunk_tokens if "tokens" in ident["modes"] else None
         if window and size and size > window:
             raise ValueError(f"index config {label(index_of(tag)) or 'of this run'}: chunk_tokens {size:,} is over the "
                              f"{window} tokens {ic.embedder.name} reads of a passage: every chunk's tail past "

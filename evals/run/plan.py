@@ -203,11 +203,12 @@ class RunSpend:
                 return (f"{self.items:,} item(s) to evaluate on {self.dataset}; 0 calls (all cached: {cached:,} in "
                         "the response cache)" if cached else
                         f"{self.items:,} item(s) to evaluate on {self.dataset}; 0 calls")
-            return (f"{self.items:,} item(s) to evaluate on {self.dataset}; "
-                    + self.exact.line(self.model).split("; ", 1)[1]
-                    + (f"; {self.service_requests:,} request(s) to deployed services" if self.service_requests else "")
-                    + "".join(f"; {n}" for n in dict.fromkeys(self.exact.notes))
-                    + ("; a race sends at most these: a point ruled out stops asking" if self.race else ""))
+            return "; ".join([f"{self.items:,} item(s) to evaluate on {self.dataset}"]
+                             + self.exact.call_parts(self.model)
+                             + ([f"{self.service_requests:,} request(s) to deployed services"]
+                                if self.service_requests else [])
+                             + list(dict.fromkeys(self.exact.notes))
+                             + (["a race sends at most these: a point ruled out stops asking"] if self.race else []))
         parts = [f"{self.items:,} item(s) to evaluate on {self.dataset}"]
         if self.answer_calls:
             parts.append(f"up to {self.answer_calls:,} answer call(s) to {self.model} ({self.price}; those whose "

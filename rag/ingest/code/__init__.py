@@ -199,13 +199,16 @@ def def_span(text: str, d: Def) -> tuple[int, int]:
 def impl_first(lines: list[str], d: Def) -> int:
     """The first line of a definition's implementation: its own leading comment (adjacent, or a doc comment a blank
     line or two above) and its signature, below any overload signatures joined above it."""
-    head = d.head if d.head >= 0 else d.first
-    i = head
-    while i - 1 >= d.first and lines[i - 1].strip() and _COMMENT_LINE.match(lines[i - 1]):
+    return leading_comment_start(lines, d.head if d.head >= 0 else d.first, d.first)
+
+
+def leading_comment_start(lines: list[str], line: int, floor: int) -> int:
+    """The first line of the comment (and decorator) lines right above ``line``, not above ``floor``; with none
+    adjacent, a doc comment a blank line or two above (``doc_above_blanks``)."""
+    i = line
+    while i - 1 >= floor and lines[i - 1].strip() and _COMMENT_LINE.match(lines[i - 1]):
         i -= 1
-    if i == head:
-        i = doc_above_blanks(lines, head, d.first - 1)
-    return max(i, d.first)
+    return doc_above_blanks(lines, line, floor - 1) if i == line else i
 
 
 def annotate_questions(questions: list, docs: list) -> None:

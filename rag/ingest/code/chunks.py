@@ -131,13 +131,10 @@ def _join_comment_only(segs: list[Segment], bare: list[str]) -> list[Segment]:
 
 def _comment_up(line: int, floor: int, bare: list[str]) -> int:
     """The first line of the comment (and decorator) lines right above ``line``, not above ``floor`` (a doc
-    comment a blank line or two above counts: ``doc_above_blanks``)."""
-    from . import doc_above_blanks
+    comment a blank line or two above counts)."""
+    from . import leading_comment_start
 
-    start = line
-    while line - 1 >= floor and bare[line - 1].strip() and _COMMENT_LINE.match(bare[line - 1]):
-        line -= 1
-    return doc_above_blanks(bare, start, floor - 1) if line == start else line
+    return leading_comment_start(bare, line, floor)
 
 
 _DOC_MARK = re.compile(r"^\s*(/\*\*?|\*/?|//+|#+)")  # a comment line (decorators are code here)
