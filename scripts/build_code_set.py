@@ -275,17 +275,29 @@ def _question(sentence: str | None, name: str) -> str | None:
 
 
 def folder_set(src: Path, out: Path, suffixes: tuple[str, ...], keep_docs: bool = False,
-               one_per_definition: bool = False) -> tuple[int, int]:
+               one_per_definition: bool = False, replace: bool = False) -> tuple[int, int]:
     """A gold set from any code folder, the CodeSearchNet way and the way the bundled Python set is built: a query
     is the first sentence of the first paragraph of a function's doc comment (JSDoc, Go doc comment, `#` block;
     with ``keep_docs`` a Python function's docstring too), its gold the definition (`{"doc", "symbol"}` evidence),
     and every doc comment (JSDoc blocks anywhere, the comment run above any definition) is removed from the corpus
     written to ``out/corpus``; ``keep_docs`` leaves the files as they are (issue 55's held-out check: docs in place,
     the question is the doc's first sentence with the name taken out). Definitions sharing a question are its gold
-    together (``merge_shared_questions``) unless ``one_per_definition``. (files, questions)"""
+    together (``merge_shared_questions``) unless ``one_per_definition``. ``out/corpus`` must not hold files already:
+    a set built twice into one folder kept the first build's files beside the second's (issue 65's first rxjs
+    table: 7.8.2's `src` over 118 files of the main branch's `packages/rxjs/src`, every operator twice), so it is
+    refused with what is there, or emptied first with ``replace``. (files, questions)"""
+    import shutil
+
     from rag.ingest.code import doc_above_blanks, all_defs, code_language, is_stub, parse_code
 
     corpus, questions, files = out / "corpus", [], 0
+    if corpus.exists() and any(corpus.iterdir()):
+        if not replace:
+            held = sum(1 for x in corpus.rglob("*") if x.is_file())
+            raise SystemExit(f"{corpus} already holds {held:,} file(s) from an earlier build; a second build "
+                             "would leave them beside the new ones. Pass --replace to empty it first, or "
+                             "another --out.")
+        shutil.rmtree(corpus)
     for p in sorted(src.rglob("*")):
         rel = p.relative_to(src).as_posix()
         if not p.is_file() or not p.name.endswith(suffixes) or is_stub(p) or re.search(
@@ -361,11 +373,15 @@ def main() -> None:
     ap.add_argument("--one-per-definition", action="store_true",
                     help="with --folder: one question per definition even where several share its text (the "
                          "construction before issue 55's merge: the copies compete for one ranked list)")
+    ap.add_argument("--replace", action="store_true",
+                    help="with --folder: empty OUT/corpus first when an earlier build left files there (refused "
+                         "otherwise: its files would stay beside the new ones)")
     a = ap.parse_args()
     if a.folder is not None:
         if a.out is None:
             ap.error("--folder needs --out")
-        files, n = folder_set(a.folder, a.out, tuple(a.suffix), a.keep_docs, a.one_per_definition)
+        files, n = folder_set(a.folder, a.out, tuple(a.suffix), a.keep_docs, a.one_per_definition,
+                              a.replace)
         print(f"wrote {a.out}: {files} files, {n} questions")
         return
     if a.fetch:

@@ -489,6 +489,25 @@ def test_folder_builder_asks_a_shared_doc_sentence_once_with_every_definition_go
     assert sorted(e.doc_id for e in q.evidence) == ["Either.ts", "Option.ts"]
 
 
+def test_folder_builder_refuses_a_folder_an_earlier_build_left(tmp_path):
+    """Issue 65: a set built twice into one --out kept the first build's files beside the second's (rxjs's main
+    branch beside 7.8.2, every operator twice). A second build is refused naming what is there; --replace empties
+    the corpus first, so only the new source's files remain."""
+    old, new = tmp_path / "old", tmp_path / "new"
+    for d, name in ((old, "buffer-time.ts"), (new, "bufferTime.ts")):
+        d.mkdir()
+        (d / name).write_text("/**\n * Buffers the source values for a period of time.\n */\n"
+                              "export function bufferTime(n: number): number {\n  return n;\n}\n")
+    b = _builder()
+    b.folder_set(old, tmp_path / "set", (".ts",))
+    with pytest.raises(SystemExit, match=r"already holds 1 file\(s\).*--replace"):
+        b.folder_set(new, tmp_path / "set", (".ts",))
+    assert sorted(p.name for p in (tmp_path / "set" / "corpus").iterdir()) == ["buffer-time.ts"]  # untouched
+    files, n = b.folder_set(new, tmp_path / "set", (".ts",), replace=True)
+    assert (files, n) == (1, 1)
+    assert sorted(p.name for p in (tmp_path / "set" / "corpus").iterdir()) == ["bufferTime.ts"]
+
+
 def test_bundled_code_set_loads_with_function_evidence():
     ds = load_bundled("code-boltons")
     assert len(ds.documents) == 30 and 300 <= len(ds.questions) <= 400 and not ds.skipped
