@@ -175,6 +175,23 @@ def test_normalised_and_fuzzy_matching_map_back_to_original_offsets():
     assert len(offs) == len(norm) + 1 and offs[-1] == len(page)
 
 
+def test_fuzzy_matching_takes_the_best_window_and_the_earliest_of_equals():
+    """The fuzzy search scores the windows sharing most words first (speed: the best bounds out the rest); the answer
+    stays the one a left-to-right scan gives: the highest ratio, and of equal ratios the earliest window."""
+    near = "the quarterly revenue grew 12.6% to 4.1 billion dollars"
+    page = ("Filler words about nothing at all. The quarterly revenue grew 11.9% to 3.8 billion dollars in the east. "
+            "More filler here. The quarterly revenue grew 12.5% to 4.1 billion dollars in the west. End. "
+            "The quarterly revenue grew 12.5% to 4.1 billion dollars in the west. Again.")
+    m = locate(near, page)
+    first = page.index("The quarterly revenue grew 12.5%")
+    assert m.method == "fuzzy" and m.start == first and "4.1 billion" in page[m.start:m.end]
+    east = locate(near, page[:first])  # the nearer-worded window before it scores lower
+    assert east is None or east.ratio < m.ratio
+    # the same answer on a region whose words the search keeps between calls
+    assert locate(near, page) == m
+    assert locate("record 9 says the river floods", page) is None
+
+
 def _filing(root):
     root.mkdir()
     make_pdf(root / "10k.pdf", [
