@@ -161,3 +161,40 @@ def test_hybrid_bm25_through_lancedb_fts_agrees_with_memory_bm25(tmp_path):
     assert sum(overlap) / len(overlap) >= 0.8  # same analysed tokens, same Okapi family
     ctx = retrieve(r, "hybrid", ds.questions[0].text, bm25_backend="lancedb", fusion="rrf")
     assert len(ctx.blocks) == 8
+
+
+def test_reopening_an_unchanged_index_reads_it_without_loading_lancedb(tmp_path):
+    """The page ingests its dataset on every start; on an index already whole that is a check, read through pylance:
+    importing LanceDB (its REST namespace client) was ~1.5 s of the page's first screen. The check still counts what
+    the index holds, and a change still writes."""
+    import subprocess
+    import sys
+
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "a.md").write_text("# Leave\n\nFull-time staff receive 26 days of annual leave.\n")
+    (docs / "b.md").write_text("# Travel\n\nThe meal allowance abroad is 60 euros a day.\n")
+    code = (
+        "import sys, json\n"
+        "from rag.ingest.corpora import load_folder\n"
+        "from rag.index.workspace import Workspace, IndexConfig\n"
+        "from rag.index.embedders import EmbedderConfig\n"
+        f"s = Workspace({str(tmp_path / 'ws')!r}).ingest(load_folder({str(docs)!r}), "
+        "IndexConfig(embedder=EmbedderConfig('hash')), progress=False)\n"
+        "print(json.dumps({'lancedb': 'lancedb' in sys.modules, 'documents': s.documents, 'chunks': s.chunks, "
+        "'added': s.added, 'replaced': s.replaced, 'unchanged': s.unchanged, 'vector_index': s.vector_index}))\n")
+
+    def ingest() -> dict:
+        out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+        assert out.returncode == 0, out.stderr
+        return json.loads(out.stdout.strip().splitlines()[-1])
+
+    first = ingest()
+    assert first["lancedb"] and first["added"] == 2 and first["chunks"] >= 2  # a write loads it
+    again = ingest()
+    assert not again["lancedb"], again  # a whole index re-opened: read only
+    assert (again["documents"], again["chunks"], again["unchanged"], again["vector_index"]) == (
+        2, first["chunks"], 2, "exact")
+    (docs / "b.md").write_text("# Travel\n\nThe meal allowance abroad is 65 euros a day.\n")
+    changed = ingest()
+    assert changed["lancedb"] and changed["replaced"] == 1 and changed["documents"] == 2

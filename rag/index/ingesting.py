@@ -83,12 +83,13 @@ class IngestSteps:
                                                          "json": json.dumps(q.to_dict(), ensure_ascii=False)}
                                                         for q in ds.questions])
         # totals for the whole index (not just what changed)
-        docs_t = self.table(index, "documents").to_arrow().select(["n_pages", "n_tokens"])
+        # read through pylance: an unchanged index's re-open (the page's every start) loads no LanceDB
+        docs_t = self._columns(index, "documents", ["n_pages", "n_tokens"])
         summ.documents = docs_t.num_rows
         summ.pages = int(pa.compute.sum(docs_t["n_pages"]).as_py() or 0)
         summ.tokens = int(pa.compute.sum(docs_t["n_tokens"]).as_py() or 0)
-        summ.chunks = self.table(index, "chunks").count_rows()
-        summ.blank_pages = self.table(index, "pages").count_rows("length(text) = 0")
+        summ.chunks = self.read_table(index, "chunks").count_rows()
+        summ.blank_pages = self.read_table(index, "pages").count_rows("length(text) = 0")
         summ.questions = len(ds.questions)
         meta = {"index": index, "dataset": ds.name, "config": cfg.to_dict(), "config_hash": cfg.hash,
                 "dim": dim, "documents": summ.documents, "vector_index": summ.vector_index,

@@ -23,7 +23,9 @@ class TableUpkeep:
             if name not in names:
                 continue
             try:
-                t = self.db.open_table(name)
+                # read through pylance: checking a whole index needs no LanceDB (its import is ~1.5 s of a page's
+                # first screen); a table that cannot be opened is damaged either way
+                t = self.read_table(index, kind)
                 t.count_rows()
                 if kind == "documents" and "n_chunks" not in t.schema.names:
                     raise ValueError("written by an older version")
@@ -73,17 +75,17 @@ class TableUpkeep:
             orphans = set()
             for kind in ("pages", "parents", "chunks"):
                 if self.has_table(f"{index}__{kind}"):
-                    orphans |= set(self.table(index, kind).to_arrow().column("doc_id").to_pylist())
+                    orphans |= set(self._columns(index, kind, ["doc_id"]).column("doc_id").to_pylist())
             return {}, orphans
-        docs = self.table(index, "documents").to_arrow().select(
-            ["doc_id", "content_hash", "n_pages", "n_parents", "n_chunks"]).to_pylist()
+        docs = self._columns(index, "documents", ["doc_id", "content_hash", "n_pages", "n_parents", "n_chunks"]
+                             ).to_pylist()
         seen = collections.Counter(r["doc_id"] for r in docs)
         counts, dup = {}, set()
         for kind, id_col in (("pages", "page_id"), ("parents", "parent_id"), ("chunks", "chunk_id")):
             if not self.has_table(f"{index}__{kind}"):
                 counts[kind] = collections.Counter()
                 continue
-            t = self.table(index, kind).to_arrow().select(["doc_id", id_col])
+            t = self._columns(index, kind, ["doc_id", id_col])
             counts[kind] = collections.Counter(t.column("doc_id").to_pylist())
             ids = collections.Counter(zip(t.column("doc_id").to_pylist(), t.column(id_col).to_pylist()))
             dup |= {d for (d, _), n in ids.items() if n > 1}
@@ -99,6 +101,11 @@ class TableUpkeep:
             dirty |= set(counts[kind]) - set(seen)  # orphans: rows of a document never committed
         return ok, dirty
 
+    def _columns(self, index: str, kind: str, columns: list[str]) -> pa.Table:
+        """Only these columns of a table, read through pylance: the check of what an ingest left whole read every
+        chunk's vector and text to count ids, and importing LanceDB for it cost a page's first screen ~1.5 s."""
+        return self.read_table(index, kind).to_lance().to_table(columns=columns)
+
     def _dim(self, index: str) -> int:
         try:
             return int(self.meta(index)["dim"])
@@ -112,6 +119,8 @@ class TableUpkeep:
             # overwrite: a folder a killed create left behind must not block the new table
             self.db.create_table(name, data=data, schema=schema, mode="overwrite")
             return
+        if not stale and not rows:  # nothing to write: LanceDB is not even loaded (a fresh index's re-open)
+            return
         t = self.db.open_table(name)
         if stale:
             ids = ", ".join("'" + s.replace("'", "''") + "'" for s in stale)
@@ -124,7 +133,7 @@ class TableUpkeep:
         data = pa.table({"qid": [r["qid"] for r in rows], "json": [r["json"] for r in rows]},
                         schema=pa.schema([("qid", pa.string()), ("json", pa.string())]))
         if self.has_table(name):
-            old = self.db.open_table(name).to_arrow()
+            old = self.read_table(index, kind).to_arrow()
             if old.num_rows == data.num_rows and old.column("json").to_pylist() == data.column("json").to_pylist():
                 return  # unchanged: keep the table version as it is
         self.db.create_table(name, data=data, mode="overwrite")
@@ -132,13 +141,11 @@ class TableUpkeep:
     def _vector_index(self, index: str, mode: str, changed: bool) -> tuple[str, float]:
         """``auto``: an ANN index (IVF_HNSW_SQ, cosine) from ANN_MIN_CHUNKS chunks up, exact search below;
         ``ann`` / ``exact`` force it. Rebuilt when the chunks changed."""
-        t = self.table(index, "chunks")
-        n = t.count_rows()
+        n, have = self._vector_indices(index)
         want = mode == "ann" or (mode == "auto" and n >= ANN_MIN_CHUNKS)
-        have = [i for i in t.list_indices() if list(i.columns) == ["vector"]]
         if not want:
-            for i in have:  # exact asked for: an old ANN index must not answer queries
-                t.drop_index(i.name)
+            for name in have:  # exact asked for: an old ANN index must not answer queries
+                self.table(index, "chunks").drop_index(name)
             # the page vectors are left in place (the exact reader never reads them): a run still
             # reading them through an ANN reader keeps its snapshot, and an ANN rebuild overwrites them
             return "exact", 0.0
@@ -148,12 +155,23 @@ class TableUpkeep:
             return "IVF_HNSW_SQ", 0.0
         from lancedb.index import BTree, IvfHnswSq
 
+        t = self.table(index, "chunks")
         t0 = time.perf_counter()
         t.create_index("vector", config=IvfHnswSq(distance_type="cosine",
                                                   num_partitions=max(1, n // ANN_ROWS_PER_PARTITION)), replace=True)
         t.create_index("page_id", config=BTree(), replace=True)  # fallback page-vector reads filter by page id
         self._write_page_vectors(index)
         return "IVF_HNSW_SQ", time.perf_counter() - t0
+
+    def _vector_indices(self, index: str) -> tuple[int, list[str]]:
+        """(chunks, names of the vector indexes on the chunks table), read through pylance: an index re-opened
+        unchanged (the page's every start) decides "exact" or "already built" without loading LanceDB."""
+        try:
+            ds = self.read_table(index, "chunks").to_lance()
+            return ds.count_rows(), [i["name"] for i in ds.list_indices() if list(i["fields"]) == ["vector"]]
+        except (KeyError, TypeError, AttributeError):  # a pylance whose index listing reads otherwise
+            t = self.table(index, "chunks")
+            return t.count_rows(), [i.name for i in t.list_indices() if list(i.columns) == ["vector"]]
 
     def _write_page_vectors(self, index: str) -> None:
         """An ANN index's page vectors, one row per page (``mean_page_vector`` of its chunks in
