@@ -168,6 +168,8 @@ class TableUpkeep:
         unchanged (the page's every start) decides "exact" or "already built" without loading LanceDB."""
         try:
             ds = self.read_table(index, "chunks").to_lance()
+            if hasattr(ds, "describe_indices"):  # pylance 14 (list_indices is deprecated there)
+                return ds.count_rows(), [i.name for i in ds.describe_indices() if list(i.field_names) == ["vector"]]
             return ds.count_rows(), [i["name"] for i in ds.list_indices() if list(i["fields"]) == ["vector"]]
         except (KeyError, TypeError, AttributeError):  # a pylance whose index listing reads otherwise
             t = self.table(index, "chunks")
