@@ -183,7 +183,7 @@ def render(f: dict) -> list[str]:
                             else f"failed: {d.get('resume_error')}"))
     u = f.get("unlocated")
     if u:
-        lines.append(f"ragwb score --dataset squad2, {u['rows']:,} rows whose contexts are not in the corpus: "
-                     + (f"failed: {u['error']}" if "error" in u else
-                        f"{u['seconds']} s ({u['us_per_row']} us/row, the ingest included), peak {u['peak_rss_mb']:,} MB"))
+        done = (f"failed: {u['error']}" if "error" in u else
+                f"{u['seconds']} s ({u['us_per_row']} us/row, the ingest included), peak {u['peak_rss_mb']:,} MB")
+        lines.append(f"ragwb score --dataset squad2, {u['rows']:,} rows whose contexts are not in the corpus: {done}")
     return lines
