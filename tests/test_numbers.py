@@ -192,6 +192,29 @@ def test_fuzzy_matching_takes_the_best_window_and_the_earliest_of_equals():
     assert locate("record 9 says the river floods", page) is None
 
 
+def test_fuzzy_matching_is_bounded_for_long_or_shuffled_text():
+    """Outside text is bounded before difflib (quadratic): a context of a document's own words shuffled passed every
+    ratio bound (50 s a document). Past FUZZY_MAX_CHARS only exact and normalised matches count, as documented; a
+    short near-copy inside a long page is still found fuzzily."""
+    import random
+
+    from rag.ingest.textmatch import FUZZY_MAX_CHARS
+
+    words = [f"w{i % 97}" for i in range(6000)]
+    page = " ".join(words[:3000]) + " the quarterly revenue grew 12.5% to 4.1 billion dollars " + " ".join(words[3000:])
+    near = "the quarterly revenue grew 12.6% to 4.1 billion dollars"
+    m = locate(near, page)
+    assert m.method == "fuzzy" and "4.1 billion" in page[m.start:m.end]
+    long_text = " ".join(words[100:400])
+    assert len(long_text) > FUZZY_MAX_CHARS
+    assert locate(long_text, page).method == "exact"  # longer text still matches exactly
+    typo = long_text.replace("w5 ", "w5x ", 1)
+    assert locate(typo, page) is None  # but not fuzzily: unmatched, said by the caller's counts
+    shuffled = words[:140]
+    random.Random(0).shuffle(shuffled)
+    assert locate(" ".join(shuffled), page) is None
+
+
 def _filing(root):
     root.mkdir()
     make_pdf(root / "10k.pdf", [

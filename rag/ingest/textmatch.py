@@ -9,7 +9,9 @@ Rules (docs/datasets.md, "Evidence text matching"), tried in order:
    expanded (ﬁ -> fi), typographic quotes and dashes folded to ASCII, soft hyphens dropped,
    case folded.
 3. ``fuzzy``: the window of the normalised text with the highest ``difflib`` ratio against
-   the normalised evidence, accepted at ``FUZZY_MIN`` (0.85) or above.
+   the normalised evidence, accepted at ``FUZZY_MIN`` (0.85) or above; evidence of at most
+   ``FUZZY_MAX_CHARS`` (1,000) normalised characters, the ``FUZZY_WINDOWS`` (16) windows sharing most
+   of its words scored.
 
 Callers fall back to page-level (or document-level) evidence with a warning when all fail.
 """
@@ -23,6 +25,12 @@ from dataclasses import dataclass
 import numpy as np
 
 FUZZY_MIN = 0.85
+# What comes from outside (a logged context, up to --max-cell-mb) is bounded before difflib, which is quadratic: a
+# 200-word context of a document's own words shuffled passed every ratio bound and took 50 s a document. Fuzzy
+# matching reads evidence up to FUZZY_MAX_CHARS (normalised; longer text is matched exactly or normalised only) and
+# scores at most FUZZY_WINDOWS windows, those sharing most of its words (a real near-copy shares the most).
+FUZZY_MAX_CHARS = 1000
+FUZZY_WINDOWS = 16
 
 _FOLD = {"\ufb00": "ff", "\ufb01": "fi", "\ufb02": "fl", "\ufb03": "ffi", "\ufb04": "ffl", "\ufb05": "st",
          "\ufb06": "st", "\u2018": "'", "\u2019": "'", "\u201a": "'", "\u201b": "'", "\u2032": "'",
@@ -110,7 +118,7 @@ def locate(needle: str, text: str, lo: int = 0, hi: int | None = None,
     if k >= 0:
         s, e = _span_back(offs, k, k + len(nn))
         return Match(lo + s, lo + e, "normalized")
-    best = _fuzzy(nn, nr, fuzzy_min)
+    best = _fuzzy(nn, nr, fuzzy_min) if len(nn) <= FUZZY_MAX_CHARS else None
     if best and best[2] >= fuzzy_min:
         s, e = _span_back(offs, best[0], best[1])
         return Match(lo + s, lo + e, "fuzzy", round(best[2], 4))
@@ -152,7 +160,7 @@ def _fuzzy(nn: str, nr: str, floor: float = 0.0) -> tuple[int, int, float] | Non
     cand = np.nonzero(hits >= 0.5 * n)[0]
     # windows sharing most words first: the best ratio is found early and bounds out the rest (quick_ratio); the
     # answer is the scan's (highest ratio, the earliest window among equals), whatever the order
-    cand = cand[np.argsort(-hits[cand], kind="stable")].tolist()
+    cand = cand[np.argsort(-hits[cand], kind="stable")][:FUZZY_WINDOWS].tolist()
     best, key = None, None
     sm = difflib.SequenceMatcher(autojunk=False)
     sm.set_seq2(nn)
