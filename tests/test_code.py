@@ -506,6 +506,14 @@ def test_folder_builder_refuses_a_folder_an_earlier_build_left(tmp_path):
     files, n = b.folder_set(new, tmp_path / "set", (".ts",), replace=True)
     assert (files, n) == (1, 1)
     assert sorted(p.name for p in (tmp_path / "set" / "corpus").iterdir()) == ["bufferTime.ts"]
+    # the same through the command a user types
+    cmd = [sys.executable, str(ROOT / "scripts" / "build_code_set.py"), "--folder", str(old), "--out",
+           str(tmp_path / "set"), "--suffix", ".ts"]
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+    assert r.returncode != 0 and "already holds 1 file(s)" in r.stderr and "--replace" in r.stderr, r.stderr
+    r = subprocess.run(cmd + ["--replace"], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0 and "1 files, 1 questions" in r.stdout, r.stderr
+    assert sorted(p.name for p in (tmp_path / "set" / "corpus").iterdir()) == ["buffer-time.ts"]
 
 
 def test_bundled_code_set_loads_with_function_evidence():
