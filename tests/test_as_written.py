@@ -373,8 +373,9 @@ def test_the_page_scores_a_logged_file_as_the_cli_does(shape, tmp_path):
     assert why == "" and report is not None and report.exists()
     assert calls == [(3, 5), (2, 5)]  # the page's bar: after each stored batch, of the file's total
     matched = {"plain": 3, "none": 0, "messy": 1}[shape]
+    # "Nothing about it." is in no document of the folder: said on the line (page and CLI), never dropped quietly
     assert f"scored 5 records of l.jsonl (workbench columns) as prod in run {rid}; {matched} matched the gold set, " \
-           f"{5 - matched} did not" == line
+           f"{5 - matched} did not; 1 of 3 context(s) found in no document of {docs}" == line
     runs = interactive.list_runs(db)
     assert list(runs["run_id"]) == [rid] and list(runs["dataset"]) == [sess.dataset.name]  # the page's run lists
     with ResultStore(db, read_only=True) as st:

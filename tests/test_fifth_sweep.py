@@ -25,6 +25,11 @@ def test_a_killed_score_against_a_gold_set_resumes(tmp_path, capsys):
     capsys.readouterr()
     assert main(["score", str(log), "--workspace", str(ws), "--no-progress", "--resume", "K"]) == 0
     assert _table(db, "SELECT count(*), count(DISTINCT question_id) FROM results WHERE run_id='K'")[0] == (1500, 1500)
+    # the log's contexts are in no squad2 document: the CLI says how many, on its line and as a warning naming rows
+    said = capsys.readouterr()
+    rest = 1500 - kept
+    assert f"; {rest:,} of {rest:,} context(s) found in no document of squad2" in said.out
+    assert f"warning: {rest:,} of {rest:,} context(s) were found in no document of squad2" in said.err
     assert _table(db, "SELECT status FROM runs WHERE run_id='K'") == [("finished",)]
 
 

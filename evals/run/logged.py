@@ -169,6 +169,7 @@ class BatchScorer:
         self.ev = ItemEvaluator(gold.retriever, None, scorers)
         self.unknown_docs = []  # rows whose context doc_id/page_id the corpus lacks (first KEEP_ROWS)
         self.unknown_doc_count = 0
+        self.contexts, self.unlocated, self.unlocated_rows = 0, 0, []  # contexts found in no document (said)
 
     def prepare(self, index: int, rec, q, na: dict):
         """(question, not applicable, context, answer) of the record at 0-based ``index`` matched to ``q``:
@@ -180,6 +181,11 @@ class BatchScorer:
             from rag.answer.systems import context_blocks
 
             blocks, how = context_blocks(self.gold.retriever.reader, rec.contexts, enc)
+            self.contexts += len(blocks)
+            if how.get("unmatched"):
+                self.unlocated += how["unmatched"]
+                if len(self.unlocated_rows) < KEEP_ROWS:
+                    self.unlocated_rows.append(rec.row)
             if how.get("unknown_ids"):
                 self.unknown_doc_count += 1
                 if len(self.unknown_docs) < KEEP_ROWS:
@@ -261,6 +267,14 @@ def _warn(checked: Checked, scorer: BatchScorer, gold: Gold) -> None:
         print(f"ragwb score: warning: {scorer.unknown_doc_count} record(s) name a context doc_id/page_id the corpus "
               "does not have; those contexts were located by their text: rows "
               + rows([str(r) for r in scorer.unknown_docs], scorer.unknown_doc_count).replace("; ", ", "),
+              file=sys.stderr)
+    if scorer.unlocated:
+        from rag.ingest.textmatch import FUZZY_MAX_CHARS
+
+        print(f"ragwb score: warning: {scorer.unlocated:,} of {scorer.contexts:,} context(s) were found in no document "
+              f"of {gold.dataset} (exact, normalised, or fuzzy up to {FUZZY_MAX_CHARS:,} characters): evidence, page "
+              "and citation-to-source metrics see them as outside the corpus; rows "
+              + rows([str(r) for r in scorer.unlocated_rows], len(scorer.unlocated_rows)).replace("; ", ", "),
               file=sys.stderr)
     if checked.unmatched:
         print(f"ragwb score: {checked.unmatched} of {checked.records} records match no question of {gold.dataset} "
@@ -358,10 +372,11 @@ def score_logged(path: str | Path, workspace: str | Path = "results", db: str | 
                                "unmatched_count": checked.unmatched,
                                "unknown_question_ids": [r for r, _ in checked.unknown_ids],
                                "unknown_question_id_count": checked.unknown_id_count,
+                               "unlocated_contexts": scorer.unlocated, "contexts": scorer.contexts,
                                "resumed": len(done) if resume else None})
     return {"run_id": run_id, "items": checked.records, "matched": checked.records - checked.unmatched,
             "unmatched": checked.unmatched, "vocabulary": checked.vocab, "name": name, "options": options or {},
-            "resumed": len(done), "dataset": gold.dataset}
+            "resumed": len(done), "dataset": gold.dataset, "contexts": scorer.contexts, "unlocated": scorer.unlocated}
 
 
 def scored_line(res: dict, path) -> str:
@@ -369,7 +384,9 @@ def scored_line(res: dict, path) -> str:
     return (f"scored {res['items']:,} records of {path} ({res['vocabulary']} columns) as {res['name']} in run "
             f"{res['run_id']}" + (f" ({res['resumed']:,} stored before the resume)" if res["resumed"] else "")
             + (f"; {res['matched']:,} matched the gold set, {res['unmatched']:,} did not"
-               if res["dataset"] else "; no gold set: reference-free metrics only"))
+               if res["dataset"] else "; no gold set: reference-free metrics only")
+            + (f"; {res['unlocated']:,} of {res['contexts']:,} context(s) found in no document of {res['dataset']}"
+               if res.get("unlocated") else ""))
 
 
 def _create_run(st, run_id, path, gold, checked, asked: dict, index_cfg) -> None:
