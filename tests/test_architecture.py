@@ -13,7 +13,7 @@ FLOORS = [
     {"rag.llm"}, {"rag.ingest"}, {"rag.index"}, {"rag.strategies"}, {"rag.answer"},
     {"rag.api", "rag.extend"},
     {"evals", "evals.store", "evals.stats"}, {"evals.score"}, {"evals.analyze"}, {"evals.run"}, {"evals.report"},
-    {"evals.cli", "evals.interactive", "evals.bench", "evals.generate"},
+    {"evals.cli", "evals.interactive", "evals.bench", "evals.generate", "evals.workbench", "evals.jupyter"},
 ]
 FLOOR_OF = {room: i for i, rooms in enumerate(FLOORS) for room in rooms}
 

@@ -22,7 +22,6 @@ import urllib.request
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
 TOGGLE = (2, 4)  # chunks top_k values the clicks toggle between (both applied before the clock runs)
 
 
@@ -153,13 +152,16 @@ def page_toggle(browser, dataset: str, workspace: Path, embedder: str, n: int, l
                 clicks: int) -> dict:
     """One page (a fresh marimo kernel) on ``n`` questions: both toggle values applied (and, with the LLM,
     answered and judged) first, then ``clicks`` timed clicks beside ``busy`` spinning processes."""
+    from rag.ingest.bundled import checkout_root, notebook
+
     port = free_port()
+    root = checkout_root() or workspace.parent  # the project's marimo settings where there is a checkout
     argv = ["--dataset", dataset, "--limit", str(n), "--embedder", embedder, "--workspace", str(workspace), "--send"]
     if llm_url:
         argv += ["--llm-base-url", llm_url, "--llm-model", "bench-echo"]
     proc = subprocess.Popen([sys.executable, "-m", "marimo", "run", "--headless", "--no-token", "--port", str(port),
-                             str(ROOT / "notebooks" / "workbench.py"), "--", *argv],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=str(ROOT))
+                             str(notebook("workbench.py")), "--", *argv],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=str(root))
     spinners: list = []
     try:
         wait_http(f"http://127.0.0.1:{port}/")

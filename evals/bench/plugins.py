@@ -11,13 +11,13 @@ import statistics
 import time
 from pathlib import Path
 
-DOC = Path(__file__).resolve().parents[2] / "docs" / "your-system.md"
-
-
 def plugin_example(root: Path) -> Path:
-    m = re.search(r"```python\n# my_strategies.py\n(.*?)```", DOC.read_text(), re.S)
+    from rag.ingest.bundled import need_checkout
+
+    doc = need_checkout("ragwb bench --only plugins (the example in docs/your-system.md)") / "docs" / "your-system.md"
+    m = re.search(r"```python\n# my_strategies.py\n(.*?)```", doc.read_text(), re.S)
     if not m:
-        raise ValueError(f"{DOC}: the my_strategies.py example is gone")
+        raise ValueError(f"{doc}: the my_strategies.py example is gone")
     path = root / "my_strategies.py"
     path.write_text(m.group(1))
     return path

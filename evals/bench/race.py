@@ -112,7 +112,9 @@ def llm_calls(root: Path, n: int = 400) -> dict:
 
     from evals.run.runner import RunConfig, run_evaluation
 
-    tests = Path(__file__).resolve().parents[2] / "tests"
+    from rag.ingest.bundled import need_checkout
+
+    tests = need_checkout("ragwb bench --only race (tests/openai_server.py)") / "tests"
     if not (tests / "openai_server.py").is_file():
         return {"skipped": "needs a checkout (tests/openai_server.py)"}
     sys.path.insert(0, str(tests))

@@ -72,7 +72,9 @@ def llm_rerun(dataset, workspace, n) -> dict:
 
     from rag.llm.client import LLMConfig
 
-    tests = Path(__file__).resolve().parents[2] / "tests"
+    from rag.ingest.bundled import need_checkout
+
+    tests = need_checkout("ragwb bench --only llm (tests/openai_server.py)") / "tests"
     if not (tests / "openai_server.py").is_file():
         return {"skipped": "needs a checkout (tests/openai_server.py)", "first_run_calls": 0, "rerun_calls": 0,
                 "rerun_cache_hits": 0, "target": "0 calls"}

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from . import agreement, bench, best, catalog, gate, generate, ingest, judge, report, results, route, run
+from . import agreement, bench, best, catalog, gate, generate, ingest, judge, report, results, route, run, workbench
 
 EPILOG = """examples:
   ragwb ingest squad2                       # bundled SQuAD 2.0 set into results/lancedb
@@ -15,6 +15,7 @@ EPILOG = """examples:
   ragwb run --config sweep.toml             # budget grid from TOML (see docs/sweeps.md)
   ragwb runs ; ragwb show latest ; ragwb export latest --format csv
   ragwb gate --baseline BASE --candidate latest
+  ragwb workbench --dataset my_docs/        # the page on 127.0.0.1 (it prints the URL)
 """
 
 
@@ -22,7 +23,7 @@ EPILOG = """examples:
 COMMANDS = [ingest.add_ingest, run.add_run, run.add_score, results.add_runs, results.add_show, results.add_compare,
             route.add_route, best.add_best, results.add_export, report.add_report, ingest.add_search, catalog.add_strategies,
             catalog.add_metrics, agreement.add_score_claims, agreement.add_agreement, catalog.add_memory,
-            judge.add_judge, generate.add_generate, gate.add_gate, bench.add_bench]
+            judge.add_judge, generate.add_generate, gate.add_gate, workbench.add_workbench, bench.add_bench]
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -49,7 +50,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     except RuntimeError as e:  # a busy or damaged store or workspace, a failing endpoint: one line, no traceback
         if type(e).__name__ not in ("StoreBusy", "WorkspaceBusy", "StoreUnreadable", "EndpointError", "RunBusy",
-                                    "WorkspaceDamaged"):
+                                    "WorkspaceDamaged", "CheckoutOnly"):
             raise
         print(f"ragwb {a.cmd}: error: {e}", file=sys.stderr)
         return 2

@@ -7,15 +7,14 @@ from pathlib import Path
 from .common import add_store_args, open_store
 
 
-NOTEBOOKS = Path(__file__).resolve().parents[2] / "notebooks"
-
-
 def start_report_notebook(run_id: str, db, out_dir):
     """Start `marimo export html notebooks/report.py` for a run in the background (None when the
     notebooks folder is absent); ``finish_report_notebook`` waits for it."""
     import subprocess
 
-    nb = NOTEBOOKS / "report.py"
+    from rag.ingest.bundled import notebooks_root
+
+    nb = notebooks_root() / "report.py"
     if not nb.exists():
         return None
     out = Path(out_dir) / f"report-{run_id}.marimo.html"

@@ -23,10 +23,11 @@ class WorkbenchArgs:
     notes: list = field(default_factory=list)
 
 
-def workbench_parser() -> argparse.ArgumentParser:
+def workbench_parser(add_help: bool = True) -> argparse.ArgumentParser:
+    """The page's flags; ``ragwb workbench`` takes them too (as a parent parser: ``add_help=False``)."""
     from evals.cli.common import at_least, positive_float, temperature_arg
 
-    p = argparse.ArgumentParser(prog="workbench.py", exit_on_error=False,
+    p = argparse.ArgumentParser(prog="workbench.py", exit_on_error=False, add_help=add_help,
                                 description="RAG Workbench: tune context budgets and compare strategies.")
     p.add_argument("--workspace", default="results", help="workspace folder (LanceDB index, caches)")
     p.add_argument("--db", default=None, help="DuckDB results of stored runs (default: WORKSPACE/results.duckdb)")

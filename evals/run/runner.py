@@ -31,9 +31,15 @@ from .racing import race_lines, race_order, raced_items  # noqa: F401  (a raced 
 
 
 def git_commit() -> str | None:
+    """The checkout's commit; None from an installed wheel (site-packages may sit inside another repository)."""
+    from rag.ingest.bundled import checkout_root
+
+    root = checkout_root()
+    if root is None:
+        return None
     try:
         return subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
-                              timeout=5, cwd=Path(__file__).resolve().parents[2]).stdout.strip() or None
+                              timeout=5, cwd=root).stdout.strip() or None
     except Exception:
         return None
 

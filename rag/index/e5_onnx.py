@@ -22,9 +22,11 @@ yields the cores instead of fighting for them. docs/performance.md has the measu
 """
 from __future__ import annotations
 
+import contextlib
 import functools
 import hashlib
 import json
+import logging
 import os
 import struct
 import threading
@@ -365,11 +367,37 @@ def model_file(path: Path | None = None) -> Path:
         tmp = out.with_name(f"e5-small.int8.{os.getpid()}.onnx")
         # the matrix products in int8 (weights per channel, activations per tensor, dynamic); the embedding table
         # stays fp32 (a gather: no arithmetic to win)
-        quantize_dynamic(str(fp32), str(tmp), weight_type=QuantType.QInt8, per_channel=True,
-                         op_types_to_quantize=["MatMul"])
+        with _quantizer_hint_silenced():
+            quantize_dynamic(str(fp32), str(tmp), weight_type=QuantType.QInt8, per_channel=True,
+                             op_types_to_quantize=["MatMul"])
         fp32.unlink()
         os.replace(tmp, out)
     return out
+
+
+class _PreprocessHint(logging.Filter):
+    def filter(self, record: logging.LogRecord) -> bool:
+        return "pre-processing before quantization" not in record.getMessage()
+
+
+@contextlib.contextmanager
+def _quantizer_hint_silenced():
+    """ONNX Runtime's quantizer logs "Please consider to run pre-processing before quantization" on the root logger
+    (its shape inference step, which this graph does not need: it is built with its shapes), and that call would
+    also give the root logger a stderr handler for good (``logging.warning`` runs ``basicConfig``). A user's first
+    run printed it. For the call only: that record filtered, and a NullHandler so no handler is added for good."""
+    root = logging.getLogger()
+    hint, null = _PreprocessHint(), logging.NullHandler()
+    root.addFilter(hint)
+    added = not root.handlers
+    if added:
+        root.addHandler(null)
+    try:
+        yield
+    finally:
+        root.removeFilter(hint)
+        if added:
+            root.removeHandler(null)
 
 
 # ------------------------------------------------------------------ the engine

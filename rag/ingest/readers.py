@@ -16,9 +16,6 @@ from .code import CODE_SUFFIXES, annotate_questions, code_language, minified_rea
 from rag.models import Dataset, Document, Page, Question, Skipped, pages_from_paragraphs
 
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
-
-
 DOCUMENT_SUFFIXES = (".md", ".markdown", ".txt", ".pdf", ".docx", ".html", ".htm")
 
 
@@ -30,7 +27,10 @@ class ImportError_(ValueError):
 
 
 def datasets_dir() -> Path:
-    return Path(os.environ.get("RAGWB_DATASETS", REPO_ROOT / "datasets"))
+    """The bundled gold sets: package data found by rag/ingest/bundled.py (a wheel and a checkout alike)."""
+    from rag.ingest.bundled import datasets_root
+
+    return datasets_root()
 
 
 def slug(text: str) -> str:

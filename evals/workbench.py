@@ -1,0 +1,558 @@
+"""The workbench as a Python object, for Jupyter, VS Code and marimo cells: ``Workbench("squad2")``.
+
+It is the page without the page: the same library calls the marimo workbench makes (``evals.interactive``), so a
+frame, a figure or a cost line here is the one the page shows for the same budgets. Every call that would spend
+(an LLM answerer, a judge, a deployed service, Generate) first returns its cost line and sends only when told
+(``send=True``), counted against the same response cache as the page and ``ragwb run``. Nothing here runs an
+event loop of its own on the caller's thread (no ``asyncio.run``): it works inside Jupyter's running loop.
+
+    from evals.workbench import Workbench
+    wb = Workbench("squad2", limit=50)          # a bundled set, offline
+    wb.apply(chunks__top_k=4)                   # the budget form's Apply: the cost line, then the items
+    wb.figure()                                 # the quality-vs-cost chart (a plotly Figure)
+    wb.rows()                                   # one row per question and point, a column per metric
+    wb.summary()                                # per point and metric: mean, 95% interval, n
+
+docs/jupyter.md has the rest (sweep, race, save, best, judge agreement, generate, controls).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import pandas as pd
+
+
+@dataclass
+class CostLine:
+    """What a call would send, said before it is sent (the page's line above its Send button). ``sent``: whether
+    the call went ahead; when it did not, ``how`` says the call that sends."""
+    text: str
+    calls: int = 0
+    sent: bool = False
+    how: str = ""
+
+    def __str__(self) -> str:
+        tail = "" if self.sent or not self.calls else f"\nNothing sent: {self.how}"
+        return self.text + tail
+
+    def __repr__(self) -> str:
+        return str(self)
+
+    def _repr_markdown_(self) -> str:
+        tail = "" if self.sent or not self.calls else f"<br>**Nothing sent:** `{self.how}`"
+        return f"**Cost:** {self.text}{tail}"
+
+
+@dataclass
+class Applied:
+    """The result of an Apply, Sweep or any evaluation of points: its cost line, and (once evaluated) the long
+    scores frame and its summary. ``rows``, ``figure`` and friends are the page's views of it."""
+    cost: CostLine
+    points: list
+    scores: pd.DataFrame | None = None  # long: one row per question x point x metric, with status and detail
+    summary: pd.DataFrame | None = None  # per point and metric: mean, 95% interval, n_ok
+    notes: list = field(default_factory=list)
+
+    @property
+    def evaluated(self) -> bool:
+        return self.scores is not None
+
+    def _need(self) -> None:
+        if not self.evaluated:
+            raise RuntimeError(f"nothing evaluated yet: {self.cost.text}; {self.cost.how}")
+
+    def rows(self) -> pd.DataFrame:
+        self._need()
+        return wide_rows(self.scores)
+
+    def figure(self, metric: str | None = None, cost: str = "context_tokens"):
+        self._need()
+        return quality_figure(self.summary, metric, cost)[0]
+
+    def __repr__(self) -> str:
+        if not self.evaluated:
+            return str(self.cost)
+        pts = len(self.points)
+        return f"{self.cost.text}\nevaluated {pts} point(s): .rows(), .summary, .figure()"
+
+    def _repr_markdown_(self) -> str:
+        if not self.evaluated:
+            return self.cost._repr_markdown_()
+        return (self.cost._repr_markdown_() + f"<br>Evaluated {len(self.points)} point(s): `.rows()`, `.summary`, "
+                "`.figure()`")
+
+
+def wide_rows(scores: pd.DataFrame) -> pd.DataFrame:
+    """The long scores frame as one row per question and point (strategy, point_label, question_id), a column per
+    metric holding its value (NaN where the metric has none: its status says why in the long frame)."""
+    keys = ["strategy", "point_label", "question_id"]
+    if scores is None or not len(scores):
+        return pd.DataFrame(columns=keys)
+    first = scores[scores["repeat"] == scores["repeat"].min()] if "repeat" in scores else scores
+    wide = first.pivot_table(index=keys, columns="metric", values="value", aggfunc="first", dropna=False, sort=False)
+    wide = wide.reindex(columns=sorted(first["metric"].unique()))
+    wide.columns.name = None
+    return wide.reset_index()
+
+
+def quality_figure(summary: pd.DataFrame, metric: str | None, cost: str = "context_tokens", history=None):
+    """(the page's quality-vs-cost Figure, the metric shown, the note when the wanted one has no value here): the
+    page's default moves to a metric with values and says so, as the page's dropdown does."""
+    from evals.interactive import page
+    from evals.report.charts import quality_cost_figure
+
+    options, shown, note = page.metric_choices(summary, metric or "f1")
+    chosen = options[shown]
+    if metric and metric not in set(options.values()):
+        from evals.score.metrics import METRICS
+
+        if metric not in METRICS:
+            raise ValueError(f"unknown metric {metric!r}; valid: {', '.join(sorted(METRICS))}")
+        chosen = metric
+    return quality_cost_figure(summary, chosen, cost, history), chosen, note
+
+
+def _argv(dataset: str, kwargs: dict) -> list[str]:
+    """Keyword arguments as the page's command line (the flags after ``marimo run ... --``), so the object and
+    the page read them with one parser: ``llm=(URL, MODEL)``, ``judge=(URL, MODEL)`` or ``"none"``, and any page
+    flag by its name (``llm_base_url=``, ``price=["m=1,2"]``, ``concurrency=8``)."""
+    argv = ["--dataset", str(dataset)]
+    kwargs = dict(kwargs)
+    llm = kwargs.pop("llm", None)
+    if llm is not None:
+        base, model = _pair(llm, "llm")
+        argv += ["--llm-base-url", base, "--llm-model", model]
+    judge = kwargs.pop("judge", None)
+    if isinstance(judge, str):
+        argv += ["--judge", judge]
+    elif judge is not None:
+        base, model = _pair(judge, "judge")
+        argv += ["--judge-base-url", base, "--judge-model", model]
+    for key, value in kwargs.items():
+        if value is None or value is False:
+            continue
+        flag = "--" + key.replace("_", "-")
+        if value is True:
+            argv.append(flag)
+        elif isinstance(value, (list, tuple)):
+            for v in value:
+                argv += [flag, str(v)]
+        else:
+            argv += [flag, str(value)]
+    return argv
+
+
+def _pair(value, what: str) -> tuple[str, str]:
+    if isinstance(value, dict):
+        value = (value.get("base_url"), value.get("model"))
+    if hasattr(value, "base_url") and hasattr(value, "model"):
+        value = (value.base_url, value.model)
+    if not (isinstance(value, (list, tuple)) and len(value) == 2 and all(isinstance(v, str) and v for v in value)):
+        raise ValueError(f"{what}= takes (base_url, model), e.g. ('http://127.0.0.1:8080/v1', 'my-model')")
+    return value[0], value[1]
+
+
+def _budgets(budgets: dict | None, kw: dict) -> dict:
+    """Budgets as the page's form names them (``chunks__top_k``); ``chunks.top_k`` is taken too."""
+    out = {}
+    for key, value in {**(budgets or {}), **kw}.items():
+        out[key.replace(".", "__")] = value
+    return out
+
+
+class Workbench:
+    """One dataset opened as the page opens it, with its answerer and judge; the state of an Apply is kept here
+    (``last``), so ``rows``, ``summary``, ``figure``, ``matrix``, ``compare``, ``sufficiency`` and ``save`` speak
+    of the last applied budgets, as the page's cells do.
+
+    ``dataset``: a bundled set (``squad2``), a folder of your documents (ingested on first open) or the name of a
+    folder the workspace holds. ``questions``: a JSONL questions file for a folder (remembered). ``limit``: the
+    questions evaluated. ``llm=(base_url, model)``: an LLM answerer (it judges too unless ``judge="none"`` or
+    ``judge=(base_url, model)``). Any other flag of the page by name (``price=["m=0.15,0.6"]``, ``workspace=``,
+    ``system=["v1=https://rag/ask"]``, ``plugins=["my_strategies.py"]``). A bad one is a ValueError naming it."""
+
+    def __init__(self, dataset: str = "squad2", *, progress: bool = True, **flags):
+        from evals.interactive import datasets as dsets
+
+        parsed = dsets.workbench_args(_argv(dataset, flags))
+        if parsed.error:
+            raise ValueError(parsed.error)
+        self.flags = parsed
+        self.args = parsed.args
+        self.progress = progress
+        from rag.strategies import default_strategies, load_plugins
+
+        load_plugins(self.args.plugins)
+        self.spec = dsets.resolve_dataset(self.args.dataset, self.args.workspace)
+        self._open()
+        self.strategies = list(default_strategies()) + [x.name for x in parsed.systems]
+        self.last: Applied | None = None
+        self.history: list = []  # the summaries of earlier Applies: the chart's faded points
+
+    # ---- opening
+    def _open(self) -> None:
+        from evals import interactive
+        from evals.interactive.answering import OFFLINE
+
+        cost = interactive.ingest_cost(self.spec, self.args.workspace, self.args.embedder)
+        bar = None
+        if cost["chunks"]:
+            print(f"{self.spec}: embedding {cost['chunks']:,} chunks with {self.args.embedder} first, about "
+                  f"{cost['seconds']:.0f} s ({cost['source']}; once: later opens embed nothing)")
+
+        def embedded(n, total):
+            nonlocal bar
+            if bar is None:
+                bar = _bar(total, f"embedding {self.spec}", self.progress)
+            bar.update(n)
+
+        try:
+            self.base = interactive.open_session(self.spec, self.args.workspace, self.args.embedder,
+                                                 on_progress=embedded, questions=self.args.questions,
+                                                 systems=self.flags.systems)
+        finally:
+            if bar is not None:
+                bar.close()
+        self._sessions: dict = {}
+        wb = self.flags
+        choice = f"LLM: {wb.llm.model}" if wb.llm else OFFLINE
+        self.session = interactive.session_for_answerer(self._sessions, self.base, choice, wb.llm, wb.prices,
+                                                        wb.judge)
+
+    @property
+    def dataset(self):
+        return self.session.dataset
+
+    @property
+    def limit(self) -> int:
+        return min(self.args.limit, len(self.session.dataset.questions))
+
+    def __repr__(self) -> str:
+        d = self.session.dataset
+        return (f"Workbench({d.name!r}: {len(d.documents):,} documents, {len(d.questions):,} question(s); answerer "
+                f"{self.session.answerer_label}; strategies {', '.join(self.strategies)})")
+
+    # ---- the budget form
+    def points(self, strategies: list[str] | None = None, budgets: dict | None = None, **kw) -> list:
+        """The points an Apply evaluates: one per strategy, with only the budgets that differ from its shipped
+        defaults (the page's ``points_from_budgets``; a budget no strategy has is a ValueError naming the valid)."""
+        from evals import interactive
+
+        names = list(strategies) if strategies is not None else list(self.strategies)
+        unknown = [s for s in names if s not in self.strategies]
+        if unknown:
+            raise ValueError(f"unknown strategy {', '.join(map(repr, unknown))}; valid: {', '.join(self.strategies)}")
+        systems = [x.name for x in self.flags.systems]
+        return interactive.points_from_budgets(names, _budgets(budgets, kw), systems=systems)
+
+    def plan(self, strategies: list[str] | None = None, budgets: dict | None = None, limit: int | None = None,
+             **kw) -> CostLine:
+        """The cost line of applying these budgets, counted before anything is sent (the page's line)."""
+        return self._cost(self.points(strategies, budgets, **kw), limit or self.limit, "wb.apply(..., send=True)")
+
+    def _cost(self, points: list, limit: int, how: str) -> CostLine:
+        from evals import interactive
+
+        plan = interactive.answer_plan(self.session, points, limit)
+        model = self.session.client.cfg.model if self.session.client is not None else ""
+        text = f"{self.session.answerer_label}: {plan.line(model)}" + (" " + "; ".join(plan.notes) if plan.notes
+                                                                         else "")
+        calls = plan.calls + plan.service_requests
+        return CostLine(text, calls, sent=False, how=how)
+
+    def apply(self, strategies: list[str] | None = None, budgets: dict | None = None, limit: int | None = None,
+              send: bool = False, **kw) -> Applied:
+        """The page's Apply: ``chunks__top_k=4``, ``max_context_tokens=1500``, ``hybrid__alpha=0.5`` (or
+        ``budgets={"chunks.top_k": 4}``). Offline it evaluates at once; where it would send calls it returns the
+        cost line and sends only with ``send=True``."""
+        points = self.points(strategies, budgets, **kw)
+        limit = limit or self.limit
+        result = self._evaluate(points, limit, send, "wb.apply(..., send=True)")
+        if result.evaluated:
+            if self.last is not None and self.last.summary is not None and len(self.last.summary):
+                self.history = (self.history + [self.last.summary])[-40:]
+            self.last = result
+            self._limit = limit
+        return result
+
+    def _evaluate(self, points: list, limit: int, send: bool, how: str) -> Applied:
+        from evals import interactive
+
+        cost = self._cost(points, limit, how)
+        if cost.calls and not send:
+            return Applied(cost, points)
+        plan_items = interactive.answer_plan(self.session, points, limit).items
+        bar = _bar(plan_items, "evaluating", self.progress and plan_items > 0)
+        try:
+            scores = interactive.evaluate_points(self.session, points, limit, on_item=bar.update)
+        finally:
+            bar.close()
+        summary = interactive.summarize_session(self.session, scores)
+        cost.sent = True
+        return Applied(cost, points, scores, summary)
+
+    def _applied(self) -> Applied:
+        if self.last is None:
+            raise RuntimeError("nothing applied yet: wb.apply() first (offline it evaluates at once)")
+        return self.last
+
+    # ---- what the page shows of the last Apply
+    def scores(self) -> pd.DataFrame:
+        """The page's ``rows``: the long frame, one row per question x point x metric with value, status, detail."""
+        return self._applied().scores
+
+    def rows(self) -> pd.DataFrame:
+        """One row per question and point, a column per metric."""
+        return self._applied().rows()
+
+    def summary(self) -> pd.DataFrame:
+        """Per point and metric: mean, its 95% bootstrap interval and n (the page's headline, unformatted)."""
+        return self._applied().summary
+
+    def headline(self) -> pd.DataFrame:
+        """The page's headline table: "mean [low, high] n=K" per metric, as ``ragwb show`` prints it."""
+        from evals.analyze.summary import HEADLINE, headline_table
+        from evals.interactive import page
+
+        s = self.summary()
+        table, _ = page.headline(s, headline_table, page.headline_order(s, HEADLINE))
+        return table
+
+    def figure(self, metric: str | None = None, cost: str = "context_tokens", history: bool = True):
+        """The quality-vs-cost chart (plotly Figure): Pareto front outlined, earlier Applies faded. ``metric``:
+        the quality axis (default f1, moved to a metric with values here, as the page moves it)."""
+        hist = pd.concat(self.history, ignore_index=True) if history and self.history else None
+        fig, _, _ = quality_figure(self.summary(), metric, cost, hist)
+        return fig
+
+    def quality_metric(self, metric: str | None = None) -> tuple[str, str]:
+        """(the metric the chart shows for ``metric``, the note saying why it moved, "" when it did not)."""
+        _, chosen, note = quality_figure(self.summary(), metric)
+        return chosen, note
+
+    def matrix(self, metric: str | None = None, **filters) -> pd.DataFrame:
+        """The question x point matrix (a row per question, a column per point, spread and failures); filters as
+        the page's: ``disagree=True``, ``failures=True``, ``unanswerable=True``, ``field=``, ``value=``,
+        ``search=``."""
+        from evals.interactive import page
+
+        metric = metric or self.quality_metric()[0]
+        judged = self.judged_scores()
+        matrix, _, _, _ = page.matrix_view(self.scores(), judged, self.session.dataset.questions, metric, filters)
+        return matrix
+
+    def judged_scores(self) -> pd.DataFrame:
+        from evals import interactive
+
+        return interactive.session_judged_scores(self.args.db, self.session, self.scores())
+
+    def point_names(self) -> list[str]:
+        from evals.analyze import explore
+
+        return explore.points_of(self.scores())
+
+    def compare(self, a: str | None = None, b: str | None = None, metric: str | None = None) -> pd.DataFrame:
+        """Point ``b`` against point ``a`` of the last Apply, paired per question: delta, 95% interval, verdict
+        (default: the first two points)."""
+        from evals.analyze import explore
+        from evals.interactive import page
+
+        pts = self.point_names()
+        a = explore.pick_point(pts, a) if a else pts[0]
+        b = explore.pick_point(pts, b) if b else pts[min(1, len(pts) - 1)]
+        return explore.paired_points(self.scores(), a, b, page.paired_metrics(self.scores()),
+                                     first=metric or self.quality_metric()[0])
+
+    def sufficiency(self) -> pd.DataFrame:
+        """Why points lose: context sufficiency x answer outcome per point (empty where nothing has a sufficiency
+        value)."""
+        from evals.analyze.sufficiency import decomposition, decomposition_table, has_sufficiency
+
+        sc = self.scores()
+        if not len(sc) or not has_sufficiency(sc):
+            return pd.DataFrame()
+        return decomposition_table(decomposition(sc))
+
+    def sufficiency_figure(self):
+        from evals.interactive import page
+
+        return page.sufficiency_bar(self.scores())
+
+    def budgets_table(self) -> pd.DataFrame:
+        from evals import interactive
+
+        return interactive.applied_budgets_table(self._applied().points)
+
+    def search(self, query: str, strategy: str = "hybrid", budgets: dict | None = None) -> pd.DataFrame:
+        """The blocks ``strategy`` returns for ``query`` (``ragwb search``; nothing stored)."""
+        from evals import interactive
+
+        return interactive.search_frame(self.session, query, strategy, _budgets(budgets, {}))
+
+    # ---- sweeps, races, runs
+    def sweep(self, param: str, values, strategies: list[str] | None = None, budgets: dict | None = None,
+              send: bool = False, **kw) -> Applied:
+        """One budget over ``values`` ("2,4,8" or [2, 4, 8]) for each strategy, the others as applied; its cost
+        line first where it would send."""
+        from evals import interactive
+
+        vals = values if isinstance(values, str) else ",".join(map(str, values))
+        names = list(strategies) if strategies is not None else [s for s in self.strategies if _has(s, param)]
+        points = interactive.sweep_points(names, param, vals, _budgets(budgets, kw))
+        return self._evaluate(points, self.limit, send, "wb.sweep(..., send=True)")
+
+    def race(self, param: str, values, strategies: list[str] | None = None, metric: str | None = None,
+             budgets: dict | None = None, send: bool = False, batch: int = 50, **kw):
+        """The sweep raced as a stored run: points clearly worse than the leader leave as batches land. Returns
+        the cost line (an upper bound: a race asks less) until ``send=True``, then (run id, line, leaderboard)."""
+        from evals import interactive
+
+        vals = values if isinstance(values, str) else ",".join(map(str, values))
+        names = list(strategies) if strategies is not None else [s for s in self.strategies if _has(s, param)]
+        points = interactive.sweep_points(names, param, vals, _budgets(budgets, kw))
+        cost = self._cost(points, self.limit, "wb.race(..., send=True)")
+        cost.text = cost.text.replace(" answer call(s)", " answer call(s) at most")
+        if cost.calls and not send:
+            return cost
+        metric = metric or (self.quality_metric()[0] if self.last is not None else "f1")
+        rid = interactive.race_budgets(self.session, self.args.db, self.args.workspace, names, param, vals,
+                                       _budgets(budgets, kw), self.limit, metric, batch=batch,
+                                       prices=self.flags.prices)
+        line, board = interactive.race_result(self.args.db, rid)
+        return rid, line, board
+
+    def save(self, run_id: str | None = None) -> str:
+        """Save as run: the last Apply's items stored (nothing evaluated again) with its HTML report; the run id."""
+        from evals import interactive
+
+        applied = self._applied()
+        rid, report, why = interactive.save_with_report(self.session, self.args.db, applied.points, self._limit,
+                                                        self.args.workspace, run_id)
+        print(f"saved run {rid}" + (f"; report {report}" if report else f"; the report was not written: {why}"))
+        return rid
+
+    def runs(self) -> pd.DataFrame:
+        from evals import interactive
+
+        return interactive.list_runs(self.args.db)
+
+    def stored_summary(self, run_id: str) -> pd.DataFrame:
+        from evals import interactive
+
+        return interactive.stored_summary(self.args.db, run_id)
+
+    def best(self, run_id: str, metric: str | None = None) -> "Best":
+        """The best point of a stored run (a Save, a race): the prose, and its config as TOML for ``ragwb run
+        --config``."""
+        from evals.interactive.index_sweep import best_config
+
+        from evals.store import ResultStore
+
+        with ResultStore(self.args.db, read_only=True) as st:
+            rid = st.resolve_run(run_id)
+        prose, tomls = best_config(self.args.db, rid, metric or "f1")
+        return Best(prose, tomls)
+
+    # ---- the judge and generated questions
+    def judge_lines(self) -> list[str]:
+        """How far to trust each judge of this workbench (its stored agreement with people), as ``ragwb show``."""
+        from evals import interactive
+
+        return interactive.judge_lines(self.session, self.args.workspace)
+
+    def measure_judge(self, send: bool = False):
+        """How far to trust the judge: its agreement with human labels. The cost line until ``send=True``, then
+        the stored agreement line."""
+        from evals import interactive
+
+        plan = interactive.agreement_plan(self.session, self.args.workspace)
+        cost = CostLine(plan["line"].replace("**", ""), plan["calls"], how="wb.measure_judge(send=True)")
+        if plan["calls"] and not send:
+            return cost
+        if not any(j.name == "llm_faithfulness" for j in interactive.page.session_judges(self.session)):
+            return cost
+        return interactive.measure_agreement(self.session, self.args.workspace)
+
+    def generate(self, n: int = 20, types: str = "single", out: str = "", model: str = "", seed: int = 0,
+                 language: str = "auto", send: bool = False, evaluate: bool = True):
+        """Gold questions an LLM writes from this dataset's passages (``ragwb generate``). The cost line until
+        ``send=True``; then the file is written, remembered for a folder, and (``evaluate``) the workbench reopens
+        on it, so the next Apply evaluates them."""
+        from evals.interactive import generating
+
+        if self.flags.llm is None:
+            raise ValueError("generate needs an LLM: Workbench(..., llm=(base_url, model))")
+        client = generating.generator_client(self.session, self.flags.llm, model, self.flags.prices)
+        plan = generating.generate_plan(self.session, client, int(n), [t.strip() for t in types.split(",")], seed, out,
+                                        language)
+        cost = CostLine(f"Generate: {plan.line()}", plan.new_calls, how="wb.generate(..., send=True)")
+        if plan.new_calls and not send:
+            return cost
+        bar = _bar(plan.jobs, f"asking {client.cfg.model} for questions", self.progress)
+        try:
+            path, line = generating.generate_for_page(self.session, client, int(n),
+                                                      [t.strip() for t in types.split(",")], seed, plan.out,
+                                                      progress=bar, language=language)
+        finally:
+            bar.close()
+        if evaluate:
+            self.args.questions = str(path)
+            self._open()
+            self.last, self.history = None, []
+        return line
+
+    # ---- controls
+    def controls(self, strategies: list[str] | None = None):
+        """The page's budget form as Jupyter widgets (ipywidgets; ``pip install 'rag-workbench[jupyter]'``):
+        strategies, top_k and token-budget controls and Apply; an Apply redraws the chart and the matrix in place,
+        and with an LLM the cost line and a Send button come first."""
+        from evals.jupyter import Controls
+
+        return Controls(self, strategies).widget
+
+
+@dataclass
+class Best:
+    """``ragwb best`` of a stored run: its prose and each chosen point's TOML."""
+    prose: list
+    tomls: list
+
+    @property
+    def toml(self) -> str:
+        return self.tomls[0] if self.tomls else ""
+
+    def __repr__(self) -> str:
+        return "\n".join(self.prose) + ("\n\n" + "\n\n".join(self.tomls) if self.tomls else "")
+
+    def _repr_markdown_(self) -> str:
+        return "\n\n".join(self.prose) + "".join(f"\n\n```toml\n{t}\n```" for t in self.tomls)
+
+
+def _has(strategy: str, param: str) -> bool:
+    import dataclasses
+
+    from rag.strategies import STRATEGIES, get_strategy
+
+    return strategy in STRATEGIES and param in {f.name for f in dataclasses.fields(get_strategy(strategy).Params)}
+
+
+class _NoBar:
+    def update(self, n=1):
+        pass
+
+    def close(self):
+        pass
+
+
+def _bar(total: int, desc: str, show: bool):
+    """A tqdm bar that renders as a widget in Jupyter (``tqdm.auto``) and as text in a terminal."""
+    if not show or not total:
+        return _NoBar()
+    try:
+        from tqdm.auto import tqdm
+    except ImportError:  # pragma: no cover - tqdm is a dependency
+        return _NoBar()
+    return tqdm(total=total, desc=desc, leave=False)
+
+
+__all__ = ["Workbench", "CostLine", "Applied", "Best", "wide_rows"]
