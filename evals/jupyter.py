@@ -21,11 +21,6 @@ def _widgets():
     return ipywidgets
 
 
-def figure_html(fig) -> str:
-    """The chart as HTML that draws with no network: plotly.js inlined once per page (later redraws reuse it)."""
-    return fig.to_html(include_plotlyjs=True, full_html=False, config={"displaylogo": False})
-
-
 class Controls:
     """The budget form: ``Controls(wb).widget`` is what a cell displays."""
 
@@ -91,13 +86,15 @@ class Controls:
         self.redraw()
 
     def redraw(self) -> None:
-        from IPython.display import HTML, display
+        from IPython.display import display
 
         metric, note = self.wb.quality_metric()
         self.status.value = f"<small>{note}</small>" if note else ""
         with self.chart:
             self.chart.clear_output(wait=True)
-            display(HTML(figure_html(self.wb.figure(metric))))
+            # plotly's own mime bundle: JupyterLab, Notebook 7 and VS Code draw it with their plotly renderer
+            # (plotly ships its JupyterLab extension), nothing fetched
+            display(self.wb.figure(metric))
         with self.matrix:
             self.matrix.clear_output(wait=True)
             display(self.wb.matrix(metric).head(50))

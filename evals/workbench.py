@@ -89,7 +89,8 @@ def wide_rows(scores: pd.DataFrame) -> pd.DataFrame:
     if scores is None or not len(scores):
         return pd.DataFrame(columns=keys)
     first = scores[scores["repeat"] == scores["repeat"].min()] if "repeat" in scores else scores
-    wide = first.pivot_table(index=keys, columns="metric", values="value", aggfunc="first", dropna=False, sort=False)
+    # one value per (question, point, metric) at the first repeat; a metric with no value is NaN (never a dropped row)
+    wide = first.groupby(keys + ["metric"], sort=False)["value"].first().unstack("metric")
     wide = wide.reindex(columns=sorted(first["metric"].unique()))
     wide.columns.name = None
     return wide.reset_index()

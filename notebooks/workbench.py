@@ -139,8 +139,10 @@ def _(args, base_session, mo):
     # the questions slider runs over this dataset's own questions (never "50" on an 11-question folder)
     _n = len(base_session.dataset.questions)
     _top = max(2, min(500, _n))
-    limit = mo.ui.slider(1 if _top <= 50 else 10, _top, step=1 if _top <= 50 else 10,
-                         value=max(1, min(_top, args.limit, _n or 1)), label=f"questions (of {_n})",
+    # steps of 10 on a large set, unless --limit asks for fewer than 10 (--limit 5 on a 322-question set was an error)
+    _start = 1 if _top <= 50 or args.limit < 10 else 10
+    limit = mo.ui.slider(_start, _top, step=1 if _start == 1 else 10,
+                         value=max(_start, min(_top, args.limit, _n or 1)), label=f"questions (of {_n})",
                          show_value=True, debounce=True, disabled=_n <= 1)
     limit if _n else mo.md("")
     return (limit,)

