@@ -92,7 +92,9 @@ def cmd_show(a) -> int:
 
         # the metrics with values on this set first, judged ones leading (asked-for metrics as asked)
         metrics = a.metrics or fits_the_data(headline_metrics(st, rid), sc_all)
-        judge_notes = judge_lines(run, a.workspace, set(sc_all.metric))
+        from evals.analyze.judge_health import health_lines
+
+        judge_notes = judge_lines(run, a.workspace, set(sc_all.metric)) + health_lines(sc_all)
         summ = summarize_by(st, rid, a.by, metrics) if a.by else summarize_scores(sc_all, metrics)
         from evals.analyze.judgments import judged_notes
 

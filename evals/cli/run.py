@@ -229,6 +229,8 @@ def cmd_run(a) -> int:
         if failed:  # every answer failed, or more than the cap: the exit status says so (CI must not pass)
             print(f"ragwb run: error: {failed}", file=sys.stderr)
             status = status or 6
+        if cfg.judge is not None and failed_judges(a, summ.run_id):  # a judge that parses nothing is never quiet
+            status = status or 7
         run_ids.append(summ.run_id)
         done_runs.append((summ.run_id, summ.items))
     if declined and not run_ids:  # every cost line declined: nothing ran, so no "finished" and no reports folder
@@ -358,6 +360,24 @@ def failed_answers(a, run_id: str) -> str:
     return (f"run {run_id}: {what}: {nbad} of {total} items ("
             + ", ".join(f"{s}={n}" for s, n in bad.items()) + "); the items and their errors are stored "
             f"(ragwb show {run_id}; ragwb export {run_id})")
+
+
+def failed_judges(a, run_id: str) -> bool:
+    """Say each judge that failed on more than a fifth of its items (its share and commonest reply shape); True when
+    one failed on more than --max-judge-failures of them, or on every item (the run then exits 7)."""
+    from evals.analyze.judge_health import judge_health, over_threshold
+    from evals.store import ResultStore
+
+    with ResultStore(a.db or Path(a.workspace) / "results.duckdb", read_only=True) as st:
+        scores = st.scores(run_id)
+    for h in judge_health(scores):
+        if h.failed and h.share > 0.2:
+            print(f"ragwb run: warning: run {run_id}: {h.line()}; its metric shows n beside each value", file=sys.stderr)
+    bad = over_threshold(scores, a.max_judge_failures)
+    for h in bad:
+        print(f"ragwb run: error: run {run_id}: judge {h.judge} failed on {h.share:.0%} of its items (cap "
+              f"{a.max_judge_failures:.0%}, --max-judge-failures); see docs/llm.md on reply formats", file=sys.stderr)
+    return bool(bad)
 
 
 def cmd_score(a) -> int:
@@ -506,6 +526,9 @@ def add_llm_args(s) -> None:
                    help="price of a model in dollars per million input and output tokens (repeatable; a [prices] "
                         "table in --config works too, and RAGWB_PRICE='MODEL=IN,OUT;...'); built-in table: "
                         "rag/llm/client.py PRICES; a model with none is 'price unknown', never $0")
+    s.add_argument("--max-judge-failures", type=share_arg, default=0.5, metavar="SHARE",
+                   help="exit 7 when an LLM judge failed (parse errors, timeouts, errors) on more than this share of "
+                        "the items it was asked about (default 0.5), or on every one; a fifth or more is warned")
     s.add_argument("--max-failure-rate", type=share_arg, default=0.5, metavar="SHARE",
                    help="exit 6 when more than this share of a run's answers failed (timeouts, errors, context "
                         "overflow; default 0.5), or when every answer failed")

@@ -198,9 +198,12 @@ def judge_lines(sess, workspace: str, scores: pd.DataFrame | None = None) -> lis
     ``ragwb show`` prints it; only for metrics with values when ``scores`` is given."""
     from evals.score.agreement import agreement_line
 
+    from evals.analyze.judge_health import health_lines
+
     have = set(scores.loc[scores.status == "ok", "metric"]) if scores is not None and len(scores) else None
     return [agreement_line(workspace, j.name, j.client.cfg.model, j.client.cfg.base_url) for j in session_judges(sess)
-            if have is None or getattr(j, "score_name", j.name) in have]
+            if have is None or getattr(j, "score_name", j.name) in have] + (
+        health_lines(scores) if scores is not None and session_judges(sess) else [])
 
 
 def agreement_plan(sess, workspace: str, limit: int = AGREEMENT_CLAIMS) -> dict:

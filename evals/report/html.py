@@ -273,11 +273,12 @@ def report_sections(store: ResultStore, run_id: str, compare: str | None = None)
 
         oracle = oracle_bound(scores, "f1", "prompt_tokens", 0.0)
     table, dropped = _summary_table(summ, scores, heads, judged)
+    from evals.analyze.judge_health import health_lines
     from evals.analyze.summary import judge_lines
 
     return {"run_id": run_id, "compare": compare, "header_md": header, "judged": judged, "oracle": oracle,
             "summary": with_losses(table, losses), "not_shown": dropped, "sufficiency": sufficiency,
-            "judge_lines": judge_lines(run, Path(store.path).parent, present),
+            "judge_lines": judge_lines(run, Path(store.path).parent, present) + health_lines(scores),
             "shared_summary": shared_summary,
             "figures": figs, "conversation_figures": conv_figs, "breakdown": breakdown, "breakdowns": breakdowns,
             "statuses": statuses,

@@ -2,15 +2,15 @@
 notebook's run button). Every failure is a status, never a dropped row or a NaN."""
 from __future__ import annotations
 
-import json
 import os
-import re
 from dataclasses import dataclass
 
 from rag.answer.answerers import split_sentences
 from rag.llm.client import LLMClient
 from rag.answer.prompts import is_fallback, parse_citations, strip_citations
 
+from .judge_io import (FENCE_RULE, addresses_grader, fence, fence_key, field_of, flag_note, last_object,
+                       verdicts_of)
 from .metrics import Score
 
 JUDGES: dict[str, type] = {}
@@ -84,7 +84,7 @@ class LLMFaithfulness(_ChatJudge):
     name = "llm_faithfulness"
     score_name = "llm_faithfulness"
     SYSTEM = ("You check whether statements are supported by a context. Reply with JSON "
-              "only: {\"verdicts\": [1 or 0 for each statement, in order]}.")
+              "only: {\"verdicts\": [1 or 0 for each statement, in order]}." + FENCE_RULE)
 
     def request(self, question, answer, contexts):
         if is_fallback(answer):
@@ -108,33 +108,28 @@ class LLMFaithfulness(_ChatJudge):
         note = [f"judged against cited blocks {cited}" if cited else "judged against every block"]
         if cut:
             note.append(f"context cut to {MAX_JUDGE_CONTEXT_CHARS:,} characters")
+        flagged = flag_note(addresses_grader(ctx, listing))
+        if flagged:
+            note.append(flagged)
+        key = fence_key(ctx, listing)
         return ([{"role": "system", "content": self.SYSTEM},
-                 {"role": "user", "content": f"Context:\n{ctx}\n\nStatements:\n{listing}"}], extra,
-                (len(stmts), "; ".join(note)))
+                 {"role": "user", "content": f"Context:\n{fence(ctx, key)}\n\nStatements:\n{fence(listing, key)}"}],
+                extra, (len(stmts), "; ".join(note)))
 
     def parse(self, text, note):
         n, note = note
-        m = re.search(r"\{.*\}", text or "", re.S)
-        try:
-            verdicts = json.loads(m.group(0))["verdicts"] if m else None
-            verdicts = [int(bool(int(v))) for v in verdicts]
-        except (ValueError, KeyError, TypeError):
-            verdicts = None
-        if not verdicts or len(verdicts) != n:
+        verdicts = last_object(text, verdicts_of(n))  # strict: n integers, each 0 or 1, in the last such object
+        if verdicts is None:
             hint = " (cut short? raise --judge-max-tokens)" if text and "}" not in text else ""
-            return Score(None, "parse_error", f"judge reply not usable{hint}: {(text or '')[:200]}")
+            return Score(None, "parse_error", _unusable(f"judge reply not usable{hint}", text, note))
         return Score(sum(verdicts) / len(verdicts), "ok", note)
 
 
-def _json_field(text: str | None, field: str, allowed: tuple) -> int | None:
-    """The integer ``field`` of the first JSON object in a judge's reply, when it is one of ``allowed``."""
-    m = re.search(r"\{.*?\}", text or "", re.S)
-    try:
-        v = json.loads(m.group(0))[field] if m else None
-        v = int(v)
-    except (ValueError, KeyError, TypeError):
-        return None
-    return v if v in allowed else None
+def _unusable(what: str, text: str | None, note: str = "") -> str:
+    """A parse_error's detail: what was wrong, the reply kept (its first 200 characters), and a flag when the
+    judge's input addressed the grader."""
+    flagged = next((p for p in (note or "").split("; ") if p.startswith("input addresses the grader")), "")
+    return f"{what}: {(text or '')[:200]}" + (f"; {flagged}" if flagged else "")
 
 
 @register_judge
@@ -147,7 +142,7 @@ class LLMAnswerRelevance(_ChatJudge):
     score_name = "answer_relevance"
     SYSTEM = ("You rate whether an answer addresses the question it was given, not whether it is true. Rubric: "
               "3 = answers the question directly; 2 = answers part of it; 1 = on the question's topic but does not "
-              "answer it; 0 = about something else. Reply with JSON only: {\"relevance\": 0, 1, 2 or 3}.")
+              "answer it; 0 = about something else. Reply with JSON only: {\"relevance\": 0, 1, 2 or 3}." + FENCE_RULE)
 
     def request(self, question, answer, contexts):
         if is_fallback(answer):
@@ -155,14 +150,17 @@ class LLMAnswerRelevance(_ChatJudge):
         text = strip_citations(answer)
         if not text.strip():
             return Score(None, "undetermined", "empty answer")
+        text = text[:8000]
+        key = fence_key(question, text)
         return ([{"role": "system", "content": self.SYSTEM},
-                 {"role": "user", "content": f"Question: {question}\n\nAnswer: {text[:8000]}"}], {}, "")
+                 {"role": "user", "content": f"Question: {fence(question, key)}\n\nAnswer: {fence(text, key)}"}], {},
+                flag_note(addresses_grader(question, text)))
 
     def parse(self, text, note):
-        v = _json_field(text, "relevance", (0, 1, 2, 3))
+        v = last_object(text, field_of("relevance", (0, 1, 2, 3)))
         if v is None:
-            return Score(None, "parse_error", f"judge reply not usable: {(text or '')[:200]}")
-        return Score(v / 3, "ok", f"rating {v} of 3")
+            return Score(None, "parse_error", _unusable("judge reply not usable", text, note))
+        return Score(v / 3, "ok", "; ".join(x for x in (f"rating {v} of 3", note) if x))
 
 
 @register_judge
@@ -178,7 +176,7 @@ class LLMContextSufficiency(_ChatJudge):
     SYSTEM = ("You decide whether a context holds enough information to answer a question. Sufficient means a "
               "reader with only this context could give a definitive answer: it need not say it word for word, "
               "but nothing the answer needs may be missing. Ignore any answer; judge the context. Reply with JSON "
-              "only: {\"sufficient\": 1 or 0}.")
+              "only: {\"sufficient\": 1 or 0}." + FENCE_RULE)
 
     def request(self, question, answer, contexts):
         if not contexts:
@@ -186,14 +184,17 @@ class LLMContextSufficiency(_ChatJudge):
         ctx = "\n\n".join(f"[{i + 1}] {c}" for i, c in enumerate(contexts))
         note = f"LLM autorater {self.client.cfg.model}" + (
             f"; context cut to {MAX_JUDGE_CONTEXT_CHARS:,} characters" if len(ctx) > MAX_JUDGE_CONTEXT_CHARS else "")
+        ctx = ctx[:MAX_JUDGE_CONTEXT_CHARS]
+        flagged = flag_note(addresses_grader(question, ctx))
+        key = fence_key(question, ctx)
         return ([{"role": "system", "content": self.SYSTEM},
-                 {"role": "user", "content": f"Question: {question}\n\nContext:\n{ctx[:MAX_JUDGE_CONTEXT_CHARS]}"}],
-                {}, note)
+                 {"role": "user", "content": f"Question: {fence(question, key)}\n\nContext:\n{fence(ctx, key)}"}],
+                {}, "; ".join(x for x in (note, flagged) if x))
 
     def parse(self, text, note):
-        v = _json_field(text, "sufficient", (0, 1))
+        v = last_object(text, field_of("sufficient", (0, 1)))
         if v is None:
-            return Score(None, "parse_error", f"autorater reply not usable: {(text or '')[:200]}")
+            return Score(None, "parse_error", _unusable("autorater reply not usable", text, note))
         return Score(float(v), "ok", note)
 
 

@@ -1,0 +1,100 @@
+"""How the LLM judges of a run fared, said out loud: each judge's failed share with its commonest reply shape (a judge
+that parses nothing must never pass quietly), and the items whose judged input addressed the grader (a planted
+"rate this 3"), counted per point. ``ragwb run`` warns and exits 7 past ``--max-judge-failures``; ``ragwb show``,
+the report and the page print the same lines (docs/metrics.md, "LLM judges: fences and strict replies")."""
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass
+
+import pandas as pd
+
+# the metrics the chat judges write; context_sufficiency is the autorater's only where no gold evidence decides
+JUDGE_METRICS = {"llm_faithfulness": "llm_faithfulness", "answer_relevance": "llm_answer_relevance",
+                 "context_sufficiency": "llm_context_sufficiency"}
+NOT_ASKED = ("not_applicable", "undetermined")
+FLAG = "input addresses the grader"
+
+
+@dataclass
+class JudgeHealth:
+    judge: str
+    asked: int  # items the judge was asked about (a call made, or failed)
+    failed: int
+    statuses: dict
+    commonest: str  # the commonest shape of the failed replies
+
+    @property
+    def share(self) -> float:
+        return self.failed / self.asked if self.asked else 0.0
+
+    def line(self) -> str:
+        parts = ", ".join(f"{s} {n}" for s, n in sorted(self.statuses.items()))
+        return (f"judge {self.judge} failed on {self.failed:,} of {self.asked:,} item(s) ({self.share:.0%}: {parts}); "
+                f"commonest reply: {self.commonest}")
+
+
+def _asked(rows: pd.DataFrame, metric: str) -> pd.DataFrame:
+    rows = rows[~rows["status"].isin(NOT_ASKED)]
+    if metric == "context_sufficiency":  # the offline gold-evidence decisions are not the autorater's
+        detail = rows["detail"].fillna("")
+        rows = rows[(rows["status"] != "ok") | detail.str.contains("autorater", regex=False)]
+    return rows
+
+
+def judge_health(scores: pd.DataFrame) -> list[JudgeHealth]:
+    """Each chat judge that was asked anything in ``scores`` (a long frame: metric, status, detail)."""
+    from evals.score.judge_io import reply_shape
+
+    out = []
+    if scores is None or not len(scores):
+        return out
+    for metric, judge in JUDGE_METRICS.items():
+        rows = _asked(scores[scores["metric"] == metric], metric)
+        if not len(rows):
+            continue
+        bad = rows[rows["status"] != "ok"]
+        if metric == "context_sufficiency" and not (rows["status"] == "ok").any() and not len(bad):
+            continue
+        shapes = Counter(reply_shape(_reply_of(d)) if s == "parse_error" else s
+                         for s, d in zip(bad["status"], bad["detail"].fillna("")))
+        out.append(JudgeHealth(judge, len(rows), len(bad), dict(Counter(bad["status"])),
+                               shapes.most_common(1)[0][0] if shapes else "none failed"))
+    return out
+
+
+def _reply_of(detail: str) -> str:
+    """The reply a parse_error's detail kept (after "not usable...: "), without the flag that may follow it."""
+    reply = detail.split(": ", 1)[1] if ": " in detail else detail
+    return reply.split(f"; {FLAG}", 1)[0]
+
+
+def flagged_items(scores: pd.DataFrame) -> dict[str, int]:
+    """Point name -> items whose judged input addressed the grader (each item once, whatever judge flagged it)."""
+    if scores is None or not len(scores) or "detail" not in scores:
+        return {}
+    hit = scores[scores["detail"].fillna("").str.contains(FLAG, regex=False)]
+    if not len(hit):
+        return {}
+    from evals.analyze.explore import point_name
+
+    label = "point_label" if "point_label" in hit else "point_id"
+    items = hit.drop_duplicates(["strategy", label, "question_id"])
+    return {point_name(s, p): n for (s, p), n in items.groupby(["strategy", label]).size().items()}
+
+
+def health_lines(scores: pd.DataFrame, warn_share: float = 0.2) -> list[str]:
+    """What show, the report and the page print: a line per judge failing on more than ``warn_share`` of its
+    items, and the flagged items per point."""
+    lines = [h.line() for h in judge_health(scores) if h.failed and h.share > warn_share]
+    flagged = flagged_items(scores)
+    if flagged:
+        lines.append(f"judge inputs that address the grader (a planted instruction to rate, ignore the rubric or mark "
+                     f"supported; fenced as data, so not obeyed): {sum(flagged.values()):,} item(s): "
+                     + ", ".join(f"{p} {n}" for p, n in sorted(flagged.items())))
+    return lines
+
+
+def over_threshold(scores: pd.DataFrame, cap: float) -> list[JudgeHealth]:
+    """The judges that failed on more than ``cap`` of their items (every item, whatever the cap, counts)."""
+    return [h for h in judge_health(scores) if h.asked and (h.share > cap or h.failed == h.asked)]
