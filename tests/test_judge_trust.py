@@ -161,3 +161,47 @@ def test_a_judge_failing_on_every_item_makes_the_run_say_so_and_exit_non_zero(se
                "chunks", "--yes", "--no-progress", "--no-report", "--run-id", "K"])
     err = capsys.readouterr().err
     assert rc == 0 and "failed on" not in err, err
+
+
+def test_agreement_refuses_a_typo_and_labels_that_do_not_fit_before_any_work(server, tmp_path, capsys):
+    Handler.calls = 0
+    for judge, said in (("llm_faithfulnes", "unknown judge 'llm_faithfulnes'; valid: llm_faithfulness"),
+                        ("llm_answer_relevance", "llm_answer_relevance cannot be measured on ExpertQA"),
+                        ("llm_context_sufficiency", "llm_context_sufficiency cannot be measured")):
+        rc = main(["agreement", "--judge-base-url", server, "--judge-model", "m", "--judges", judge, "--yes",
+                   "--workspace", str(tmp_path)])
+        err = capsys.readouterr().err
+        assert rc == 2 and said in err, err
+    assert Handler.calls == 0 and not (tmp_path / "judge_agreement.json").exists()
+
+
+def test_a_failed_or_damaged_agreement_is_said_never_printed_as_a_figure(server, tmp_path, capsys):
+    from evals.score.agreement import AGREEMENT_FILE, agreement_line, judge_identity
+
+    # a judge that never gives a verdict: the measurement is stored as failed, and the line says it was tried
+    rc = main(["agreement", "--judge-base-url", server, "--judge-model", "echo-judge", "--limit", "6", "--yes",
+               "--workspace", str(tmp_path), "--resamples", "100"])
+    assert rc == 0, capsys.readouterr().err
+    line = agreement_line(tmp_path, "llm_faithfulness", "echo-judge", server)
+    assert "agreement measurement failed on" in line and "6 claim(s) with no usable verdict" in line, line
+    stored = json.loads((tmp_path / AGREEMENT_FILE).read_text())  # strict JSON: no NaN
+    assert stored[0]["balanced_accuracy"] is None
+    ident = judge_identity("llm_faithfulness", "m", server)
+    good = {"identity": ident, "n": 40, "failed": 0, "balanced_accuracy": 0.7, "balanced_accuracy_95ci": [0.6, 0.8],
+            "measured": "2026-11-01"}
+    assert "0.70 [0.60, 0.80] on 40 labelled claims (chance 0.50" in _line_for(tmp_path, good)
+    for damage in ({"balanced_accuracy": "0.7"}, {"n": None}, {"balanced_accuracy_95ci": [0.6]},
+                   {"balanced_accuracy": 7.5, "balanced_accuracy_95ci": [-3, 12]}, {"n": -5},
+                   {"balanced_accuracy": float("nan")}, {"balanced_accuracy": None}):
+        line = _line_for(tmp_path, {**good, **damage})
+        assert "the stored figure is damaged" in line, (damage, line)
+    line = _line_for(tmp_path, {**good, "measured": "\x1b[31mtoday"})
+    assert "\x1b" not in line and "measured ?" in line
+
+
+def _line_for(root, entry) -> str:
+    from evals.score.agreement import AGREEMENT_FILE, agreement_line
+
+    (root / AGREEMENT_FILE).write_text(json.dumps([entry]))
+    ident = entry["identity"]
+    return agreement_line(root, "llm_faithfulness", ident["model"], ident["endpoint"])

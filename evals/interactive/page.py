@@ -242,9 +242,10 @@ def measure_agreement(sess, workspace: str, limit: int = AGREEMENT_CLAIMS) -> st
     judge = next(j for j in session_judges(sess) if j.name == "llm_faithfulness")
     rows = run_agreement(limit, judge.client, ("llm_faithfulness",), 1000, offline=False)
     row = next(r for r in rows if r["judge"] == "llm_faithfulness")
+    # kept either way: a failed measurement is stored as failed, so every judge line says it was tried
+    remember_agreement(workspace, "llm_faithfulness", judge.client.cfg.model, judge.client.cfg.base_url, row)
     if not row["n"]:
         raise ValueError(row.get("note") or "no usable verdict from the judge")
-    remember_agreement(workspace, "llm_faithfulness", judge.client.cfg.model, judge.client.cfg.base_url, row)
     return agreement_line(workspace, "llm_faithfulness", judge.client.cfg.model, judge.client.cfg.base_url)
 
 

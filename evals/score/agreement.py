@@ -186,23 +186,28 @@ def main_agreement(a) -> int:
         judges = judges or ("llm_faithfulness",)
     elif judges:
         raise ValueError("--judges needs --judge-base-url and --judge-model")
+    check_measurable(judges)  # before any work: a typo, or a judge these labels do not fit, is one line
     data = agreement_set()[:a.limit] if a.limit else agreement_set()
     if client is not None:  # the cost line before any judge call; on a terminal it waits for a yes
         from rag.llm.spend import BoundPlan, confirm_spend, price_text
 
         n = len(data) * len(judges)
+        ragas = any(j.startswith("ragas_") for j in judges)
+        # one call a claim for the chat judge ("up to": cached ones are free); ragas asks several a claim
         spend = BoundPlan(f"{len(data):,} claim(s) x {len(judges)} LLM judge(s) ({', '.join(judges)}) at "
-                          f"{client.cfg.model}: at least {n:,} call(s) (ragas makes several a claim; those in the "
-                          f"response cache are free; {price_text(client.cfg.model)})", n)
+                          f"{client.cfg.model}: " + (f"at least {n:,} call(s) (ragas asks several a claim)" if ragas
+                                                     else f"up to {n:,} call(s)")
+                          + f"; those in the response cache are free; {price_text(client.cfg.model)}", n,
+                          up_to=not ragas)
         if not confirm_spend("ragwb agreement", spend, getattr(a, "yes", False)):
             print("nothing sent")
             return 0
     print(render_header(sum(r["label"] for r in data), sum(1 - r["label"] for r in data)), flush=True)
     # each judge's row as soon as it is measured: a slow LLM judge never hides the offline rows
     rows = run_agreement(a.limit, client, judges, a.resamples, on_row=lambda r: print(render_row(r), flush=True))
-    if client is not None:  # each LLM judge's figure kept with its identity: every judged metric prints it
-        for r in rows:
-            if r["judge"] in judges and r["n"]:
+    if client is not None:  # each LLM judge's figure kept with its identity: every judged metric prints it, and
+        for r in rows:      # a measurement that got no usable verdict is kept as failed (show says it was tried)
+            if r["judge"] in judges:
                 remember_agreement(a.workspace, r["judge"], client.cfg.model, client.cfg.base_url, r)
     if a.json_out:
         Path(a.json_out).parent.mkdir(parents=True, exist_ok=True)
@@ -224,9 +229,12 @@ def judge_identity(name: str, model: str, base_url: str | None) -> dict:
             "endpoint": redact_url(base_url) or ""}
 
 
+MAX_AGREEMENT_FILE_BYTES = 4 << 20  # a few hundred judge identities: far more is a damaged or hostile file
+
+
 def stored_agreements(workspace) -> list[dict]:
     path = Path(workspace) / AGREEMENT_FILE
-    if not path.is_file():
+    if not path.is_file() or path.stat().st_size > MAX_AGREEMENT_FILE_BYTES:
         return []
     from rag.safeio import loads_bounded
 
@@ -242,9 +250,16 @@ def remember_agreement(workspace, name: str, model: str, base_url: str | None, r
 
     ident = judge_identity(name, model, base_url)
     keep = [e for e in stored_agreements(workspace) if e.get("identity") != ident]
-    keep.append({"identity": ident, "n": row["n"], "failed": row["failed"], "threshold": row["threshold"],
-                 "balanced_accuracy": row["balanced_accuracy"], "balanced_accuracy_95ci": row["balanced_accuracy_95ci"],
-                 "auroc": row["auroc"], "auroc_95ci": row["auroc_95ci"], "measured": time.strftime("%Y-%m-%d")})
+    def finite(v):  # a failed measurement's NaN is stored as null (strict JSON), never as a figure
+        if isinstance(v, list):
+            return [finite(x) for x in v]
+        return v if not isinstance(v, float) or v == v and abs(v) != float("inf") else None
+
+    keep.append({"identity": ident, "n": row["n"], "failed": row["failed"], "threshold": row.get("threshold"),
+                 "balanced_accuracy": finite(row.get("balanced_accuracy")),
+                 "balanced_accuracy_95ci": finite(row.get("balanced_accuracy_95ci")), "auroc": finite(row.get("auroc")),
+                 "auroc_95ci": finite(row.get("auroc_95ci")), "measured": time.strftime("%Y-%m-%d"),
+                 **({"note": str(row.get("note") or "no usable verdict")[:200]} if not row["n"] else {})})
     Path(workspace).mkdir(parents=True, exist_ok=True)
     write_whole(Path(workspace) / AGREEMENT_FILE, json.dumps(keep, indent=1).encode())
 
@@ -253,14 +268,32 @@ def remember_agreement(workspace, name: str, model: str, base_url: str | None, r
 MEASURABLE = ("llm_faithfulness", "ragas_faithfulness")
 
 
+def check_measurable(judges) -> None:
+    """ExpertQA's human labels say whether a claim is supported by its evidence: they measure faithfulness judges and
+    nothing else. An unknown name, or a judge of something else (relevance, sufficiency), is refused before any work:
+    its figure would be another judge's labels under its name."""
+    from .judges import JUDGES
+
+    for name in judges:
+        if name not in JUDGES:
+            raise ValueError(f"unknown judge {name!r}; valid: {', '.join(MEASURABLE)}")
+        if name not in MEASURABLE:
+            raise ValueError(f"{name} cannot be measured on ExpertQA's human support labels: they say whether a claim "
+                             f"is supported, which is what {', '.join(MEASURABLE)} judge, not what {name} judges; "
+                             "no labelled set for it ships yet, so none is stored under its name")
+
+
 def agreement_line(workspace, name: str, model: str, base_url: str | None) -> str:
     """"judge M: balanced accuracy 0.71 [0.66, 0.76] on 400 labelled claims", or why there is no figure."""
     ident = judge_identity(name, model, base_url)
     hit = next((e for e in reversed(stored_agreements(workspace)) if e.get("identity") == ident), None)
     if hit is not None:
-        lo, hi = hit.get("balanced_accuracy_95ci") or [float("nan")] * 2
-        return (f"{name} judged by {model}: balanced accuracy {hit['balanced_accuracy']:.2f} [{lo:.2f}, {hi:.2f}] on "
-                f"{hit['n']:,} labelled claims (ExpertQA, human support labels; measured {hit.get('measured', '?')})")
+        figure = _stored_figure(hit)
+        if isinstance(figure, str):
+            return f"{name} judged by {model}: {figure}"
+        ba, lo, hi, n, when = figure
+        return (f"{name} judged by {model}: balanced accuracy {ba:.2f} [{lo:.2f}, {hi:.2f}] on {n:,} labelled claims "
+                f"(chance 0.50; ExpertQA, human support labels; measured {when})")
     if name in MEASURABLE:
         from rag.llm.urls import redact_url
 
@@ -268,6 +301,33 @@ def agreement_line(workspace, name: str, model: str, base_url: str | None) -> st
                 f"{redact_url(base_url)} --judge-model {model} --judges {name})")
     return (f"{name} judged by {model}: agreement not measured (no human-labelled set for this judge ships yet; "
             "read its scores as the judge's, not people's)")
+
+
+def _stored_figure(e: dict):
+    """(balanced accuracy, low, high, n, date) of a stored entry, or the line that says why there is none: a failed
+    measurement is said as failed; a damaged entry (a string, a missing n, a one-value interval, out of range, NaN)
+    is never printed as a figure."""
+    import math
+    import re
+
+    when = e.get("measured")
+    when = when if isinstance(when, str) and re.fullmatch(r"\d{4}-\d{2}-\d{2}", when) else "?"
+    n, failed = e.get("n"), e.get("failed")
+    if isinstance(n, int) and not isinstance(n, bool) and n == 0 and isinstance(failed, int):
+        note = " ".join(str(e.get("note") or "no usable verdict").split())[:120]
+        return (f"agreement measurement failed on {when} ({failed:,} claim(s) with no usable verdict: "
+                f"{note.encode('ascii', 'backslashreplace').decode()}); nothing measured, so read its scores as the "
+                "judge's alone")
+
+    def num(v):
+        return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) else None
+
+    ba, ci = num(e.get("balanced_accuracy")), e.get("balanced_accuracy_95ci")
+    lo, hi = (num(ci[0]), num(ci[1])) if isinstance(ci, list) and len(ci) == 2 else (None, None)
+    if (ba is None or lo is None or hi is None or not isinstance(n, int) or isinstance(n, bool) or n <= 0
+            or not 0 <= lo <= ba <= hi <= 1):
+        return "agreement not measured (the stored figure is damaged; measure again with ragwb agreement)"
+    return ba, lo, hi, n, when
 
 
 def main_score_claims(a) -> int:
