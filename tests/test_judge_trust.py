@@ -161,6 +161,7 @@ def test_a_judge_failing_on_every_item_makes_the_run_say_so_and_exit_non_zero(se
                "chunks", "--yes", "--no-progress", "--no-report", "--run-id", "K"])
     err = capsys.readouterr().err
     assert rc == 0 and "failed on" not in err, err
+    assert err.count("[run K] committed 2/2 items") == 1, err  # said once, not again by the closing flush
 
 
 def test_agreement_refuses_a_typo_and_labels_that_do_not_fit_before_any_work(server, tmp_path, capsys):

@@ -14,6 +14,7 @@ class Committer:
     def __init__(self, store, run_id: str, cfg, planned: int, done: set, summary, bar, progress: bool,
                  flush_every: int, flush_seconds: float, on_flush=None):
         self.store, self.run_id, self.cfg, self.planned, self.summary, self.bar = store, run_id, cfg, planned, summary, bar
+        self._said = None  # the committed count the headless log printed last
         self.progress, self.flush_every, self.flush_seconds, self.on_flush = progress, flush_every, flush_seconds, on_flush
         self.done, self.written = done, set(done)
         self.pending_r: list[dict] = []
@@ -57,9 +58,12 @@ class Committer:
         self.pending_s.clear()
         if self.on_flush:
             self.on_flush(self.summary.items)
-        if not self.progress and self.summary.items:  # headless (CI) log: one line per commit
-            print(f"[run {self.run_id}] committed {self.summary.items + self.summary.skipped_done}/{self.planned} "
-                  "items", file=sys.stderr, flush=True)
+        done = self.summary.items + self.summary.skipped_done
+        # headless (CI) log: one line per commit that moved the count (the closing flush of an empty batch said
+        # "committed 30/30" a second time)
+        if not self.progress and self.summary.items and done != self._said:
+            self._said = done
+            print(f"[run {self.run_id}] committed {done}/{self.planned} items", file=sys.stderr, flush=True)
 
     def _warn_early_failures(self) -> None:
         """After the first commit: when every answer so far failed the same way, say what to change now, not
