@@ -26,7 +26,8 @@ prompt's last line as a small model does; and a judge obeys a planted "Ignore th
 ``fault-gzip-bomb`` (``Handler.huge_mb`` MB gzipped), ``enc-br``, ``enc-zstd``, ``enc-compress``,
 ``enc-gzipgzip`` (a valid reply under an encoding the guard refuses), ``enc-tail`` (a gzip member then
 ``Handler.tail_mb`` MB of junk), ``enc-twice`` (two gzip members), ``enc-deflate`` (raw deflate), ``fault-deep`` (JSON nested 100,000 deep),
-``fault-header-trickle`` (the status line and headers one byte every ``Handler.trickle`` s);
+``schema-json-object`` (refuses ``json_schema`` with HTTP 500 as llama-cpp-python's server does, takes
+``json_object``), ``schema-none`` (refuses any ``response_format`` with a 400), ``fault-header-trickle`` (the status line and headers one byte every ``Handler.trickle`` s);
 embeddings: ``emb-trickle`` (a valid reply one byte every ``Handler.trickle`` s), ``slow-hash`` (answers after 0.05 s; ``Handler.embed_peak``: the most embeddings requests at once), ``fault-nan`` (NaN vectors), ``fault-string`` (each embedding a string, not a list), ``fault-short`` (one vector fewer than asked), ``fault-500``.
 ``Handler.peak`` is the most chat requests it has served at once (concurrency limits are checked
 against it); ``Handler.requests`` records (path with query, Authorization header) of each POST;
@@ -159,6 +160,8 @@ class Handler(BaseHTTPRequestHandler):
     seen: set = set()
     lock = threading.Lock()
     requests: list = []
+    formats: list = []  # (model, response_format type, with a schema) of each chat request that asked for one
+    refused_formats: list = []  # the response_format types the schema-* models refused
     bodies: list = []
     context_window = 0
     abstain_below = 2000  # abstain-short: user messages shorter than this abstain
@@ -315,6 +318,19 @@ class Handler(BaseHTTPRequestHandler):
 
                 return send_trickle(self, body, Handler.trickle)
             return self._send(200, body)
+        fmt = req.get("response_format") if isinstance(req.get("response_format"), dict) else {}
+        if model == "schema-json-object" and fmt.get("type") == "json_schema":  # as llama-cpp-python's server
+            with Handler.lock:
+                Handler.refused_formats.append(fmt.get("type"))
+            return self._send(500, json.dumps({"error": {"message": "1 validation error: response_format.type: Input "
+                                                                    "should be 'text' or 'json_object'"}}).encode())
+        if model == "schema-none" and fmt:  # a server that takes no response_format at all
+            with Handler.lock:
+                Handler.refused_formats.append(fmt.get("type"))
+            return self._send(400, b'{"error": {"message": "response_format is not supported by this server"}}')
+        if fmt and path.endswith("/chat/completions"):
+            with Handler.lock:
+                Handler.formats.append((model, fmt.get("type"), "schema" in fmt or "json_schema" in fmt))
         if path.endswith("/chat/completions"):
             with Handler.lock:
                 Handler.inflight += 1

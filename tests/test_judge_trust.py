@@ -162,6 +162,11 @@ def test_a_judge_failing_on_every_item_makes_the_run_say_so_and_exit_non_zero(se
     err = capsys.readouterr().err
     assert rc == 0 and "failed on" not in err, err
     assert err.count("[run K] committed 2/2 items") == 1, err  # said once, not again by the closing flush
+    assert main(["show", "K", "--workspace", str(tmp_path / "ws")]) == 0
+    out = capsys.readouterr().out
+    import re
+
+    assert re.search(r"\d\.\d{3} \[\d\.\d{3}, \d\.\d{3}\] n=2", out), out  # each judged cell says its n
 
 
 def test_agreement_refuses_a_typo_and_labels_that_do_not_fit_before_any_work(server, tmp_path, capsys):
@@ -206,3 +211,29 @@ def _line_for(root, entry) -> str:
     (root / AGREEMENT_FILE).write_text(json.dumps([entry]))
     ident = entry["identity"]
     return agreement_line(root, "llm_faithfulness", ident["model"], ident["endpoint"])
+
+
+@pytest.mark.parametrize("model, forms", [("local-extractive", ["json_schema"]),
+                                          ("schema-json-object", ["json_object"]), ("schema-none", [])])
+def test_each_judge_asks_its_schema_in_the_form_the_endpoint_takes_and_remembers_it(server, tmp_path, model, forms):
+    from evals.score import judge_io
+
+    judge_io._forms.clear()
+    Handler.formats.clear()
+    Handler.refused_formats.clear()
+    client = LLMClient(LLMConfig(server, model, max_tokens=256, retries=0), tmp_path / "cache" / "llm.sqlite")
+    js = {n: get_judge(n, client) for n in ("llm_faithfulness", "llm_answer_relevance", "llm_context_sufficiency")}
+    q, ctx = "Where do herons nest?", ["Herons nest in tall reeds beside the lake."]
+    got = [j.score(q, "Herons nest in tall reeds [1].", ctx) for j in js.values()]
+    assert [s.status for s in got] == ["ok"] * 3, got
+    assert [t for m, t, with_schema in Handler.formats if m == model and with_schema] == forms * 3
+    refused = {"local-extractive": [], "schema-json-object": ["json_schema"], "schema-none": ["json_schema",
+                                                                                              "json_object"]}[model]
+    assert Handler.refused_formats == refused  # each refused form asked once, then remembered for the endpoint
+    # a new process (the module memory gone) reads the form from the workspace: nothing is refused again
+    judge_io._forms.clear()
+    Handler.refused_formats.clear()
+    client2 = LLMClient(LLMConfig(server, model, max_tokens=256, retries=0), tmp_path / "cache" / "llm.sqlite")
+    assert get_judge("llm_answer_relevance", client2).score(q, "They nest in reeds.", ctx).status == "ok"
+    assert Handler.refused_formats == []
+    assert judge_io.reply_form(client2) == (forms[0] if forms else "text")

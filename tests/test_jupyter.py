@@ -148,7 +148,14 @@ def test_it_works_inside_a_running_event_loop(tmp_path, llm_server):
                        llm=(url, "extractive"), progress=False)
         return wb.apply(["chunks"], send=True), wb
 
-    res, wb = asyncio.run(cell())
+    # in a thread of its own, as a kernel's loop is: this worker's main thread may already run Playwright's loop
+    import threading
+
+    got = {}
+    t = threading.Thread(target=lambda: got.update(out=asyncio.run(cell())))
+    t.start()
+    t.join(timeout=300)
+    res, wb = got["out"]
     assert res.evaluated and wb.rows()["llm_faithfulness"].notna().any()
 
 

@@ -54,7 +54,18 @@ def _cached(ws) -> set:
     con = sqlite3.connect(ws / "cache" / "llm.sqlite")
     keys = {k for (k,) in con.execute("SELECT k FROM responses")}
     con.close()
-    return keys
+    return {k for k in keys if not k.startswith("reply-form:")}  # the endpoint's remembered judge reply form
+
+
+def _refusals(ws) -> int:
+    """Calls the endpoint refused for their reply form (llama-cpp-python's server refuses json_schema once; the form
+    that worked is remembered, so no later run asks it again)."""
+    import sqlite3
+
+    con = sqlite3.connect(ws / "cache" / "llm.sqlite")
+    n = sum(1 for (k,) in con.execute("SELECT k FROM responses") if k.startswith("reply-form:"))
+    con.close()
+    return n
 
 
 def _llm_line(out: str) -> tuple[int, int, int]:
@@ -95,9 +106,10 @@ def test_answers_and_default_judges_through_llama_cpp_then_the_rerun_calls_only_
     # every request the first run completed is served from the cache, and only those: the re-run calls
     # exactly for what the first run did not complete (0 calls when everything completed)
     assert hits2 >= len(done) and calls2 == misses2
-    failed1 = misses1 - len(done)  # requests of the first run that did not complete (timeouts under load)
+    refused = _refusals(tmp_path)  # a form refusal is a miss never sent again (the endpoint's form is remembered)
+    failed1 = misses1 - len(done) - refused  # requests of the first run that did not complete (timeouts under load)
     if failed1 == 0:
-        assert calls2 == 0 and hits2 == hits1 + misses1
+        assert calls2 == 0 and hits2 == hits1 + misses1 - refused
     else:  # each is sent again (plus the judge calls of an answer that now exists), nothing else
         assert misses2 >= failed1
     con = duckdb.connect(str(tmp_path / "results.duckdb"), read_only=True)
@@ -169,3 +181,31 @@ def test_llama_cpp_model_answers_in_the_workbench_session(llama_server, tmp_path
     # the next session finds the answered prompts in the response cache: only a failed one would be asked again
     p = interactive.answer_plan(interactive.llm_session(base, cfg), pts, 2)
     assert p.new_calls == 2 - sum(row["answer_status"] == "ok" for row, _ in items)
+
+
+def test_gemma_judges_give_verdicts_with_no_judge_flags(llama_server, tmp_path):
+    """Issue 71: the three default judges with no judge flags (auto: llama-cpp-python's server refuses json_schema,
+    so each judge asks json_object with its schema, remembered for the endpoint) give ok verdicts on at least half of
+    their items; the share is printed (docs/llm.md)."""
+    from evals.score import judge_io
+    from evals.score.judges import get_judge
+    from rag.llm.client import LLMClient, LLMConfig
+
+    judge_io._forms.clear()
+    client = LLMClient(LLMConfig(llama_server, "gemma", max_tokens=64, timeout=240, retries=0, max_concurrency=1),
+                       tmp_path / "cache" / "llm.sqlite")
+    items = [("Where do herons nest?", "Herons nest in tall reeds beside the lake [1].",
+              ["Herons nest in tall reeds beside the lake. They eat fish and frogs."]),
+             ("When does the council meet?", "The council meets every spring [1].",
+              ["The town council meets every spring to set the tolls for the bridge."]),
+             ("What colour is the bridge?", "The bridge is painted green [1].",
+              ["The old bridge was painted green in 1998 and again in 2020."])]
+    statuses = []
+    for name in ("llm_faithfulness", "llm_answer_relevance", "llm_context_sufficiency"):
+        j = get_judge(name, client)
+        statuses += [(name, j.score(q, a, ctx).status) for q, a, ctx in items]
+    ok = sum(s == "ok" for _, s in statuses)
+    print(f"Gemma 3 270M judges, no judge flags: {ok} of {len(statuses)} ok ({ok / len(statuses):.0%}); "
+          f"form {judge_io.reply_form(client)}; {statuses}")
+    assert judge_io.reply_form(client) == "json_object"
+    assert ok >= len(statuses) / 2, statuses

@@ -98,3 +98,18 @@ def health_lines(scores: pd.DataFrame, warn_share: float = 0.2) -> list[str]:
 def over_threshold(scores: pd.DataFrame, cap: float) -> list[JudgeHealth]:
     """The judges that failed on more than ``cap`` of their items (every item, whatever the cap, counts)."""
     return [h for h in judge_health(scores) if h.asked and (h.share > cap or h.failed == h.asked)]
+
+
+def with_judged_n(table: pd.DataFrame, summary: pd.DataFrame) -> pd.DataFrame:
+    """Each judged cell with the items its mean stands on ("0.000 [0.000, 0.000] n=1"): a judge that failed on most
+    items shows how little is behind its figure (``ragwb show`` and the report; the page gives every cell its n)."""
+    if not len(table) or summary is None or not len(summary) or "point" not in table or "n_ok" not in summary:
+        return table
+    n = summary.set_index(["strategy", "point", "metric"])["n_ok"].to_dict()
+    out = table.copy()
+    for c in out.columns:
+        if c not in JUDGE_METRICS or out[c].dtype.kind != "O":
+            continue
+        out[c] = [v if not isinstance(v, str) or v.startswith("n/a") or " n=" in v
+                  else f"{v} n={int(n.get((s, p, c), 0))}" for v, s, p in zip(out[c], out["strategy"], out["point"])]
+    return out

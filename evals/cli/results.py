@@ -133,7 +133,9 @@ def cmd_show(a) -> int:
 
             table, dropped = drop_na_columns(table, ("strategy", "point", a.by))
         if not a.by:
-            table = with_losses(table, losses)
+            from evals.analyze.judge_health import with_judged_n
+
+            table = with_losses(with_judged_n(table, summ), losses)
         if dropped:
             from evals.analyze.summary import not_shown_line
 

@@ -513,9 +513,11 @@ def add_llm_args(s) -> None:
     s.add_argument("--judge-model", default=None, help="judge model name (default: --llm-model)")
     s.add_argument("--judge-key-env", default="OPENAI_API_KEY", help="environment variable holding the judge's key")
     s.add_argument("--judge-max-tokens", type=at_least(1), default=1024, help="max tokens per judge call")
-    s.add_argument("--judge-format", default="", choices=["", "json_object", "json_schema"],
-                   help="constrain the judge's reply: json_schema sends llm_faithfulness's verdict schema (llama.cpp's "
-                        "server, vLLM and OpenAI enforce it), json_object asks for any JSON (default: neither)")
+    s.add_argument("--judge-format", default="", choices=["", "auto", "json_schema", "json_object", "text"],
+                   help="the form each judge asks its reply schema in: json_schema (OpenAI, vLLM, Ollama, llama.cpp's "
+                        "server), json_object with the schema (llama-cpp-python's server), text (no schema). Default "
+                        "(auto): json_schema, and a server that refuses a form is asked in the next, once; the form "
+                        "that worked is remembered per endpoint (docs/llm.md)")
     s.add_argument("--judges", nargs="*", default=None,
                    help="judges to run: llm_faithfulness, llm_answer_relevance, llm_context_sufficiency (the "
                         "default three), ragas_faithfulness, ragas_context_recall, ragas_answer_accuracy (the ragas "

@@ -292,8 +292,11 @@ def _summary_table(summ: pd.DataFrame, scores: pd.DataFrame, heads: list[str], j
     ({metric: why}, said in one line under it)."""
     from evals.analyze.summary import drop_na_columns, fits_the_data
 
+    from evals.analyze.judge_health import with_judged_n
+
     heads = fits_the_data(heads + [m for m in judged if m not in heads], scores)
-    return drop_na_columns(headline_table(summ, heads))
+    table, dropped = drop_na_columns(headline_table(summ, heads))
+    return with_judged_n(table, summ), dropped
 
 
 def sufficiency_html(dec: pd.DataFrame, include_js: bool) -> list[str]:

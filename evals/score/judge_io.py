@@ -146,3 +146,57 @@ def reply_shape(text: str | None) -> str:
     if not {"verdicts", "relevance", "sufficient"} & set(keys):
         return f"JSON with other keys ({', '.join(keys[:4]) or 'none'})"
     return "JSON with a value out of range or of the wrong type"
+
+
+# ---- the form a judge asks its schema in (docs/llm.md, "Judge reply formats")
+FORMS = ("json_schema", "json_object", "text")  # OpenAI / vLLM / Ollama; llama.cpp (json_object + schema); none
+_REFUSAL_WORDS = ("response_format", "json_schema", "json_object", "schema", "input should be", "grammar",
+                  "structured", "not supported", "unsupported")
+_forms: dict = {}  # endpoint and model digest -> the form that works there (this process)
+_forms_lock = __import__("threading").Lock()
+
+
+def _endpoint_key(client) -> str:
+    return hashlib.sha256(f"{client.cfg.base_url}\n{client.cfg.model}".encode()).hexdigest()[:24]
+
+
+def reply_form(client) -> str:
+    """The form this judge's endpoint is asked in: the one ``--judge-format`` names, else (auto) the one that worked
+    there last (remembered in the workspace's response cache), else OpenAI's ``json_schema``."""
+    chosen = client.cfg.response_format
+    if chosen in FORMS:
+        return chosen
+    key = _endpoint_key(client)
+    with _forms_lock:
+        if key in _forms:
+            return _forms[key]
+    hit = client.cache.get(f"reply-form:{key}") if client.cache is not None else None
+    form = hit.get("form") if isinstance(hit, dict) and hit.get("form") in FORMS else FORMS[0]
+    with _forms_lock:
+        return _forms.setdefault(key, form)
+
+
+def next_form_after_refusal(client, form: str, res) -> str | None:
+    """When ``res`` is the endpoint refusing the reply format ``form`` (auto only: a form the user named is kept),
+    the next form to ask in, remembered for this endpoint (asked once: the caller retries the call once)."""
+    if client.cfg.response_format in FORMS or form not in FORMS[:-1] or res.status != "error":
+        return None
+    err = (res.error or "").lower()
+    if not (err.startswith("http 4") or err.startswith("http 5") or getattr(res, "http_status", None)):
+        return None
+    if not any(w in err for w in _REFUSAL_WORDS):
+        return None
+    nxt = FORMS[FORMS.index(form) + 1]
+    key = _endpoint_key(client)
+    with _forms_lock:
+        _forms[key] = nxt
+    if client.cache is not None:
+        client.cache.put(f"reply-form:{key}", {"form": nxt, "refused": form})
+    return nxt
+
+
+def constrained(client, name: str, schema: dict) -> dict:
+    """The call's ``response_format`` for ``schema`` in this endpoint's form ({} for plain text)."""
+    from rag.llm.client import structured_format
+
+    return structured_format(reply_form(client), name, schema)

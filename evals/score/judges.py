@@ -9,8 +9,8 @@ from rag.answer.answerers import split_sentences
 from rag.llm.client import LLMClient
 from rag.answer.prompts import is_fallback, parse_citations, strip_citations
 
-from .judge_io import (FENCE_RULE, addresses_grader, fence, fence_key, field_of, flag_note, last_object,
-                       verdicts_of)
+from .judge_io import (FENCE_RULE, addresses_grader, constrained, fence, fence_key, field_of, flag_note,
+                       last_object, next_form_after_refusal, reply_form, verdicts_of)
 from .metrics import Score
 
 JUDGES: dict[str, type] = {}
@@ -61,8 +61,14 @@ class _ChatJudge:
         req = self.request(question, answer, contexts)
         if isinstance(req, Score):
             return req
+        form = reply_form(self.client)
         messages, overrides, note = req
         res = self.client.chat(messages, purpose="judge", repeat=repeat, **overrides)
+        nxt = next_form_after_refusal(self.client, form, res)
+        while nxt is not None:  # the endpoint refused the form: asked once in the next one, which is remembered
+            messages, overrides, note = self.request(question, answer, contexts)
+            res = self.client.chat(messages, purpose="judge", repeat=repeat, **overrides)
+            nxt = next_form_after_refusal(self.client, nxt, res)
         if res.status != "ok":
             return Score(None, res.status, res.error)
         return self.parse(res.text, note)
@@ -99,12 +105,11 @@ class LLMFaithfulness(_ChatJudge):
         ctx = "\n\n".join(contexts[n - 1] for n in cited) if cited else "\n\n".join(contexts)
         cut = len(ctx) > MAX_JUDGE_CONTEXT_CHARS
         ctx = ctx[:MAX_JUDGE_CONTEXT_CHARS]
-        extra = {}
-        if self.client.cfg.response_format == "json_schema":  # the server enforces one verdict per statement
-            extra["response_format"] = {"type": "json_schema", "json_schema": {"name": "verdicts", "strict": True, "schema": {
-                "type": "object", "additionalProperties": False, "required": ["verdicts"],
-                "properties": {"verdicts": {"type": "array", "items": {"type": "integer", "enum": [0, 1]},
-                                            "minItems": len(stmts), "maxItems": len(stmts)}}}}}
+        # the server enforces one verdict per statement, in the form this endpoint takes (judge_io.reply_form)
+        extra = constrained(self.client, "verdicts", {
+            "type": "object", "additionalProperties": False, "required": ["verdicts"],
+            "properties": {"verdicts": {"type": "array", "items": {"type": "integer", "enum": [0, 1]},
+                                        "minItems": len(stmts), "maxItems": len(stmts)}}})
         note = [f"judged against cited blocks {cited}" if cited else "judged against every block"]
         if cut:
             note.append(f"context cut to {MAX_JUDGE_CONTEXT_CHARS:,} characters")
@@ -153,7 +158,10 @@ class LLMAnswerRelevance(_ChatJudge):
         text = text[:8000]
         key = fence_key(question, text)
         return ([{"role": "system", "content": self.SYSTEM},
-                 {"role": "user", "content": f"Question: {fence(question, key)}\n\nAnswer: {fence(text, key)}"}], {},
+                 {"role": "user", "content": f"Question: {fence(question, key)}\n\nAnswer: {fence(text, key)}"}],
+                constrained(self.client, "relevance", {
+                    "type": "object", "additionalProperties": False, "required": ["relevance"],
+                    "properties": {"relevance": {"type": "integer", "enum": [0, 1, 2, 3]}}}),
                 flag_note(addresses_grader(question, text)))
 
     def parse(self, text, note):
@@ -189,7 +197,10 @@ class LLMContextSufficiency(_ChatJudge):
         key = fence_key(question, ctx)
         return ([{"role": "system", "content": self.SYSTEM},
                  {"role": "user", "content": f"Question: {fence(question, key)}\n\nContext:\n{fence(ctx, key)}"}],
-                {}, "; ".join(x for x in (note, flagged) if x))
+                constrained(self.client, "sufficiency", {
+                    "type": "object", "additionalProperties": False, "required": ["sufficient"],
+                    "properties": {"sufficient": {"type": "integer", "enum": [0, 1]}}}),
+                "; ".join(x for x in (note, flagged) if x))
 
     def parse(self, text, note):
         v = last_object(text, field_of("sufficient", (0, 1)))
