@@ -172,8 +172,7 @@ def test_a_judge_failing_on_every_item_makes_the_run_say_so_and_exit_non_zero(se
 def test_agreement_refuses_a_typo_and_labels_that_do_not_fit_before_any_work(server, tmp_path, capsys):
     Handler.calls = 0
     for judge, said in (("llm_faithfulnes", "unknown judge 'llm_faithfulnes'; valid: llm_faithfulness"),
-                        ("llm_answer_relevance", "llm_answer_relevance cannot be measured on ExpertQA"),
-                        ("llm_context_sufficiency", "llm_context_sufficiency cannot be measured")):
+                        ("ragas_context_recall", "ragas_context_recall has no labelled set here")):
         rc = main(["agreement", "--judge-base-url", server, "--judge-model", "m", "--judges", judge, "--yes",
                    "--workspace", str(tmp_path)])
         err = capsys.readouterr().err

@@ -157,7 +157,8 @@ def test_balanced_accuracy_and_the_stored_agreement_line(tmp_path):
         tmp_path, "llm_faithfulness", "m", url)
     # another model, or another prompt, is another judge: never measured until asked
     assert "not measured" in agreement_line(tmp_path, "llm_faithfulness", "m2", url)
-    assert "no human-labelled set" in agreement_line(tmp_path, "llm_answer_relevance", "m", url)
+    assert "agreement not measured (ragwb agreement" in agreement_line(tmp_path, "llm_answer_relevance", "m", url)
+    assert "no human-labelled set" in agreement_line(tmp_path, "ragas_context_recall", "m", url)
     (tmp_path / "judge_agreement.json").write_text("{not json")
     assert "not measured" in agreement_line(tmp_path, "llm_faithfulness", "m", url)  # damaged: no made-up figure
 

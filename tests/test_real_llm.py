@@ -121,13 +121,14 @@ def test_show_per_1k_and_compare_points_answer_which_shape_gives_most(tmp_path, 
 
 def test_agreement_with_a_judge_that_never_succeeds_still_prints_every_row(server, tmp_path, capsys):
     rc = main(["agreement", "--limit", "12", "--resamples", "100", "--judge-base-url", server, "--judge-model",
-               "fault-badjson", "--workspace", str(tmp_path), "--json", str(tmp_path / "a.json")])
+               "fault-badjson", "--judges", "llm_faithfulness", "--workspace", str(tmp_path), "--json",
+               str(tmp_path / "a.json")])
     out = capsys.readouterr().out
     assert rc == 0 and "offline support model" in out and "word overlap" in out
     # the cost line first: a bound (a judge may ask more than once), the unknown price said so
-    assert out.splitlines()[0] == ("ragwb agreement: 12 claim(s) x 1 LLM judge(s) (llm_faithfulness) at "
-                                   "fault-badjson: at least 12 call(s) (ragas makes several a claim; those in the "
-                                   "response cache are free; price unknown (--price MODEL=IN,OUT))"), out
+    assert out.splitlines()[0] == ("ragwb agreement: 12 labelled claim(s) x llm_faithfulness at fault-badjson: up "
+                                   "to 12 call(s); those in the response cache are free; price unknown (--price "
+                                   "MODEL=IN,OUT)"), out
     judge = [ln for ln in out.splitlines() if ln.startswith("llm_faithfulness")]
     assert judge and " 0 " in judge[0] and "(12 failed)" in judge[0]
     assert "no usable verdict from llm_faithfulness: {'parse_error': 12}" in out and "--judge-max-tokens" in out

@@ -183,20 +183,26 @@ def main_agreement(a) -> int:
         client = LLMClient(LLMConfig(a.judge_base_url, a.judge_model or "", a.judge_key_env, 0.0,
                                      a.judge_max_tokens, a.timeout),
                            Path(a.workspace) / "cache" / "llm.sqlite")
-        judges = judges or ("llm_faithfulness",)
+        from .judges import DEFAULT_LLM_JUDGES
+
+        judges = judges or DEFAULT_LLM_JUDGES  # each on labels of what it judges (agreement_sets.LABEL_SOURCES)
     elif judges:
         raise ValueError("--judges needs --judge-base-url and --judge-model")
     check_measurable(judges)  # before any work: a typo, or a judge these labels do not fit, is one line
     data = agreement_set()[:a.limit] if a.limit else agreement_set()
+    on_support = tuple(j for j in judges if j in SUPPORT_LABELLED)  # ExpertQA's support labels
+    on_built = tuple(j for j in judges if j not in SUPPORT_LABELLED)  # labels built from SQuAD 2.0
     if client is not None:  # the cost line before any judge call; on a terminal it waits for a yes
         from rag.llm.spend import BoundPlan, confirm_spend, price_text
 
-        n = len(data) * len(judges)
+        built_n = min(a.limit or BUILT_ITEMS, BUILT_ITEMS)
+        n = len(data) * len(on_support) + built_n * len(on_built)
         ragas = any(j.startswith("ragas_") for j in judges)
-        # one call a claim for the chat judge ("up to": cached ones are free); ragas asks several a claim
-        spend = BoundPlan(f"{len(data):,} claim(s) x {len(judges)} LLM judge(s) ({', '.join(judges)}) at "
-                          f"{client.cfg.model}: " + (f"at least {n:,} call(s) (ragas asks several a claim)" if ragas
-                                                     else f"up to {n:,} call(s)")
+        # one call an item for a chat judge ("up to": cached ones are free); ragas asks several a claim
+        parts = ([f"{len(data):,} labelled claim(s) x {', '.join(on_support)}"] if on_support else []) + (
+            [f"{built_n:,} labelled item(s) x {j}" for j in on_built])
+        spend = BoundPlan(f"{'; '.join(parts)} at {client.cfg.model}: "
+                          + (f"at least {n:,} call(s) (ragas asks several a claim)" if ragas else f"up to {n:,} call(s)")
                           + f"; those in the response cache are free; {price_text(client.cfg.model)}", n,
                           up_to=not ragas)
         if not confirm_spend("ragwb agreement", spend, getattr(a, "yes", False)):
@@ -204,7 +210,14 @@ def main_agreement(a) -> int:
             return 0
     print(render_header(sum(r["label"] for r in data), sum(1 - r["label"] for r in data)), flush=True)
     # each judge's row as soon as it is measured: a slow LLM judge never hides the offline rows
-    rows = run_agreement(a.limit, client, judges, a.resamples, on_row=lambda r: print(render_row(r), flush=True))
+    rows = run_agreement(a.limit, client, on_support, a.resamples, on_row=lambda r: print(render_row(r), flush=True))
+    if on_built:
+        from .agreement_sets import items_for, measure
+
+        for name in on_built:
+            row = measure(name, client, items_for(name, min(a.limit or BUILT_ITEMS, BUILT_ITEMS)), a.resamples)
+            print(render_alignment(row), flush=True)
+            rows.append(row)
     if client is not None:  # each LLM judge's figure kept with its identity: every judged metric prints it, and
         for r in rows:      # a measurement that got no usable verdict is kept as failed (show says it was tried)
             if r["judge"] in judges:
@@ -259,13 +272,34 @@ def remember_agreement(workspace, name: str, model: str, base_url: str | None, r
                  "balanced_accuracy": finite(row.get("balanced_accuracy")),
                  "balanced_accuracy_95ci": finite(row.get("balanced_accuracy_95ci")), "auroc": finite(row.get("auroc")),
                  "auroc_95ci": finite(row.get("auroc_95ci")), "measured": time.strftime("%Y-%m-%d"),
-                 **({"note": str(row.get("note") or "no usable verdict")[:200]} if not row["n"] else {})})
+                 **({"note": str(row.get("note") or "no usable verdict")[:200]} if not row["n"] else {}),
+                 **{k: row[k] for k in ("labels", "kappa") if row.get(k) is not None}})
     Path(workspace).mkdir(parents=True, exist_ok=True)
     write_whole(Path(workspace) / AGREEMENT_FILE, json.dumps(keep, indent=1).encode())
 
 
-# judges with a labelled set to measure them on (ExpertQA claims: support); the others say none ships yet
-MEASURABLE = ("llm_faithfulness", "ragas_faithfulness")
+# judges with a labelled set to measure them on: faithfulness on ExpertQA's human support labels; sufficiency and
+# relevance on labels built from SQuAD 2.0 (evals/score/agreement_sets.py); the others say none ships yet
+SUPPORT_LABELLED = ("llm_faithfulness", "ragas_faithfulness")
+MEASURABLE = SUPPORT_LABELLED + ("llm_context_sufficiency", "llm_answer_relevance")
+BUILT_ITEMS = 200  # items of a built label set measured (--limit fewer)
+
+
+def render_alignment(r: dict) -> str:
+    """A built-label judge's agreement as an alignment report: the figure with chance, kappa, the confusion matrix,
+    calibration by bucket and the worst misses."""
+    lines = [f"{r['judge']} on {r['labels']}: n={r['n']}" + (f" ({r['failed']} failed)" if r["failed"] else "")]
+    if not r["n"]:
+        return "\n".join(lines + [f"    {r.get('note', '')}"])
+    lo, hi = r["balanced_accuracy_95ci"]
+    lines.append(f"    balanced accuracy {r['balanced_accuracy']:.3f} [{lo:.3f}, {hi:.3f}] (chance 0.50); kappa "
+                 f"{r['kappa']:.3f} (chance 0); AUROC {r['auroc']:.3f}")
+    lines.append("    confusion: " + "; ".join(f"{k} {v}" for k, v in r["confusion"].items()))
+    lines.append("    calibration (judged value: share labelled 1): " + "; ".join(
+        f"{c['judged']} {c['labelled 1']:.2f} (n={c['n']})" for c in r["calibration"]))
+    for w in r["worst"]:
+        lines.append(f"    miss: label {w['label']}, judged {w['judged']:.2f} ({w['kind']}): {w['question']}")
+    return "\n".join(lines)
 
 
 def check_measurable(judges) -> None:
@@ -278,9 +312,9 @@ def check_measurable(judges) -> None:
         if name not in JUDGES:
             raise ValueError(f"unknown judge {name!r}; valid: {', '.join(MEASURABLE)}")
         if name not in MEASURABLE:
-            raise ValueError(f"{name} cannot be measured on ExpertQA's human support labels: they say whether a claim "
-                             f"is supported, which is what {', '.join(MEASURABLE)} judge, not what {name} judges; "
-                             "no labelled set for it ships yet, so none is stored under its name")
+            raise ValueError(f"{name} has no labelled set here: ExpertQA's support labels fit faithfulness judges, "
+                             "the SQuAD 2.0 sets sufficiency and relevance; measuring it on another judge's labels "
+                             f"would store them under its name (valid: {', '.join(MEASURABLE)})")
 
 
 def agreement_line(workspace, name: str, model: str, base_url: str | None) -> str:
@@ -292,8 +326,13 @@ def agreement_line(workspace, name: str, model: str, base_url: str | None) -> st
         if isinstance(figure, str):
             return f"{name} judged by {model}: {figure}"
         ba, lo, hi, n, when = figure
-        return (f"{name} judged by {model}: balanced accuracy {ba:.2f} [{lo:.2f}, {hi:.2f}] on {n:,} labelled claims "
-                f"(chance 0.50; ExpertQA, human support labels; measured {when})")
+        from .agreement_sets import LABEL_SOURCES
+
+        if name in SUPPORT_LABELLED:
+            return (f"{name} judged by {model}: balanced accuracy {ba:.2f} [{lo:.2f}, {hi:.2f}] on {n:,} labelled "
+                    f"claims (chance 0.50; ExpertQA, human support labels; measured {when})")
+        return (f"{name} judged by {model}: balanced accuracy {ba:.2f} [{lo:.2f}, {hi:.2f}] on {n:,} labelled items "
+                f"(chance 0.50; {LABEL_SOURCES[name]}; measured {when})")
     if name in MEASURABLE:
         from rag.llm.urls import redact_url
 
@@ -325,7 +364,7 @@ def _stored_figure(e: dict):
     ba, ci = num(e.get("balanced_accuracy")), e.get("balanced_accuracy_95ci")
     lo, hi = (num(ci[0]), num(ci[1])) if isinstance(ci, list) and len(ci) == 2 else (None, None)
     if (ba is None or lo is None or hi is None or not isinstance(n, int) or isinstance(n, bool) or n <= 0
-            or not 0 <= lo <= ba <= hi <= 1):
+            or not (0 <= lo <= hi <= 1 and 0 <= ba <= 1)):  # a percentile interval may leave out its point
         return "agreement not measured (the stored figure is damaged; measure again with ragwb agreement)"
     return ba, lo, hi, n, when
 

@@ -1,0 +1,167 @@
+"""Labels that fit each default judge, at no human cost, built from the bundled SQuAD 2.0 set (docs/metrics.md,
+"How far to trust a judge"):
+
+- **context sufficiency**: a question with its own gold paragraph is sufficient (1); with another paragraph of the
+  same article, or an *unanswerable* question with the paragraph it was written against (SQuAD 2.0's adversarial
+  half: on topic, yet the answer is not there), it is not (0);
+- **answer relevance** (constructed pairs): a question with its gold answer is relevant (1); with another
+  question's gold answer, from another article, it is not (0).
+
+Faithfulness stays on ExpertQA's human support labels (evals/score/agreement.py). Each judge is measured only on
+labels of what it judges, and the line that prints its figure names the label source and chance beside it."""
+from __future__ import annotations
+
+import random
+
+import numpy as np
+
+LABEL_SOURCES = {
+    "llm_faithfulness": "ExpertQA, human support labels",
+    "ragas_faithfulness": "ExpertQA, human support labels",
+    "llm_context_sufficiency": "SQuAD 2.0 gold evidence: a question's own paragraph vs another paragraph or an "
+                               "unanswerable question's paragraph; no human labels",
+    "llm_answer_relevance": "constructed pairs from SQuAD 2.0: a question with its gold answer vs another "
+                            "question's answer; no human labels",
+}
+SEED = 7
+
+
+def _squad():
+    from rag.ingest.corpora import load_bundled
+
+    ds = load_bundled("squad2")
+    pages = {p.page_id: (d.doc_id, p.text) for d in ds.documents for p in d.pages}
+    by_doc: dict = {}
+    for pid, (doc, _) in pages.items():
+        by_doc.setdefault(doc, []).append(pid)
+    return ds, pages, by_doc
+
+
+def sufficiency_items(n: int = 200, seed: int = SEED) -> list[dict]:
+    """``n`` items, balanced: a third sufficient (own paragraph), a third another paragraph of the article, a third
+    unanswerable questions with their paragraph. {"question", "contexts", "label", "kind"}."""
+    ds, pages, by_doc = _squad()
+    rng = random.Random(seed)
+    answerable = [q for q in ds.questions if q.answerable and q.evidence and q.evidence[0].page_id in pages]
+    unanswerable = [q for q in ds.questions if q.answerable is False and q.evidence and q.evidence[0].page_id in pages]
+    rng.shuffle(answerable)
+    rng.shuffle(unanswerable)
+    third = max(1, n // 3)
+    out = []
+    for q in answerable[:third]:
+        out.append({"question": q.text, "contexts": [pages[q.evidence[0].page_id][1]], "label": 1, "kind": "own"})
+    for q in answerable[third:2 * third]:
+        own = q.evidence[0].page_id
+        doc = pages[own][0]
+        others = [p for p in by_doc[doc] if p != own and not any(a.lower() in pages[p][1].lower() for a in q.answers)]
+        if others:
+            out.append({"question": q.text, "contexts": [pages[rng.choice(others)][1]], "label": 0, "kind": "other"})
+    for q in unanswerable[:n - len(out)]:
+        out.append({"question": q.text, "contexts": [pages[q.evidence[0].page_id][1]], "label": 0,
+                    "kind": "unanswerable"})
+    rng.shuffle(out)
+    return out[:n]
+
+
+def relevance_items(n: int = 200, seed: int = SEED) -> list[dict]:
+    """``n`` constructed pairs, half relevant (the question's gold answer), half not (another article's question's
+    answer). {"question", "answer", "label", "kind"}."""
+    ds, pages, _ = _squad()
+    rng = random.Random(seed)
+    qs = [q for q in ds.questions if q.answerable and q.answers and q.evidence]
+    rng.shuffle(qs)
+    half = max(1, n // 2)
+    out = [{"question": q.text, "answer": q.answers[0], "label": 1, "kind": "gold"} for q in qs[:half]]
+    pool = qs[half:]
+    for q in qs[:n - half]:
+        other = next((o for o in pool if o.evidence[0].doc_id != q.evidence[0].doc_id), None)
+        if other is None:
+            break
+        pool.remove(other)
+        out.append({"question": q.text, "answer": other.answers[0], "label": 0, "kind": "another question's"})
+    rng.shuffle(out)
+    return out
+
+
+def items_for(name: str, n: int) -> list[dict]:
+    if name == "llm_context_sufficiency":
+        return sufficiency_items(n)
+    if name == "llm_answer_relevance":
+        return relevance_items(n)
+    raise KeyError(name)
+
+
+def judge_item(j, item: dict):
+    """The judge's Score of one labelled item."""
+    if "answer" in item:
+        return j.score(item["question"], item["answer"], [], 0, None)
+    return j.score(item["question"], "", item["contexts"], 0, None)
+
+
+def measure(name: str, client, items: list[dict], resamples: int = 1000) -> dict:
+    """Agreement of judge ``name`` with the items' labels: n (usable verdicts), failed, balanced accuracy at 0.5 with
+    its 95% bootstrap interval, Cohen's kappa, the confusion matrix, calibration by bucket and the worst misses."""
+    import sys
+
+    from tqdm import tqdm
+
+    from .agreement import auroc, balanced_accuracy, bootstrap
+    from .judges import get_judge
+
+    j = get_judge(name, client)
+    values, statuses, last = [], {}, ""
+    for item in tqdm(items, desc=f"judge {name}", unit="item", file=sys.stderr, dynamic_ncols=True):
+        sc = judge_item(j, item)
+        values.append(sc.value if sc.status == "ok" and sc.value is not None else np.nan)
+        statuses[sc.status] = statuses.get(sc.status, 0) + 1
+        if sc.status != "ok":
+            last = sc.detail
+    return alignment_row(name, np.array([i["label"] for i in items]), np.array(values, dtype=float), items,
+                         statuses, last, resamples, auroc, balanced_accuracy, bootstrap)
+
+
+def alignment_row(name, y, s, items, statuses, last, resamples, auroc, balanced_accuracy, bootstrap) -> dict:
+    ok = ~np.isnan(s)
+    ys, ss = y[ok], s[ok]
+    row = {"judge": name, "n": int(ok.sum()), "failed": int((~ok).sum()), "threshold": 0.5,
+           "labels": LABEL_SOURCES.get(name, ""), "statuses": statuses}
+    if not ok.any():
+        row.update(balanced_accuracy=float("nan"), balanced_accuracy_95ci=[float("nan")] * 2, auroc=float("nan"),
+                   auroc_95ci=[float("nan")] * 2,
+                   note=f"no usable verdict from {name}: {statuses}; last error: {str(last)[:200]}")
+        return row
+    pred = (ss >= 0.5).astype(int)
+    row.update(
+        balanced_accuracy=round(balanced_accuracy(ys, ss, 0.5), 3),
+        balanced_accuracy_95ci=[round(v, 3) for v in bootstrap(ys, ss, lambda a, b: balanced_accuracy(a, b, 0.5),
+                                                               resamples)],
+        auroc=round(auroc(ys, ss), 3), auroc_95ci=[round(v, 3) for v in bootstrap(ys, ss, auroc, resamples)],
+        kappa=round(cohen_kappa(ys, pred), 3),
+        confusion={"label 1, judged 1": int(((ys == 1) & (pred == 1)).sum()),
+                   "label 1, judged 0": int(((ys == 1) & (pred == 0)).sum()),
+                   "label 0, judged 1": int(((ys == 0) & (pred == 1)).sum()),
+                   "label 0, judged 0": int(((ys == 0) & (pred == 0)).sum())},
+        calibration=calibration(ys, ss),
+        worst=[{"kind": it.get("kind", ""), "label": int(it["label"]), "judged": float(v),
+                "question": it["question"][:120]}
+               for it, v in sorted(((it, v) for it, v in zip(items, s) if v == v),
+                                   key=lambda x: -abs(x[0]["label"] - x[1]))[:5] if abs(it["label"] - v) >= 0.5])
+    return row
+
+
+def cohen_kappa(y: np.ndarray, pred: np.ndarray) -> float:
+    """Cohen's kappa of two binary raters (labels and the judge at its threshold); 0 when chance explains all."""
+    po = float((y == pred).mean())
+    pe = float(y.mean() * pred.mean() + (1 - y.mean()) * (1 - pred.mean()))
+    return (po - pe) / (1 - pe) if pe < 1 else 0.0
+
+
+def calibration(y: np.ndarray, s: np.ndarray) -> list[dict]:
+    """The share labelled 1 among items the judge scored in each bucket of its value."""
+    out = []
+    for lo, hi in ((0.0, 0.25), (0.25, 0.5), (0.5, 0.75), (0.75, 1.01)):
+        m = (s >= lo) & (s < hi)
+        if m.any():
+            out.append({"judged": f"{lo:.2f}-{min(hi, 1.0):.2f}", "n": int(m.sum()),
+                        "labelled 1": round(float(y[m].mean()), 3)})
+    return out
