@@ -236,3 +236,19 @@ def test_each_judge_asks_its_schema_in_the_form_the_endpoint_takes_and_remembers
     assert get_judge("llm_answer_relevance", client2).score(q, "They nest in reeds.", ctx).status == "ok"
     assert Handler.refused_formats == []
     assert judge_io.reply_form(client2) == (forms[0] if forms else "text")
+
+
+def test_the_judge_identity_holds_its_reply_format_and_max_tokens(tmp_path):
+    from evals.score.agreement import agreement_line, judge_settings, remember_agreement
+    from rag.llm.client import LLMConfig
+
+    url = "http://127.0.0.1:9/v1"
+    row = {"n": 40, "failed": 0, "balanced_accuracy": 0.7, "balanced_accuracy_95ci": [0.6, 0.8]}
+    cfg = LLMConfig(url, "m", max_tokens=256, response_format="json_object")
+    remember_agreement(tmp_path, "llm_faithfulness", "m", url, row, judge_settings(cfg))
+    assert "0.70 [0.60, 0.80]" in agreement_line(tmp_path, "llm_faithfulness", "m", url, judge_settings(cfg))
+    for other in (LLMConfig(url, "m", max_tokens=1024, response_format="json_object"),
+                  LLMConfig(url, "m", max_tokens=256, response_format="")):
+        assert "not measured" in agreement_line(tmp_path, "llm_faithfulness", "m", url, judge_settings(other))
+    # a stored run's judge (a dict) and a live client's config (an LLMConfig) name the same settings
+    assert judge_settings({"response_format": "json_object", "max_tokens": 256}) == judge_settings(cfg)

@@ -379,7 +379,9 @@ def judge_lines(run: dict, workspace, present: set) -> list[str]:
     if not judge:
         return []
     names = tuple(cfg.get("judges") or ()) or ("ragas_faithfulness",)  # a run that named none ran ragas's
-    return [agreement_line(workspace, n, judge.get("model", ""), judge.get("base_url"))
+    from evals.score.agreement import judge_settings
+
+    return [agreement_line(workspace, n, judge.get("model", ""), judge.get("base_url"), judge_settings(judge))
             for n in names if judge_metric(n) in present]
 
 

@@ -201,7 +201,10 @@ def judge_lines(sess, workspace: str, scores: pd.DataFrame | None = None) -> lis
     from evals.analyze.judge_health import health_lines
 
     have = set(scores.loc[scores.status == "ok", "metric"]) if scores is not None and len(scores) else None
-    return [agreement_line(workspace, j.name, j.client.cfg.model, j.client.cfg.base_url) for j in session_judges(sess)
+    from evals.score.agreement import judge_settings
+
+    return [agreement_line(workspace, j.name, j.client.cfg.model, j.client.cfg.base_url, judge_settings(j.client.cfg))
+            for j in session_judges(sess)
             if have is None or getattr(j, "score_name", j.name) in have] + (
         health_lines(scores) if scores is not None and session_judges(sess) else [])
 
@@ -243,10 +246,13 @@ def measure_agreement(sess, workspace: str, limit: int = AGREEMENT_CLAIMS) -> st
     rows = run_agreement(limit, judge.client, ("llm_faithfulness",), 1000, offline=False)
     row = next(r for r in rows if r["judge"] == "llm_faithfulness")
     # kept either way: a failed measurement is stored as failed, so every judge line says it was tried
-    remember_agreement(workspace, "llm_faithfulness", judge.client.cfg.model, judge.client.cfg.base_url, row)
+    from evals.score.agreement import judge_settings
+
+    settings = judge_settings(judge.client.cfg)
+    remember_agreement(workspace, "llm_faithfulness", judge.client.cfg.model, judge.client.cfg.base_url, row, settings)
     if not row["n"]:
         raise ValueError(row.get("note") or "no usable verdict from the judge")
-    return agreement_line(workspace, "llm_faithfulness", judge.client.cfg.model, judge.client.cfg.base_url)
+    return agreement_line(workspace, "llm_faithfulness", judge.client.cfg.model, judge.client.cfg.base_url, settings)
 
 
 def matched_text(text: str, query: str, chars: int = 320) -> str:

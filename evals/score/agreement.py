@@ -221,7 +221,8 @@ def main_agreement(a) -> int:
     if client is not None:  # each LLM judge's figure kept with its identity: every judged metric prints it, and
         for r in rows:      # a measurement that got no usable verdict is kept as failed (show says it was tried)
             if r["judge"] in judges:
-                remember_agreement(a.workspace, r["judge"], client.cfg.model, client.cfg.base_url, r)
+                remember_agreement(a.workspace, r["judge"], client.cfg.model, client.cfg.base_url, r,
+                                   judge_settings(client.cfg))
     if a.json_out:
         Path(a.json_out).parent.mkdir(parents=True, exist_ok=True)
         Path(a.json_out).write_text(json.dumps(rows, indent=1))
@@ -231,15 +232,23 @@ def main_agreement(a) -> int:
 AGREEMENT_FILE = "judge_agreement.json"  # in the workspace: one entry per judge identity, the latest measurement
 
 
-def judge_identity(name: str, model: str, base_url: str | None) -> dict:
-    """What a stored agreement figure belongs to: the judge, its prompt's version, the model and the endpoint (its
-    secrets redacted). Another prompt, model or endpoint is another judge, never measured until asked."""
+def judge_settings(cfg) -> dict:
+    """The settings of a judge's endpoint that change its verdicts, from an ``LLMConfig`` or a stored run config's
+    judge dict: its reply format (auto unless named) and its max tokens (a cut reply is a parse error)."""
+    get = cfg.get if isinstance(cfg, dict) else (lambda k, d=None: getattr(cfg, k, d))
+    return {"format": get("response_format", "") or "auto", "max_tokens": int(get("max_tokens", 1024) or 1024)}
+
+
+def judge_identity(name: str, model: str, base_url: str | None, settings: dict | None = None) -> dict:
+    """What a stored agreement figure belongs to: the judge, its prompt's version, the model, the endpoint (its
+    secrets redacted), its reply format and max tokens. Another prompt, model, endpoint, format or token budget is
+    another judge, never measured until asked."""
     from rag.llm.urls import redact_url
 
     from .judges import JUDGES, prompt_version
 
     return {"judge": name, "prompt": prompt_version(name) if name in JUDGES else "", "model": model,
-            "endpoint": redact_url(base_url) or ""}
+            "endpoint": redact_url(base_url) or "", **(settings or {"format": "auto", "max_tokens": 1024})}
 
 
 MAX_AGREEMENT_FILE_BYTES = 4 << 20  # a few hundred judge identities: far more is a damaged or hostile file
@@ -258,10 +267,11 @@ def stored_agreements(workspace) -> list[dict]:
     return [e for e in data if isinstance(e, dict)] if isinstance(data, list) else []
 
 
-def remember_agreement(workspace, name: str, model: str, base_url: str | None, row: dict) -> None:
+def remember_agreement(workspace, name: str, model: str, base_url: str | None, row: dict,
+                       settings: dict | None = None) -> None:
     from rag.safeio import write_whole
 
-    ident = judge_identity(name, model, base_url)
+    ident = judge_identity(name, model, base_url, settings)
     keep = [e for e in stored_agreements(workspace) if e.get("identity") != ident]
     def finite(v):  # a failed measurement's NaN is stored as null (strict JSON), never as a figure
         if isinstance(v, list):
@@ -317,9 +327,9 @@ def check_measurable(judges) -> None:
                              f"would store them under its name (valid: {', '.join(MEASURABLE)})")
 
 
-def agreement_line(workspace, name: str, model: str, base_url: str | None) -> str:
+def agreement_line(workspace, name: str, model: str, base_url: str | None, settings: dict | None = None) -> str:
     """"judge M: balanced accuracy 0.71 [0.66, 0.76] on 400 labelled claims", or why there is no figure."""
-    ident = judge_identity(name, model, base_url)
+    ident = judge_identity(name, model, base_url, settings)
     hit = next((e for e in reversed(stored_agreements(workspace)) if e.get("identity") == ident), None)
     if hit is not None:
         figure = _stored_figure(hit)
