@@ -155,6 +155,11 @@ def test_a_judge_failing_on_every_item_makes_the_run_say_so_and_exit_non_zero(se
     assert main(["show", "J", "--workspace", str(tmp_path / "ws")]) == 0
     out = capsys.readouterr().out
     assert "judge: judge llm_faithfulness failed on 2 of 2 item(s)" in out
+    # the report's charts fall back to a metric with values, say so, and never call the lexical scorer faithfulness
+    assert main(["report", "J", "--workspace", str(tmp_path / "ws")]) == 0
+    report = Path(capsys.readouterr().out.strip().splitlines()[-1]).read_text()
+    assert "The LLM judge gave no usable value for llm_faithfulness" in report
+    assert "lexical support (offline faithfulness stand-in)" in report
     # a healthy judge: exit 0, no warning
     rc = main(["run", "--dataset", str(docs), "--questions", str(q), "--embedder", "hash", "--workspace",
                str(tmp_path / "ws"), "--llm-base-url", server, "--llm-model", "local-extractive", "--strategies",

@@ -95,6 +95,15 @@ PARETO_CAPTION = ("Each strategy has one colour and one symbol. Black outline: o
 HISTORY_CAPTION = "Small open circles: earlier budgets of this dataset and question set."
 
 
+# a metric whose plain name would claim more than it measures: the offline faithfulness is a lexical support scorer,
+# never to be read as the LLM judge's faithfulness (a chart that falls back to it says which it is)
+DISPLAY_NAMES = {"faithfulness": "lexical support (offline faithfulness stand-in)"}
+
+
+def display_name(metric: str) -> str:
+    return DISPLAY_NAMES.get(metric, metric)
+
+
 def quality_cost_figure(summary: pd.DataFrame, quality: str, cost: str = "context_tokens",
                         history: pd.DataFrame | None = None, title: str | None = None):
     """Quality against cost per point: lines join a strategy's budget points, each strategy with one fixed symbol
@@ -147,13 +156,14 @@ def quality_cost_figure(summary: pd.DataFrame, quality: str, cost: str = "contex
     if len(df) and cost == "cost_usd" and (df["cost"] == 0).all():
         notes.append("cost is 0 everywhere: no prices set (--price MODEL=IN,OUT) or a local answerer")
     # notes sit under the title, above the plot area: never over a marker
-    head = (title or f"{quality} vs {cost}") + "".join(
+    shown = display_name(quality)
+    head = (title or f"{shown} vs {cost}") + "".join(
         f"<br><span style='font-size:11px;color:#a33'>{html.escape(n)}</span>" for n in notes)
     fig.add_annotation(text="black outline: Pareto front · grey outline: tied with it (95% CIs overlap)",
                        xref="paper", yref="paper", x=1, y=-0.22, showarrow=False, xanchor="right",
                        font={"size": 10, "color": "#555"})
     fig.update_layout(title=head, xaxis_title=f"{cost.replace('_', ' ')} per question (mean)",
-                      yaxis_title=f"{quality} (mean over questions, 95% CI)", template="plotly_white",
+                      yaxis_title=f"{shown} (mean over questions, 95% CI)", template="plotly_white",
                       height=440 + 18 * len(notes), margin={"l": 70, "r": 70, "t": 60 + 18 * len(notes), "b": 80})
     # room beyond the outermost points, so their labels are never cut at either edge
     fig.update_xaxes(automargin=True)

@@ -183,6 +183,11 @@ def report_sections(store: ResultStore, run_id: str, compare: str | None = None)
     judged = [m for m in JUDGE_METRICS + ["judged_ndcg@10", "judged_recall@10"] if m in present]  # LLM judges, relevance judgments
     # ... and a judge's metric before the offline lexical scorer: it never heads the charts when a judge scored
     lead = next((m for m in ["f1"] + judged + QUALITY if m in ok_metrics), "f1")
+    # a judge that scored nothing: the charts fall back to a metric with values, and the report says so
+    silent = [m for m in judged if m not in ok_metrics]
+    fallback_note = (f"The LLM judge gave no usable value for {', '.join(silent)} (see the judge lines below); the "
+                     f"charts lead with {lead}" + (" (the offline lexical support scorer, not the judge)"
+                                                   if lead == "faithfulness" else "") + " instead." if silent else "")
     # conversations: the cost that differs between memory policies is the prompt (history included)
     cost = "prompt_tokens" if store.con.execute("SELECT count(*) FROM results WHERE run_id = ? AND turn IS NOT NULL",
                                                 [run_id]).fetchone()[0] else "context_tokens"
@@ -278,7 +283,8 @@ def report_sections(store: ResultStore, run_id: str, compare: str | None = None)
 
     return {"run_id": run_id, "compare": compare, "header_md": header, "judged": judged, "oracle": oracle,
             "summary": with_losses(table, losses), "not_shown": dropped, "sufficiency": sufficiency,
-            "judge_lines": judge_lines(run, Path(store.path).parent, present) + health_lines(scores),
+            "judge_lines": ([fallback_note] if fallback_note else []) + judge_lines(run, Path(store.path).parent,
+                                                                                     present) + health_lines(scores),
             "shared_summary": shared_summary,
             "figures": figs, "conversation_figures": conv_figs, "breakdown": breakdown, "breakdowns": breakdowns,
             "statuses": statuses,
