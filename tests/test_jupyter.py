@@ -63,6 +63,12 @@ def test_a_bundled_set_gives_one_row_per_question_and_point_and_a_figure(squad):
     assert again.cost.text.endswith("12 new item(s)"), again.cost.text
     assert "top_k=3" in set(squad.rows().point_label)
     assert len(squad.history) == 1
+    # earlier budgets: each once, and never a point drawn now (only chunks' shipped point is earlier here), however
+    # often the same budgets are applied (the page's trace grew ~10 markers a point an Apply: issue 72)
+    for _ in range(3):
+        squad.apply(chunks__top_k=3)
+        earlier = [t for t in squad.figure().data if t.name == "earlier budgets"]
+        assert len(earlier) == 1 and list(earlier[0].text) == ["chunks · defaults"], earlier
     matrix = squad.matrix()
     assert len(matrix) == 12 and any("top_k=3" in c for c in matrix.columns)
     paired = squad.compare("chunks", "hybrid")

@@ -6,8 +6,8 @@ autorater), and was the answer correct or supported, wrong or unsupported, or an
 fall into four outcomes, plus those that cannot be placed (a sufficiency or an outcome with no value), counted
 and never dropped:
 
-- sufficient, correct: the context held it and the answer used it;
-- sufficient, wrong: the context held it and the model ignored it (a wrong or unsupported answer, or an abstention);
+- sufficient, correct or supported: the context held it and the answer used it;
+- sufficient, wrong or unsupported: the context held it and the model ignored it (a wrong or unsupported answer, or an abstention);
 - insufficient, abstained: the right call;
 - insufficient, answered: a hallucination risk.
 
@@ -20,7 +20,9 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-OUTCOMES = ("sufficient, correct", "sufficient, wrong (context ignored)", "insufficient, abstained (right call)",
+# "correct or supported": on plain questions "correct" is only the judge's faithfulness >= 0.5 (issue 72), so the
+# label says both
+OUTCOMES = ("sufficient, correct or supported", "sufficient, wrong or unsupported (context ignored)", "insufficient, abstained (right call)",
             "insufficient, answered (hallucination risk)")
 UNPLACED = "undetermined"
 CORRECT_AT = 0.5

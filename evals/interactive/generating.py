@@ -109,7 +109,7 @@ def generate_for_page(sess, client: LLMClient, n: int, types, seed: int, out: Pa
     remembered = ""
     if Path(sess.spec).is_dir():
         sess.retriever.ws.remember_questions(sess.spec, str(path))
-        remembered = "; remembered as this folder's questions: reload the page to evaluate on them"
+        remembered = "; remembered as this folder's questions (a later open of the folder evaluates on them too)"
     by_type = ", ".join(f"{t} {sum(q['type'] == t for q in res.questions)}" for t in _types(types))
     return path, (f"wrote {path}: {len(res.questions)} question(s) ({by_type}) with {client.cfg.model}; {spent}; "
                   f"dropped or flagged: {counted}{remembered}")
