@@ -7,8 +7,6 @@ import os
 import shutil
 import subprocess
 import sys
-import time
-import urllib.request
 from pathlib import Path
 
 import pandas as pd
@@ -199,7 +197,7 @@ def _jupyterlab(root: Path, port: int):
 
 
 def test_in_jupyterlab_a_moved_control_redraws_the_chart_and_the_matrix(tmp_path, browser):
-    from evals.bench.browser import free_port
+    from evals.bench.browser import free_port, wait_http
 
     work = tmp_path / "work"
     work.mkdir()
@@ -207,14 +205,7 @@ def test_in_jupyterlab_a_moved_control_redraws_the_chart_and_the_matrix(tmp_path
     port = free_port()
     proc = _jupyterlab(tmp_path, port)
     try:
-        deadline = time.time() + 120
-        while True:
-            try:
-                urllib.request.urlopen(f"http://127.0.0.1:{port}/api", timeout=2)
-                break
-            except OSError:
-                assert time.time() < deadline, "JupyterLab did not answer"
-                time.sleep(0.5)
+        wait_http(f"http://127.0.0.1:{port}/api", 120)
         page = browser.new_page(viewport={"width": 1440, "height": 1000})
         page.goto(f"http://127.0.0.1:{port}/lab/tree/workbench.ipynb")
         page.wait_for_function("window.jupyterapp && document.querySelector('.jp-Notebook')", timeout=120000)

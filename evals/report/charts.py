@@ -115,9 +115,11 @@ def quality_cost_figure(summary: pd.DataFrame, quality: str, cost: str = "contex
     df = quality_cost_frame(summary, quality, cost)
     fig = go.Figure()
     h = quality_cost_frame(history, quality, cost) if history is not None and len(history) else pd.DataFrame()
-    if len(h):  # each earlier budget once (an Apply that left a point unchanged adds it again), never a point shown now
-        h = h.drop_duplicates(["strategy", "point"], keep="last")
-        h = h[~h.set_index(["strategy", "point"]).index.isin(df.set_index(["strategy", "point"]).index)]
+    if len(h):  # each earlier budget once (an Apply that left a point unchanged adds it again), and never one
+        key = ["strategy", "point", "mean", "cost"]  # drawn now at the same place
+        h = h.assign(mean=h["mean"].round(9), cost=h["cost"].round(9)).drop_duplicates(key, keep="last")
+        now = df.assign(mean=df["mean"].round(9), cost=df["cost"].round(9)).set_index(key).index
+        h = h[~h.set_index(key).index.isin(now)]
     if len(h):
         fig.add_trace(go.Scatter(x=h["cost"], y=h["mean"], mode="markers", name="earlier budgets",
                                  text=h["strategy"] + " · " + h["point"], opacity=0.35,

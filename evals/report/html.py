@@ -183,11 +183,7 @@ def report_sections(store: ResultStore, run_id: str, compare: str | None = None)
     judged = [m for m in JUDGE_METRICS + ["judged_ndcg@10", "judged_recall@10"] if m in present]  # LLM judges, relevance judgments
     # ... and a judge's metric before the offline lexical scorer: it never heads the charts when a judge scored
     lead = next((m for m in ["f1"] + judged + QUALITY if m in ok_metrics), "f1")
-    # a judge that scored nothing: the charts fall back to a metric with values, and the report says so
-    silent = [m for m in judged if m not in ok_metrics]
-    fallback_note = (f"The LLM judge gave no usable value for {', '.join(silent)} (see the judge lines below); the "
-                     f"charts lead with {lead}" + (" (the offline lexical support scorer, not the judge)"
-                                                   if lead == "faithfulness" else "") + " instead." if silent else "")
+    fallback_note = judge_fallback_note(judged, ok_metrics, lead)
     # conversations: the cost that differs between memory policies is the prompt (history included)
     cost = "prompt_tokens" if store.con.execute("SELECT count(*) FROM results WHERE run_id = ? AND turn IS NOT NULL",
                                                 [run_id]).fetchone()[0] else "context_tokens"
@@ -291,6 +287,17 @@ def report_sections(store: ResultStore, run_id: str, compare: str | None = None)
             "comparison": comparison, "matrix": matrix, "lead": lead, "matrix_html": matrix_html(matrix), "per_1k": per_1k,
             "paired": paired, "paired_against": pts[0] if pts else "",
             "worst_html": "".join(worst) or "<p>no scored questions</p>"}
+
+
+def judge_fallback_note(judged: list[str], ok_metrics: set, lead: str) -> str:
+    """A judge that scored nothing: the charts fall back to a metric with values, and the report says so (never the
+    lexical scorer under the judge's name)."""
+    silent = [m for m in judged if m not in ok_metrics]
+    if not silent:
+        return ""
+    return (f"The LLM judge gave no usable value for {', '.join(silent)} (see the judge lines below); the charts lead "
+            f"with {lead}" + (" (the offline lexical support scorer, not the judge)" if lead == "faithfulness" else "")
+            + " instead.")
 
 
 def _summary_table(summ: pd.DataFrame, scores: pd.DataFrame, heads: list[str], judged: list[str]):

@@ -212,10 +212,10 @@ def main_agreement(a) -> int:
     # each judge's row as soon as it is measured: a slow LLM judge never hides the offline rows
     rows = run_agreement(a.limit, client, on_support, a.resamples, on_row=lambda r: print(render_row(r), flush=True))
     if on_built:
-        from .agreement_sets import items_for, measure
+        from .agreement_sets import items_for
 
         for name in on_built:
-            row = measure(name, client, items_for(name, min(a.limit or BUILT_ITEMS, BUILT_ITEMS)), a.resamples)
+            row = measure_built(name, client, items_for(name, min(a.limit or BUILT_ITEMS, BUILT_ITEMS)), a.resamples)
             print(render_alignment(row), flush=True)
             rows.append(row)
     if client is not None:  # each LLM judge's figure kept with its identity: every judged metric prints it, and
@@ -350,6 +350,28 @@ def agreement_line(workspace, name: str, model: str, base_url: str | None, setti
                 f"{redact_url(base_url)} --judge-model {model} --judges {name})")
     return (f"{name} judged by {model}: agreement not measured (no human-labelled set for this judge ships yet; "
             "read its scores as the judge's, not people's)")
+
+
+def measure_built(name: str, client, items: list[dict], resamples: int = 1000) -> dict:
+    """Agreement of judge ``name`` with the items' labels: n (usable verdicts), failed, balanced accuracy at 0.5 with
+    its 95% bootstrap interval, Cohen's kappa, the confusion matrix, calibration by bucket and the worst misses."""
+    import sys
+
+    from tqdm import tqdm
+
+    from .agreement_sets import alignment_row, judge_item
+    from .judges import get_judge
+
+    j = get_judge(name, client)
+    values, statuses, last = [], {}, ""
+    for item in tqdm(items, desc=f"judge {name}", unit="item", file=sys.stderr, dynamic_ncols=True):
+        sc = judge_item(j, item)
+        values.append(sc.value if sc.status == "ok" and sc.value is not None else np.nan)
+        statuses[sc.status] = statuses.get(sc.status, 0) + 1
+        if sc.status != "ok":
+            last = sc.detail
+    return alignment_row(name, np.array([i["label"] for i in items]), np.array(values, dtype=float), items,
+                         statuses, last, resamples, auroc, balanced_accuracy, bootstrap)
 
 
 def _stored_figure(e: dict):

@@ -98,28 +98,6 @@ def judge_item(j, item: dict):
     return j.score(item["question"], "", item["contexts"], 0, None)
 
 
-def measure(name: str, client, items: list[dict], resamples: int = 1000) -> dict:
-    """Agreement of judge ``name`` with the items' labels: n (usable verdicts), failed, balanced accuracy at 0.5 with
-    its 95% bootstrap interval, Cohen's kappa, the confusion matrix, calibration by bucket and the worst misses."""
-    import sys
-
-    from tqdm import tqdm
-
-    from .agreement import auroc, balanced_accuracy, bootstrap
-    from .judges import get_judge
-
-    j = get_judge(name, client)
-    values, statuses, last = [], {}, ""
-    for item in tqdm(items, desc=f"judge {name}", unit="item", file=sys.stderr, dynamic_ncols=True):
-        sc = judge_item(j, item)
-        values.append(sc.value if sc.status == "ok" and sc.value is not None else np.nan)
-        statuses[sc.status] = statuses.get(sc.status, 0) + 1
-        if sc.status != "ok":
-            last = sc.detail
-    return alignment_row(name, np.array([i["label"] for i in items]), np.array(values, dtype=float), items,
-                         statuses, last, resamples, auroc, balanced_accuracy, bootstrap)
-
-
 def alignment_row(name, y, s, items, statuses, last, resamples, auroc, balanced_accuracy, bootstrap) -> dict:
     ok = ~np.isnan(s)
     ys, ss = y[ok], s[ok]
