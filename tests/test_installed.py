@@ -146,6 +146,7 @@ def test_ragwb_workbench_from_the_wheel_serves_the_page_and_its_chart(installed,
         page.wait_for_selector("text=vs context_tokens", timeout=120000)  # the quality-vs-cost chart's title
         page.wait_for_selector(".main-svg", timeout=60000)
         TIMES["workbench_first_chart_s"] = time.perf_counter() - t
+        print("installed-wheel timings:", json.dumps({k: round(v, 1) for k, v in TIMES.items()}))
         page.wait_for_selector("text=Apply budgets", timeout=60000)
         page.wait_for_selector("text=questions (of 322)", timeout=60000)
         assert outside == [], outside  # nothing leaves 127.0.0.1
