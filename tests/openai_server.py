@@ -26,7 +26,7 @@ prompt's last line as a small model does; and a judge obeys a planted "Ignore th
 ``fault-gzip-bomb`` (``Handler.huge_mb`` MB gzipped), ``enc-br``, ``enc-zstd``, ``enc-compress``,
 ``enc-gzipgzip`` (a valid reply under an encoding the guard refuses), ``enc-tail`` (a gzip member then
 ``Handler.tail_mb`` MB of junk), ``enc-twice`` (two gzip members), ``enc-deflate`` (raw deflate), ``fault-deep`` (JSON nested 100,000 deep),
-``schema-json-object`` (refuses ``json_schema`` with HTTP 500 as llama-cpp-python's server does, takes
+``noisy-judge`` (judges, turning every second verdict over, as a sampled small judge flips), ``schema-json-object`` (refuses ``json_schema`` with HTTP 500 as llama-cpp-python's server does, takes
 ``json_object``), ``schema-none`` (refuses any ``response_format`` with a 400), ``fault-header-trickle`` (the status line and headers one byte every ``Handler.trickle`` s);
 embeddings: ``emb-trickle`` (a valid reply one byte every ``Handler.trickle`` s), ``slow-hash`` (answers after 0.05 s; ``Handler.embed_peak``: the most embeddings requests at once), ``fault-nan`` (NaN vectors), ``fault-string`` (each embedding a string, not a list), ``fault-short`` (one vector fewer than asked), ``fault-500``.
 ``Handler.peak`` is the most chat requests it has served at once (concurrency limits are checked
@@ -141,6 +141,16 @@ def _planted_outside_the_fences(system: str, user: str) -> bool:
     return bool(PLANTED.search(system) or PLANTED.search(_FENCED.sub("", user)))
 
 
+def _turned(reply: str) -> str:
+    """The opposite verdict of a judge reply (``noisy-judge``: how a sampled small judge flips)."""
+    d = json.loads(reply)
+    if "verdicts" in d:
+        return json.dumps({"verdicts": [1 - v for v in d["verdicts"]]})
+    if "relevance" in d:
+        return json.dumps({"relevance": 3 - d["relevance"]})
+    return json.dumps({"sufficient": 1 - d["sufficient"]})
+
+
 def answer_messages(messages: list[dict]) -> str:
     from rag.answer.answerers import ExtractiveAnswerer
 
@@ -160,6 +170,7 @@ class Handler(BaseHTTPRequestHandler):
     seen: set = set()
     lock = threading.Lock()
     requests: list = []
+    noisy = 0  # judge replies of noisy-judge so far (every second one is turned over)
     formats: list = []  # (model, response_format type, with a schema) of each chat request that asked for one
     refused_formats: list = []  # the response_format types the schema-* models refused
     bodies: list = []
@@ -350,6 +361,12 @@ class Handler(BaseHTTPRequestHandler):
         # echo-judge: a judge that echoes its prompt's last line (as Gemma 3 270M did), never a verdict
         judged = (judge_reply(sysmsg, msgs[-1].get("content") or "") if isinstance(sysmsg, str)
                   and model != "echo-judge" else None)
+        if judged is not None and model == "noisy-judge":  # a sampled judge: every second verdict turned over
+            with Handler.lock:
+                Handler.noisy += 1
+                turn = Handler.noisy % 2 == 0
+            if turn:
+                judged = _turned(judged)
         text = (judged if judged is not None else
                 relevance_grade(msgs[-1].get("content") or "") if model == "grader" else
                 question_reply(msgs[-1].get("content") or "", model) if model.startswith("questioner") else

@@ -257,3 +257,41 @@ def test_the_judge_identity_holds_its_reply_format_and_max_tokens(tmp_path):
         assert "not measured" in agreement_line(tmp_path, "llm_faithfulness", "m", url, judge_settings(other))
     # a stored run's judge (a dict) and a live client's config (an LLMConfig) name the same settings
     assert judge_settings({"response_format": "json_object", "max_tokens": 256}) == judge_settings(cfg)
+    # sampled repeats are another instrument: a figure measured on one reply is not theirs
+    assert "not measured" in agreement_line(tmp_path, "llm_faithfulness", "m", url, judge_settings(cfg, 3))
+
+
+def test_judge_repeats_give_each_judge_a_flip_rate_and_cache_each_repeat(server, tmp_path, capsys):
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "a.md").write_text("# Herons\n\nHerons nest in tall reeds beside the lake. They eat fish and frogs.\n")
+    q = tmp_path / "q.jsonl"
+    q.write_text("".join(json.dumps({"question": t}) + "\n" for t in ["Where do herons nest?", "What do herons eat?"]))
+    args = ["run", "--dataset", str(docs), "--questions", str(q), "--embedder", "hash", "--workspace",
+            str(tmp_path / "ws"), "--llm-base-url", server, "--llm-model", "local-extractive", "--judge-base-url",
+            server, "--judge-model", "noisy-judge", "--judge-repeats", "3", "--strategies", "chunks", "--yes",
+            "--no-progress", "--no-report", "--concurrency", "1"]
+    Handler.noisy = 0
+    assert main(args + ["--run-id", "N1"]) == 0
+    err = capsys.readouterr().err
+    assert "judge llm_faithfulness flip rate 100%: 2 of 2 item(s) whose 3 sampled repeats disagree" in err, err
+    assert "judge llm_answer_relevance flip rate" in err and "judge llm_context_sufficiency flip rate" in err
+    assert Handler.noisy == 2 * 3 * 3  # 2 items x 3 judges x 3 repeats
+    from evals.store import ResultStore
+
+    with ResultStore(tmp_path / "ws" / "results.duckdb", read_only=True) as st:
+        rows = st.scores("N1")
+    faith = rows[rows.metric == "llm_faithfulness"]
+    assert all(d.startswith("3 of 3 repeats [") and "; flipped" in d for d in faith.detail), list(faith.detail)
+    # the value is the repeats' mean: two verdicts of one kind and one turned over
+    assert all(abs(v - round(v * 3) / 3) < 1e-9 for v in faith.value)
+    assert main(["show", "N1", "--workspace", str(tmp_path / "ws")]) == 0
+    assert "judge: judge llm_faithfulness flip rate 100%" in capsys.readouterr().out
+    # every repeat is cached by its index: the same run again sends nothing
+    assert main(args + ["--run-id", "N2"]) == 0
+    assert Handler.noisy == 18
+    capsys.readouterr()
+    # repeats with nothing to judge are refused in one line, before any work
+    assert main(["run", "--dataset", str(docs), "--questions", str(q), "--embedder", "hash", "--workspace",
+                 str(tmp_path / "ws"), "--judge-repeats", "3", "--no-progress", "--no-report"]) == 2
+    assert "--judge-repeats needs a judge" in capsys.readouterr().err

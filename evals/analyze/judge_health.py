@@ -83,10 +83,38 @@ def flagged_items(scores: pd.DataFrame) -> dict[str, int]:
     return {point_name(s, p): n for (s, p), n in items.groupby(["strategy", label]).size().items()}
 
 
+def flip_lines(scores: pd.DataFrame) -> list[str]:
+    """--judge-repeats: each judge's flip rate (items whose sampled repeats disagree) and the points it flips most."""
+    import re
+
+    from evals.score.judges import FLIPPED
+
+    out = []
+    if scores is None or not len(scores) or "detail" not in scores:
+        return out
+    label = "point_label" if "point_label" in scores else "point_id"
+    for metric, judge in JUDGE_METRICS.items():
+        rows = scores[(scores["metric"] == metric) & (scores["status"] == "ok")]
+        detail = rows["detail"].fillna("")
+        reps = detail.str.extract(r"^(\d+) of (\d+) repeats", expand=True)
+        rows = rows[reps[0].notna().to_numpy()]
+        if not len(rows):
+            continue
+        flipped = rows["detail"].str.contains(f"; {FLIPPED}", regex=False)
+        n_reps = int(reps[1].dropna().astype(int).max())
+        by_point = flipped.groupby([rows["strategy"], rows[label]]).mean()
+        worst = by_point.sort_values(ascending=False).head(3)
+        out.append(f"judge {judge} flip rate {flipped.mean():.0%}: {int(flipped.sum()):,} of {len(rows):,} item(s) "
+                   f"whose {n_reps} sampled repeats disagree; most at " + ", ".join(
+                       f"{s} · {p} {v:.0%}" for (s, p), v in worst.items()) + "; each value is the repeats' mean, "
+                   "so the intervals carry the judge's noise")
+    return out
+
+
 def health_lines(scores: pd.DataFrame, warn_share: float = 0.2) -> list[str]:
     """What show, the report and the page print: a line per judge failing on more than ``warn_share`` of its
     items, and the flagged items per point."""
-    lines = [h.line() for h in judge_health(scores) if h.failed and h.share > warn_share]
+    lines = [h.line() for h in judge_health(scores) if h.failed and h.share > warn_share] + flip_lines(scores)
     flagged = flagged_items(scores)
     if flagged:
         lines.append(f"judge inputs that address the grader (a planted instruction to rate, ignore the rubric or mark "

@@ -381,7 +381,8 @@ def judge_lines(run: dict, workspace, present: set) -> list[str]:
     names = tuple(cfg.get("judges") or ()) or ("ragas_faithfulness",)  # a run that named none ran ragas's
     from evals.score.agreement import judge_settings
 
-    return [agreement_line(workspace, n, judge.get("model", ""), judge.get("base_url"), judge_settings(judge))
+    settings = judge_settings(judge, cfg.get("judge_repeats", 1))
+    return [agreement_line(workspace, n, judge.get("model", ""), judge.get("base_url"), settings)
             for n in names if judge_metric(n) in present]
 
 

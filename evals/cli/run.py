@@ -204,7 +204,7 @@ def cmd_run(a) -> int:
                         repeats=repeats, limit=limit, memory=memory, query_modes=query_modes,
                         insert_fillers=a.insert_fillers, vector_index=a.vector_index, use_cache=not a.no_cache,
                         fit_context=a.fit_context, systems=systems, prompt=prompt, plugin_timeout=a.plugin_timeout,
-                        race=race, index_grid=axes,
+                        race=race, index_grid=axes, judge_repeats=a.judge_repeats,
                         plugins=plugin_hashes(list(a.plugins or []) + list(run_sec.get("plugins") or [])))
         if a.show_prompt:
             from evals.run.prompts_preview import show_prompts
@@ -306,7 +306,16 @@ def endpoints(a) -> tuple:
         # a judge by default wherever an LLM is configured: the answering endpoint and model (--judge none: off)
         judge = LLMConfig(llm.base_url, llm.model, llm.api_key_env, 0.0, a.judge_max_tokens, a.timeout, a.retries,
                           max_concurrency=a.concurrency, response_format=a.judge_format)
+    if judge is not None and getattr(a, "judge_repeats", 1) > 1:  # repeats are samples, not one reply read N times
+        from dataclasses import replace
+
+        judge = replace(judge, temperature=JUDGE_REPEAT_TEMPERATURE)
+    if getattr(a, "judge_repeats", 1) > 1 and judge is None and not a.resume:
+        raise ValueError("--judge-repeats needs a judge: an LLM answerer (--llm-base-url) or --judge-base-url")
     return llm, judge, prompt
+
+
+JUDGE_REPEAT_TEMPERATURE = 0.7  # --judge-repeats samples the judge (at 0 a server gives one reply N times)
 
 
 def write_reports(a, run_ids: list, status: int) -> int:
@@ -373,6 +382,10 @@ def failed_judges(a, run_id: str) -> bool:
     for h in judge_health(scores):
         if h.failed and h.share > 0.2:
             print(f"ragwb run: warning: run {run_id}: {h.line()}; its metric shows n beside each value", file=sys.stderr)
+    from evals.analyze.judge_health import flip_lines
+
+    for line in flip_lines(scores):  # --judge-repeats: how often each judge changes its own verdict
+        print(f"ragwb run: run {run_id}: {line}", file=sys.stderr)
     bad = over_threshold(scores, a.max_judge_failures)
     for h in bad:
         print(f"ragwb run: error: run {run_id}: judge {h.judge} failed on {h.share:.0%} of its items (cap "
@@ -518,6 +531,9 @@ def add_llm_args(s) -> None:
                         "server), json_object with the schema (llama-cpp-python's server), text (no schema). Default "
                         "(auto): json_schema, and a server that refuses a form is asked in the next, once; the form "
                         "that worked is remembered per endpoint (docs/llm.md)")
+    s.add_argument("--judge-repeats", type=at_least(1), default=1, metavar="N",
+                   help="ask each judge N times an item, sampled at temperature 0.7 (each repeat cached by its index): "
+                        "the run prints each judge's flip rate and the value is the repeats' mean (default 1)")
     s.add_argument("--judges", nargs="*", default=None,
                    help="judges to run: llm_faithfulness, llm_answer_relevance, llm_context_sufficiency (the "
                         "default three), ragas_faithfulness, ragas_context_recall, ragas_answer_accuracy (the ragas "

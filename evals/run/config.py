@@ -44,8 +44,12 @@ class RunConfig:
     race: dict = field(default_factory=dict)
     # index axes (docs/sweeps.md "Index axes"): setting -> [values] swept over ``index``; {} = the one index
     index_grid: dict = field(default_factory=dict)
+    # each judge asked this many times an item, sampled (docs/llm.md "Judge noise"): its flip rate, its spread
+    judge_repeats: int = 1
 
     def __post_init__(self):
+        if not isinstance(self.judge_repeats, int) or isinstance(self.judge_repeats, bool) or self.judge_repeats < 1:
+            raise ValueError(f"judge_repeats must be an integer >= 1, got {self.judge_repeats!r}")
         if not isinstance(self.repeats, int) or self.repeats < 1:
             raise ValueError(f"repeats must be an integer >= 1, got {self.repeats!r}")
         if not isinstance(self.limit, int) or self.limit < 0:
@@ -67,6 +71,8 @@ class RunConfig:
             d.pop("race", None)
         if not d.get("index_grid"):  # one index: runs stored before index axes keep their hash
             d.pop("index_grid", None)
+        if d.get("judge_repeats") == 1:  # one judgment an item: runs stored before judge repeats keep their hash
+            d.pop("judge_repeats", None)
         return d
 
     @property

@@ -23,7 +23,7 @@ from rag.strategies import (BUILTIN, DEFAULT_POOL, Context, Strategy, blocks_jso
                             params_dict)
 
 from evals.analyze.judgments import ranked_passage_keys
-from evals.score.judges import judge_applies
+from evals.score.judges import judge_applies, judge_repeated
 from evals.score.metrics import Score, ScoringInput, get_scorers, score_all
 
 from .config import RunConfig
@@ -232,8 +232,8 @@ class ItemEvaluator:
             ref = q.answers[0] if q.answerable and q.answers else None
             judged = FALLBACK if is_fallback(scored, self.fallback) else scored  # judges know the one sentence
             scores[getattr(j, "score_name", j.name)] = (
-                j.score(q.text, judged, [b.text for b in ctx.blocks], rep, ref) if ans.status == "ok" or context_only
-                else Score(None, ans.status, "answer not available"))
+                judge_repeated(j, q.text, judged, [b.text for b in ctx.blocks], rep, ref)
+                if ans.status == "ok" or context_only else Score(None, ans.status, "answer not available"))
         t5 = time.perf_counter()
         row = {"run_id": None, "strategy": name, "point_id": pid, "point_label": label,
                "params": _params_json(p) if not extra_params else json.dumps({**params_dict(p), **extra_params}), "question_id": q.qid, "repeat": rep,
@@ -336,6 +336,8 @@ def build_parts(cfg: RunConfig, ws: Workspace, index: str, limiter_for=None) -> 
         jclient = LLMClient(cfg.judge, ws.root / "cache" / "llm.sqlite", use_cache=cfg.use_cache, prices=prices,
                             limiter=lim("judge", cfg.judge))
         judges = [get_judge(n, jclient) for n in run_judges(cfg)]
+        for j in judges:  # --judge-repeats: each item judged that many times (sampled), each repeat cached
+            j.repeats = cfg.judge_repeats
     systems = {}
     if cfg.systems:
         from rag.answer.systems import SystemClient

@@ -232,11 +232,13 @@ def main_agreement(a) -> int:
 AGREEMENT_FILE = "judge_agreement.json"  # in the workspace: one entry per judge identity, the latest measurement
 
 
-def judge_settings(cfg) -> dict:
+def judge_settings(cfg, repeats: int = 1) -> dict:
     """The settings of a judge's endpoint that change its verdicts, from an ``LLMConfig`` or a stored run config's
-    judge dict: its reply format (auto unless named) and its max tokens (a cut reply is a parse error)."""
+    judge dict: its reply format (auto unless named), its max tokens (a cut reply is a parse error) and, past one,
+    its sampled repeats (--judge-repeats: a mean of samples is another instrument than one reply)."""
     get = cfg.get if isinstance(cfg, dict) else (lambda k, d=None: getattr(cfg, k, d))
-    return {"format": get("response_format", "") or "auto", "max_tokens": int(get("max_tokens", 1024) or 1024)}
+    return {"format": get("response_format", "") or "auto", "max_tokens": int(get("max_tokens", 1024) or 1024),
+            **({"repeats": int(repeats)} if repeats and int(repeats) > 1 else {})}
 
 
 def judge_identity(name: str, model: str, base_url: str | None, settings: dict | None = None) -> dict:

@@ -213,6 +213,30 @@ class LLMContextSufficiency(_ChatJudge):
 DEFAULT_LLM_JUDGES = ("llm_faithfulness", "llm_answer_relevance", "llm_context_sufficiency")
 
 
+JUDGE_REPEAT_STRIDE = 1000  # repeat k of a judgment is cached under answer repeat + 1000 k (k = 0: as before)
+FLIPPED = "flipped"  # in a repeated judgment's detail: its repeats disagree (evals/analyze/judge_health.py)
+
+
+def judge_repeated(j, question: str, answer: str, contexts: list[str], repeat: int = 0, reference=None) -> Score:
+    """The judge's Score, asked ``j.repeats`` times (--judge-repeats; sampled: the run's judge temperature is above 0
+    then) with each repeat cached by its index. The value is the mean of the usable repeats; the detail keeps every
+    repeat's value and says "flipped" when they disagree. One repeat: the judgment as it always was."""
+    n = max(1, int(getattr(j, "repeats", 1) or 1))
+    first = j.score(question, answer, contexts, repeat, reference)
+    if n == 1:
+        return first
+    got = [first] + [j.score(question, answer, contexts, repeat + JUDGE_REPEAT_STRIDE * k, reference)
+                     for k in range(1, n)]
+    ok = [s.value for s in got if s.status == "ok" and s.value is not None]
+    values = ", ".join("-" if s.status != "ok" or s.value is None else f"{s.value:g}" for s in got)
+    if not ok:
+        return Score(None, first.status, f"{n} repeats, none usable ({values}): {first.detail}")
+    flipped = len(set(round(v, 9) for v in ok)) > 1
+    detail = f"{len(ok)} of {n} repeats [{values}]" + (f"; {FLIPPED}" if flipped else "") + (
+        f"; {first.detail}" if first.detail else "")
+    return Score(sum(ok) / len(ok), "ok", detail)
+
+
 def judge_applies(judge, question) -> bool:
     """Does ``judge`` judge this item at all? Never a filler turn; the sufficiency autorater only where no gold
     evidence (or declared unanswerable) decides it offline. The run (evals/run/items.py) and every cost line ask
@@ -237,21 +261,23 @@ def count_judge_calls(judges, question, answer: str | None, contexts: list[str],
         if not judge_applies(j, question):
             continue
         context_only = getattr(j, "only_without_evidence", False)
+        reps = max(1, int(getattr(j, "repeats", 1) or 1))
         if answer is None and not context_only:
-            unknown += 1
+            unknown += reps
             continue
         if not hasattr(j, "cache_key"):  # a ragas judge: several calls an item, unknown until it runs
-            unknown += 1
+            unknown += reps
             continue
         judged = FALLBACK if answer is not None and is_fallback(answer, fallback or FALLBACK) else (answer or "")
-        key = j.cache_key(question.text, judged, contexts, repeat)
-        if key is None:
-            continue  # no call (an abstention, an empty context)
-        if key in planned or j.client.has_key(key):
-            cached += 1
-        else:
-            planned.add(key)
-            new += 1
+        for k in range(max(1, int(getattr(j, "repeats", 1) or 1))):  # --judge-repeats: each repeat its own call
+            key = j.cache_key(question.text, judged, contexts, repeat + JUDGE_REPEAT_STRIDE * k)
+            if key is None:
+                break  # no call (an abstention, an empty context)
+            if key in planned or j.client.has_key(key):
+                cached += 1
+            else:
+                planned.add(key)
+                new += 1
     return new, cached, unknown
 
 
