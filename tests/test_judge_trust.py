@@ -295,3 +295,41 @@ def test_judge_repeats_give_each_judge_a_flip_rate_and_cache_each_repeat(server,
     assert main(["run", "--dataset", str(docs), "--questions", str(q), "--embedder", "hash", "--workspace",
                  str(tmp_path / "ws"), "--judge-repeats", "3", "--no-progress", "--no-report"]) == 2
     assert "--judge-repeats needs a judge" in capsys.readouterr().err
+
+
+def test_a_jury_keeps_each_jurors_verdict_and_says_their_kappa(server, tmp_path, capsys):
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "a.md").write_text("# Herons\n\nHerons nest in tall reeds beside the lake. They eat fish and frogs.\n")
+    q = tmp_path / "q.jsonl"
+    q.write_text("".join(json.dumps({"question": t}) + "\n" for t in ["Where do herons nest?", "What do herons eat?",
+                                                                      "How tall are the reeds?"]))
+    Handler.noisy = 0
+    rc = main(["run", "--dataset", str(docs), "--questions", str(q), "--embedder", "hash", "--workspace",
+               str(tmp_path / "ws"), "--llm-base-url", server, "--llm-model", "local-extractive", "--jury",
+               "local-extractive,noisy-judge", "--strategies", "chunks", "--yes", "--no-progress", "--no-report",
+               "--concurrency", "1", "--run-id", "JY"])
+    err = capsys.readouterr().err
+    assert rc == 0, err
+    assert "jury on llm_faithfulness: local-extractive vs noisy-judge: kappa" in err, err
+    from evals.store import ResultStore
+
+    with ResultStore(tmp_path / "ws" / "results.duckdb", read_only=True) as st:
+        rows = st.scores("JY")
+    faith = rows[rows.metric == "llm_faithfulness"]
+    assert len(faith) == 3 and all(d.startswith("jury mean of 2 of 2: juror local-extractive ") and
+                                   "; juror noisy-judge " in d for d in faith.detail), list(faith.detail)
+    from evals.score.jury import juror_verdicts
+
+    v = juror_verdicts(rows, "llm_faithfulness")
+    assert list(v.columns) == ["local-extractive", "noisy-judge"]
+    assert [float(x) for x in faith.value] == pytest.approx(list(v.mean(axis=1)))  # the mean of its jurors
+    assert main(["show", "JY", "--workspace", str(tmp_path / "ws")]) == 0
+    out = capsys.readouterr().out
+    assert "judge: llm_faithfulness judged by local-extractive" in out
+    assert "judge: llm_faithfulness judged by noisy-judge" in out  # each juror's own agreement line
+    assert "judge: jury on llm_faithfulness" in out
+    assert main(["run", "--dataset", str(docs), "--questions", str(q), "--embedder", "hash", "--workspace",
+                 str(tmp_path / "ws"), "--llm-base-url", server, "--llm-model", "m", "--jury", "a",
+                 "--no-progress", "--no-report"]) == 2
+    assert "--jury needs two or more distinct models" in capsys.readouterr().err

@@ -114,7 +114,10 @@ def flip_lines(scores: pd.DataFrame) -> list[str]:
 def health_lines(scores: pd.DataFrame, warn_share: float = 0.2) -> list[str]:
     """What show, the report and the page print: a line per judge failing on more than ``warn_share`` of its
     items, and the flagged items per point."""
-    lines = [h.line() for h in judge_health(scores) if h.failed and h.share > warn_share] + flip_lines(scores)
+    from evals.score.jury import jury_lines
+
+    lines = ([h.line() for h in judge_health(scores) if h.failed and h.share > warn_share] + flip_lines(scores)
+             + jury_lines(scores))
     flagged = flagged_items(scores)
     if flagged:
         lines.append(f"judge inputs that address the grader (a planted instruction to rate, ignore the rubric or mark "

@@ -382,8 +382,9 @@ def judge_lines(run: dict, workspace, present: set) -> list[str]:
     from evals.score.agreement import judge_settings
 
     settings = judge_settings(judge, cfg.get("judge_repeats", 1))
-    return [agreement_line(workspace, n, judge.get("model", ""), judge.get("base_url"), settings)
-            for n in names if judge_metric(n) in present]
+    models = list(cfg.get("jury") or ()) or [judge.get("model", "")]  # a jury: each juror's own figure
+    return [agreement_line(workspace, n, m, judge.get("base_url"), settings)
+            for n in names if judge_metric(n) in present for m in models]
 
 
 def not_shown_line(dropped: dict) -> str:

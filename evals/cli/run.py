@@ -13,6 +13,7 @@ from .common import (URL_SECRETS, YES_HELP, add_index_args, at_least, confirm_sp
 from rag.llm.client import env_prices, parse_prices  # noqa: F401 (shared with the workbench)
 
 from .report import finish_report_notebook, start_report_notebook
+from .judging import failed_judges, jury_models  # the run's judge checks
 
 
 SWEEP_SECTIONS = {"run", "strategies", "prices", "index"}
@@ -204,7 +205,8 @@ def cmd_run(a) -> int:
                         repeats=repeats, limit=limit, memory=memory, query_modes=query_modes,
                         insert_fillers=a.insert_fillers, vector_index=a.vector_index, use_cache=not a.no_cache,
                         fit_context=a.fit_context, systems=systems, prompt=prompt, plugin_timeout=a.plugin_timeout,
-                        race=race, index_grid=axes, judge_repeats=a.judge_repeats,
+                        race=race, index_grid=axes, judge_repeats=a.judge_repeats, jury=jury_models(a, judge),
+                        jury_rule=a.jury_rule,
                         plugins=plugin_hashes(list(a.plugins or []) + list(run_sec.get("plugins") or [])))
         if a.show_prompt:
             from evals.run.prompts_preview import show_prompts
@@ -229,7 +231,7 @@ def cmd_run(a) -> int:
         if failed:  # every answer failed, or more than the cap: the exit status says so (CI must not pass)
             print(f"ragwb run: error: {failed}", file=sys.stderr)
             status = status or 6
-        if cfg.judge is not None and failed_judges(a, summ.run_id):  # a judge that parses nothing is never quiet
+        if cfg.judge is not None and failed_judges(a, summ.run_id):  # evals/cli/judging.py  # a judge that parses nothing is never quiet
             status = status or 7
         run_ids.append(summ.run_id)
         done_runs.append((summ.run_id, summ.items))
@@ -369,28 +371,6 @@ def failed_answers(a, run_id: str) -> str:
     return (f"run {run_id}: {what}: {nbad} of {total} items ("
             + ", ".join(f"{s}={n}" for s, n in bad.items()) + "); the items and their errors are stored "
             f"(ragwb show {run_id}; ragwb export {run_id})")
-
-
-def failed_judges(a, run_id: str) -> bool:
-    """Say each judge that failed on more than a fifth of its items (its share and commonest reply shape); True when
-    one failed on more than --max-judge-failures of them, or on every item (the run then exits 7)."""
-    from evals.analyze.judge_health import judge_health, over_threshold
-    from evals.store import ResultStore
-
-    with ResultStore(a.db or Path(a.workspace) / "results.duckdb", read_only=True) as st:
-        scores = st.scores(run_id)
-    for h in judge_health(scores):
-        if h.failed and h.share > 0.2:
-            print(f"ragwb run: warning: run {run_id}: {h.line()}; its metric shows n beside each value", file=sys.stderr)
-    from evals.analyze.judge_health import flip_lines
-
-    for line in flip_lines(scores):  # --judge-repeats: how often each judge changes its own verdict
-        print(f"ragwb run: run {run_id}: {line}", file=sys.stderr)
-    bad = over_threshold(scores, a.max_judge_failures)
-    for h in bad:
-        print(f"ragwb run: error: run {run_id}: judge {h.judge} failed on {h.share:.0%} of its items (cap "
-              f"{a.max_judge_failures:.0%}, --max-judge-failures); see docs/llm.md on reply formats", file=sys.stderr)
-    return bool(bad)
 
 
 def cmd_score(a) -> int:
@@ -534,6 +514,11 @@ def add_llm_args(s) -> None:
     s.add_argument("--judge-repeats", type=at_least(1), default=1, metavar="N",
                    help="ask each judge N times an item, sampled at temperature 0.7 (each repeat cached by its index): "
                         "the run prints each judge's flip rate and the value is the repeats' mean (default 1)")
+    s.add_argument("--jury", default="", metavar="M1,M2",
+                   help="a jury: each judge asked of these models at the judge endpoint (--judge-base-url, else the "
+                        "answering endpoint), combined by --jury-rule; every juror's verdict kept, each pair's kappa "
+                        "printed (docs/llm.md)")
+    s.add_argument("--jury-rule", default="mean", choices=["mean", "majority"], help="how a jury combines (mean)")
     s.add_argument("--judges", nargs="*", default=None,
                    help="judges to run: llm_faithfulness, llm_answer_relevance, llm_context_sufficiency (the "
                         "default three), ragas_faithfulness, ragas_context_recall, ragas_answer_accuracy (the ragas "

@@ -46,6 +46,9 @@ class RunConfig:
     index_grid: dict = field(default_factory=dict)
     # each judge asked this many times an item, sampled (docs/llm.md "Judge noise"): its flip rate, its spread
     judge_repeats: int = 1
+    # a jury (docs/llm.md "Juries"): these judge models at the judge endpoint, combined by ``jury_rule``
+    jury: tuple = ()
+    jury_rule: str = "mean"
 
     def __post_init__(self):
         if not isinstance(self.judge_repeats, int) or isinstance(self.judge_repeats, bool) or self.judge_repeats < 1:
@@ -73,6 +76,9 @@ class RunConfig:
             d.pop("index_grid", None)
         if d.get("judge_repeats") == 1:  # one judgment an item: runs stored before judge repeats keep their hash
             d.pop("judge_repeats", None)
+        if not d.get("jury"):  # one judge model: runs stored before juries keep their hash
+            d.pop("jury", None)
+            d.pop("jury_rule", None)
         return d
 
     @property
@@ -86,6 +92,7 @@ class RunConfig:
         d["llm"] = LLMConfig(**d["llm"]) if d.get("llm") else None
         d["judge"] = LLMConfig(**d["judge"]) if d.get("judge") else None
         d["judges"] = tuple(d.get("judges") or ())
+        d["jury"] = tuple(d.get("jury") or ())
         d["scorers"] = tuple(d.get("scorers") or ())
         d["query_modes"] = tuple(d.get("query_modes") or ())
         from rag.answer.systems import SystemConfig

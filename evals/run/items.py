@@ -336,6 +336,14 @@ def build_parts(cfg: RunConfig, ws: Workspace, index: str, limiter_for=None) -> 
         jclient = LLMClient(cfg.judge, ws.root / "cache" / "llm.sqlite", use_cache=cfg.use_cache, prices=prices,
                             limiter=lim("judge", cfg.judge))
         judges = [get_judge(n, jclient) for n in run_judges(cfg)]
+        if cfg.jury:  # each judge asked of every juror model at the judge endpoint (evals/score/jury.py)
+            from dataclasses import replace
+
+            from evals.score.jury import Jury
+
+            jurors = [LLMClient(replace(cfg.judge, model=m), ws.root / "cache" / "llm.sqlite", use_cache=cfg.use_cache,
+                                prices=prices, limiter=lim("judge", cfg.judge)) for m in cfg.jury]
+            judges = [Jury(n, jurors, cfg.jury_rule) for n in run_judges(cfg)]
         for j in judges:  # --judge-repeats: each item judged that many times (sampled), each repeat cached
             j.repeats = cfg.judge_repeats
     systems = {}

@@ -257,6 +257,7 @@ def count_judge_calls(judges, question, answer: str | None, contexts: list[str],
     from rag.answer.prompts import FALLBACK
 
     new = cached = unknown = 0
+    judges = [jj for j in judges for jj in getattr(j, "jurors", [j])]  # a jury: each juror's calls
     for j in judges:
         if not judge_applies(j, question):
             continue
