@@ -27,6 +27,16 @@ def server():
     srv.shutdown()
 
 
+def herons(tmp_path, questions: list[str]):
+    """A one-file folder and a plain questions file (no ids, no answers)."""
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "a.md").write_text("# Herons\n\nHerons nest in tall reeds beside the lake. They eat fish and frogs.\n")
+    q = tmp_path / "q.jsonl"
+    q.write_text("".join(json.dumps({"question": t}) + "\n" for t in questions))
+    return docs, q
+
+
 def judges(url, model="local-extractive"):
     client = LLMClient(LLMConfig(url, model, max_tokens=256), None)
     return {n: get_judge(n, client) for n in ("llm_faithfulness", "llm_answer_relevance", "llm_context_sufficiency")}
@@ -139,11 +149,7 @@ def test_the_grader_address_flag():
 
 
 def test_a_judge_failing_on_every_item_makes_the_run_say_so_and_exit_non_zero(server, tmp_path, capsys):
-    docs = tmp_path / "docs"
-    docs.mkdir()
-    (docs / "a.md").write_text("# Herons\n\nHerons nest in tall reeds beside the lake. They eat fish and frogs.\n")
-    q = tmp_path / "q.jsonl"
-    q.write_text("".join(json.dumps({"question": t}) + "\n" for t in ["Where do herons nest?", "What do herons eat?"]))
+    docs, q = herons(tmp_path, ["Where do herons nest?", "What do herons eat?"])
     rc = main(["run", "--dataset", str(docs), "--questions", str(q), "--embedder", "hash", "--workspace",
                str(tmp_path / "ws"), "--llm-base-url", server, "--llm-model", "local-extractive", "--judge-base-url",
                server, "--judge-model", "echo-judge", "--strategies", "chunks", "--yes", "--no-progress",
@@ -262,11 +268,7 @@ def test_the_judge_identity_holds_its_reply_format_and_max_tokens(tmp_path):
 
 
 def test_judge_repeats_give_each_judge_a_flip_rate_and_cache_each_repeat(server, tmp_path, capsys):
-    docs = tmp_path / "docs"
-    docs.mkdir()
-    (docs / "a.md").write_text("# Herons\n\nHerons nest in tall reeds beside the lake. They eat fish and frogs.\n")
-    q = tmp_path / "q.jsonl"
-    q.write_text("".join(json.dumps({"question": t}) + "\n" for t in ["Where do herons nest?", "What do herons eat?"]))
+    docs, q = herons(tmp_path, ["Where do herons nest?", "What do herons eat?"])
     args = ["run", "--dataset", str(docs), "--questions", str(q), "--embedder", "hash", "--workspace",
             str(tmp_path / "ws"), "--llm-base-url", server, "--llm-model", "local-extractive", "--judge-base-url",
             server, "--judge-model", "noisy-judge", "--judge-repeats", "3", "--strategies", "chunks", "--yes",
@@ -298,12 +300,7 @@ def test_judge_repeats_give_each_judge_a_flip_rate_and_cache_each_repeat(server,
 
 
 def test_a_jury_keeps_each_jurors_verdict_and_says_their_kappa(server, tmp_path, capsys):
-    docs = tmp_path / "docs"
-    docs.mkdir()
-    (docs / "a.md").write_text("# Herons\n\nHerons nest in tall reeds beside the lake. They eat fish and frogs.\n")
-    q = tmp_path / "q.jsonl"
-    q.write_text("".join(json.dumps({"question": t}) + "\n" for t in ["Where do herons nest?", "What do herons eat?",
-                                                                      "How tall are the reeds?"]))
+    docs, q = herons(tmp_path, ["Where do herons nest?", "What do herons eat?", "How tall are the reeds?"])
     Handler.noisy = 0
     rc = main(["run", "--dataset", str(docs), "--questions", str(q), "--embedder", "hash", "--workspace",
                str(tmp_path / "ws"), "--llm-base-url", server, "--llm-model", "local-extractive", "--jury",
