@@ -982,8 +982,12 @@ def _(args, interactive, mo, session):
     # how far to trust the judge: its agreement with human labels, measured behind its own cost line and Send
     agreement_plan = interactive.agreement_plan(session, args.workspace)
     agreement_go = mo.ui.run_button(label=f"Send {agreement_plan['calls']:,} judge call(s)")
+    _align = interactive.page.judge_alignment_table(session, args.workspace)  # each judge on its own labels
     mo.vstack([mo.md("## How far to trust the judge"), mo.md(agreement_plan["line"])]
               + [mo.md(f"judge: {_l}") for _l in interactive.judge_lines(session, args.workspace)]
+              + ([mo.ui.table(_align, selection=None, show_download=False, show_column_summaries=False,
+                              label="alignment with labels (ragwb agreement): kappa, confusion, calibration")]
+                 if _align is not None else [])
               + [agreement_go if agreement_plan["calls"] else mo.md("")])
     return agreement_go, agreement_plan
 

@@ -24,6 +24,8 @@ def test_the_built_label_sets_hold_what_they_say():
         assert (i["label"] == 1) == (i["kind"] == "own") and len(i["contexts"]) == 1 and i["contexts"][0]
     rel = relevance_items(40)
     assert len(rel) == 40 and sum(i["label"] for i in rel) == 20
+    assert {i["kind"] for i in rel} == {"gold", "partial", "another question's"}
+    assert all(i["label"] == (i["kind"] != "another question's") for i in rel)
     assert suff == sufficiency_items(60)  # seeded: the same items every time (the response cache holds)
 
 
@@ -66,5 +68,16 @@ def test_one_agreement_gives_each_default_judge_a_line_on_its_own_labels(tmp_pat
         assert "labelled claims (chance 0.50; ExpertQA, human support labels" in lines["llm_faithfulness"], shown
         assert "(chance 0.50; constructed pairs from SQuAD 2.0" in lines["llm_answer_relevance"], shown
         assert "(chance 0.50; SQuAD 2.0 gold evidence" in lines["llm_context_sufficiency"], shown
+        # the alignment report as a table: in the HTML report and in the page (the Workbench's session)
+        assert main(["report", "R", "--workspace", str(ws)]) == 0
+        report = Path(capsys.readouterr().out.strip().splitlines()[-1]).read_text()
+        assert "How far to trust the judges" in report and "confusion (label/judged" in report
+        from evals.interactive.page import judge_alignment_table
+        from evals.workbench import Workbench
+
+        wb = Workbench(str(docs), questions=str(q), workspace=str(ws), embedder="hash", llm=(url, "local-extractive"),
+                       progress=False)
+        table = judge_alignment_table(wb.session, str(ws))
+        assert len(table) == 3 and set(table["chance"]) == {"0.50"} and table["kappa"].str.len().gt(0).sum() == 2
     finally:
         srv.shutdown()

@@ -368,6 +368,22 @@ def conversation_frame(results: pd.DataFrame, scores: pd.DataFrame) -> pd.DataFr
               "passage_recall@5"]]
 
 
+def judge_alignment(run: dict, workspace, present: set):
+    """The alignment table of a run's judges (evals/score/agreement.py alignment_table); None for a run with none."""
+    from evals.score.agreement import alignment_table, judge_settings
+    from evals.score.judges import judge_metric
+
+    cfg = run.get("config") or {}
+    judge = cfg.get("judge")
+    if not judge:
+        return None
+    names = tuple(cfg.get("judges") or ()) or ("ragas_faithfulness",)
+    settings = judge_settings(judge, cfg.get("judge_repeats", 1))
+    models = list(cfg.get("jury") or ()) or [judge.get("model", "")]
+    rows = [(n, m, judge.get("base_url"), settings) for n in names if judge_metric(n) in present for m in models]
+    return alignment_table(workspace, rows) if rows else None
+
+
 def judge_lines(run: dict, workspace, present: set) -> list[str]:
     """How far to trust each LLM-judged metric of a run: the judge's stored agreement with people (``ragwb
     agreement``), or that it was never measured and the command that measures it. [] for a run with no judge."""

@@ -209,6 +209,17 @@ def judge_lines(sess, workspace: str, scores: pd.DataFrame | None = None) -> lis
         health_lines(scores) if scores is not None and session_judges(sess) else [])
 
 
+def judge_alignment_table(sess, workspace: str):
+    """The alignment table of the page's judges (as the report's), or None offline."""
+    from evals.score.agreement import alignment_table, judge_settings
+
+    judges = session_judges(sess)
+    if not judges:
+        return None
+    return alignment_table(workspace, [(j.name, j.client.cfg.model, j.client.cfg.base_url,
+                                        judge_settings(j.client.cfg)) for j in judges])
+
+
 def agreement_plan(sess, workspace: str, limit: int = AGREEMENT_CLAIMS) -> dict:
     """What measuring the session's faithfulness judge against the human labels would send: {"calls", "cached",
     "line"}, counted exactly against the response cache before anything is sent."""

@@ -275,10 +275,11 @@ def report_sections(store: ResultStore, run_id: str, compare: str | None = None)
         oracle = oracle_bound(scores, "f1", "prompt_tokens", 0.0)
     table, dropped = _summary_table(summ, scores, heads, judged)
     from evals.analyze.judge_health import health_lines
-    from evals.analyze.summary import judge_lines
+    from evals.analyze.summary import judge_alignment, judge_lines
 
     return {"run_id": run_id, "compare": compare, "header_md": header, "judged": judged, "oracle": oracle,
             "summary": with_losses(table, losses), "not_shown": dropped, "sufficiency": sufficiency,
+            "alignment": judge_alignment(run, Path(store.path).parent, present),
             "judge_lines": ([fallback_note] if fallback_note else []) + judge_lines(run, Path(store.path).parent,
                                                                                      present) + health_lines(scores),
             "shared_summary": shared_summary,
@@ -344,6 +345,9 @@ def build_report_html(store: ResultStore, run_id: str, compare: str | None = Non
         parts.append("<p class='src'><b>Not shown</b> (no value on this set): "
                      + html.escape(not_shown_line(sec["not_shown"])) + "</p>")
     parts += [f"<p class='src'>judge: {html.escape(line)}</p>" for line in sec["judge_lines"]]
+    if sec.get("alignment") is not None and len(sec["alignment"]):  # how far to trust each judge, as a table
+        parts += ["<h3>How far to trust the judges (ragwb agreement: each on labels of what it judges)</h3>",
+                  _table(sec["alignment"])]
     if "faithfulness" in sec["summary"].columns or "faithfulness" in sec["not_shown"]:
         parts.append(f"<p class='src'>{html.escape(LABELS['faithfulness'])}: {_prose(support_caption())}</p>")
 

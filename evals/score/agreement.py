@@ -285,7 +285,9 @@ def remember_agreement(workspace, name: str, model: str, base_url: str | None, r
                  "balanced_accuracy_95ci": finite(row.get("balanced_accuracy_95ci")), "auroc": finite(row.get("auroc")),
                  "auroc_95ci": finite(row.get("auroc_95ci")), "measured": time.strftime("%Y-%m-%d"),
                  **({"note": str(row.get("note") or "no usable verdict")[:200]} if not row["n"] else {}),
-                 **{k: row[k] for k in ("labels", "kappa") if row.get(k) is not None}})
+                 **{k: row[k] for k in ("labels", "kappa", "confusion", "calibration") if row.get(k) is not None},
+                 **({"worst": [{**w, "question": str(w.get("question", ""))[:120]} for w in row["worst"][:5]]}
+                    if row.get("worst") else {})})
     Path(workspace).mkdir(parents=True, exist_ok=True)
     write_whole(Path(workspace) / AGREEMENT_FILE, json.dumps(keep, indent=1).encode())
 
@@ -374,6 +376,41 @@ def measure_built(name: str, client, items: list[dict], resamples: int = 1000) -
             last = sc.detail
     return alignment_row(name, np.array([i["label"] for i in items]), np.array(values, dtype=float), items,
                          statuses, last, resamples, auroc, balanced_accuracy, bootstrap)
+
+
+def alignment_table(workspace, judges: list[tuple]) -> "pd.DataFrame":
+    """The alignment report of each judge (name, model, base_url, settings) as a table: its label source, n, balanced
+    accuracy with its interval and chance, kappa, the confusion matrix, calibration by bucket and its worst miss; a
+    judge never measured (or measured and failed, or damaged) has its line's words in place of figures."""
+    import pandas as pd
+
+    from .agreement_sets import LABEL_SOURCES
+
+    rows = []
+    for name, model, base_url, settings in judges:
+        ident = judge_identity(name, model, base_url, settings)
+        hit = next((e for e in reversed(stored_agreements(workspace)) if e.get("identity") == ident), None)
+        figure = _stored_figure(hit) if hit is not None else "agreement not measured"
+        row = {"judge": name, "judged by": model, "labels": LABEL_SOURCES.get(name, "none ships yet")}
+        if isinstance(figure, str):
+            rows.append({**row, "balanced accuracy (95% CI)": figure})
+            continue
+        ba, lo, hi, n, when = figure
+        conf = hit.get("confusion") if isinstance(hit.get("confusion"), dict) else {}
+        cal = hit.get("calibration") if isinstance(hit.get("calibration"), list) else []
+        worst = hit.get("worst") if isinstance(hit.get("worst"), list) and hit.get("worst") else []
+        kappa = hit.get("kappa")
+        rows.append({**row, "n": n, "balanced accuracy (95% CI)": f"{ba:.2f} [{lo:.2f}, {hi:.2f}]", "chance": "0.50",
+                     "kappa": f"{kappa:.2f}" if isinstance(kappa, (int, float)) and not isinstance(kappa, bool)
+                     else "", "confusion (label/judged 1-1, 1-0, 0-1, 0-0)": " / ".join(
+                         str(int(v)) for v in conf.values() if isinstance(v, int)) if conf else "",
+                     "calibration (judged: share labelled 1)": "; ".join(
+                         f"{c.get('judged')}: {c.get('labelled 1')}" for c in cal if isinstance(c, dict)),
+                     "worst miss": (f"label {worst[0].get('label')}, judged {worst[0].get('judged')}: "
+                                    f"{str(worst[0].get('question', ''))[:80]}"
+                                    if worst and isinstance(worst[0], dict) else ""),
+                     "measured": when})
+    return pd.DataFrame(rows)
 
 
 def _stored_figure(e: dict):

@@ -4,8 +4,8 @@
 - **context sufficiency**: a question with its own gold paragraph is sufficient (1); with another paragraph of the
   same article, or an *unanswerable* question with the paragraph it was written against (SQuAD 2.0's adversarial
   half: on topic, yet the answer is not there), it is not (0);
-- **answer relevance** (constructed pairs): a question with its gold answer is relevant (1); with another
-  question's gold answer, from another article, it is not (0).
+- **answer relevance** (constructed pairs): a question with its gold answer, or the first half of it (a partial
+  answer, the rubric's 2), is relevant (1); with another question's gold answer, from another article, it is not (0).
 
 Faithfulness stays on ExpertQA's human support labels (evals/score/agreement.py). Each judge is measured only on
 labels of what it judges, and the line that prints its figure names the label source and chance beside it."""
@@ -20,8 +20,8 @@ LABEL_SOURCES = {
     "ragas_faithfulness": "ExpertQA, human support labels",
     "llm_context_sufficiency": "SQuAD 2.0 gold evidence: a question's own paragraph vs another paragraph or an "
                                "unanswerable question's paragraph; no human labels",
-    "llm_answer_relevance": "constructed pairs from SQuAD 2.0: a question with its gold answer vs another "
-                            "question's answer; no human labels",
+    "llm_answer_relevance": "constructed pairs from SQuAD 2.0: a question with its gold or a partial answer vs "
+                            "another question's answer; no human labels",
 }
 SEED = 7
 
@@ -71,7 +71,14 @@ def relevance_items(n: int = 200, seed: int = SEED) -> list[dict]:
     qs = [q for q in ds.questions if q.answerable and q.answers and q.evidence]
     rng.shuffle(qs)
     half = max(1, n // 2)
-    out = [{"question": q.text, "answer": q.answers[0], "label": 1, "kind": "gold"} for q in qs[:half]]
+    out = []
+    for i, q in enumerate(qs[:half]):  # a third of the relevant ones a partial answer (the rubric's 2: relevant)
+        words = q.answers[0].split()
+        if i % 3 == 2 and len(words) >= 2:
+            out.append({"question": q.text, "answer": " ".join(words[:(len(words) + 1) // 2]), "label": 1,
+                        "kind": "partial"})
+        else:
+            out.append({"question": q.text, "answer": q.answers[0], "label": 1, "kind": "gold"})
     pool = qs[half:]
     for q in qs[:n - half]:
         other = next((o for o in pool if o.evidence[0].doc_id != q.evidence[0].doc_id), None)
