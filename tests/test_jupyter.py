@@ -107,6 +107,9 @@ def test_a_folder_with_plain_questions(tmp_path):
     metric, note = wb.quality_metric()
     assert metric != "f1" and rows[metric].notna().any() and "f1 has no value" in note
     assert isinstance(wb.figure(), go.Figure)
+    # a saved run of a folder names it by its absolute path: its best TOML runs from any folder (issue 72)
+    best = wb.best(wb.save(), metric)
+    assert f'datasets = ["{docs.resolve()}"]' in best.toml, best.toml
 
 
 @pytest.fixture()

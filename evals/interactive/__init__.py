@@ -16,7 +16,7 @@ from rag.index.retrieval import Retriever
 from rag.strategies import get_strategy, make_params
 
 from ..score.metrics import get_scorers
-from .session import FRAME_COLUMNS, Session, item_for  # noqa: F401 (re-exported)
+from .session import FRAME_COLUMNS, Session, dataset_spec, item_for  # noqa: F401 (re-exported)
 from .drilldown import drilldown_html, side_by_side_html  # noqa: F401 (re-exported)
 # the workbench's grading, answerers and datasets live in their own modules; re-exported for the notebooks
 from .grading import (GRADE_LABELS, grade_click, grade_passage, gradable_passages, grading_table_html,  # noqa: F401
@@ -171,7 +171,7 @@ def save_as_run(sess: Session, db: str, points: list[tuple[str, dict]], limit: i
         raise ValueError("nothing to save: pick at least one strategy and press Apply")
     systems = sess.evaluator.systems  # what answered is part of the run's config: the model, the services
     judges = list(getattr(sess.evaluator, "judges", []) or [])  # ... and what judged (show and the report name it)
-    cfg = RunConfig(dataset=sess.dataset.name, index=sess.retriever.reader.config,
+    cfg = RunConfig(dataset=dataset_spec(sess), index=sess.retriever.reader.config,
                     judge=judges[0].client.cfg if judges else None, judges=tuple(j.name for j in judges),
                     grid={name: {k: [v] for k, v in kw.items()} for name, kw in points if name not in systems},
                     limit=limit, answerer="openai" if sess.client is not None else "extractive",

@@ -39,3 +39,10 @@ def item_for(sess: Session, point: str, qid: str):
     return None
 
 
+def dataset_spec(sess) -> str:
+    """What a stored run of the page names as its dataset: a bundled set by name, a folder by its absolute path, so
+    that `ragwb best`'s TOML runs from any folder (a folder's bare name ran only from its parent: issue 72)."""
+    from pathlib import Path
+
+    spec = sess.spec or sess.dataset.name
+    return str(Path(spec).resolve()) if Path(spec).is_dir() else spec

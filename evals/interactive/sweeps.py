@@ -85,7 +85,9 @@ def race_budgets(sess: Session, db: str, workspace: str, strategies: list[str], 
             raise ValueError(f"strategy {name!r} has no budget {param!r}; valid: {', '.join(fields)}")
         grid[name] = {**{k: [v] for k, v in applied.items() if k != param}, param: vals}
     llm = sess.client.cfg if sess.client is not None else None
-    cfg = RunConfig(dataset=sess.spec or sess.dataset.name, index=sess.retriever.reader.config, grid=grid,
+    from .session import dataset_spec
+
+    cfg = RunConfig(dataset=dataset_spec(sess), index=sess.retriever.reader.config, grid=grid,
                     answerer="openai" if llm else "extractive", llm=llm, limit=limit, prices=dict(prices or {}),
                     race={"metric": metric, "batch": batch, "alpha": 0.05, "cost_tolerance": None, "seed": 0})
     return run_evaluation(cfg, workspace, db, progress=False, on_look=on_look).run_id
