@@ -51,6 +51,7 @@ class Applied:
     points: list
     scores: pd.DataFrame | None = None  # long: one row per question x point x metric, with status and detail
     summary: pd.DataFrame | None = None  # per point and metric: mean, 95% interval, n_ok
+    limit: int = 0  # the questions it was applied to (Save as run stores these)
     notes: list = field(default_factory=list)
 
     @property
@@ -96,20 +97,26 @@ def wide_rows(scores: pd.DataFrame) -> pd.DataFrame:
     return wide.reset_index()
 
 
-def quality_figure(summary: pd.DataFrame, metric: str | None, cost: str = "context_tokens", history=None):
-    """(the page's quality-vs-cost Figure, the metric shown, the note when the wanted one has no value here): the
-    page's default moves to a metric with values and says so, as the page's dropdown does."""
+def chosen_metric(summary: pd.DataFrame, metric: str | None) -> tuple[str, str]:
+    """(the metric the chart shows for ``metric``, the note when the wanted one has no value here): the page's
+    default moves to a metric with values and says so, as the page's dropdown does; an unknown name is an error."""
     from evals.interactive import page
-    from evals.report.charts import quality_cost_figure
 
     options, shown, note = page.metric_choices(summary, metric or "f1")
-    chosen = options[shown]
     if metric and metric not in set(options.values()):
         from evals.score.metrics import METRICS
 
         if metric not in METRICS:
             raise ValueError(f"unknown metric {metric!r}; valid: {', '.join(sorted(METRICS))}")
-        chosen = metric
+        return metric, note
+    return options[shown], note
+
+
+def quality_figure(summary: pd.DataFrame, metric: str | None, cost: str = "context_tokens", history=None):
+    """(the page's quality-vs-cost Figure, the metric shown, the note when the wanted one has no value here)."""
+    from evals.report.charts import quality_cost_figure
+
+    chosen, note = chosen_metric(summary, metric)
     return quality_cost_figure(summary, chosen, cost, history), chosen, note
 
 
@@ -249,17 +256,17 @@ class Workbench:
     def plan(self, strategies: list[str] | None = None, budgets: dict | None = None, limit: int | None = None,
              **kw) -> CostLine:
         """The cost line of applying these budgets, counted before anything is sent (the page's line)."""
-        return self._cost(self.points(strategies, budgets, **kw), limit or self.limit, "wb.apply(..., send=True)")
+        return self._cost(self.points(strategies, budgets, **kw), limit or self.limit, "wb.apply(..., send=True)")[0]
 
-    def _cost(self, points: list, limit: int, how: str) -> CostLine:
+    def _cost(self, points: list, limit: int, how: str) -> tuple[CostLine, int]:
+        """(the cost line of evaluating ``points``, the new items it counts): one count, as the page's."""
         from evals import interactive
 
         plan = interactive.answer_plan(self.session, points, limit)
         model = self.session.client.cfg.model if self.session.client is not None else ""
         text = f"{self.session.answerer_label}: {plan.line(model)}" + (" " + "; ".join(plan.notes) if plan.notes
                                                                          else "")
-        calls = plan.calls + plan.service_requests
-        return CostLine(text, calls, sent=False, how=how)
+        return CostLine(text, plan.calls + plan.service_requests, sent=False, how=how), plan.items
 
     def apply(self, strategies: list[str] | None = None, budgets: dict | None = None, limit: int | None = None,
               send: bool = False, **kw) -> Applied:
@@ -273,24 +280,22 @@ class Workbench:
             if self.last is not None and self.last.summary is not None and len(self.last.summary):
                 self.history = (self.history + [self.last.summary])[-40:]
             self.last = result
-            self._limit = limit
         return result
 
     def _evaluate(self, points: list, limit: int, send: bool, how: str) -> Applied:
         from evals import interactive
 
-        cost = self._cost(points, limit, how)
+        cost, items = self._cost(points, limit, how)
         if cost.calls and not send:
-            return Applied(cost, points)
-        plan_items = interactive.answer_plan(self.session, points, limit).items
-        bar = _bar(plan_items, "evaluating", self.progress and plan_items > 0)
+            return Applied(cost, points, limit=limit)
+        bar = _bar(items, "evaluating", self.progress and items > 0)
         try:
             scores = interactive.evaluate_points(self.session, points, limit, on_item=bar.update)
         finally:
             bar.close()
         summary = interactive.summarize_session(self.session, scores)
         cost.sent = True
-        return Applied(cost, points, scores, summary)
+        return Applied(cost, points, scores, summary, limit=limit)
 
     def _applied(self) -> Applied:
         if self.last is None:
@@ -328,8 +333,7 @@ class Workbench:
 
     def quality_metric(self, metric: str | None = None) -> tuple[str, str]:
         """(the metric the chart shows for ``metric``, the note saying why it moved, "" when it did not)."""
-        _, chosen, note = quality_figure(self.summary(), metric)
-        return chosen, note
+        return chosen_metric(self.summary(), metric)
 
     def matrix(self, metric: str | None = None, **filters) -> pd.DataFrame:
         """The question x point matrix (a row per question, a column per point, spread and failures); filters as
@@ -411,7 +415,7 @@ class Workbench:
         vals = values if isinstance(values, str) else ",".join(map(str, values))
         names = list(strategies) if strategies is not None else [s for s in self.strategies if _has(s, param)]
         points = interactive.sweep_points(names, param, vals, _budgets(budgets, kw))
-        cost = self._cost(points, self.limit, "wb.race(..., send=True)")
+        cost = self._cost(points, self.limit, "wb.race(..., send=True)")[0]
         cost.text = cost.text.replace(" answer call(s)", " answer call(s) at most")
         if cost.calls and not send:
             return cost
@@ -427,7 +431,7 @@ class Workbench:
         from evals import interactive
 
         applied = self._applied()
-        rid, report, why = interactive.save_with_report(self.session, self.args.db, applied.points, self._limit,
+        rid, report, why = interactive.save_with_report(self.session, self.args.db, applied.points, applied.limit,
                                                         self.args.workspace, run_id)
         print(f"saved run {rid}" + (f"; report {report}" if report else f"; the report was not written: {why}"))
         return rid

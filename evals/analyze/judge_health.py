@@ -85,8 +85,6 @@ def flagged_items(scores: pd.DataFrame) -> dict[str, int]:
 
 def flip_lines(scores: pd.DataFrame) -> list[str]:
     """--judge-repeats: each judge's flip rate (items whose sampled repeats disagree) and the points it flips most."""
-    import re
-
     from evals.score.judges import FLIPPED
 
     out = []

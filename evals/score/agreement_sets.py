@@ -105,48 +105,8 @@ def judge_item(j, item: dict):
     return j.score(item["question"], "", item["contexts"], 0, None)
 
 
-def alignment_row(name, y, s, items, statuses, last, resamples, auroc, balanced_accuracy, bootstrap) -> dict:
-    ok = ~np.isnan(s)
-    ys, ss = y[ok], s[ok]
-    row = {"judge": name, "n": int(ok.sum()), "failed": int((~ok).sum()), "threshold": 0.5,
-           "labels": LABEL_SOURCES.get(name, ""), "statuses": statuses}
-    if not ok.any():
-        row.update(balanced_accuracy=float("nan"), balanced_accuracy_95ci=[float("nan")] * 2, auroc=float("nan"),
-                   auroc_95ci=[float("nan")] * 2,
-                   note=f"no usable verdict from {name}: {statuses}; last error: {str(last)[:200]}")
-        return row
-    pred = (ss >= 0.5).astype(int)
-    row.update(
-        balanced_accuracy=round(balanced_accuracy(ys, ss, 0.5), 3),
-        balanced_accuracy_95ci=[round(v, 3) for v in bootstrap(ys, ss, lambda a, b: balanced_accuracy(a, b, 0.5),
-                                                               resamples)],
-        auroc=round(auroc(ys, ss), 3), auroc_95ci=[round(v, 3) for v in bootstrap(ys, ss, auroc, resamples)],
-        kappa=round(cohen_kappa(ys, pred), 3),
-        confusion={"label 1, judged 1": int(((ys == 1) & (pred == 1)).sum()),
-                   "label 1, judged 0": int(((ys == 1) & (pred == 0)).sum()),
-                   "label 0, judged 1": int(((ys == 0) & (pred == 1)).sum()),
-                   "label 0, judged 0": int(((ys == 0) & (pred == 0)).sum())},
-        calibration=calibration(ys, ss),
-        worst=[{"kind": it.get("kind", ""), "label": int(it["label"]), "judged": float(v),
-                "question": it["question"][:120]}
-               for it, v in sorted(((it, v) for it, v in zip(items, s) if v == v),
-                                   key=lambda x: -abs(x[0]["label"] - x[1]))[:5] if abs(it["label"] - v) >= 0.5])
-    return row
-
-
 def cohen_kappa(y: np.ndarray, pred: np.ndarray) -> float:
     """Cohen's kappa of two binary raters (labels and the judge at its threshold); 0 when chance explains all."""
     po = float((y == pred).mean())
     pe = float(y.mean() * pred.mean() + (1 - y.mean()) * (1 - pred.mean()))
     return (po - pe) / (1 - pe) if pe < 1 else 0.0
-
-
-def calibration(y: np.ndarray, s: np.ndarray) -> list[dict]:
-    """The share labelled 1 among items the judge scored in each bucket of its value."""
-    out = []
-    for lo, hi in ((0.0, 0.25), (0.25, 0.5), (0.5, 0.75), (0.75, 1.01)):
-        m = (s >= lo) & (s < hi)
-        if m.any():
-            out.append({"judged": f"{lo:.2f}-{min(hi, 1.0):.2f}", "n": int(m.sum()),
-                        "labelled 1": round(float(y[m].mean()), 3)})
-    return out
