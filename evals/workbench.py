@@ -221,6 +221,9 @@ class Workbench:
         finally:
             if bar is not None:
                 bar.close()
+        for sk in self.base.dataset.skipped:  # a left-out file or gold line is said, never silently dropped
+            where = f"{sk.path}" + (f" line {sk.line}" if sk.line else "")
+            print(f"{'skipped' if sk.kind == 'skipped' else 'warning'}: {where}: {sk.reason}")
         self._sessions: dict = {}
         wb = self.flags
         choice = f"LLM: {wb.llm.model}" if wb.llm else OFFLINE
@@ -284,6 +287,9 @@ class Workbench:
 
     def _evaluate(self, points: list, limit: int, send: bool, how: str) -> Applied:
         from evals import interactive
+
+        if not self.session.dataset.questions:  # a folder with no questions: said, as the page says it
+            raise ValueError(interactive.page.no_questions_message(self.session))
 
         cost, items = self._cost(points, limit, how)
         if cost.calls and not send:

@@ -246,3 +246,22 @@ def test_in_jupyterlab_a_moved_control_redraws_the_chart_and_the_matrix(tmp_path
             proc.wait(timeout=20)
         except subprocess.TimeoutExpired:
             proc.kill()
+
+
+def test_the_data_teams_bring_messy_lines_said_and_no_questions_refused(tmp_path, capsys):
+    """../shared/datasets/as_written's shapes: a messy questions file's left-out line is printed on open; a folder with
+    no questions refuses an Apply with the page's words, never an empty frame."""
+    docs, _ = plain_folder(tmp_path)
+    q = tmp_path / "messy.jsonl"
+    q.write_text(json.dumps({"question": "What do bees make honey from?"}) + "\n{not json\n"
+                 + json.dumps({"question": "What do bees make honey from?"}) + "\n")
+    wb = Workbench(str(docs), questions=str(q), workspace=str(tmp_path / "results"), embedder="hash", progress=False)
+    out = capsys.readouterr().out
+    assert f"{q} line 2" in out and "skipped" in out, out
+    bare = tmp_path / "bare"
+    bare.mkdir()
+    (bare / "a.md").write_text("# A\n\nSome text about hives.\n")
+    empty = Workbench(str(bare), workspace=str(tmp_path / "results2"), embedder="hash", progress=False)
+    with pytest.raises(ValueError, match="no questions|has none"):
+        empty.apply()
+    assert len(wb.dataset.questions) >= 1
