@@ -224,7 +224,10 @@ def _(SYSTEMS, budgets, get_sent, interactive, limit, mo, page, session, strateg
     send_go = mo.ui.run_button(label=f"Send {'up to ' if plan.judge_bound else ''}"
                                      f"{plan.calls + plan.service_requests:,} call(s)")
     needs_ok = plan.calls + plan.service_requests > 0
-    mo.vstack([mo.md(f"**{session.answerer_label}**: {plan.line(_model)}"
+    # offline nothing waits for a Send: the line says what this Apply does, true before and after it ran
+    _line = (plan.line(_model) if needs_ok or session.client is not None or not plan.items else
+             f"this Apply evaluates {plan.items:,} new item(s) offline (nothing is sent); the rest are in this session")
+    mo.vstack([mo.md(f"**{session.answerer_label}**: {_line}"
                      + (" " + "; ".join(plan.notes) if plan.notes else "")),
                send_go if needs_ok else mo.md("")])
     return applied_points, needs_ok, plan, send_go
@@ -280,8 +283,9 @@ def _(mo):
 
 
 @app.cell
-def _(get_quality_pick, mo, page, set_quality_pick, summary):
-    _opts, _shown, quality_note = page.metric_choices(summary, get_quality_pick())
+def _(get_quality_pick, mo, page, session, set_quality_pick, summary):
+    _opts, _shown, quality_note = page.metric_choices(summary, get_quality_pick(),
+                                                      page.applicable_metrics(session, page.QUALITY_CHOICES))
     quality = mo.ui.dropdown(_opts, value=_shown, label="quality metric", on_change=set_quality_pick)
     cost = mo.ui.dropdown(["context_tokens", "prompt_tokens", "cost_usd"], value="context_tokens", label="cost")
     mo.vstack([mo.hstack([quality, cost], justify="start"), mo.md(quality_note) if quality_note else mo.md("")])
@@ -302,15 +306,16 @@ def _(HEADLINE, cost, get_history, headline_table, history_key, judge_notes, mo,
         mo.md("<small>not shown (n/a on every row): " + page.not_shown_line(_dropped) + "</small>")
         if _dropped else mo.md(""),
     ] + [mo.md(f"<small>judge: {_l}</small>") for _l in judge_notes]
-      + [mo.md(f"<small>{_c}</small>") for _c in page.chart_captions(bool(_hist), summary)]
+      + [mo.md(f"<small>{_c}</small>") for _c in page.chart_captions(bool(_hist), summary, quality.value)]
     ) if len(summary) else mo.md("Pick at least one strategy.")
     return
 
 
 @app.cell
-def _(args, interactive, mo, page, scores, session):
+def _(args, get_agreed, interactive, mo, page, scores, session):
     # how far to trust each judged column (`ragwb agreement`'s stored figure), and why points lose: sufficiency x
     # outcome per point (a stacked bar, as the report's)
+    get_agreed()  # noqa: B018  (the judge's agreement measured on this page: its figure shows at once)
     judge_notes = interactive.judge_lines(session, args.workspace, scores)
     _bar = page.sufficiency_bar(scores)
     mo.vstack([mo.md("### Why points lose: context sufficiency x answer outcome"), mo.ui.plotly(_bar),
@@ -349,9 +354,10 @@ def _(mo, page, session):
 
 
 @app.cell
-def _(applied_points, args, interactive, limit, mo, save_go, save_id, scores, session, set_saved):
+def _(applied_points, args, interactive, limit, mo, save_go, save_id, session, set_saved):
+    # not tied to the scores: a press while an Apply waits for its Send runs and says what it needs (never a
+    # button that shows and stores nothing)
     mo.stop(not save_go.value)
-    scores  # noqa: B018  (saves what is applied now)
     try:
         _rid, _rep, _why = interactive.save_with_report(session, args.db, applied_points, limit.value, args.workspace,
                                                         save_id.value.strip() or None)
@@ -391,13 +397,14 @@ def _(mo):
 
 @app.cell
 def _(f_disagree, f_fail, f_field, f_search, f_unans, f_value, f_worse, get_cell_metric, judged_scores, mo, page,
-      quality, set_cell_metric, summary):
+      quality, session, set_cell_metric, summary):
     from evals.score.metrics import METRICS as _METRICS
 
     # the cell metric: the user's pick, else the chart's metric (one that has values here); n/a ones are marked
     # (judged metrics have values once a passage is graded)
     _judged = set(judged_scores[judged_scores.status == "ok"].metric) if len(judged_scores) else set()
-    _opts, _shown, _ = page.metric_choices(summary, get_cell_metric() or quality.value, sorted(_METRICS), _judged)
+    _opts, _shown, _ = page.metric_choices(summary, get_cell_metric() or quality.value,
+                                           page.applicable_metrics(session, sorted(_METRICS)), _judged)
     m_metric = mo.ui.dropdown(_opts, value=_shown, label="cell metric", on_change=set_cell_metric)
     mo.vstack([mo.md("## Question x point matrix (click a cell to open it below)"),
                mo.hstack([m_metric, f_disagree, f_fail, f_unans, f_worse, f_field, f_value, f_search],
@@ -701,7 +708,15 @@ def _(mo, session):
 
 
 @app.cell
-def _(applied_points, args, index_form, limit, mo, session):
+def _(mo):
+    # the last index sweep's result: it stays when the chart's metric or the plan is counted again (its run is stored)
+    get_index_result, set_index_result = mo.state(None)
+    return get_index_result, set_index_result
+
+
+@app.cell
+def _(applied_points, args, get_saved, index_form, limit, mo, session):
+    get_saved()  # noqa: B018  (counted again after a sweep is stored: its configs are built now, its texts cached)
     mo.stop(index_form.value is None, mo.md("Nothing is embedded until you plan the sweep and press its button."))
     from evals.interactive import index_sweep as _ix
 
@@ -722,20 +737,29 @@ def _(applied_points, args, index_form, limit, mo, session):
 
 
 @app.cell
-def _(applied_points, args, index_axes, index_go, interactive, limit, mo, quality, quality_cost_figure, session,
-      set_saved, wb):
-    mo.stop(not index_go.value, mo.md(""))
+def _(applied_points, args, get_index_result, index_axes, index_go, interactive, limit, mo, quality,
+      quality_cost_figure, session, set_index_result, set_saved, set_sent, wb):
+    mo.stop(not index_go.value, get_index_result() or mo.md(""))
     from evals.interactive import index_sweep as _ix
 
-    with mo.status.spinner(title="Building the index configs, then answering"):
-        _rid = _ix.run_index_sweep(session, args.db, args.workspace, index_axes, applied_points, limit.value,
-                                   wb.prices)
-    set_saved(lambda n: n + 1)
-    mo.vstack([mo.md(f"Stored as run **{_rid}**: `ragwb show {_rid}`; the best config to paste: "
-                     f"`ragwb best {_rid} --metric {quality.value}`."),
-               mo.ui.plotly(quality_cost_figure(interactive.stored_summary(args.db, _rid), quality.value,
-                                                title=f"{quality.value} vs context tokens: every index config "
-                                                      f"(run {_rid})"))])
+    try:
+        with mo.status.spinner(title="Building the index configs, then answering and judging"):
+            _rid = _ix.run_index_sweep(session, args.db, args.workspace, index_axes, applied_points, limit.value,
+                                       wb.prices)
+        _out = mo.vstack([mo.md(f"Stored as run **{_rid}**: `ragwb show {_rid}`; the best config to paste: "
+                                f"`ragwb best {_rid} --metric {quality.value}`."),
+                          mo.ui.plotly(quality_cost_figure(interactive.stored_summary(args.db, _rid), quality.value,
+                                                           title=f"{quality.value} vs context tokens: every index "
+                                                                 f"config (run {_rid})"))])
+    except (ValueError, KeyError) as _e:
+        _rid, _out = None, mo.callout(mo.md(f"**Index sweep not run:** {_e.args[0] if _e.args else _e}"),
+                                      kind="danger")
+    set_index_result(_out)  # kept before the plan is counted again (built now, nothing left to embed)
+    if _rid:
+        set_saved(lambda n: n + 1)
+        if session.client is not None:
+            set_sent(lambda n: n + 1)  # every cost line counts again: what was sent is cached now
+    _out
     return
 
 
@@ -808,7 +832,10 @@ def _(mo):
 @app.cell
 def _(args, best_go, interactive, mo, quality, sweep_run):
     # `ragwb best RUN --metric M`: the best point, the runner-up it beat (or the ties), its config as TOML
-    mo.stop(not (best_go.value and sweep_run.value), best_go)
+    # no stored run: no button that would do nothing, the line says what it needs
+    mo.stop(not sweep_run.value, mo.md("*Best config* needs a stored run of this dataset: *Save as run*, *Race these "
+                                       "budgets* or an index sweep stores one (or `ragwb run`)."))
+    mo.stop(not best_go.value, best_go)
     try:
         # the prose apart; each TOML block pastes whole into `ragwb run --config` (marimo's Copy button on the
         # block, kept visible and the lines wrapped by head.html; and a download)
@@ -825,16 +852,19 @@ def _(args, best_go, interactive, mo, quality, sweep_run):
 
 
 @app.cell
-def _(mo):
+def _(base_run, mo):
     compare_go = mo.ui.run_button(label="Compare the two runs")
-    compare_go
+    _n = len(base_run.options)  # a comparison needs two stored runs: with fewer, the line says so (no dead button)
+    compare_go if _n >= 2 else mo.md(f"Comparing needs two stored runs of this dataset ({_n} stored): *Save as run* "
+                                      "or *Race these budgets* store one.")
     return (compare_go,)
 
 
 @app.cell
 def _(args, base_run, cand_run, compare_go, interactive, mo):
     # only when asked (never on the path of Apply); linear in the rows; the notebook's stop button interrupts it
-    mo.stop(not compare_go.value, mo.md("Pick two runs and press *Compare the two runs*."))
+    mo.stop(not compare_go.value, mo.md("Pick two runs and press *Compare the two runs*." if len(base_run.options) >= 2
+                                        else ""))
     _said = None
     with mo.status.spinner(title=f"Comparing {cand_run.value} against {base_run.value}"):
         try:
@@ -978,7 +1008,17 @@ def _(gen_client, gen_form, gen_go, gen_plan, generating, mo, session, set_gen_d
 
 
 @app.cell
-def _(args, interactive, mo, session):
+def _(mo):
+    # bumped when the judge's agreement is stored: every judge line on the page (the headline's, this section's)
+    # and this section's cost line are counted again; the last measurement's message stays
+    get_agreed, set_agreed = mo.state(0)
+    get_agreement_said, set_agreement_said = mo.state(None)
+    return get_agreed, get_agreement_said, set_agreed, set_agreement_said
+
+
+@app.cell
+def _(args, get_agreed, interactive, mo, session):
+    get_agreed()  # noqa: B018  (a stored figure: its lines and the calls left are counted again)
     # how far to trust the judge: its agreement with human labels, measured behind its own cost line and Send
     agreement_plan = interactive.agreement_plan(session, args.workspace)
     agreement_go = mo.ui.run_button(label=f"Send {agreement_plan['calls']:,} judge call(s)")
@@ -993,14 +1033,19 @@ def _(args, interactive, mo, session):
 
 
 @app.cell
-def _(agreement_go, agreement_plan, args, interactive, mo, session):
-    mo.stop(not agreement_go.value or not agreement_plan["calls"], mo.md(""))
+def _(agreement_go, agreement_plan, args, get_agreement_said, interactive, mo, session, set_agreed,
+      set_agreement_said):
+    mo.stop(not agreement_go.value or not agreement_plan["calls"], get_agreement_said() or mo.md(""))
     with mo.status.spinner(title=f"Measuring the judge on labelled claims ({agreement_plan['calls']:,} calls)"):
         try:
             _said = mo.callout(mo.md("**Stored:** " + interactive.measure_agreement(session, args.workspace)),
                                kind="success")
+            _ok = True
         except ValueError as _e:
-            _said = mo.callout(mo.md(f"**Not measured:** {_e.args[0] if _e.args else _e}"), kind="danger")
+            _said, _ok = mo.callout(mo.md(f"**Not measured:** {_e.args[0] if _e.args else _e}"), kind="danger"), False
+    set_agreement_said(_said)
+    if _ok:
+        set_agreed(lambda n: n + 1)  # the judge lines above and under the headline show the stored figure now
     _said
     return
 
@@ -1037,10 +1082,13 @@ def _(conv_pick, conv_policies, conv_turn, interactive, mo, session):
 
 
 @app.cell
-def _(STRATEGIES, mo):
-    # a look at retrieval with no run stored (`ragwb search`): the blocks one strategy returns for one query
+def _(STRATEGIES, base_session, mo):
+    # a look at retrieval with no run stored (`ragwb search`): the blocks one strategy returns for one query; the
+    # placeholder names a definition only on a corpus with source files, and the box is wide enough to show it
+    _code = any(d.code_language for d in base_session.dataset.documents)
     look_form = mo.md("**Search** {query} through {strategy}").batch(
-        query=mo.ui.text(placeholder="a question, or a name like Command.get_help"),
+        query=mo.ui.text(placeholder="a question, or a name like Command.get_help" if _code else "a question",
+                         full_width=True),
         strategy=mo.ui.dropdown(list(STRATEGIES), value="hybrid" if "hybrid" in STRATEGIES else list(STRATEGIES)[0]),
     ).form(submit_button_label="Search")
     look_form

@@ -440,6 +440,9 @@ def test_prompts_over_the_window_are_context_overflow_before_any_call(server, tm
     assert "4 (context_overflow)" in html and "questions every point answered" in html
     # the window reported by the endpoint's /models is used the same way; --fit-context fits instead
     Handler.context_window = 1500
+    from rag.llm import client as _client
+
+    _client._WINDOWS.clear()  # the window is asked once a process per endpoint and model: this is a "new process"
     try:
         assert _run(ws, *common, "--fit-context", "--run-id", "F") == 0
     finally:

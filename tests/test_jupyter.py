@@ -102,11 +102,15 @@ def test_a_folder_with_plain_questions(tmp_path):
     wb.apply()
     rows = wb.rows()
     assert len(rows) == 3 * len(wb.strategies)
-    # plain questions: f1 has no value, the chart moves to a metric that has one and says why
+    # plain questions offline: no quality metric is measured, and the chart says so; it never falls back to the
+    # stand-in (question_answer_similarity), which is named as one and charted only when picked (issue 72)
     assert rows["f1"].isna().all()
     metric, note = wb.quality_metric()
-    assert metric != "f1" and rows[metric].notna().any() and "f1 has no value" in note
-    assert isinstance(wb.figure(), go.Figure)
+    assert metric == "f1" and "No quality metric is measured" in note and "question_answer_similarity" in note
+    assert "no point has a f1 value" in wb.figure().layout.title.text
+    metric = "question_answer_similarity"
+    assert rows[metric].notna().any() and wb.quality_metric(metric) == (metric, "")
+    assert "stand-in, not validated" in wb.figure(metric).layout.yaxis.title.text
     # a saved run of a folder names it by its absolute path: its best TOML runs from any folder (issue 72)
     best = wb.best(wb.save(), metric)
     assert f'datasets = ["{docs.resolve()}"]' in best.toml, best.toml

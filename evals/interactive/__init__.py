@@ -16,7 +16,7 @@ from rag.index.retrieval import Retriever
 from rag.strategies import get_strategy, make_params
 
 from ..score.metrics import get_scorers
-from .session import FRAME_COLUMNS, Session, dataset_spec, item_for  # noqa: F401 (re-exported)
+from .session import FRAME_COLUMNS, Session, dataset_spec, item_for, session_run_config  # noqa: F401 (re-exported)
 from .drilldown import drilldown_html, side_by_side_html  # noqa: F401 (re-exported)
 # the workbench's grading, answerers and datasets live in their own modules; re-exported for the notebooks
 from .grading import (GRADE_LABELS, grade_click, grade_passage, gradable_passages, grading_table_html,  # noqa: F401
@@ -142,7 +142,7 @@ def save_as_run(sess: Session, db: str, points: list[tuple[str, dict]], limit: i
     import time
     import uuid
 
-    from ..run.runner import RunConfig, git_commit, package_versions
+    from ..run.runner import git_commit, package_versions
     from ..store import ResultStore
 
     qs = sess.dataset.questions[:limit]
@@ -161,7 +161,8 @@ def save_as_run(sess: Session, db: str, points: list[tuple[str, dict]], limit: i
         for q in qs:
             item = sess.items.get((name, label, q.qid))
             if item is None:
-                raise ValueError(f"{name} [{label}] has not been evaluated on question {q.qid}: press Apply first")
+                raise ValueError(f"{name} [{label}] has not been evaluated on question {q.qid}: press Apply first "
+                                 "(and, with an LLM, Send: the cost line waits for it)")
             row, sc = item
             rows.append({**row, "run_id": run_id})
             scores += [{"run_id": run_id, "strategy": name, "point_id": point_id(kw), "question_id": q.qid,
@@ -170,13 +171,11 @@ def save_as_run(sess: Session, db: str, points: list[tuple[str, dict]], limit: i
     if not rows:
         raise ValueError("nothing to save: pick at least one strategy and press Apply")
     systems = sess.evaluator.systems  # what answered is part of the run's config: the model, the services
-    judges = list(getattr(sess.evaluator, "judges", []) or [])  # ... and what judged (show and the report name it)
-    cfg = RunConfig(dataset=dataset_spec(sess), index=sess.retriever.reader.config,
-                    judge=judges[0].client.cfg if judges else None, judges=tuple(j.name for j in judges),
-                    grid={name: {k: [v] for k, v in kw.items()} for name, kw in points if name not in systems},
-                    limit=limit, answerer="openai" if sess.client is not None else "extractive",
-                    llm=sess.client.cfg if sess.client is not None else None,
-                    systems=tuple(c.cfg for n, c in systems.items() if n in dict(points)))
+    # what answered and what judged are the run's config (show and the report name them): one builder for every
+    # run the page stores
+    cfg = session_run_config(sess, grid={name: {k: [v] for k, v in kw.items()} for name, kw in points
+                                         if name not in systems},
+                             limit=limit, systems=tuple(c.cfg for n, c in systems.items() if n in dict(points)))
     with ResultStore(db) as st:
         st.upsert_questions(sess.dataset.name, qs)
         st.store_finished_run(run_id, {"dataset": sess.dataset.name, "index_name": sess.retriever.reader.index,

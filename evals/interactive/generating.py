@@ -91,7 +91,7 @@ def generate_plan(sess, client: LLMClient, n: int, types, seed: int = 0, out: st
 def generate_for_page(sess, client: LLMClient, n: int, types, seed: int, out: Path, progress=None,
                       language: str = "auto", max_overlap: int = 0) -> tuple[Path, str]:
     """Ask, check and write the questions (``evals.generate.generate``, the file replaced whole when done), and
-    remember the file as the folder's questions (a reload of the page evaluates on them). (path, the line saying
+    remember the file as the folder's questions (the page loads it at once; a later open of the folder too). (path, the line saying
     what came of it). Nothing is written when no question survives."""
     from ..generate import generate, write_jsonl
 

@@ -45,6 +45,8 @@ class IndexPlan:
     seconds: float = 0.0
     answer_items: int = 0  # items of the sweep (answer calls at most, with an LLM; cached ones are free)
     notices: list = None  # configs merged (the same chunks), settings a chunker never reads
+    judge_calls: dict = None  # judge name -> calls at most (an item's answer is not known yet; cached ones are free)
+    judge_model: str = ""
 
     def line(self, model: str = "") -> str:
         n = len(self.variants)
@@ -52,6 +54,10 @@ class IndexPlan:
                if self.chunks else "nothing to embed (every config built, or its texts cached)")
         calls = (f"; up to {self.answer_items:,} answer call(s) to {model} (the response cache answers the ones "
                  "asked before)" if model else f"; {self.answer_items:,} item(s) answered offline")
+        if self.judge_calls:  # the page's judges judge every config's items, as Apply's (issue 72)
+            calls += (f"; up to {sum(self.judge_calls.values()):,} judge call(s) to {self.judge_model} ("
+                      + ", ".join(f"{k} {v:,}" for k, v in self.judge_calls.items())
+                      + "; none for an abstention or a cached verdict)")
         return f"{n} index config(s): {emb}{calls}" + "".join(f". {x[0].upper()}{x[1:]}" for x in self.notices or [])
 
 
@@ -84,15 +90,23 @@ def plan_index_sweep(sess, workspace: str, axes: dict, points: list, limit: int)
                      "chunk_tokens": ic.chunking.chunk_tokens, "overlap": ic.chunking.overlap,
                      "embedder": ic.embedder.name, "built": "yes" if built else "no",
                      "chunks to embed": len(new), "about": f"{est:,.0f} s", "rate": src})
-    items = len(variants) * len(points) * min(limit, len(ds.questions))
+    qs = ds.questions[:limit] if limit else ds.questions
+    items = len(variants) * len(points) * len(qs)
+    judges = list(getattr(sess.evaluator, "judges", []) or [])
+    from evals.score.metrics import needs_autorater
+
+    # the sufficiency autorater is asked only where no gold evidence decides it (as `ragwb run`'s line counts)
+    auto = len(variants) * len(points) * sum(map(needs_autorater, qs))
+    jcalls = {j.name: (auto if j.name == "llm_context_sufficiency" else items) for j in judges}
     return IndexPlan(variants, pd.DataFrame(rows), total, secs, items,
-                     [n.removeprefix("notice: ") for n in notices])
+                     [n.removeprefix("notice: ") for n in notices], jcalls,
+                     judges[0].client.cfg.model if judges else "")
 
 
 def run_index_sweep(sess, db: str, workspace: str, axes: dict, points: list, limit: int,
                     prices: dict | None = None) -> str:
     """The applied points on every index config as one stored run (each config built first); returns its id."""
-    from ..run.runner import RunConfig, run_evaluation
+    from ..run.runner import run_evaluation
 
     points = [(n, kw) for n, kw in points if n not in sess.evaluator.systems]  # a deployed service has no index
     if not points:
@@ -103,10 +117,10 @@ def run_index_sweep(sess, db: str, workspace: str, axes: dict, points: list, lim
     from ..run.index_grid import fold_fixed
 
     index, axes = fold_fixed(sess.retriever.reader.config, axes)
-    llm = sess.client.cfg if sess.client is not None else None
-    cfg = RunConfig(dataset=sess.spec or sess.dataset.name, index=index, grid=grid,
-                    answerer="openai" if llm else "extractive", llm=llm, limit=limit, prices=dict(prices or {}),
-                    index_grid=axes)
+    from .session import session_run_config
+
+    # the session's answerer and judges, its dataset by absolute path (the same rule as Save and Race)
+    cfg = session_run_config(sess, index=index, grid=grid, limit=limit, prices=dict(prices or {}), index_grid=axes)
     return run_evaluation(cfg, workspace, db, progress=False).run_id
 
 

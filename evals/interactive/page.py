@@ -19,6 +19,9 @@ QUALITY_CHOICES = ["f1", "llm_faithfulness", "answer_relevance", "context_suffic
                    "abstention_accuracy", "doc_ndcg@10", "evidence_mrr@10", "symbol_recall@10", "symbol_mrr@10",
                    "citation_validity", "statement_coverage", "question_answer_similarity"]
 NA_MARK = " (n/a here)"
+# metrics that stand in for a quality metric offline, never validated against people: charted only when picked
+STANDINS = ("question_answer_similarity",)
+STANDIN_MARK = " (stand-in, not validated)"
 
 
 class PageCannotGoOn(RuntimeError):
@@ -111,23 +114,44 @@ def metrics_with_values(summary: pd.DataFrame) -> set[str]:
     return set(summary[summary.n_ok > 0].metric)
 
 
+# metric families that cannot apply to a corpus: code retrieval on prose, memory on single questions (hidden from
+# the dropdowns there; a metric that has values is never hidden)
+CODE_METRICS = frozenset({"symbol_recall@10", "symbol_mrr@10"})
+MEMORY_METRICS = frozenset({"bypass_correct", "history_tokens"})
+
+
+def applicable_metrics(sess, metrics) -> list[str]:
+    """``metrics`` less the families this corpus cannot have: symbol metrics without source files, memory metrics
+    without conversations (issue 72: 16 of 17 options were n/a on a Markdown folder)."""
+    code = any(getattr(d, "code_language", "") for d in sess.dataset.documents)
+    talks = any(getattr(q, "conversation_id", None) for q in sess.dataset.questions)
+    drop = (set() if code else CODE_METRICS) | (set() if talks else MEMORY_METRICS)
+    return [m for m in metrics if m not in drop]
+
+
 def metric_choices(summary: pd.DataFrame, wanted: str | None, choices: list[str] = QUALITY_CHOICES,
                    also: set | frozenset = frozenset()) -> tuple[dict[str, str], str, str]:
     """The quality dropdown: label -> metric (a metric with no value on these questions is marked n/a here),
     the label to show (the user's pick while it has values, else the first metric that has) and a note saying
     why the default moved ("" when it did not)."""
     have = metrics_with_values(summary) | set(also)  # also: metrics with values beside the summary (judged)
-    options = {m + ("" if m in have else NA_MARK): m for m in choices}
+    # metrics with values first (in their order), the n/a ones after: the list starts with what can be charted
+    choices = [m for m in choices if m in have] + [m for m in choices if m not in have]
+    options = {m + ("" if m in have else NA_MARK if m not in STANDINS else STANDIN_MARK): m for m in choices}
     label_of = {m: lab for lab, m in options.items()}
     if wanted in have or summary is None or not len(summary):
         return options, label_of.get(wanted, label_of[choices[0]]), ""
-    first = next((m for m in choices if m in have), None)
+    # never fallen back to a stand-in: it is charted only when picked, under its stand-in name (issue 72)
+    first = next((m for m in choices if m in have and m not in STANDINS), None)
     if first is None:  # e.g. plain questions answered by the offline answerer: no quality metric applies
+        standin = [m for m in STANDINS if m in have]
         return options, label_of.get(wanted, label_of[choices[0]]), (
-            "No quality metric has a value on these questions with this answerer: plain questions have no "
+            "**No quality metric is measured** on these questions with this answerer: plain questions have no "
             "reference answers (f1, em, abstention n/a) and extractive answers copy the context (faithfulness "
             "n/a). An LLM answerer (`--llm-base-url`, `--llm-model`) is scored on faithfulness and citations; "
-            "answers or evidence in the questions file, or grades below, add the rest (docs/datasets.md).")
+            "answers or evidence in the questions file, or grades below, add the rest (docs/datasets.md)."
+            + (f" A stand-in can be picked in the list ({', '.join(standin)}: not validated against people)."
+               if standin else ""))
     note = (f"Showing **{first}**: {wanted} has no value on these questions (no reference answers to score it "
             f"against); metrics marked n/a here have none." if wanted else "")
     return options, label_of[first], note
@@ -352,7 +376,7 @@ def sufficiency_bar(scores: pd.DataFrame):
     return sufficiency_figure(decomposition(scores))
 
 
-def chart_captions(with_history: bool, summary: pd.DataFrame | None = None) -> list[str]:
+def chart_captions(with_history: bool, summary: pd.DataFrame | None = None, quality: str = "") -> list[str]:
     """The small print under the quality-vs-cost chart: a word of warning where the intervals rest on few
     questions, what the front is, the history's marks, the offline faithfulness scorer's agreement with people."""
     from evals.analyze.explore import SMALL_N
@@ -365,8 +389,11 @@ def chart_captions(with_history: bool, summary: pd.DataFrame | None = None) -> l
         few = [f"**Few questions:** every interval here rests on at most {int(ok['n_ok'].max())} question(s) (under "
                f"{SMALL_N}); the 95% intervals are rough and wide, so read the points as a first look and add "
                "questions (or generate them) before trusting a difference."]
-    return few + [PARETO_CAPTION + (f" {HISTORY_CAPTION}" if with_history else ""),
-                  f"lexical support (offline faithfulness): {support_caption()}"]
+    # the lexical scorer's agreement only where its figure is on screen (the chart's metric or a headline column)
+    shown = quality == "faithfulness" or (summary is not None and len(summary) and "metric" in summary
+                                          and bool((summary[summary.metric == "faithfulness"]["n_ok"] > 0).any()))
+    return few + [PARETO_CAPTION + (f" {HISTORY_CAPTION}" if with_history else "")] + (
+        [f"lexical support (offline faithfulness): {support_caption()}"] if shown else [])
 
 
 def matrix_view(scores: pd.DataFrame, judged: pd.DataFrame, questions, metric: str, filters: dict

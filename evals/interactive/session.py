@@ -46,3 +46,17 @@ def dataset_spec(sess) -> str:
 
     spec = sess.spec or sess.dataset.name
     return str(Path(spec).resolve()) if Path(spec).is_dir() else spec
+
+
+def session_run_config(sess, **fields):
+    """The RunConfig of a stored run made from the page (Save as run, Race, Index sweep): the session's dataset (by
+    ``dataset_spec``), index, answerer and judges, so that whichever button stores a run, it is evaluated as Apply
+    evaluates (a race on a judged metric is judged: issue 72). ``fields`` add or override (grid, limit, race...)."""
+    from ..run.config import RunConfig
+
+    judges = list(getattr(sess.evaluator, "judges", []) or [])
+    llm = sess.client.cfg if sess.client is not None else None
+    base = {"dataset": dataset_spec(sess), "index": sess.retriever.reader.config,
+            "answerer": "openai" if llm is not None else "extractive", "llm": llm,
+            "judge": judges[0].client.cfg if judges else None, "judges": tuple(j.name for j in judges)}
+    return RunConfig(**{**base, **fields})

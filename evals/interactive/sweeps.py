@@ -69,7 +69,7 @@ def race_budgets(sess: Session, db: str, workspace: str, strategies: list[str], 
 
     import dataclasses
 
-    from ..run.runner import RunConfig, run_evaluation
+    from ..run.runner import run_evaluation
     from ..score.metrics import METRICS
 
     if metric not in METRICS:
@@ -84,12 +84,11 @@ def race_budgets(sess: Session, db: str, workspace: str, strategies: list[str], 
         if param not in fields:
             raise ValueError(f"strategy {name!r} has no budget {param!r}; valid: {', '.join(fields)}")
         grid[name] = {**{k: [v] for k, v in applied.items() if k != param}, param: vals}
-    llm = sess.client.cfg if sess.client is not None else None
-    from .session import dataset_spec
+    from .session import session_run_config
 
-    cfg = RunConfig(dataset=dataset_spec(sess), index=sess.retriever.reader.config, grid=grid,
-                    answerer="openai" if llm else "extractive", llm=llm, limit=limit, prices=dict(prices or {}),
-                    race={"metric": metric, "batch": batch, "alpha": 0.05, "cost_tolerance": None, "seed": 0})
+    # judged as Apply judges (the session's judges): a race on llm_faithfulness holds llm_faithfulness
+    cfg = session_run_config(sess, grid=grid, limit=limit, prices=dict(prices or {}),
+                             race={"metric": metric, "batch": batch, "alpha": 0.05, "cost_tolerance": None, "seed": 0})
     return run_evaluation(cfg, workspace, db, progress=False, on_look=on_look).run_id
 
 

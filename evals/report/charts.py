@@ -69,7 +69,31 @@ def quality_cost_frame(summary: pd.DataFrame, quality: str, cost: str = "context
         return pd.DataFrame(columns=cols)
     df["pareto"] = pareto_front(list(zip(df["cost"], df["mean"])))
     df["tie"] = pareto_ties(df)
+    if no_point_differs(df):  # a front drawn from noise would read as a winner: none is outlined (issue 72)
+        df["pareto"], df["tie"] = False, False
     return df
+
+
+def no_point_differs(df: pd.DataFrame) -> bool:
+    """Every point's 95% interval overlaps every other's (the highest low under the lowest high): the data cannot
+    tell any two points apart on quality, so no front is claimed. Two points or more, with intervals."""
+    if len(df) < 2:
+        return False
+    low, high = df["low"].astype(float), df["high"].astype(float)
+    if low.isna().any() or high.isna().any() or bool((high - low).max() <= 0):
+        return False  # no interval (one question, or every value equal): nothing to say either way here
+    return float(low.max()) <= float(high.min())
+
+
+def coincident_sizes(xs: list, ys: list, xspan: float, yspan: float, size: int = 12) -> list[int]:
+    """Marker sizes in drawing order: a point that sits on a point drawn before it (within 1% of each axis's span)
+    is drawn smaller, so both stay visible (hybrid's marker hid chunks' at 751.3 vs 751.2 tokens: issue 72)."""
+    out = []
+    for i, (x, y) in enumerate(zip(xs, ys)):
+        under = sum(abs(x - xs[j]) <= 0.01 * (xspan or 1) and abs(y - ys[j]) <= 0.01 * (yspan or 1)
+                    for j in range(i))
+        out.append(max(size - 4 * under, 5))
+    return out
 
 
 def pareto_ties(df: pd.DataFrame) -> list[bool]:
@@ -97,7 +121,8 @@ HISTORY_CAPTION = "Small open circles: earlier budgets of this dataset and quest
 
 # a metric whose plain name would claim more than it measures: the offline faithfulness is a lexical support scorer,
 # never to be read as the LLM judge's faithfulness (a chart that falls back to it says which it is)
-DISPLAY_NAMES = {"faithfulness": "lexical support (offline faithfulness stand-in)"}
+DISPLAY_NAMES = {"faithfulness": "lexical support (offline faithfulness stand-in)",
+                 "question_answer_similarity": "question-answer similarity (stand-in, not validated)"}
 
 
 def display_name(metric: str) -> str:
@@ -129,8 +154,14 @@ def quality_cost_figure(summary: pd.DataFrame, quality: str, cost: str = "contex
     # point labels on the plot only while they can be read: a few short ones a strategy; an index sweep's
     # (index.chunk_tokens=48,top_k=2) or many points overprint one another, so their labels are on hover alone
     readable = bool(len(df)) and df.groupby("strategy").size().max() <= 4 and df["point"].str.len().max() <= 16
-    for strat, g in df.groupby("strategy"):
-        g = g.sort_values("cost")  # a strategy's budget points joined in cost order
+    order = [g.sort_values("cost") for _, g in df.groupby("strategy")]  # each strategy's points in cost order
+    drawn = pd.concat(order) if order else df
+    xspan = float(drawn["cost"].max() - drawn["cost"].min()) if len(drawn) else 1.0
+    yspan = 1.0 if is_unit_interval(quality) else (float(drawn["mean"].max() - drawn["mean"].min()) if len(drawn)
+                                                    else 1.0)
+    sizes = iter(coincident_sizes(list(drawn["cost"]), list(drawn["mean"]), xspan, yspan))
+    for g in order:
+        strat = g["strategy"].iloc[0]  # a strategy's budget points joined in cost order
         outline = [FRONT_OUTLINE if p else TIE_OUTLINE if t else {"color": strategy_colour(strat), "width": 0}
                    for p, t in zip(g["pareto"], g["tie"])]
         fig.add_trace(go.Scatter(
@@ -142,7 +173,8 @@ def quality_cost_figure(summary: pd.DataFrame, quality: str, cost: str = "contex
             error_y={"type": "data", "symmetric": False, "array": g["high"] - g["mean"],
                      "arrayminus": g["mean"] - g["low"], "color": strategy_colour(strat)},
             line={"color": strategy_colour(strat)},
-            marker={"size": 12, "color": strategy_colour(strat), "symbol": strategy_symbol(strat),
+            marker={"size": [next(sizes) for _ in range(len(g))], "color": strategy_colour(strat),
+                    "symbol": strategy_symbol(strat),
                     "line": {"color": [o["color"] for o in outline], "width": [o["width"] for o in outline]}},
             customdata=["Pareto front" if p else "tied with the front" if t else "dominated"
                         for p, t in zip(g["pareto"], g["tie"])],
@@ -158,6 +190,9 @@ def quality_cost_figure(summary: pd.DataFrame, quality: str, cost: str = "contex
                      "pick a metric that has values")
     if len(df) > 1 and df["mean"].nunique() <= 1:
         notes.append(f"every point scores {df['mean'].iloc[0]:.3f}: {quality} does not separate these points")
+    elif no_point_differs(df):
+        notes.append(f"no point differs: every 95% interval of {display_name(quality)} overlaps every other, so no "
+                     "front is outlined (more questions may separate them)")
     if len(df) and cost == "cost_usd" and (df["cost"] == 0).all():
         notes.append("cost is 0 everywhere: no prices set (--price MODEL=IN,OUT) or a local answerer")
     # notes sit under the title, above the plot area: never over a marker

@@ -247,6 +247,11 @@ def structured_format(fmt: str, name: str, schema: dict) -> dict:
     return {}
 
 
+# the windows asked of endpoints' GET /models this process: (base_url, model) -> tokens (0 = unknown)
+_WINDOWS: dict = {}
+_WINDOWS_LOCK = threading.Lock()
+
+
 class LLMClient:
     def __init__(self, cfg: LLMConfig, cache_path: str | Path | None = None, use_cache: bool = True,
                  prices: dict | None = None, limiter=None):
@@ -285,8 +290,18 @@ class LLMClient:
             return self.cfg.context_window
         with self._lock:  # asked once; every thread waits for the one answer
             if self._window is None:
-                self._window = self._ask_window()
+                # once a process per endpoint and model: the page makes a client per answerer, judge and generator
+                # (it sent 17 GET /models no line mentioned: issue 72); the endpoint's answer is the same for all
+                key = (self.cfg.base_url, self.cfg.model)
+                with _WINDOWS_LOCK:
+                    if key not in _WINDOWS:
+                        _WINDOWS[key] = self._ask_window()
+                    self._window = _WINDOWS[key]
         return self._window
+
+    def window_probed(self) -> bool:
+        """Has this process asked the endpoint's ``GET /models`` for this model's window (the page says so)?"""
+        return not self.cfg.context_window and (self.cfg.base_url, self.cfg.model) in _WINDOWS
 
     def _ask_window(self) -> int:
         try:
