@@ -12,7 +12,8 @@ are picked per request by the model name: ``fault-429`` (429 with Retry-After),
 ``slow-extractive`` (answers after 0.1 s, so concurrent calls overlap), ``fault-usage-huge`` /
 ``fault-usage-negative`` (absurd usage counts), ``fault-content-list`` (content as a list),
 ``fault-echo-400`` (a 400 that echoes the request's headers and query string, as some servers do),
-``te-gzip`` (a reply under ``Transfer-Encoding: gzip``), ``fault-echo-mangled`` (a 400 echoing the key cut to 29 characters and percent-encoded in mixed-case hex),
+``echo-encoded-N`` / ``fault-echo-encoded-N`` (the bearer key back in an answer, or a 400, percent-encoded in mixed
+hex case, base64 at an offset, hex, JSON ``\\/``-escaped, each cut to N characters), ``te-gzip`` (a reply under ``Transfer-Encoding: gzip``), ``fault-echo-mangled`` (a 400 echoing the key cut to 29 characters and percent-encoded in mixed-case hex),
 ``fault-echo-200`` (answers with the request's headers and path as its text), ``fault-trickle`` (a valid reply
 sent one byte every ``Handler.trickle`` seconds), ``fault-huge`` (a valid reply of ``Handler.huge_mb`` MB),
 ``abstain`` (always the sentence after "reply with exactly:" in the system prompt), ``abstain-short``
@@ -228,6 +229,23 @@ class Handler(BaseHTTPRequestHandler):
             pct = "".join((f"%{b:02x}" if i % 2 else f"%{b:02X}") for i, b in enumerate(key.encode()))
             echo = {"error": {"message": f"bad key {key[:29]}... (as sent: {pct})"}}
             return self._send(400, json.dumps(echo).encode())
+        if model.startswith(("echo-encoded-", "fault-echo-encoded-")):  # the key back in four mangled forms, cut
+            import base64  # (issue 73: percent-encoded in mixed hex case, base64, hex, JSON \\/-escaped)
+
+            cut = int(model.rsplit("-", 1)[1])
+            key = (self.headers.get("Authorization") or "").removeprefix("Bearer ")
+            pct = "".join((f"%{b:02x}" if i % 2 else f"%{b:02X}") if chr(b) in "/+=:" else chr(b)
+                          for i, b in enumerate(key.encode()))
+            b64 = base64.b64encode(b"#" + key.encode()).decode()[2:]  # an offset that is not the key's own
+            js = json.dumps(key).replace("/", "\\/")[1:-1]
+            text = (f"bad key PCT[{pct[:cut]}] B64[{b64[:cut]}] HEX[{key.encode().hex()[:cut]}] "
+                    f"JS[{js[:cut]}] HEXU[{key.encode().hex().upper()[3:3 + cut]}]")
+            if model.startswith("fault-"):
+                return self._send(400, json.dumps({"error": {"message": text}}).encode())
+            return self._send(200, json.dumps({"id": "k", "object": "chat.completion", "created": 0, "model": model,
+                                               "choices": [{"index": 0, "finish_reason": "stop", "message": {
+                                                   "role": "assistant", "content": text + " [1]"}}],
+                                               "usage": {"prompt_tokens": 5, "completion_tokens": 5}}).encode())
         if model == "fault-echo-400":
             echo = {"error": {"message": f"bad request {self.path} headers {dict(self.headers)}"}}
             return self._send(400, json.dumps(echo).encode())

@@ -137,19 +137,44 @@ def _pattern(secrets: frozenset) -> re.Pattern | None:
     return re.compile("|".join(_form_regex(f) for f in sorted(forms, key=len, reverse=True)))
 
 
+_PCT = re.compile(r"%[0-9A-Fa-f]{2}")
 RUN_MIN = 16  # an echoed run of this many characters of a secret (a server that cut the key) is scrubbed too
+
+
+def _trie_regex(words) -> str:
+    """One regex matching any of ``words`` (all literal), shaped as their trie: each position of a text walks one
+    path instead of trying thousands of alternatives (Python's ``re`` does not merge an alternation's prefixes)."""
+    trie: dict = {}
+    for w in words:
+        node = trie
+        for ch in w:
+            node = node.setdefault(ch, {})
+        node[""] = {}
+
+    def walk(node: dict) -> str:
+        ends = "" in node
+        alts = [re.escape(ch) + walk(child) for ch, child in sorted(node.items()) if ch]
+        if not alts:
+            return ""
+        body = alts[0] if len(alts) == 1 else "(?:" + "|".join(alts) + ")"
+        return f"(?:{body})?" if ends else body
+
+    return walk(trie)
 
 
 @functools.lru_cache(maxsize=64)
 def _runs(secrets: frozenset):
-    """(a regex of every RUN_MIN-character window of each secret, window -> [(secret, offset)])."""
+    """(a regex of every RUN_MIN-character window of each secret and of each encoded form of it, window ->
+    [(form, offset)]). A server that cut an encoded key (percent-encoded to 30 characters, base64 to 24, hex to
+    40, ``\\/``-escaped to 30) echoes a run of one of its forms: each form's windows find it (issue 73)."""
     where: dict[str, list] = {}
     for s in secrets:
-        for k in range(len(s) - RUN_MIN + 1):
-            where.setdefault(s[k:k + RUN_MIN], []).append((s, k))
+        for f in {s} | secret_forms(s):
+            for k in range(len(f) - RUN_MIN + 1):
+                where.setdefault(f[k:k + RUN_MIN], []).append((f, k))
     if not where:
         return None, where
-    return re.compile("|".join(re.escape(w) for w in where)), where
+    return re.compile(_trie_regex(where)), where
 
 
 def _scrub_runs(text: str, secrets: frozenset) -> str:
@@ -157,6 +182,9 @@ def _scrub_runs(text: str, secrets: frozenset) -> str:
     pat, where = _runs(secrets)
     if pat is None:
         return text
+    # percent-escapes upper-cased (the same length): an echo that mixes %2f and %2F in one key is one run
+    probe, text0 = _PCT.sub(lambda m: m.group().upper(), text), text
+    text = probe
     spans = []
     pos = 0
     while True:
@@ -172,6 +200,7 @@ def _scrub_runs(text: str, secrets: frozenset) -> str:
                 i -= 1
             spans.append((i, j))
         pos = a + 1
+    text = text0
     if not spans:
         return text
     spans.sort()
