@@ -72,6 +72,10 @@ def plan_index_sweep(sess, workspace: str, axes: dict, points: list, limit: int)
 
     from ..run.index_grid import dataset_variants
 
+    from ..run.plan import check_grid_size
+
+    # the run's one cap, before a config is chunked: index configs x the applied points
+    check_grid_size({n: {k: [v] for k, v in kw.items()} for n, kw in points}, axes)
     ws = Workspace(workspace)
     base, axes = fold_fixed(sess.retriever.reader.config, axes)  # one value: the index of every point, not an axis
     ds = sess.dataset

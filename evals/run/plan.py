@@ -109,6 +109,27 @@ def _check_race(cfg: RunConfig, points: list, questions: list, conversational: b
 
 
 MAX_GRID_POINTS = 10_000  # points of one run's budget grid (every strategy together); more is refused first
+MAX_INDEX_CONFIGS = 100  # index configs of one run (each a whole index to chunk and embed); more is refused first
+
+
+def check_grid_size(grid: dict, index_axes: dict | None = None) -> None:
+    """One cap for the whole grid, counted before any work: index configs x budget points (issue 73: index axes
+    went around the 10,000-point cap, 496 configs began embedding, 7,455 printed nothing for a minute)."""
+    from rag.strategies import default_strategies
+
+    grid = grid or {name: {} for name in default_strategies()}
+    points = sum(math.prod(len(v) if isinstance(v, list) else 1 for v in (axes or {}).values())
+                 for axes in grid.values())
+    configs = math.prod(len(v) if isinstance(v, list) else 1 for v in (index_axes or {}).values())
+    if configs > MAX_INDEX_CONFIGS:
+        axes = " x ".join(f"{k} {len(v) if isinstance(v, list) else 1}" for k, v in index_axes.items())
+        raise ValueError(f"the index axes make {configs:,} index configs ({axes}), over the {MAX_INDEX_CONFIGS:,} a "
+                         "run builds (each is a whole index to chunk and embed): sweep fewer values, e.g. "
+                         "index.chunk_tokens=64,128,256,512")
+    if configs * points > MAX_GRID_POINTS:
+        raise ValueError(f"the grid has {configs * points:,} points ({configs:,} index config(s) x {points:,} budget "
+                         f"point(s)), over the {MAX_GRID_POINTS:,} a run takes: sweep fewer values (a coarse grid "
+                         "first, then a finer one around the best; `--race` stops the clearly worse points early)")
 
 
 def expand_grid(grid: dict, notice: bool = True) -> list[tuple[str, dict]]:

@@ -116,6 +116,9 @@ def check_config(cfg: RunConfig) -> None:
     from rag.ingest.corpora import BUNDLED
 
     load_run_plugins(cfg)
+    from .plan import check_grid_size
+
+    check_grid_size(cfg.grid, cfg.index_grid)  # index configs x points under one cap, before any work
     expand_grid(cfg.grid, notice=False)  # validated here; the run says what it dropped
     if cfg.answerer == "openai" and cfg.llm is None:
         raise ValueError("answerer 'openai' needs --llm-base-url and --llm-model")
