@@ -120,8 +120,10 @@ def _(args, dataset, get_qfile, ingest_cost, ingest_go, interactive, mo, page, w
                 _bar["cm"].__exit__(None, None, None)
     _rate.keep()  # the next estimate on this machine starts from this rate
     answerer_sessions = {}  # one session per answerer, kept: switching back costs nothing
+    from rag.safeio import printable as _printable  # a folder's name: escapes shown, never rendered (issue 73)
+
     _n = len(base_session.dataset.questions)
-    mo.md(f"Loaded **{base_session.dataset.name}**: {len(base_session.dataset.documents):,} documents, "
+    mo.md(f"Loaded **{_printable(base_session.dataset.name)}**: {len(base_session.dataset.documents):,} documents, "
           f"{_n:,} question(s)" + (f"; embedded {_rate.done:,} chunks ({_rate.line()})"
                                    if _rate.done else ""))
     return answerer_sessions, base_session

@@ -196,3 +196,32 @@ def test_index_axes_count_under_the_grids_one_cap_before_any_work(tmp_path, caps
     con = duckdb.connect(str(ws / "results.duckdb"), read_only=True)
     assert con.execute("SELECT count(*) FROM runs").fetchone()[0] == 0  # and no run row stored
     con.close()
+
+
+def test_a_folder_name_with_terminal_escapes_is_shown_escaped_on_every_surface(tmp_path, capsys):
+    """Item 5: `f\\x1b[31mred\\u202eX` was escaped by `ragwb ingest` but printed raw by run's line, `ragwb runs`,
+    `ragwb show`'s header and `ragwb best`'s TOML (U+202E)."""
+    import tomllib
+
+    raw = "f\x1b[31mred\u202eX"
+    docs = tmp_path / raw
+    docs.mkdir()
+    (docs / "a.md").write_text("# Harbour\n\nThe harbour office opens at eight every morning.\n")
+    (tmp_path / "q.jsonl").write_text('{"question": "When does the office open?", "answers": ["at eight"]}\n')
+    ws = tmp_path / "ws"
+    common = ["--workspace", str(ws)]
+    assert main(["run", "--dataset", str(docs), "--questions", str(tmp_path / "q.jsonl"), "--embedder", "hash",
+                 "--no-progress", "--run-id", "R", "--strategies", "chunks", "--set", "chunks.top_k=1,2"] + common) == 0
+    assert main(["runs"] + common) == 0
+    assert main(["show", "R"] + common) == 0
+    out = tmp_path / "best.toml"
+    assert main(["best", "R", "--metric", "f1", "--out", str(out)] + common) == 0
+    printed = capsys.readouterr()
+    shown = printed.out + printed.err
+    assert "\\x1b[31mred\\u202eX" in shown  # the name is there, escaped
+    toml = out.read_text()
+    html = "".join(p.read_text() for p in (ws / "reports").rglob("*.html"))
+    for surface, text in (("terminal", shown), ("toml", toml), ("report", html)):
+        assert "\x1b" not in text and "\u202e" not in text, surface
+    # the TOML escapes by TOML's rules: it reads back as the folder's own name and runs as pasted
+    assert tomllib.loads(toml)["run"]["datasets"] == [str(docs.resolve())]

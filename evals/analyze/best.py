@@ -31,6 +31,9 @@ class Choice:
     front: bool = False  # --race-cost: ``best`` is the quality/cost front, cheapest first
 
 
+_UNSAFE = re.compile("[\x7f-\x9f\u202a-\u202e\u2066-\u2069]")  # left raw by JSON
+
+
 def _toml_value(v) -> str:
     if isinstance(v, bool):
         return "true" if v else "false"
@@ -38,7 +41,10 @@ def _toml_value(v) -> str:
         return repr(v)
     if isinstance(v, (list, tuple)):
         return "[" + ", ".join(_toml_value(x) for x in v) + "]"
-    return json.dumps(str(v), ensure_ascii=False)  # a TOML basic string (JSON's escapes are TOML's)
+    # a TOML basic string (JSON's escapes are TOML's); DEL, C1 controls and bidi overrides, which JSON leaves raw,
+    # as \uXXXX too: a pasted TOML never carries a terminal escape or text shown out of order (issue 73)
+    return _UNSAFE.sub(lambda m: f"\\u{ord(m.group()):04x}", json.dumps(str(v), ensure_ascii=False))
+
 
 
 INDEX_KEYS = ("chunker", "chunk_tokens", "overlap", "leaf_min", "leaf_max", "parent_max")

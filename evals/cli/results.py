@@ -26,6 +26,10 @@ def cmd_runs(a) -> int:
         df = df.drop(columns=["plugins"])
     if "created_at" in df:  # to the second, as the report says it
         df["created_at"] = df["created_at"].astype(str).str.slice(0, 19)
+    from rag.safeio import printable
+
+    for c in df.columns:  # names from outside (a folder's, a run id): escapes shown, never sent raw (issue 73)
+        df[c] = [printable(v) if isinstance(v, str) else v for v in df[c]]
     with pd.option_context("display.width", 200, "display.max_columns", 20):
         print(df.to_string(index=False, na_rep="n/a"))
     return 0
@@ -118,7 +122,9 @@ def cmd_show(a) -> int:
     status = run["status"]
     if status == "running" and not run_has_writer(a.db or Path(a.workspace) / "results.duckdb", rid):
         status = "interrupted"  # as `ragwb runs` says it: the stored status is left as it was (history)
-    print(f"run {rid}  dataset {run['dataset']}  status {status}  commit {run['git_commit']}")
+    from rag.safeio import printable
+
+    print(f"run {printable(rid)}  dataset {printable(str(run['dataset']))}  status {status}  commit {run['git_commit']}")
     for note in run_notes(run, a.db or Path(a.workspace) / "results.duckdb") + judged:
         print(f"note: {note}")
     print("score statuses: " + ", ".join(f"{s}={n}" for s, n in statuses))

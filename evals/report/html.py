@@ -13,6 +13,7 @@ import pandas as pd
 
 from evals.store import ResultStore
 from rag.models import gold_text, known_answerability
+from rag.safeio import printable
 from rag.strategies import Block
 from rag.strategies.packing import cut_marker
 from evals.analyze.summary import LABELS, headline_table, labelled, summarize_scores
@@ -255,7 +256,7 @@ def report_sections(store: ResultStore, run_id: str, compare: str | None = None)
     from evals.analyze.judgments import judged_notes
     from evals.analyze.summary import run_notes
 
-    header = (f"dataset <b>{html.escape(str(run['dataset']))}</b>, commit {html.escape(str(run['git_commit']))}, "
+    header = (f"dataset <b>{html.escape(printable(str(run['dataset'])))}</b>, commit {html.escape(str(run['git_commit']))}, "
               f"created {html.escape(str(run['created_at'])[:19])}, status {html.escape(str(run['status']))}"
               + "".join(f"<br><b>Note:</b> {html.escape(n)}" for n in run_notes(run, store.path)
                         + judged_notes(store, run_id, scores)))
@@ -336,7 +337,7 @@ def build_report_html(store: ResultStore, run_id: str, compare: str | None = Non
     import plotly.io as pio
 
     sec = report_sections(store, run_id, compare)
-    parts = [f"<h1>RAG Workbench report: run {html.escape(run_id)}</h1>", f"<p>{sec['header_md']}</p>",
+    parts = [f"<h1>RAG Workbench report: run {html.escape(printable(run_id))}</h1>", f"<p>{sec['header_md']}</p>",
              "<h2>Summary (means with 95% bootstrap intervals over questions)</h2>",
              _table(labelled(sec["summary"]))]
     if sec["not_shown"]:  # the n/a metrics in one line, each reason once

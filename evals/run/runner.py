@@ -70,7 +70,10 @@ class RunSummary:
     plugin_worker: dict = field(default_factory=dict)  # {"starts", "kills", "boot_s"} of the plugin worker
 
     def render(self) -> str:
-        s = f"run {self.run_id} ({self.dataset}): {self.items} items in {self.seconds:.1f}s"
+        from rag.safeio import printable
+
+        # a folder's name comes from outside: escapes and bidi overrides shown, never sent to the terminal raw
+        s = f"run {printable(self.run_id)} ({printable(str(self.dataset))}): {self.items} items in {self.seconds:.1f}s"
         if self.engine != "local":
             s += f" on {self.engine}"
         if self.skipped_done:
