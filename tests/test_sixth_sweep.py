@@ -225,3 +225,36 @@ def test_a_folder_name_with_terminal_escapes_is_shown_escaped_on_every_surface(t
         assert "\x1b" not in text and "\u202e" not in text, surface
     # the TOML escapes by TOML's rules: it reads back as the folder's own name and runs as pasted
     assert tomllib.loads(toml)["run"]["datasets"] == [str(docs.resolve())]
+
+
+def test_pool_ids_with_spaces_round_trip_byte_for_byte(tmp_path, capsys):
+    """Item 6: `" q7"` and `"q8 "` were exported as they are, then `--import` stripped them: "unknown question_id
+    'q7' (not in this run's pool) ... nothing was stored"."""
+    import csv
+
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "a.md").write_text("# Harbour\n\nThe harbour office opens at eight and closes at five.\n")
+    q = tmp_path / "q.jsonl"
+    ids = [" q7", "q8 ", "'-5", "q9"]
+    q.write_text("".join(json.dumps({"id": i, "question": f"When does the harbour office open ({n})?"}) + "\n"
+                         for n, i in enumerate(ids)))
+    ws = tmp_path / "ws"
+    assert main(["run", "--dataset", str(docs), "--questions", str(q), "--embedder", "hash", "--workspace", str(ws),
+                 "--strategies", "chunks", "--no-progress", "--no-report", "--run-id", "Q"]) == 0
+    pool = tmp_path / "pool.csv"
+    assert main(["judge", "Q", "--workspace", str(ws), "--export", str(pool)]) == 0
+    rows = list(csv.DictReader(open(pool, newline="", encoding="utf-8")))
+    assert {" q7", "q8 ", "q9"} <= {r["question_id"] for r in rows}
+    for r in rows:
+        r["grade"] = "2"
+    with open(pool, "w", newline="", encoding="utf-8") as f:
+        w = csv.DictWriter(f, list(rows[0]))
+        w.writeheader()
+        w.writerows(rows)
+    capsys.readouterr()
+    assert main(["judge", "Q", "--workspace", str(ws), "--import", str(pool), "--judge-name", "ana"]) == 0
+    con = duckdb.connect(str(ws / "results.duckdb"), read_only=True)
+    got = sorted(x for (x,) in con.execute("SELECT DISTINCT question_id FROM judgments").fetchall())
+    con.close()
+    assert got == sorted(ids)

@@ -186,7 +186,14 @@ def read_pool_file(path: str | Path, pool: Pool, judge_name: str | None = None) 
     chosen: dict[tuple, tuple[int, dict]] = {}
     for i, r in enumerate(df.to_dict("records"), start=2):  # line 1 is the header
         where = f"{p.name} line {i}"
-        qid, pk = unescape_cell(r["question_id"]).strip(), r["passage_key"].strip()
+        # the id byte for byte as exported (" q7" and "q8 " are ids too: issue 73); a spreadsheet that trimmed or
+        # padded it is matched by its trimmed form only where that names one id, and said
+        qid, pk = unescape_cell(r["question_id"]), r["passage_key"].strip()
+        if qid not in qids:
+            near = [x for x in qids if x.strip() == qid.strip()]
+            if len(near) == 1:
+                plan.notes.append(f"{where}: question_id {qid!r} read as {near[0]!r} (they differ only in spaces)")
+                qid = near[0]
         if qid not in qids:
             plan.errors.append(f"{where}: unknown question_id {qid!r} (not in this run's pool)")
             continue
