@@ -183,7 +183,7 @@ def test_index_axes_count_under_the_grids_one_cap_before_any_work(tmp_path, caps
     seq = lambda a, b: ",".join(str(x) for x in range(a, b + 1))  # noqa: E731 (the shell's `seq -s,`)
     cases = {f"index.chunk_tokens={seq(17, 512)}|chunks.top_k={seq(1, 21)}": "496 index configs",
              f"index.chunk_tokens={seq(16, 512)}|index.overlap={seq(0, 14)}": "7,455 index configs",
-             f"index.chunk_tokens=64,128|chunks.top_k={seq(1, 6000)}": "12,008 points (2 index config(s) x 6,004"}
+             f"index.chunk_tokens=64,128|chunks.top_k={seq(1, 6000)}": "12,008 points (chunks 6,000, "}
     for sets, said in cases.items():
         t0 = time.monotonic()
         argv = ["run", "--dataset", "squad2", "--embedder", "hash", "--workspace", str(ws), "--no-progress"]

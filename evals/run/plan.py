@@ -118,8 +118,9 @@ def check_grid_size(grid: dict, index_axes: dict | None = None) -> None:
     from rag.strategies import default_strategies
 
     grid = grid or {name: {} for name in default_strategies()}
-    points = sum(math.prod(len(v) if isinstance(v, list) else 1 for v in (axes or {}).values())
-                 for axes in grid.values())
+    sizes = {name: math.prod(len(v) if isinstance(v, list) else 1 for v in (axes or {}).values())
+             for name, axes in grid.items()}
+    points = sum(sizes.values())
     configs = math.prod(len(v) if isinstance(v, list) else 1 for v in (index_axes or {}).values())
     if configs > MAX_INDEX_CONFIGS:
         axes = " x ".join(f"{k} {len(v) if isinstance(v, list) else 1}" for k, v in index_axes.items())
@@ -127,8 +128,10 @@ def check_grid_size(grid: dict, index_axes: dict | None = None) -> None:
                          "run builds (each is a whole index to chunk and embed): sweep fewer values, e.g. "
                          "index.chunk_tokens=64,128,256,512")
     if configs * points > MAX_GRID_POINTS:
-        raise ValueError(f"the grid has {configs * points:,} points ({configs:,} index config(s) x {points:,} budget "
-                         f"point(s)), over the {MAX_GRID_POINTS:,} a run takes: sweep fewer values (a coarse grid "
+        big = ", ".join(f"{n} {k:,}" for n, k in sorted(sizes.items(), key=lambda x: -x[1])[:3])
+        raise ValueError(f"the grid has {configs * points:,} points ({big}"
+                         + (f"; {configs:,} index config(s) x {points:,} budget point(s)" if configs > 1 else "")
+                         + f"), over the {MAX_GRID_POINTS:,} a run takes: sweep fewer values (a coarse grid "
                          "first, then a finer one around the best; `--race` stops the clearly worse points early)")
 
 
