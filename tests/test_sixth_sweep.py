@@ -258,3 +258,49 @@ def test_pool_ids_with_spaces_round_trip_byte_for_byte(tmp_path, capsys):
     got = sorted(x for (x,) in con.execute("SELECT DISTINCT question_id FROM judgments").fetchall())
     con.close()
     assert got == sorted(ids)
+
+
+def test_the_small_ones_are_refused_or_said(tmp_path, capsys):
+    """Item 7: ftp:// endpoints were accepted (answers paid, then the judge failed, rc 0); a repeated judge counted
+    twice; a race on a metric with no values said nothing; a folder given as --plugins was "no such file"."""
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "a.md").write_text("# Harbour\n\nThe harbour office opens at eight and closes at five.\n")
+    q = tmp_path / "q.jsonl"
+    q.write_text("".join(json.dumps({"question": f"When does the office open, case {i}?"}) + "\n" for i in range(24)))
+    ws = tmp_path / "ws"
+    base = ["run", "--dataset", str(docs), "--questions", str(q), "--embedder", "hash", "--workspace", str(ws),
+            "--no-progress", "--no-report", "--strategies", "chunks"]
+    for flags in (["--llm-base-url", "ftp://127.0.0.1/v1", "--llm-model", "m"],
+                  ["--judge-base-url", "ftp://127.0.0.1/v1", "--judge-model", "m"]):
+        assert main(base + flags) == 2
+        assert "must be an http:// or https:// URL, got 'ftp://127.0.0.1/v1'" in capsys.readouterr().err
+    assert not (ws / "results.duckdb").exists() or duckdb.connect(str(ws / "results.duckdb"), read_only=True).execute(
+        "SELECT count(*) FROM runs").fetchone()[0] == 0  # refused before any run
+    # a race on f1 with no reference answers: refused at its first look, naming the metrics that have values
+    assert main(base + ["--set", "chunks.top_k=1,2", "--race", "f1", "--race-batch", "10"]) == 2
+    err = capsys.readouterr().err
+    assert "--race f1: no point has a f1 value" in err and "race on one that has values: abstained" in err
+    # a folder given as a plugin is named as a folder
+    assert main(base + ["--plugins", str(docs)]) == 2
+    assert "is a folder; give the plugin's .py file" in capsys.readouterr().err
+
+
+def test_a_judge_named_twice_is_one_judge_counted_once(tmp_path, capsys):
+    from openai_server import Handler, start
+
+    srv, url = start()
+    try:
+        calls = Handler.calls
+        assert main(["run", "--dataset", "squad2", "--limit", "3", "--embedder", "hash", "--strategies", "chunks",
+                     "--workspace", str(tmp_path / "ws"), "--no-progress", "--no-report", "--llm-base-url", url,
+                     "--llm-model", "local-extractive", "--judges", "llm_faithfulness", "llm_faithfulness",
+                     "--yes"]) == 0
+        sent = Handler.calls - calls
+    finally:
+        srv.shutdown()
+    got = capsys.readouterr()
+    err = got.err + got.out
+    assert "--judges names llm_faithfulness more than once: one judge each" in err
+    judge_line = re.search(r"(\d+) judge call", err)
+    assert judge_line and int(judge_line.group(1)) <= 3 and sent <= 6, (err, sent)

@@ -128,6 +128,9 @@ def refuse_ignored_run_flags(a) -> None:
     if a.llm_model and not a.llm_base_url:
         raise ValueError("--llm-model needs --llm-base-url (the endpoint serving it); without it the run would use "
                          "the offline answerer")
+    twice = sorted({j for j in a.judges or () if list(a.judges).count(j) > 1})
+    if twice:  # a repeated name is one judge: counted and sent once (it was counted twice and sent once)
+        print(f"notice: --judges names {', '.join(twice)} more than once: one judge each", file=sys.stderr)
     if a.judge_model and not a.judge_base_url:
         raise ValueError("--judge-model needs --judge-base-url; without it no judge would run")
     if getattr(a, "judge", "auto") == "none" and (a.judge_base_url or a.judges):
@@ -201,7 +204,7 @@ def cmd_run(a) -> int:
         cfg = RunConfig(dataset=ds or "squad2", questions_file=a.questions, index=index, grid=grid,
                         answerer=answerer, answerer_params={"threshold": a.threshold} if answerer == "extractive" else {},
                         prices=parse_prices(env_prices() + (a.price or []), run_sec.get("prices", {}) | sweep.get("prices", {})),
-                        llm=llm, judge=judge, judges=tuple(a.judges or (DEFAULT_LLM_JUDGES if judge else ())), scorers=tuple(a.scorers or ()),
+                        llm=llm, judge=judge, judges=tuple(dict.fromkeys(a.judges or (DEFAULT_LLM_JUDGES if judge else ()))), scorers=tuple(a.scorers or ()),
                         repeats=repeats, limit=limit, memory=memory, query_modes=query_modes,
                         insert_fillers=a.insert_fillers, vector_index=a.vector_index, use_cache=not a.no_cache,
                         fit_context=a.fit_context, systems=systems, prompt=prompt, plugin_timeout=a.plugin_timeout,

@@ -44,6 +44,8 @@ def raced_items(cfg: RunConfig, engine, jobs: list, store: ResultStore, run_id: 
     still in the race; after each batch is committed, every point the confidence sequence rules out leaves.
     A resume replays the looks from the stored scores (the same decisions) and evaluates only what is missing.
     ``log`` receives the exits, the survivors and what the race saved against the full grid."""
+    import numpy as np
+
     from evals.analyze.race import RaceState, race_step
     from evals.score.metrics import METRICS
 
@@ -73,6 +75,17 @@ def raced_items(cfg: RunConfig, engine, jobs: list, store: ResultStore, run_id: 
         flush()  # every item of the batch is committed before the look (a kill after it replays the same look)
         prev = end
         vals, cost = _race_values(store, run_id, metric, [by_name[p] for p in state.alive], pos, end)
+        if end == ends[0] and not any(len(v) and not np.isnan(np.asarray(v, float)).all() for v in vals.values()):
+            # a race on a metric nothing has a value for rules nothing out and says nothing (issue 73): refused at
+            # the first look, naming the metrics that have values here
+            with store.session() as con:
+                got = con.execute("SELECT DISTINCT metric FROM scores WHERE run_id = ? AND status = 'ok' ORDER BY 1",
+                                  [run_id]).fetchall()
+            have = [m for (m,) in got if m not in ("context_tokens", "context_tokens_est", "prompt_tokens", "completion_tokens",
+                                      "cost_usd", "history_tokens", "token_estimate_error")]
+            raise ValueError(f"--race {metric}: no point has a {metric} value on the first {end} question(s) (n/a "
+                             f"here: e.g. no reference answers for f1); race on one that has values: "
+                             f"{', '.join(have) or 'none'}")
         for ex in race_step(state, {name_of[k]: v for k, v in vals.items()},
                             {name_of[k]: c for k, c in cost.items()}, end):
             print(f"race: {ex.point} {ex.reason}", file=sys.stderr)

@@ -43,6 +43,13 @@ class EmbedderConfig:
     batch_size: int = 32
     dim: int = 0  # hash embedder size (0 = default)
 
+    def __post_init__(self):
+        if self.base_url and not str(self.base_url).lower().startswith(("http://", "https://")):
+            from rag.llm.urls import redact_url
+
+            raise ValueError(f"an embeddings endpoint must be an http:// or https:// URL, got "
+                             f"{redact_url(self.base_url)!r}")
+
     @property
     def key(self) -> str:
         return f"{self.name}|{self.base_url or ''}|{self.model or ''}|{self.dim}"

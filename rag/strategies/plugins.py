@@ -130,6 +130,9 @@ def _load_one(spec: str) -> tuple[str, str]:
     before = dict(STRATEGIES)
     p = Path(spec)
     if spec.endswith(".py") or p.exists():
+        if p.is_dir():  # said as what it is (it was "no such file"): a plugin is one file or a module
+            raise PluginError(f"plugin {spec}: is a folder; give the plugin's .py file (--plugins FOLDER/my_plugin.py) "
+                              "or an importable module name")
         if not p.is_file():
             raise PluginError(f"plugin {spec}: no such file")
         key, sha = str(p.resolve()), _sha(p)
