@@ -167,6 +167,8 @@ class IngestSteps:
         doc_rows, pages, parent_rows, chunk_rows, chunk_file, texts, chunk_ids = [], [], [], [], [], [], []
         for d in changed:
             chunks, parents = chunk_document(d, cfg.chunking)
+            if d.code_language and cfg.chunking.chunker in ("auto", "code"):
+                summ.note_doc_splits(d, chunks)
             doc_rows.append(document_row(d, cfg, len(parents), len(chunks)))
             pages += page_rows(d, cfg)
             parent_rows.extend(parent_row(p) for p in parents)

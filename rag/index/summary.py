@@ -38,6 +38,18 @@ class IngestSummary:
     over_window: int = 0
     window: int = 0
     over_window_worst: list = field(default_factory=list)  # (chunk_id, tokens), longest first
+    # source code: documented functions and methods, and those whose doc ends in another chunk than their signature
+    documented: int = 0
+    doc_split: int = 0
+    doc_split_named: list = field(default_factory=list)
+
+    def note_doc_splits(self, doc, chunks) -> None:
+        from rag.ingest.code.docs import doc_splits
+
+        n, m, named = doc_splits(doc, chunks)
+        self.documented += n
+        self.doc_split += m
+        self.doc_split_named += named[:max(0, 3 - len(self.doc_split_named))]
 
     def note_over_window(self, emb, texts: list[str], chunk_ids: list[str]) -> None:
         counts = emb.count_tokens(texts) if emb.max_tokens and texts else None
@@ -77,6 +89,9 @@ class IngestSummary:
             lines.append("  slowest files: " + "; ".join(
                 f"{_short_path(f)} parse {self.file_parse_seconds.get(f, 0):.2f}s embed "
                 f"{self.file_embed_seconds.get(f, 0):.2f}s" for f in slow[:5]))
+        if self.documented:  # 0 split where docs attach as the language's doc tool reads them (issue 75)
+            lines.append(f"  code: {self.documented:,} documented definition(s), {self.doc_split:,} with the doc in "
+                         "another chunk" + (f" (e.g. {'; '.join(self.doc_split_named)})" if self.doc_split else ""))
         lines += [f"  notice: {n}" for n in self.notices]
         # what was left out, and apart from it what was kept with a warning (a file ingested with a downgrade is
         # not a skipped file)

@@ -94,11 +94,13 @@ def attach_leading_comments(defs: list[Def], lines: list[str], floor: int = 0) -
     to its function. Across blank lines only where the language's doc tool reads one so (``doc_above_blanks``: a
     JSDoc block for TypeDoc, a ``///`` run for rustdoc; godoc and ``#`` comments need no blank line between).
     Never past the previous definition."""
+    from .docs import leading_start
+
     prev_end = floor - 1
     for d in sorted(defs, key=lambda d: d.first):
-        i = d.first
-        while i - 1 > prev_end and _COMMENT_LINE.match(lines[i - 1]) and lines[i - 1].strip():
-            i -= 1
+        # comments, a /** */ block whatever its inner lines start with (Javadoc prose without `*`), Rust attributes
+        # and annotations between a doc and its definition (issue 75)
+        i = leading_start(lines, d.first, prev_end)
         if i == d.first:  # nothing adjacent: a doc comment a blank line or two above
             above = doc_above_blanks(lines, i, prev_end)
             if above < i and d.head < 0:
@@ -205,9 +207,9 @@ def impl_first(lines: list[str], d: Def) -> int:
 def leading_comment_start(lines: list[str], line: int, floor: int) -> int:
     """The first line of the comment (and decorator) lines right above ``line``, not above ``floor``; with none
     adjacent, a doc comment a blank line or two above (``doc_above_blanks``)."""
-    i = line
-    while i - 1 >= floor and lines[i - 1].strip() and _COMMENT_LINE.match(lines[i - 1]):
-        i -= 1
+    from .docs import leading_start
+
+    i = leading_start(lines, line, floor - 1)
     return doc_above_blanks(lines, line, floor - 1) if i == line else i
 
 

@@ -306,7 +306,10 @@ def code_segments(text: str, parsed: CodeParse, max_tokens: int, encoding: str, 
     that hold nothing but imports are kind ``imports``."""
     parts = text.split("\n")  # lines as parsers count them (str.splitlines also splits at \f and \u2028)
     lines = [x + "\n" for x in parts[:-1]] + ([parts[-1]] if parts[-1] else [])
-    bare = [x.rstrip("\r\n") for x in lines]
+    from .docs import mark_block_comments
+
+    # comment detection reads a /* */ block's prose lines as comment lines (Javadoc written without `*`: issue 75)
+    bare = mark_block_comments([x.rstrip("\r\n") for x in lines])
     line_tokens = count_tokens_batch(lines, encoding) if lines else []
     if not lines:
         return [], lines, line_tokens

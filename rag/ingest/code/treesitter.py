@@ -165,13 +165,24 @@ def _text(node, src: bytes) -> str:
     return src[node.start_byte:node.end_byte].decode("utf-8", "replace")
 
 
+def strip_generics(name: str) -> str:
+    """``RawOccupiedEntryMut<'a, K, V, S>`` -> ``RawOccupiedEntryMut``; ``Map<K, Vec<V>>`` -> ``Map`` (the full
+    signature stays in the chunk's header and text)."""
+    for _ in range(8):  # nesting levels
+        out = re.sub(r"<[^<>]*>", "", name)
+        if out == name:
+            break
+        name = out
+    return name.strip() or name
+
+
 def _name(node, src: bytes, language: str) -> str:
     n = node.child_by_field_name("name")
     if n is not None:
         return _text(n, src)
-    if node.type == "impl_item":
+    if node.type == "impl_item":  # `impl<'a, K, V> Entry<'a, K, V>` is named `Entry`: what a person types
         t = node.child_by_field_name("type")
-        return _text(t, src) if t is not None else "impl"
+        return strip_generics(_text(t, src)) if t is not None else "impl"
     if node.type == "type_declaration":  # Go: type T struct {...}
         for c in node.named_children:
             if c.type in ("type_spec", "type_alias") and c.child_by_field_name("name") is not None:
