@@ -123,10 +123,11 @@ def _(args, dataset, get_qfile, ingest_cost, ingest_go, interactive, mo, page, w
     from rag.safeio import printable as _printable  # a folder's name: escapes shown, never rendered (issue 73)
 
     _n = len(base_session.dataset.questions)
-    mo.md(f"Loaded **{_printable(base_session.dataset.name)}**: {len(base_session.dataset.documents):,} documents, "
-          f"{_n:,} question(s)" + (f"; embedded {_rate.done:,} chunks ({_rate.line()})"
-                                   if _rate.done else ""))
-    return answerer_sessions, base_session
+    # shown beside the questions slider (one row: the first screen reaches the chart's points at 1440x1000)
+    loaded_line = (f"Loaded **{_printable(base_session.dataset.name)}**: {len(base_session.dataset.documents):,} "
+                   f"documents, {_n:,} question(s)" + (f"; embedded {_rate.done:,} chunks ({_rate.line()})"
+                                                       if _rate.done else ""))
+    return answerer_sessions, base_session, loaded_line
 
 
 @app.cell
@@ -137,7 +138,7 @@ def _(answerer, answerer_sessions, base_session, interactive, judge_pick, wb):
 
 
 @app.cell
-def _(args, base_session, mo):
+def _(args, base_session, loaded_line, mo):
     # the questions slider runs over this dataset's own questions (never "50" on an 11-question folder)
     _n = len(base_session.dataset.questions)
     _top = max(2, min(500, _n))
@@ -146,7 +147,7 @@ def _(args, base_session, mo):
     limit = mo.ui.slider(_start, _top, step=1 if _start == 1 else 10,
                          value=max(_start, min(_top, args.limit, _n or 1)), label=f"questions (of {_n})",
                          show_value=True, debounce=True, disabled=_n <= 1)
-    limit if _n else mo.md("")
+    mo.hstack([mo.md(loaded_line), limit if _n else mo.md("")], justify="start", gap=2, align="center")
     return (limit,)
 
 
@@ -172,9 +173,7 @@ def _(base_session, interactive, mo):
     ) if _code else {}
     budgets = mo.md(
         """
-        **Budgets**: each strategy's own, starting at its shipped values; only the values you change are sent.
-
-        chunks: top_k {chunks__top_k} · hybrid: top_k {hybrid__top_k} alpha {hybrid__alpha}
+        **Budgets** (each strategy's own, from its shipped values) · chunks: top_k {chunks__top_k} · hybrid: top_k {hybrid__top_k} alpha {hybrid__alpha}
         fusion {hybrid__fusion} · full_documents: top_k {full_documents__top_k}
         max_total_chars {full_documents__max_total_chars}
 
@@ -229,10 +228,11 @@ def _(SYSTEMS, budgets, get_sent, interactive, limit, mo, page, session, strateg
     # offline nothing waits for a Send: the line says what this Apply does, true before and after it ran
     _line = (plan.line(_model) if needs_ok or session.client is not None or not plan.items else
              f"this Apply evaluates {plan.items:,} new item(s) offline (nothing is sent); the rest are in this session")
-    mo.vstack([mo.md(f"**{session.answerer_label}**: {_line}"
-                     + (" " + "; ".join(plan.notes) if plan.notes else "")),
-               send_go if needs_ok else mo.md("")])
-    return applied_points, needs_ok, plan, send_go
+    plan_line = f"**{session.answerer_label}**: {_line}" + (" " + "; ".join(plan.notes) if plan.notes else "")
+    # a line that waits for Send stands here with its button; one that needs nothing sits beside the chart's
+    # metric (one row less above the chart at 1440x1000: issue 72)
+    mo.vstack([mo.md(plan_line), send_go]) if needs_ok else mo.md("")
+    return applied_points, needs_ok, plan, plan_line, send_go
 
 
 @app.cell
@@ -285,28 +285,42 @@ def _(mo):
 
 
 @app.cell
-def _(get_quality_pick, mo, page, session, set_quality_pick, summary):
+def _(get_quality_pick, mo, needs_ok, page, plan_line, session, set_quality_pick, summary):
     _opts, _shown, quality_note = page.metric_choices(summary, get_quality_pick(),
                                                       page.applicable_metrics(session, page.QUALITY_CHOICES))
     quality = mo.ui.dropdown(_opts, value=_shown, label="quality metric", on_change=set_quality_pick)
     cost = mo.ui.dropdown(["context_tokens", "prompt_tokens", "cost_usd"], value="context_tokens", label="cost")
-    mo.vstack([mo.hstack([quality, cost], justify="start"), mo.md(quality_note) if quality_note else mo.md("")])
-    return cost, quality
+    # why the chart shows another metric (or none) is said under the chart, so the points stay on the first screen
+    mo.hstack([quality, cost] + ([] if needs_ok else [mo.md(f"<small>{plan_line}</small>")]),
+              justify="start", align="center", wrap=True)
+    return cost, quality, quality_note
 
 
 @app.cell
-def _(HEADLINE, cost, get_history, headline_table, history_key, judge_notes, mo, page, pd, quality,
-      quality_cost_figure, summary):
+def _(mo):
+    headline_all = mo.ui.checkbox(label="all columns")  # kept across Applies (its own cell)
+    return (headline_all,)
+
+
+@app.cell
+def _(HEADLINE, cost, get_history, headline_all, headline_table, history_key, judge_notes, mo, page, pd, quality,
+      quality_cost_figure, quality_note, summary):
     _hist = [s for k, s in get_history()[:-1] if k == history_key]
     # the answer-side metrics an LLM answer is scored on join the headline (faithfulness and citations against
-    # token cost: what the budgets trade)
-    _table, _dropped = page.headline(summary, headline_table, page.headline_order(summary, HEADLINE))
+    # token cost: what the budgets trade); judged first, the columns past the fourth behind *all columns*
+    _first, _more = page.headline_first(page.headline_order(summary, HEADLINE))
+    _table, _dropped = page.headline(summary, headline_table, _first + _more if headline_all.value else _first)
+    _more = [m for m in _more if m not in _dropped and not headline_all.value]
+    _fig = quality_cost_figure(summary, quality.value, cost.value, pd.concat(_hist, ignore_index=True) if _hist else None)
+    _fig.update_layout(height=_fig.layout.height - 50, margin_b=60)  # the points on the first screen at 1440x1000
     mo.vstack([
-        mo.ui.plotly(quality_cost_figure(summary, quality.value, cost.value,
-                                         pd.concat(_hist, ignore_index=True) if _hist else None)),
+        mo.ui.plotly(_fig),
+        mo.md(quality_note) if quality_note else mo.md(""),
         mo.ui.table(show_download=False, show_column_summaries=False, data=page.labelled(_table), selection=None, freeze_columns_left=["strategy", "point"]),
         mo.md("<small>not shown (n/a on every row): " + page.not_shown_line(_dropped) + "</small>")
         if _dropped else mo.md(""),
+        mo.hstack([headline_all, mo.md(f"<small>{len(_more)} more column(s): {', '.join(_more)}</small>")
+                   if _more else mo.md("")], justify="start"),
     ] + [mo.md(f"<small>judge: {_l}</small>") for _l in judge_notes]
       + [mo.md(f"<small>{_c}</small>") for _c in page.chart_captions(bool(_hist), summary, quality.value)]
     ) if len(summary) else mo.md("Pick at least one strategy.")

@@ -214,21 +214,6 @@ def write(obj: dict, path: Path = OUT) -> None:
 
 # --------------------------------------------------------------------------- any folder (docs/strategies.md table)
 
-_DOC_LINE = re.compile(r"^\s*(/\*\*|\*/|\*|//|#)")
-
-
-def _doc_text(block: list[str]) -> str:
-    """The prose of a doc comment (JSDoc, Go/Rust `//`, Python `#`), paragraphs kept (blank lines), markers out;
-    it ends at the first @tag or code example."""
-    out = []
-    for x in block:
-        t = re.sub(r"^\s*(/\*\*|\*/|\*|///?|#)\s?", "", x).rstrip().removesuffix("*/").rstrip()
-        if t.startswith("@") or t.startswith("```"):
-            break
-        out.append(t)
-    return "\n".join(out)
-
-
 def _doc_blocks(lines: list[str]) -> set[int]:
     """Line numbers of every JSDoc block (`/** ... */`) standing on lines of its own: the folder set removes them
     all, as the bundled Python set removes every docstring, so no definition keeps prose a query could match."""
@@ -288,7 +273,8 @@ def folder_set(src: Path, out: Path, suffixes: tuple[str, ...], keep_docs: bool 
     refused with what is there, or emptied first with ``replace``. (files, questions)"""
     import shutil
 
-    from rag.ingest.code import doc_above_blanks, all_defs, code_language, is_stub, parse_code
+    from rag.ingest.code import all_defs, code_language, doc_above_blanks, is_stub, minified_reason, parse_code
+    from rag.ingest.code.docs import doc_block, doc_text, leading_start
 
     corpus, questions, files = out / "corpus", [], 0
     if corpus.exists() and any(corpus.iterdir()):
@@ -304,7 +290,10 @@ def folder_set(src: Path, out: Path, suffixes: tuple[str, ...], keep_docs: bool 
                 r"(_test\.go|\.spec\.ts|\.test\.ts|test_[^/]*\.py)$", p.name) or "/test" in "/" + rel:
             continue
         text = p.read_text(encoding="utf-8", errors="replace")
+        if minified_reason(p, text):  # skipped as the ingest skips it (a generated table, a minified bundle)
+            continue
         lines = text.split("\n")
+        seen: dict[str, int] = {}
         drop = _doc_blocks(lines) if not keep_docs else set()
         pydocs = _python_docstrings(text) if keep_docs and p.suffix == ".py" else {}
         for d in all_defs(parse_code(text, code_language(p)).defs):
@@ -316,22 +305,29 @@ def folder_set(src: Path, out: Path, suffixes: tuple[str, ...], keep_docs: bool 
                 continue
             if d.head < 0:
                 continue
-            i = d.head
-            while i - 1 >= 0 and lines[i - 1].strip() and _DOC_LINE.match(lines[i - 1]):
-                i -= 1
-            if i == d.head:  # a JSDoc block or /// run a blank line or two above (as the chunker attaches it)
-                i = doc_above_blanks(lines, d.head, -1)
-            if i == d.head:
+            # the doc as the language's doc tool reads it, through the chunker's own reader (rag/ingest/code/docs.py):
+            # a Javadoc block whatever its lines start with, attributes and annotations between it and the code
+            # skipped (never question text), a `//` line comment never a Java, TypeScript or Rust doc
+            lang = code_language(p)
+            start = leading_start(lines, d.head, -1)
+            if start == d.head:  # a JSDoc block or /// run a blank line or two above (as the chunker attaches it)
+                start = doc_above_blanks(lines, d.head, -1)
+            block = doc_block(lines, start, d.head, lang) if start < d.head else []
+            if not block:
                 continue
+            b0 = next(k for k in range(d.head - 1, start - 1, -1) if lines[k] == block[0]
+                      and lines[k:k + len(block)] == block)
             if not keep_docs:
-                drop.update(range(i, d.head))
+                drop.update(range(b0, b0 + len(block)))
             if d.kind not in ("function", "method") or d.children:
                 continue
-            sentence = _question(summary(re.sub(r"\{@link ([^}|]+)[^}]*\}", r"\1", _doc_text(lines[i:d.head]))),
-                                 d.name)
+            sentence = _question(summary(re.sub(r"\{@link ([^}|]+)[^}]*\}", r"\1", doc_text(block))), d.name)
             if not sentence:
                 continue
-            questions.append({"id": f"{rel}::{d.name}", "question": sentence, "answers": [d.name],
+            # overloads and repeated impls share a name: each later one is told apart by its line
+            n = seen[d.name] = seen.get(d.name, 0) + 1
+            qid = f"{rel}::{d.name}" + (f"@{d.head + 1}" if n > 1 else "")
+            questions.append({"id": qid, "question": sentence, "answers": [d.name],
                               "evidence": [{"doc": rel, "symbol": d.name}]})
         (corpus / rel).parent.mkdir(parents=True, exist_ok=True)
         (corpus / rel).write_text("\n".join(x for k, x in enumerate(lines) if k not in drop), encoding="utf-8")

@@ -8,6 +8,8 @@ alone).
         --strategies chunks,hybrid,parent_child --set hybrid.fusion=weighted,rrf --workspace WS --run-id NAME
     python scripts/held_out_table.py --workspace WS --ts superstruct rxjs neverthrow \
         --py marshmallow more-itertools tenacity
+    python scripts/held_out_table.py --workspace WS --lang Go chi logrus --lang Rust indexmap log \
+        --lang Java jsoup javapoet --py marshmallow more-itertools tenacity   # any language against --base
 """
 from __future__ import annotations
 
@@ -65,15 +67,20 @@ def codeless_blocks(con, run: str, strategy: str, label: str) -> tuple[int, int]
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--workspace", required=True)
-    ap.add_argument("--ts", nargs="+", required=True, help="run ids of the TypeScript repositories")
-    ap.add_argument("--py", nargs="+", required=True, help="run ids of the Python repositories")
+    ap.add_argument("--ts", nargs="+", default=[], help="run ids of the TypeScript repositories")
+    ap.add_argument("--py", nargs="+", default=[], help="run ids of the Python repositories")
+    ap.add_argument("--lang", nargs="+", action="append", default=[], metavar=("LANGUAGE", "RUN"),
+                    help="a language and the run ids of its repositories (repeatable): --lang Go chi logrus")
+    ap.add_argument("--base", default="Python", help="the language every other is compared with (pooled)")
     a = ap.parse_args()
+    langs = ([("TypeScript", a.ts)] if a.ts else []) + [(x[0], x[1:]) for x in a.lang] + (
+        [("Python", a.py)] if a.py else [])
     con = duckdb.connect(f"{a.workspace}/results.duckdb", read_only=True)
     rng = np.random.default_rng(20261126)
     pooled: dict = {}
     print("| repository | language | questions | " + " | ".join(n for _, _, n in POINTS) + " |")
     print("|---|---|---|" + "---|" * len(POINTS))
-    for lang, runs in (("TypeScript", a.ts), ("Python", a.py)):
+    for lang, runs in langs:
         for run in runs:
             cells, n = [], 0
             for strat, label, name in POINTS:
@@ -84,16 +91,20 @@ def main() -> None:
                 n = max(n, len(x))
             print(f"| {run} | {lang} | {n} | " + " | ".join(cells) + " |")
     print()
-    for _, _, name in POINTS:
-        ts, py = np.concatenate(pooled[("TypeScript", name)]), np.concatenate(pooled[("Python", name)])
-        d, lo, hi = diff_ci(ts, py, rng)
-        print(f"{name}: TypeScript {ts.mean():.3f} (n={len(ts)}) - Python {py.mean():.3f} (n={len(py)}) = "
-              f"{d:+.3f} [{lo:+.3f}, {hi:+.3f}]")
+    for lang, _ in langs:
+        if lang == a.base:
+            continue
+        for _, _, name in POINTS:
+            x, base = np.concatenate(pooled[(lang, name)]), np.concatenate(pooled[(a.base, name)])
+            d, lo, hi = diff_ci(x, base, rng)
+            print(f"{name}: {lang} {x.mean():.3f} (n={len(x)}) - {a.base} {base.mean():.3f} (n={len(base)}) = "
+                  f"{d:+.3f} [{lo:+.3f}, {hi:+.3f}]")
     bad = total = 0
-    for run in a.ts + a.py:
-        for strat, label, _ in POINTS:
-            b, t = codeless_blocks(con, run, strat, label)
-            bad, total = bad + b, total + t
+    for _, runs in langs:
+        for run in runs:
+            for strat, label, _ in POINTS:
+                b, t = codeless_blocks(con, run, strat, label)
+                bad, total = bad + b, total + t
     print(f"top-10 blocks with no line of code (a banner or a comment alone): {bad} of {total}")
 
 

@@ -172,3 +172,44 @@ def test_race_index_sweep_and_agreement_from_the_page_are_judged_and_refresh_the
                        "metric = 'context_tokens' GROUP BY strategy, point_id", [swept[0]]).fetchall()
     con.close()
     assert len(pasted) == 1 and pasted[0] in grid
+
+
+DEEP = """(sel) => { const all = (r) => [...r.querySelectorAll('*')].flatMap(
+              e => e.shadowRoot ? [e, ...all(e.shadowRoot)] : [e]);
+          return all(document).filter(e => e.matches(sel)).map(e => { const b = e.getBoundingClientRect();
+              return {top: b.top, bottom: b.bottom, right: b.right, width: b.width,
+                      text: (e.innerText || e.textContent || '').slice(0, 4000)}; }); }"""
+
+
+def test_the_first_screen_shows_the_charts_points_and_the_headline_fits_at_1440(browser, tmp_path, llm):
+    """Issue 72, item 8: at 1440x1000 the first screen ended at the top of the chart (no point visible without
+    scrolling), and with an LLM the headline's 12 columns scrolled context_tokens off to the right."""
+    from test_workbench_own import _port, _wait_http
+
+    docs, q = _folder(tmp_path)
+    for flags, llm_on in (([], False), (["--llm-base-url", llm, "--llm-model", "local-extractive", "--send"], True)):
+        port = _port()
+        proc = subprocess.Popen([sys.executable, "-m", "marimo", "run", "--headless", "--no-token", "--port",
+                                 str(port), str(ROOT / "notebooks" / "workbench.py"), "--", "--dataset", str(docs),
+                                 "--questions", str(q), "--embedder", "hash", "--workspace", str(tmp_path / "ws"),
+                                 "--limit", "10"] + flags, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        try:
+            _wait_http(f"http://127.0.0.1:{port}/")
+            page = browser.new_page(viewport={"width": 1440, "height": 1000})
+            page.goto(f"http://127.0.0.1:{port}/")
+            page.wait_for_selector("th:has-text('chunks · defaults')", timeout=180000)
+            page.wait_for_function("(d) => eval(d)('rect.nsewdrag').length > 0", arg=DEEP, timeout=60000)
+            page.evaluate("window.scrollTo(0, 0)")
+            plot = page.evaluate(DEEP, "rect.nsewdrag")[0]  # the chart's plot area (where the points are)
+            assert 0 < plot["top"] and plot["bottom"] <= 1000, plot
+            heads = [t for t in page.evaluate(DEEP, "table") if "context_tokens" in t["text"] and "point" in t["text"]]
+            assert heads and heads[0]["right"] <= 1440, heads[0]  # the headline: the first such table
+            if llm_on:  # judged columns first; the rest behind the toggle, named
+                page.wait_for_selector("text=/more column\\(s\\):/", timeout=60000)
+                page.get_by_text("all columns").click()
+                page.wait_for_function("(d) => eval(d)('table').some(t => t.text.includes('statement_coverage'))",
+                                       arg=DEEP, timeout=60000)
+            page.close()
+        finally:
+            proc.terminate()
+            proc.wait(timeout=20)

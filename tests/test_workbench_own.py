@@ -135,8 +135,10 @@ def test_workbench_in_chromium_on_a_folder_with_an_llm(browser, tmp_path, llm):
         page.wait_for_selector("th:has-text('chunks · top_k=1')", timeout=120000)
         # the answers exactly, and at most the judge calls counted (an abstention is not judged)
         assert announced <= Handler.calls - calls <= announced + judges
-        # faithfulness and citation numbers with n (the headline table of the LLM answers)
-        table = page.locator("table", has=page.locator("th:has-text('faithfulness')")).first
+        # faithfulness and citation numbers with n (the headline table of the LLM answers): the judged columns
+        # first, the citation columns behind *all columns* (the headline fits 1440 px: issue 72)
+        page.get_by_text("all columns").click()
+        table = page.locator("table", has=page.locator("th:has-text('statement_coverage')")).first
         table.wait_for(timeout=60000)
         heads = " ".join(table.locator("thead th").all_inner_texts())
         for col in ("faithfulness", "citation_validity", "statement_coverage", "n"):

@@ -335,6 +335,17 @@ def headline_order(summary: pd.DataFrame, base: list[str]) -> list[str]:
     return [m for m in wanted if m in have] + [m for m in wanted if m not in have]
 
 
+HEADLINE_SHOWN = 4  # metric columns the headline shows at first (judged first): 1440 px without scrolling
+
+
+def headline_first(order: list[str], shown: int = HEADLINE_SHOWN) -> tuple[list[str], list[str]]:
+    """(the headline's first columns: the first ``shown`` metrics of ``order`` and the token cost, the rest behind
+    the page's *all columns* toggle). With an LLM the headline had 12 columns and context_tokens scrolled off."""
+    cost = [m for m in order if m in ("context_tokens",)]
+    metrics = [m for m in order if m not in cost]
+    return metrics[:shown] + cost, metrics[shown:]
+
+
 def csv_bytes(df: pd.DataFrame) -> bytes:
     """``df`` as the project's one CSV writer writes it (evals/csvout.py: a cell that starts like a formula gets a
     leading quote, a CR stays inside its quoted cell): the page's tables download through this, never marimo's own
