@@ -118,8 +118,16 @@ def main() -> None:
     ap.add_argument("--folder", type=Path, required=True)
     ap.add_argument("--suffix", required=True)
     ap.add_argument("--out", type=Path, required=True)
+    ap.add_argument("--one-per-definition", action="store_true", help="keep a question per definition, copies too")
     a = ap.parse_args()
     qs = build(a.folder, a.suffix)
+    if not a.one_per_definition:  # one question per distinct text, its definitions gold together (as the product's
+        merged: dict = {}  # builder does: twins documented alike, IndexMap::len and IndexSet::len, are both right)
+        for q in qs:
+            first = merged.setdefault(q["question"], {**q, "answers": [], "evidence": []})
+            first["answers"] += [x for x in q["answers"] if x not in first["answers"]]
+            first["evidence"] += [e for e in q["evidence"] if e not in first["evidence"]]
+        qs = list(merged.values())
     a.out.mkdir(parents=True, exist_ok=True)
     with open(a.out / "questions.jsonl", "w", encoding="utf-8") as f:
         for q in qs:

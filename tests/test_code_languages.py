@@ -196,3 +196,66 @@ def test_rust_symbols_carry_no_generics_and_exact_names_find_them(tmp_path, caps
     out = capsys.readouterr().out
     first = next(x for x in out.split("\n") if "RawOccupiedEntryMut" in x)
     assert "RawOccupiedEntryMut.key" in first, out
+
+
+def _script(name: str):
+    import importlib.util
+
+    root = Path(__file__).resolve().parents[1]
+    spec = importlib.util.spec_from_file_location(name, root / "scripts" / f"{name}.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+OVERLOADS = '''package org.jsoup.nodes;
+
+public class Element {
+    /**
+     Find elements that match the supplied query.
+     @param query a selector query
+     */
+    public Elements select(String query) {
+        return Selector.select(query, this);
+    }
+
+    /**
+     Find elements that match the supplied evaluator, in document order.
+     */
+    public Elements select(Evaluator evaluator) {
+        return Selector.select(evaluator, this);
+    }
+
+    // Returns the element's tag name, lower-cased: a line comment, never a question
+    public String tagName() {
+        return tag.getName();
+    }
+}
+'''
+
+
+def test_the_set_builder_reads_docs_as_the_chunker_does_and_ids_are_unique(tmp_path):
+    """Item 3: overloads shared the id `file::Symbol` (`ragwb run` skipped 32 of jsoup's questions as duplicates),
+    Rust `#[...]` lines became question text ("... [inline]"), `//` line comments made Java questions, and a
+    generated file made held_whole.py raise where the ingest skips it."""
+    import json
+
+    build = _script("build_code_set")
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "Element.java").write_text(OVERLOADS)
+    (src / "set.rs").write_text(RUST)
+    (src / "EntitiesData.java").write_text("class EntitiesData { static final String points = \""
+                                           + "x" * 30000 + "\"; }\n")  # generated: one 30,000-character line
+    files, n = build.folder_set(src, tmp_path / "set", (".java", ".rs"), keep_docs=True, one_per_definition=True)
+    qs = [json.loads(x) for x in (tmp_path / "set" / "questions.jsonl").read_text().splitlines()]
+    ids = [q["id"] for q in qs]
+    assert len(ids) == len(set(ids)) == n and files == 2  # the generated file skipped as the ingest skips it
+    texts = {q["id"]: q["question"] for q in qs}
+    assert texts["Element.java::Element.select"] == "Find elements that match the supplied query."
+    assert any(i.startswith("Element.java::Element.select@") for i in ids)  # the overload, told apart by its line
+    assert not any("tagName" in i for i in ids)  # a `//` line comment is not Javadoc
+    assert not any("[" in t for t in texts.values()), texts  # no attribute line in a question
+    assert texts["set.rs::RawOccupiedEntryMut.key"] == "Gets a reference to the entry's key in the map."
+    held = _script("held_whole").held_whole(src, (".java", ".rs"))
+    assert held["implementations"] >= 5 and held["whole"] == 1.0, held

@@ -135,7 +135,7 @@ def doc_text(block: list[str]) -> str:
     out = []
     for x in block:
         t = re.sub(r"^\s*(/\*\*|\*/|\*|///?|//!|#)\s?", "", x).rstrip().removesuffix("*/").rstrip()
-        if t.startswith("@") or t.startswith("```"):
+        if t.lstrip().startswith("@") or t.lstrip().startswith("```"):  # a tag, whatever its indentation
             break
         out.append(t)
     return "\n".join(out)
