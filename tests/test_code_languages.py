@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 
 from rag.ingest.chunking import Chunk, ChunkConfig, chunk_document
-from rag.ingest.code.docs import doc_block, doc_splits, doc_text
+from rag.index.summary import doc_splits
+from rag.ingest.code.docs import doc_block, doc_text
 from rag.ingest.readers import load_code_file
 
 JAVA = '''package org.jsoup.nodes;

@@ -44,8 +44,6 @@ class IngestSummary:
     doc_split_named: list = field(default_factory=list)
 
     def note_doc_splits(self, doc, chunks) -> None:
-        from rag.ingest.code.docs import doc_splits
-
         n, m, named = doc_splits(doc, chunks)
         self.documented += n
         self.doc_split += m
@@ -106,6 +104,42 @@ class IngestSummary:
 
         # file names come from outside: a control character in one is shown escaped, never run by the terminal
         return "\n".join(printable(x) for x in lines)
+
+
+def doc_splits(doc, chunks) -> tuple[int, int, list[str]]:
+    """(documented definitions, those whose doc starts in another chunk than their signature though the definition
+    is one chunk (one cut into pieces for its size carries its doc in pieces by design), a few of them named):
+    0 split where the chunker attaches docs as the language's doc tool reads them (the ingest says the count, so
+    the next language's gap shows at ingest: issue 75)."""
+    from rag.ingest.chunking import code_parse
+    from rag.ingest.code import all_defs
+    from rag.ingest.code.docs import doc_block, is_attribute_line, leading_start
+
+    lines = doc.text.split("\n")
+    spans = [(c.line_start - 1, c.line_end - 1, c.symbol) for c in chunks if c.line_end]
+    documented, split, named = 0, 0, []
+    for d in all_defs(code_parse(doc).defs):
+        if d.kind not in ("function", "method") or d.children:
+            continue
+        head = d.head if d.head >= 0 else d.first
+        sig = next((k for k in range(head, d.last + 1) if lines[k].strip() and not is_attribute_line(lines[k])
+                    and not lines[k].lstrip().startswith(("//", "/*", "*", "#"))), head)
+        # the doc found from the signature up, as the language's doc tool reads it: never from where the chunker
+        # put the definition's first line (a chunker that lost the doc would find none, and count nothing)
+        start = leading_start(lines, sig, -1)
+        block = doc_block(lines, start, sig, doc.code_language)
+        if not block:
+            continue
+        documented += 1
+        doc_first = next(k for k in range(start, sig) if lines[k:k + len(block)] == block)
+        own = [1 for a, b, sym in spans if sym == d.name and a <= d.last and b >= doc_first]
+        if len(own) > 1:  # cut into pieces for its size: its doc is cut at its paragraphs, by design
+            continue
+        if not any(a <= doc_first and sig <= b for a, b, _ in spans):
+            split += 1
+            if len(named) < 3:
+                named.append(f"{doc.doc_id}:{sig + 1} {d.name}")
+    return documented, split, named
 
 
 def _short_path(f: str) -> str:

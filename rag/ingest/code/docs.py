@@ -157,31 +157,3 @@ def mark_block_comments(lines: list[str]) -> list[str]:
         elif s.startswith("/*") and "*/" not in s[2:]:
             inside = True
     return out
-
-
-def doc_splits(doc, chunks) -> tuple[int, int, list[str]]:
-    """(documented definitions, those whose doc ends in another chunk than their signature, a few of them named):
-    0 split where the chunker attaches docs as the language's doc tool reads them (the ingest says the count, so
-    the next language's gap shows at ingest: issue 75)."""
-    from . import all_defs
-    from ..chunking import code_parse
-
-    lines = doc.text.split("\n")
-    spans = [(c.line_start - 1, c.line_end - 1) for c in chunks if c.line_end]
-    documented, split, named = 0, 0, []
-    for d in all_defs(code_parse(doc).defs):
-        if d.kind not in ("function", "method") or d.children:
-            continue
-        head = d.head if d.head >= 0 else d.first
-        sig = next((k for k in range(head, d.last + 1) if lines[k].strip() and not is_attribute_line(lines[k])
-                    and not lines[k].lstrip().startswith(("//", "/*", "*", "#"))), head)
-        block = doc_block(lines, d.first, sig, doc.code_language)
-        if not block:
-            continue
-        documented += 1
-        doc_last = next(k for k in range(sig - 1, d.first - 1, -1) if lines[k] == block[-1])
-        if not any(a <= doc_last and sig <= b for a, b in spans):
-            split += 1
-            if len(named) < 3:
-                named.append(f"{doc.doc_id}:{sig + 1} {d.name}")
-    return documented, split, named
