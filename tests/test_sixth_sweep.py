@@ -304,3 +304,23 @@ def test_a_judge_named_twice_is_one_judge_counted_once(tmp_path, capsys):
     assert "--judges names llm_faithfulness more than once: one judge each" in err
     judge_line = re.search(r"(\d+) judge call", err)
     assert judge_line and int(judge_line.group(1)) <= 3 and sent <= 6, (err, sent)
+
+
+def test_an_ingest_without_bars_says_its_estimate_first_then_how_it_moves(tmp_path, monkeypatch, capsys):
+    """Issue 74, item 5: with --no-progress a 4-minute ingest printed nothing until it ended (a CI log showed it
+    stuck). The estimate comes first, then a line at each interval: done, rate, time left (the interval shortened
+    here from a minute to every batch)."""
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    for k in range(40):
+        (docs / f"n{k}.md").write_text(f"# Note {k}\n\n" + " ".join(f"word{k}x{i}" for i in range(300)) + "\n")
+    monkeypatch.setenv("RAGWB_PROGRESS_EVERY", "0")
+    assert main(["ingest", str(docs), "--embedder", "hash", "--workspace", str(tmp_path / "ws"), "--no-progress"]) == 0
+    err = capsys.readouterr().err
+    lines = [x for x in err.splitlines() if x.startswith("ingest:")]
+    assert lines and re.match(r"ingest: \d+ chunk\(s\) to embed with hash for docs, about .* at ", lines[0]), err
+    moving = [x for x in lines[1:] if re.search(r"embedded \d+ of \d+ chunk\(s\), [\d.,]+ chunks/s, about .* left", x)]
+    assert len(moving) >= 2, err
+    # a second ingest embeds nothing: no estimate, no progress line
+    assert main(["ingest", str(docs), "--embedder", "hash", "--workspace", str(tmp_path / "ws"), "--no-progress"]) == 0
+    assert "ingest:" not in capsys.readouterr().err

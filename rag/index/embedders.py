@@ -413,7 +413,7 @@ class EmbeddingCache:
             uniq.setdefault(keys[i], i)
         self.hits += len(texts) - len(todo)
         self.misses += len(uniq)
-        if progress and len(texts) > len(todo):
+        if progress:  # what the cache held first, 0 included: a log's estimate starts from what is left
             progress(len(texts) - len(todo))
         idx = list(uniq.values())
         if embedded is not None:

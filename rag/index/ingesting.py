@@ -181,10 +181,18 @@ class IngestSteps:
         te = time.perf_counter()
         m0 = self.embedding_cache.misses
         bar = _progress(len(texts), f"embedding {name}", progress)
+        # --no-progress (a CI log): the estimate first, then a line a minute, so a long ingest is seen moving
+        quiet = (QuietProgress(len(texts), name, self.root, cfg.embedder.name,
+                               float(os.environ.get("RAGWB_PROGRESS_EVERY") or 60))
+                 if not progress and texts else None)
 
         def tick(n):
             if bar:
                 bar.update(n)
+            if quiet is not None:
+                quiet.update(n)
+            if not n:  # the cache's first report when it held nothing: no step reached
+                return
             if on_progress is not None:
                 on_progress(n, len(texts))
             _crash_point("embedding")
@@ -233,6 +241,44 @@ def _crash_point(name: str) -> None:
         import signal
 
         os.kill(os.getpid(), signal.SIGKILL)
+
+
+class QuietProgress:
+    """Progress for a log with no bar: the first report (the texts the cache already held) prints the estimate of
+    what is left at this machine's rate, then one line every ``every`` seconds: done, rate, time left (issue 74)."""
+
+    def __init__(self, total: int, name: str, workspace, embedder: str, every: float = 60.0, out=None):
+        self.total, self.name, self.workspace, self.embedder, self.every = total, name, workspace, embedder, every
+        self.out = out or sys.stderr
+        self.done, self.first, self.t0, self.last = 0, None, time.monotonic(), time.monotonic()
+
+    def update(self, n: int) -> None:
+        now = time.monotonic()
+        if self.first is None:  # the embedding cache reports what it held first: the rest is what is embedded
+            from .rates import estimate_seconds
+
+            self.first, self.t0, self.last = n, now, now
+            todo = self.total - self.first
+            if todo > 0:
+                secs, src = estimate_seconds(self.workspace, self.embedder, todo, 0)
+                print(f"ingest: {todo:,} chunk(s) to embed with {self.embedder} for {self.name}, about "
+                      f"{_clock(secs)} at {src}", file=self.out, flush=True)
+            self.done = n
+            return
+        self.done += n
+        if now - self.last >= self.every and self.done < self.total:
+            self.last = now
+            fresh = self.done - self.first
+            rate = fresh / max(now - self.t0, 1e-9)
+            left = (self.total - self.done) / rate if rate > 0 else float("inf")
+            print(f"ingest: {self.name}: embedded {fresh:,} of {self.total - self.first:,} chunk(s), "
+                  f"{rate:,.1f} chunks/s, about {_clock(left)} left", file=self.out, flush=True)
+
+
+def _clock(seconds: float) -> str:
+    if seconds != seconds or seconds == float("inf"):
+        return "an unknown time"
+    return f"{seconds:,.0f} s" if seconds < 120 else f"{seconds / 60:,.1f} min"
 
 
 def _progress(total: int, desc: str, enabled: bool):
