@@ -259,8 +259,8 @@ class QuietProgress:
 
             self.first, self.t0, self.last = n, now, now
             todo = self.total - self.first
-            if todo > 0:
-                secs, src = estimate_seconds(self.workspace, self.embedder, todo, 0)
+            secs, src = estimate_seconds(self.workspace, self.embedder, todo, 0) if todo > 0 else (0.0, "")
+            if todo > 0 and secs >= min(10.0, self.every):  # a few seconds' ingest needs no estimate line
                 print(f"ingest: {todo:,} chunk(s) to embed with {self.embedder} for {self.name}, about "
                       f"{_clock(secs)} at {src}", file=self.out, flush=True)
             self.done = n
