@@ -197,3 +197,25 @@ def test_an_index_grid_says_its_total_first_and_one_line_a_config_as_each_finish
     err = capsys.readouterr().err
     assert "in all: " in err and err.index("in all: ") < err.index("index config 1/2")
     assert "index config 2/2" in err and "chunks/s" in err
+
+
+def test_the_thread_count_follows_the_cores_free_while_it_embeds_with_the_same_vectors(monkeypatch):
+    """Issue 74, item 1: the thread count was picked once, at start: an ingest that began during a momentary spike
+    ran single-threaded for its whole life. Between texts the engine looks again (a session per count, kept)."""
+    import itertools
+
+    from rag.index import e5_onnx
+
+    looks = itertools.chain([1], itertools.repeat(2))  # a spike at start, then a quiet machine
+    monkeypatch.setattr(e5_onnx, "free_cores", lambda: next(looks))
+    monkeypatch.delenv("RAGWB_E5_THREADS", raising=False)
+    eng = e5_onnx.Engine()
+    monkeypatch.setattr(eng, "REDECIDE_S", 0.0)
+    assert eng.threads == 1 and eng.adaptive
+    texts = _texts("xquad-en", 4)
+    one = e5_onnx.Engine(threads=1)  # a count asked for is kept whatever the machine does
+    assert not one.adaptive
+    got = eng.embed(texts, False)
+    assert eng.threads == 2 and set(eng._sessions) == {1, 2} and eng.switches == 1
+    assert np.allclose(got, one.embed(texts, False), atol=1e-6)  # the same vectors with either count
+    assert one.threads == 1 and set(one._sessions) == {1}

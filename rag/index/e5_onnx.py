@@ -496,20 +496,18 @@ class Engine:
     def _open(self, onnx_path: Path, threads: int | None) -> None:
         import onnxruntime as ort
 
-        self.threads = threads or int(os.environ.get("RAGWB_E5_THREADS") or 0) or free_cores()  # before our thread
+        asked = threads or int(os.environ.get("RAGWB_E5_THREADS") or 0)
+        # threads follow the machine while it works (re-decided between texts, a session per count, kept) unless
+        # a count was asked for: one picked once at start ran an ingest single-threaded for life (issue 74)
+        self.adaptive = not asked
+        self.threads = asked or free_cores()  # before our thread
+        self._path, self._sessions, self._decided = onnx_path, {}, time.monotonic()
         got: dict = {}
         # the vocabulary is read on a thread of its own while the session loads (which releases the GIL)
         reader = threading.Thread(target=lambda: got.update(v=_cached_vocab(onnx_path.with_name("vocab.json"))))
         reader.start()
         self.words = np.load(onnx_path.with_name("word.npy"), mmap_mode="r")
-        so = ort.SessionOptions()
-        so.intra_op_num_threads = self.threads
-        so.inter_op_num_threads = 1
-        so.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
-        so.add_session_config_entry("session.intra_op.allow_spinning", "0")  # idle threads sleep, never spin
-        # optimized at each load (~0.1 s): a model saved after optimization ran at half the speed here
-        so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-        self.session = ort.InferenceSession(str(onnx_path), so, providers=["CPUExecutionProvider"])
+        self.session = self._session(self.threads)
         reader.join()
         if "v" not in got:
             raise RuntimeError(f"e5 onnx: the vocabulary beside {onnx_path} could not be read")
@@ -518,6 +516,35 @@ class Engine:
         self.tok = Tokenizer(vocab)
         self.bos, self.eos, self.pad = vocab.bos, vocab.eos, vocab.pad
         self.lock = threading.Lock()
+
+    def _session(self, threads: int):
+        """The ONNX Runtime session running ``threads`` intra-op threads (made once per count, then kept)."""
+        import onnxruntime as ort
+
+        if threads not in self._sessions:
+            so = ort.SessionOptions()
+            so.intra_op_num_threads = threads
+            so.inter_op_num_threads = 1
+            so.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+            so.add_session_config_entry("session.intra_op.allow_spinning", "0")  # idle threads sleep, never spin
+            # optimized at each load (~0.1 s): a model saved after optimization ran at half the speed here
+            so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+            self._sessions[threads] = ort.InferenceSession(str(self._path), so, providers=["CPUExecutionProvider"])
+        return self._sessions[threads]
+
+    REDECIDE_S = 1.0  # how often the thread count is looked at again while texts are embedded
+
+    def _follow_cores(self) -> None:
+        """Between texts: the cores free now decide the session (a busy neighbour that came or went is followed
+        within a second; vectors are the same with either count)."""
+        now = time.monotonic()
+        if not self.adaptive or now - self._decided < self.REDECIDE_S:
+            return
+        self._decided = now
+        want = free_cores()
+        if want != self.threads:
+            self.session, self.threads = self._session(want), want
+            self.switches = getattr(self, "switches", 0) + 1
 
     def ids(self, text: str, is_query: bool) -> list[int]:
         """``<s>`` + the content (prefix included) cut to the window + ``</s>``."""
@@ -542,6 +569,7 @@ class Engine:
             seq = np.array([self.ids(t, is_query)], np.int64)
             feed = self.feed(seq)
             with self.lock:  # one run at a time in this process: callers never oversubscribe the cores
+                self._follow_cores()
                 out[i] = self.session.run(["pooled"], feed)[0][0]
         norms = np.linalg.norm(out, axis=1, keepdims=True)
         norms[norms == 0] = 1.0
