@@ -198,7 +198,10 @@ class IngestSteps:
             _crash_point("embedding")
 
         fresh: list[int] = []
-        vecs = self.embedding_cache.embed(emb, cfg.embedder.key, texts, "passage", progress=tick, embedded=fresh)
+        from .rates import LoadOverIngest
+
+        with LoadOverIngest() as load:  # the load the rate kept below ran under, over the whole embedding
+            vecs = self.embedding_cache.embed(emb, cfg.embedder.key, texts, "passage", progress=tick, embedded=fresh)
         if bar:
             bar.close()
         # said, never silently cut: the texts embedded now (a cached vector was checked when it was embedded;
@@ -210,7 +213,7 @@ class IngestSteps:
         from .rates import keep_rate
 
         keep_rate(self.root, cfg.embedder.name, summ.embedded, summ.embed_seconds,  # every ingest: the next estimate
-                  summ.embedded_tokens or sum(int(chunk_rows[i]["n_tokens"] or 0) for i in fresh))
+                  summ.embedded_tokens or sum(int(chunk_rows[i]["n_tokens"] or 0) for i in fresh), load.others)
         for r, v in zip(chunk_rows, vecs):
             r["vector"] = v
         if texts:  # embedding time shared out by each file's chunks (for the per-file figures)
