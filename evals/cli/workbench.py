@@ -132,7 +132,7 @@ def _is_relative_path(x: str) -> bool:
 
 
 def add_workbench(sub) -> None:
-    from evals.interactive.datasets import workbench_parser
+    from evals.cli.page_flags import workbench_parser
 
     s = sub.add_parser("workbench", parents=[workbench_parser(add_help=False)],
                        help="open the workbench page (marimo) on 127.0.0.1; the page's flags as they are",
