@@ -118,6 +118,33 @@ def test_a_long_gitignore_is_matched_whole_in_pieces(shape, tmp_path, capsys):
     assert kept == ({"keep.md", "keep.txt"} if shape == "plain" else {"keep.md", "keep.txt", "note_4999.md"})
 
 
+def exported_pool(tmp_path, questions: list[dict]):
+    """A one-file folder, a run of ``questions`` on it (run id Q), its judging pool exported: (ws, pool, rows)."""
+    import json
+
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "a.md").write_text("# Harbour\n\nThe harbour office opens at eight and closes at five.\n")
+    q = tmp_path / "q.jsonl"
+    q.write_text("".join(json.dumps(x) + "\n" for x in questions))
+    ws = tmp_path / "ws"
+    assert main(["run", "--dataset", str(docs), "--questions", str(q), "--embedder", "hash", "--workspace", str(ws),
+                 "--strategies", "chunks", "--no-progress", "--no-report", "--run-id", "Q"]) == 0
+    pool = tmp_path / "pool.csv"
+    assert main(["judge", "Q", "--workspace", str(ws), "--export", str(pool)]) == 0
+    return ws, pool, list(csv.DictReader(open(pool, newline="", encoding="utf-8")))
+
+
+def grade_every_row(pool, rows: list[dict], grade: str) -> None:
+    """A grader's pass over an exported pool: every row given ``grade``, the file written back as CSV."""
+    for r in rows:
+        r["grade"] = grade
+    with open(pool, "w", newline="", encoding="utf-8") as f:
+        w = csv.DictWriter(f, list(rows[0]))
+        w.writeheader()
+        w.writerows(rows)
+
+
 def test_a_question_id_that_starts_with_a_quote_round_trips_through_the_pool(tmp_path, capsys):
     """Item 9: an id `'-5` was exported as is and `--import` stripped its quote, so the untouched pool could not be
     imported and nothing was stored."""
@@ -129,24 +156,9 @@ def test_a_question_id_that_starts_with_a_quote_round_trips_through_the_pool(tmp
 
     for v in ["'-5", "-5", "'abc", "'", "''=x", "=1+1", "plain", "'=2"]:
         assert unescape_cell(escape_cell(v)) == v, v
-    docs = tmp_path / "docs"
-    docs.mkdir()
-    (docs / "a.md").write_text("# Harbour\n\nThe harbour office opens at eight and closes at five.\n")
-    q = tmp_path / "q.jsonl"
-    q.write_text(json.dumps({"id": "'-5", "question": "When does the harbour office open?"}) + "\n")
-    ws = tmp_path / "ws"
-    assert main(["run", "--dataset", str(docs), "--questions", str(q), "--embedder", "hash", "--workspace", str(ws),
-                 "--strategies", "chunks", "--no-progress", "--no-report", "--run-id", "Q"]) == 0
-    pool = tmp_path / "pool.csv"
-    assert main(["judge", "Q", "--workspace", str(ws), "--export", str(pool)]) == 0
-    rows = list(csv.DictReader(open(pool, newline="", encoding="utf-8")))
+    ws, pool, rows = exported_pool(tmp_path, [{"id": "'-5", "question": "When does the harbour office open?"}])
     assert rows and all(r["question_id"] == "''-5" for r in rows)  # escaped once more, never ambiguous
-    for r in rows:
-        r["grade"] = "3"
-    with open(pool, "w", newline="", encoding="utf-8") as f:
-        w = csv.DictWriter(f, list(rows[0]))
-        w.writeheader()
-        w.writerows(rows)
+    grade_every_row(pool, rows, "3")
     capsys.readouterr()
     assert main(["judge", "Q", "--workspace", str(ws), "--import", str(pool), "--judge-name", "ana"]) == 0
     con = duckdb.connect(str(ws / "results.duckdb"), read_only=True)

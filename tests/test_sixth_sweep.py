@@ -243,28 +243,13 @@ def test_a_folder_name_with_terminal_escapes_is_shown_escaped_on_every_surface(t
 def test_pool_ids_with_spaces_round_trip_byte_for_byte(tmp_path, capsys):
     """Item 6: `" q7"` and `"q8 "` were exported as they are, then `--import` stripped them: "unknown question_id
     'q7' (not in this run's pool) ... nothing was stored"."""
-    import csv
+    from test_fifth_sweep import exported_pool, grade_every_row
 
-    docs = tmp_path / "docs"
-    docs.mkdir()
-    (docs / "a.md").write_text("# Harbour\n\nThe harbour office opens at eight and closes at five.\n")
-    q = tmp_path / "q.jsonl"
     ids = [" q7", "q8 ", "'-5", "q9"]
-    q.write_text("".join(json.dumps({"id": i, "question": f"When does the harbour office open ({n})?"}) + "\n"
-                         for n, i in enumerate(ids)))
-    ws = tmp_path / "ws"
-    assert main(["run", "--dataset", str(docs), "--questions", str(q), "--embedder", "hash", "--workspace", str(ws),
-                 "--strategies", "chunks", "--no-progress", "--no-report", "--run-id", "Q"]) == 0
-    pool = tmp_path / "pool.csv"
-    assert main(["judge", "Q", "--workspace", str(ws), "--export", str(pool)]) == 0
-    rows = list(csv.DictReader(open(pool, newline="", encoding="utf-8")))
+    ws, pool, rows = exported_pool(tmp_path, [{"id": i, "question": f"When does the harbour office open ({n})?"}
+                                              for n, i in enumerate(ids)])
     assert {" q7", "q8 ", "q9"} <= {r["question_id"] for r in rows}
-    for r in rows:
-        r["grade"] = "2"
-    with open(pool, "w", newline="", encoding="utf-8") as f:
-        w = csv.DictWriter(f, list(rows[0]))
-        w.writeheader()
-        w.writerows(rows)
+    grade_every_row(pool, rows, "2")
     capsys.readouterr()
     assert main(["judge", "Q", "--workspace", str(ws), "--import", str(pool), "--judge-name", "ana"]) == 0
     con = duckdb.connect(str(ws / "results.duckdb"), read_only=True)
