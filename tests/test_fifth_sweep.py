@@ -148,8 +148,6 @@ def grade_every_row(pool, rows: list[dict], grade: str) -> None:
 def test_a_question_id_that_starts_with_a_quote_round_trips_through_the_pool(tmp_path, capsys):
     """Item 9: an id `'-5` was exported as is and `--import` stripped its quote, so the untouched pool could not be
     imported and nothing was stored."""
-    import json
-
     import duckdb
 
     from evals.csvout import escape_cell, unescape_cell

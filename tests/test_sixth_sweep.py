@@ -4,7 +4,6 @@ import base64
 import json
 import re
 import sqlite3
-from pathlib import Path
 
 import duckdb
 

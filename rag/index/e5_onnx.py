@@ -494,8 +494,6 @@ class Engine:
         return float(self.canary() @ v / (np.linalg.norm(v) or 1.0))
 
     def _open(self, onnx_path: Path, threads: int | None) -> None:
-        import onnxruntime as ort
-
         asked = threads or int(os.environ.get("RAGWB_E5_THREADS") or 0)
         # threads follow the machine while it works (re-decided between texts, a session per count, kept) unless
         # a count was asked for: one picked once at start ran an ingest single-threaded for life (issue 74)
