@@ -16,6 +16,8 @@ import sys
 import time
 from pathlib import Path
 
+from rag.index.rates import LoadSampler  # noqa: F401 (the bench's rows sample with it)
+
 _CHILD = """
 import json, sys, time
 import numpy as np
@@ -56,42 +58,6 @@ print(json.dumps({"first_query_s": time.perf_counter() - t}))
 """
 
 _BUSY = "while True:\n    pass\n"
-
-
-class LoadSampler:
-    """The machine's 1-minute load average sampled every second while a bench row runs: its mean, low and high are
-    what the row ran at (one reading at the end labelled a row "load 0" at load 7.2: issue 74)."""
-
-    def __init__(self, every: float = 1.0):
-        import threading
-
-        self.every, self.samples, self._halt = every, [], threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
-
-    def _run(self):
-        while True:
-            self.samples.append(os.getloadavg()[0])
-            if self._halt.wait(self.every):
-                return
-
-    def start(self):
-        self._thread.start()
-
-    def stop(self):
-        self._halt.set()
-        self._thread.join()
-
-    @property
-    def mean(self) -> float:
-        return statistics.mean(self.samples) if self.samples else os.getloadavg()[0]
-
-    @property
-    def low(self) -> float:
-        return min(self.samples, default=self.mean)
-
-    @property
-    def high(self) -> float:
-        return max(self.samples, default=self.mean)
 
 
 def passages(target_tokens: int, n: int = 200) -> list[str]:
@@ -143,7 +109,9 @@ def embed_figure(root: Path, busy: int = 2, sizes: tuple = (256, 64)) -> dict:
     _child(_CHILD, "onnx", str(path))  # builds the int8 model into the user cache once (not timed below)
     for cond in ("no busy process", f"beside {busy} busy processes"):
         procs = []
-        sampler = LoadSampler()  # the 1-minute load sampled over the row, never one instant's figure
+        # the 1-minute load sampled every second over the row (one reading at its end labelled a row "load 0" at
+        # load 7.2: issue 74)
+        sampler = LoadSampler()
         if cond != "no busy process":
             procs = [subprocess.Popen([sys.executable, "-c", _BUSY]) for _ in range(busy)]
             time.sleep(1.0)

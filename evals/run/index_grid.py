@@ -11,6 +11,7 @@ import dataclasses
 import itertools
 import json
 
+from rag.index.rates import duration_text
 from rag.index.workspace import IndexConfig
 
 PREFIX = "index."  # a point's index settings sit beside its budgets under this prefix
@@ -192,10 +193,6 @@ def index_of(kw: dict) -> dict:
     return {k[len(PREFIX):]: v for k, v in kw.items() if k.startswith(PREFIX)}
 
 
-def _duration(seconds: float) -> str:
-    return f"{seconds:.0f} s" if seconds < 90 else f"{seconds / 60:.0f} min"
-
-
 REMOTE = ("openai",)  # embedders behind an endpoint: their requests can overlap
 
 
@@ -251,7 +248,7 @@ def ingest_variants(ws, ds, cfg, progress: bool, lock_wait, ingest_engine, concu
         if work:
             secs, src = estimate_seconds(ws.root, variants[0][1].embedder.name, len(work), sum(work.values()))
             print(f"index: {len(work):,} chunk(s) to embed with {variants[0][1].embedder.name}, about "
-                  f"{_duration(secs)} at {src} (once: a later run finds them built)", file=sys.stderr)
+                  f"{duration_text(secs)} at {src} (once: a later run finds them built)", file=sys.stderr)
     if len(variants) > 1:
         lines, counted, total_n, total_s = [], set(), 0, 0.0
         for tag, ic in variants:
@@ -262,12 +259,12 @@ def ingest_variants(ws, ds, cfg, progress: bool, lock_wait, ingest_engine, concu
             secs, src = estimate_seconds(ws.root, ic.embedder.name, n, sum(work[k] for k in new))
             total_n, total_s = total_n + n, total_s + secs
             lines.append(f"  {label(index_of(tag))}: " + (
-                f"{n:,} chunk(s) to embed with {ic.embedder.name}, about {_duration(secs)} at {src}"
+                f"{n:,} chunk(s) to embed with {ic.embedder.name}, about {duration_text(secs)} at {src}"
                 if n else "nothing new to embed (built, cached, or embedded by an earlier config)")
                 + (f"; {shared:,} shared with an earlier config" if shared else ""))
         print(f"index configs: {len(variants)}, each built once before any answer (a text embedded by the same "
               "embedder is never embedded again):\n" + "\n".join(lines)
-              + f"\n  in all: {total_n:,} chunk(s) to embed, about {_duration(total_s)}", file=sys.stderr)
+              + f"\n  in all: {total_n:,} chunk(s) to embed, about {duration_text(total_s)}", file=sys.stderr)
     if len(variants) > 1 and concurrency > 1 and any(ic.embedder.name in REMOTE for _, ic in variants):
         n = embed_concurrently(ws, ds, variants, concurrency)
         print(f"embedded {n:,} text(s) for the remote configs, {concurrency} request(s) at a time", file=sys.stderr)
@@ -278,7 +275,7 @@ def ingest_variants(ws, ds, cfg, progress: bool, lock_wait, ingest_engine, concu
         if len(variants) > 1:  # one line a config as it finishes, with or without progress bars
             rate = f" ({summ.embedded / summ.embed_seconds:,.1f} chunks/s)" if summ.embedded and summ.embed_seconds else ""
             print(f"index config {k}/{len(variants)} {label(index_of(tag)) or 'as given'}: embedded "
-                  f"{summ.embedded:,} chunk(s) in {_duration(summ.embed_seconds)}{rate}", file=sys.stderr, flush=True)
+                  f"{summ.embedded:,} chunk(s) in {duration_text(summ.embed_seconds)}{rate}", file=sys.stderr, flush=True)
         out.append((tag, summ))
     return out
 

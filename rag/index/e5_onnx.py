@@ -436,6 +436,12 @@ def _own_running() -> int:
     return max(n, 1)
 
 
+def others_running() -> int:
+    """Runnable tasks of other processes now: /proc/loadavg's runnable count less this process's running threads
+    (a BLAS pool still spinning from numpy, or this thread, is not a neighbour)."""
+    return max(int(Path("/proc/loadavg").read_text().split()[3].split("/")[0]) - _own_running(), 0)
+
+
 def free_cores() -> int:
     """Cores not busy with other work now: the cores this process may use less the tasks running on them at this
     moment (/proc/loadavg's runnable count, this thread excluded; the 1-minute average lags a minute behind a
@@ -449,8 +455,7 @@ def free_cores() -> int:
         for k in range(3):
             if k:
                 time.sleep(0.005)
-            total = int(Path("/proc/loadavg").read_text().split()[3].split("/")[0])
-            looks.append(total - _own_running())
+            looks.append(others_running())
         running = min(looks)
     except (OSError, ValueError, IndexError):
         try:
@@ -499,7 +504,7 @@ class Engine:
         # a count was asked for: one picked once at start ran an ingest single-threaded for life (issue 74)
         self.adaptive = not asked
         self.threads = asked or free_cores()  # before our thread
-        self._path, self._sessions, self._decided = onnx_path, {}, time.monotonic()
+        self._path, self._sessions, self._decided, self.switches = onnx_path, {}, time.monotonic(), 0
         got: dict = {}
         # the vocabulary is read on a thread of its own while the session loads (which releases the GIL)
         reader = threading.Thread(target=lambda: got.update(v=_cached_vocab(onnx_path.with_name("vocab.json"))))
@@ -542,7 +547,7 @@ class Engine:
         want = free_cores()
         if want != self.threads:
             self.session, self.threads = self._session(want), want
-            self.switches = getattr(self, "switches", 0) + 1
+            self.switches += 1
 
     def ids(self, text: str, is_query: bool) -> list[int]:
         """``<s>`` + the content (prefix included) cut to the window + ``</s>``."""

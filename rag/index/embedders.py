@@ -44,11 +44,10 @@ class EmbedderConfig:
     dim: int = 0  # hash embedder size (0 = default)
 
     def __post_init__(self):
-        if self.base_url and not str(self.base_url).lower().startswith(("http://", "https://")):
-            from rag.llm.urls import redact_url
+        if self.base_url:
+            from rag.llm.urls import require_http
 
-            raise ValueError(f"an embeddings endpoint must be an http:// or https:// URL, got "
-                             f"{redact_url(self.base_url)!r}")
+            require_http(self.base_url, "an embeddings endpoint")
 
     @property
     def key(self) -> str:

@@ -257,6 +257,8 @@ class QuietProgress:
 
     def update(self, n: int) -> None:
         now = time.monotonic()
+        from .rates import duration_text
+
         if self.first is None:  # the embedding cache reports what it held first: the rest is what is embedded
             from .rates import estimate_seconds
 
@@ -265,7 +267,7 @@ class QuietProgress:
             secs, src = estimate_seconds(self.workspace, self.embedder, todo, 0) if todo > 0 else (0.0, "")
             if todo > 0 and secs >= min(10.0, self.every):  # a few seconds' ingest needs no estimate line
                 print(f"ingest: {todo:,} chunk(s) to embed with {self.embedder} for {self.name}, about "
-                      f"{_clock(secs)} at {src}", file=self.out, flush=True)
+                      f"{duration_text(secs)} at {src}", file=self.out, flush=True)
             self.done = n
             return
         self.done += n
@@ -275,13 +277,7 @@ class QuietProgress:
             rate = fresh / max(now - self.t0, 1e-9)
             left = (self.total - self.done) / rate if rate > 0 else float("inf")
             print(f"ingest: {self.name}: embedded {fresh:,} of {self.total - self.first:,} chunk(s), "
-                  f"{rate:,.1f} chunks/s, about {_clock(left)} left", file=self.out, flush=True)
-
-
-def _clock(seconds: float) -> str:
-    if seconds != seconds or seconds == float("inf"):
-        return "an unknown time"
-    return f"{seconds:,.0f} s" if seconds < 120 else f"{seconds / 60:,.1f} min"
+                  f"{rate:,.1f} chunks/s, about {duration_text(left)} left", file=self.out, flush=True)
 
 
 def _progress(total: int, desc: str, enabled: bool):

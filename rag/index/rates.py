@@ -38,40 +38,73 @@ def slowdown(others: float | None = None) -> tuple[float, float, int]:
     return max(1.0, _speed(cores) / (_speed(threads) * share)), load, cores
 
 
-class LoadOverIngest:
-    """The other processes' runnable tasks sampled every ``every`` seconds while an ingest embeds (/proc/loadavg's
-    runnable count less this process's running threads): the load a measured rate ran under, over the ingest, never
-    one instant's reading (an ingest at load ~6 kept 10,454 tokens/s, where 5,100-6,600 is the quiet figure)."""
+class LoadSampler:
+    """A load reading (``read``; the 1-minute load average by default) sampled every ``every`` seconds while work
+    runs: its mean, low and high are what the work ran under, never one instant's reading. Used as a context
+    manager, or with start() and stop()."""
 
-    def __init__(self, every: float = 0.5):
+    def __init__(self, every: float = 1.0, read=None):
         import threading
 
         self.every, self.samples, self._halt = every, [], threading.Event()
+        self._read = read or (lambda: os.getloadavg()[0])
         self._thread = threading.Thread(target=self._run, daemon=True)
 
     def _run(self):
-        from .e5_onnx import _own_running
-
         while True:
             try:
-                total = int(Path("/proc/loadavg").read_text().split()[3].split("/")[0])
-                self.samples.append(max(total - _own_running(), 0))
+                self.samples.append(self._read())
             except (OSError, ValueError, IndexError):
                 return
             if self._halt.wait(self.every):
                 return
 
-    def __enter__(self):
+    def start(self):
         self._thread.start()
         return self
 
-    def __exit__(self, *exc):
+    def stop(self):
         self._halt.set()
         self._thread.join()
 
+    __enter__ = start
+
+    def __exit__(self, *exc):
+        self.stop()
+
+    @property
+    def mean(self) -> float:
+        return sum(self.samples) / len(self.samples) if self.samples else os.getloadavg()[0]
+
+    @property
+    def low(self) -> float:
+        return min(self.samples, default=self.mean)
+
+    @property
+    def high(self) -> float:
+        return max(self.samples, default=self.mean)
+
+
+class LoadOverIngest(LoadSampler):
+    """The other processes' runnable tasks (``e5_onnx.others_running``: this process's own threads are never a
+    neighbour) sampled over an ingest's embedding: the load a measured rate ran under (an ingest at load ~6 kept
+    10,454 tokens/s from one instant's reading, where 5,100-6,600 is the quiet figure)."""
+
+    def __init__(self, every: float = 0.5):
+        from .e5_onnx import others_running
+
+        super().__init__(every, others_running)
+
     @property
     def others(self) -> float | None:
-        return sum(self.samples) / len(self.samples) if self.samples else None
+        return self.mean if self.samples else None
+
+
+def duration_text(seconds: float) -> str:
+    """"42 s", "3 min" (an unknown or endless time is said so)."""
+    if seconds != seconds or seconds == float("inf"):
+        return "an unknown time"
+    return f"{seconds:.0f} s" if seconds < 90 else f"{seconds / 60:.0f} min"
 
 
 def _stored(workspace: str | Path, key: str) -> float | None:

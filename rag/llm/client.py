@@ -23,7 +23,7 @@ from dataclasses import asdict, dataclass
 from urllib.parse import urlsplit
 from pathlib import Path
 
-from .urls import redact_url, register_secret, scrub, scrub_cut, split_query, url_secrets
+from .urls import redact_url, register_secret, require_http, scrub, scrub_cut, split_query, url_secrets
 
 # dollars per million tokens (input, output); edit or extend with --price MODEL=IN,OUT
 PRICES: dict[str, tuple[float, float]] = {
@@ -111,9 +111,7 @@ class LLMConfig:
         checks = {"timeout": self.timeout > 0, "retries": self.retries >= 0, "max_concurrency": self.max_concurrency >= 1,
                   "max_tokens": self.max_tokens >= 1, "backoff": self.backoff >= 0,
                   "context_window": isinstance(self.context_window, int) and self.context_window >= 0}
-        if not str(self.base_url or "").lower().startswith(("http://", "https://")):
-            # ftp:// or a bare host was accepted, the answers paid for, then the judge failed (issue 73)
-            raise ValueError(f"an LLM endpoint must be an http:// or https:// URL, got {redact_url(self.base_url)!r}")
+        require_http(self.base_url, "an LLM endpoint")
         bad = [k for k, ok in checks.items() if not ok]
         if bad:
             raise ValueError("LLM endpoint setting(s) out of range: "

@@ -259,6 +259,13 @@ def scrub_obj(obj):
     return obj
 
 
+def require_http(url, what: str) -> None:
+    """An endpoint URL must be http:// or https:// (ftp:// was accepted, the answers paid for, then the judge failed:
+    issue 73); the error names it, redacted."""
+    if not str(url or "").lower().startswith(("http://", "https://")):
+        raise ValueError(f"{what} must be an http:// or https:// URL, got {redact_url(url)!r}")
+
+
 def split_query(url: str) -> tuple[str, dict]:
     """``http://h/v1?api_key=K`` -> (``http://h/v1``, {"api_key": "K"}): the client appends its paths to
     the base URL, so a query string must travel as query parameters, not as part of the path."""
