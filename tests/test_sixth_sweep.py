@@ -189,20 +189,16 @@ def test_index_axes_count_under_the_grids_one_cap_before_any_work(tmp_path, caps
     """Item 3: `index.chunk_tokens=17..512` x `chunks.top_k=1..21` announced 496 index configs and began
     embedding; 64,128 x top_k 1..6000 ran 12,000 items at 1.28 GB; 16..512 x overlap 0..14 printed nothing for a
     minute. Each is refused before an index is touched, naming its count."""
-    import time
-
     ws = tmp_path / "ws"
     seq = lambda a, b: ",".join(str(x) for x in range(a, b + 1))  # noqa: E731 (the shell's `seq -s,`)
     cases = {f"index.chunk_tokens={seq(17, 512)}|chunks.top_k={seq(1, 21)}": "496 index configs",
              f"index.chunk_tokens={seq(16, 512)}|index.overlap={seq(0, 14)}": "7,455 index configs",
              f"index.chunk_tokens=64,128|chunks.top_k={seq(1, 6000)}": "12,008 points (chunks 6,000, "}
     for sets, said in cases.items():
-        t0 = time.monotonic()
         argv = ["run", "--dataset", "squad2", "--embedder", "hash", "--workspace", str(ws), "--no-progress"]
         for s in sets.split("|"):
             argv += ["--set", s]
-        assert main(argv) == 2
-        assert time.monotonic() - t0 < 30  # refused at once (a loaded machine's margin; it was minutes)
+        assert main(argv) == 2  # refused before any work: no index built, no run row (below); how fast is the bench's
         assert said in capsys.readouterr().err
         assert not (ws / "lancedb").exists()  # no index built
     con = duckdb.connect(str(ws / "results.duckdb"), read_only=True)

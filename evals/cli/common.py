@@ -126,7 +126,8 @@ def add_index_args(p: argparse.ArgumentParser) -> None:
     g.add_argument("--vector-index", default="auto", choices=["auto", "ann", "exact"],
                    help="exact: in-memory flat search; ann: LanceDB IVF_HNSW_SQ index (vectors stay on disk, memory "
                         "bounded); auto (default): ann from 100,000 chunks up (RAGWB_ANN_MIN_CHUNKS)")
-    g.add_argument("--no-progress", action="store_true", help="no progress bars")
+    g.add_argument("--no-progress", action="store_true", help="no progress bars (an ingest of 10 s or more still says its "
+                   "estimate first, then a line a minute: done, rate, time left; RAGWB_PROGRESS_EVERY=SECONDS)")
     e = p.add_argument_group("execution engine (docs/scale.md)")
     e.add_argument("--engine", default="local", choices=["local", "ray"],
                    help="local (default): this process; ray: a Ray Data pipeline for ingest (parse, chunk, embed "
