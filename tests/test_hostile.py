@@ -395,6 +395,7 @@ def test_bad_bytes_and_utf16_in_a_gold_jsonl_cost_only_their_line(tmp_path):
 
 
 def test_pypdf_warnings_name_the_file(tmp_path):
+    """pypdf (RAGWB_PDF_PARSER=pypdf, or where pdfium cannot open a file) prints its warnings with the file's path."""
     from pdfgen import make_pdf
 
     good = tmp_path / "g.pdf"
@@ -404,8 +405,8 @@ def test_pypdf_warnings_name_the_file(tmp_path):
     bad.write_bytes(good.read_bytes().replace(b"%%EOF", b""))
     code = ("import sys\nfrom pathlib import Path\nfrom rag.ingest.readers import ImportError_, read_pdf_pages\ntry:\n"
             "    read_pdf_pages(Path(sys.argv[1]))\nexcept ImportError_:\n    pass\n")
-    p = subprocess.run([sys.executable, "-c", code, str(bad)],
-                       cwd=REPO, capture_output=True, text=True, timeout=120)
+    p = subprocess.run([sys.executable, "-c", code, str(bad)], cwd=REPO, capture_output=True, text=True,
+                       timeout=120, env={**os.environ, "RAGWB_PDF_PARSER": "pypdf"})
     lines = [x for x in p.stderr.splitlines() if x.strip()]
     assert lines and all(x.startswith(f"{bad}: pypdf:") for x in lines), p.stderr
 

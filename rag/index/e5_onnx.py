@@ -37,6 +37,8 @@ from pathlib import Path
 
 import numpy as np
 
+from rag.cores import free_cores
+
 FORMAT_VERSION = 7  # bump when the graph or the quantization changes: a new cache entry is built
 META = "\u2581"
 
@@ -424,46 +426,6 @@ def _quantizer_hint_silenced():
 
 
 # ------------------------------------------------------------------ the engine
-
-def _own_running() -> int:
-    n = 0
-    for task in Path("/proc/self/task").iterdir():
-        try:
-            stat = (task / "stat").read_text()
-        except OSError:
-            continue
-        n += stat[stat.rindex(")") + 2] == "R"
-    return max(n, 1)
-
-
-def others_running() -> int:
-    """Runnable tasks of other processes now: /proc/loadavg's runnable count less this process's running threads
-    (a BLAS pool still spinning from numpy, or this thread, is not a neighbour)."""
-    return max(int(Path("/proc/loadavg").read_text().split()[3].split("/")[0]) - _own_running(), 0)
-
-
-def free_cores() -> int:
-    """Cores not busy with other work now: the cores this process may use less the tasks running on them at this
-    moment (/proc/loadavg's runnable count, this thread excluded; the 1-minute average lags a minute behind a
-    busy neighbour), at least 1."""
-    try:
-        n = len(os.sched_getaffinity(0))
-    except AttributeError:
-        n = os.cpu_count() or 1
-    try:  # the fewest of three looks 5 ms apart (a task that runs for an instant is not a neighbour), less this
-        looks = []  # process's own runnable threads (a BLAS pool still spinning from numpy is not a neighbour)
-        for k in range(3):
-            if k:
-                time.sleep(0.005)
-            looks.append(others_running())
-        running = min(looks)
-    except (OSError, ValueError, IndexError):
-        try:
-            running = int(os.getloadavg()[0])
-        except OSError:
-            running = 0
-    return max(1, min(n, n - max(running, 0)))
-
 
 class Engine:
     """The ONNX Runtime session and the tokenizer; one per process (``engine()``)."""

@@ -7,7 +7,8 @@ Source files are only ever opened for reading.
 """
 from __future__ import annotations
 
-from .readers import ImportError_, ParseCache, datasets_dir, load_code_set, open_text, parse_files, slug
+from .parse_pool import parse_files
+from .readers import ImportError_, ParseCache, datasets_dir, load_code_set, open_text, slug
 from .folders import load_folder
 import csv
 import fnmatch

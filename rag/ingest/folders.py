@@ -2,7 +2,8 @@
 RE2, which cannot backtrack), read (readers.py) and joined with its questions file (questions.py)."""
 from __future__ import annotations
 
-from .readers import SUPPORTED_SUFFIXES, ImportError_, code_warnings, parse_files
+from .parse_pool import parse_files
+from .readers import SUPPORTED_SUFFIXES, ImportError_, code_warnings
 from .questions import load_questions_jsonl
 import json
 import os
