@@ -64,6 +64,9 @@ def _outside_input(f: dict) -> list[str]:
     if f.get("browser"):
         from .browser import render as render_browser
         lines += render_browser(f["browser"])
+    if f.get("first_chart"):
+        from .first_chart import render as render_first_chart
+        lines += render_first_chart(f["first_chart"])
     return lines
 
 

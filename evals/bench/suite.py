@@ -29,7 +29,8 @@ def add_bench_args(p) -> None:
     p.add_argument("--only", nargs="*", choices=["ingest", "retrieval", "repack", "eval", "ragas", "llm", "growth",
                                                  "rerun", "support", "mainjob", "scale", "scale5", "engines", "apply",
                                                  "gate", "score", "system", "race", "search", "index-grid",
-                                                 "patterns", "score-stream", "plugins", "embed", "browser"],
+                                                 "patterns", "score-stream", "plugins", "embed", "browser",
+                                                 "first-chart"],
                    default=None,
                    help="measure only these figures; scale, scale5, mainjob and engines (minutes each) run only "
                         "when named here")
@@ -38,6 +39,8 @@ def add_bench_args(p) -> None:
 
 def _add_extra(p) -> None:
     p.add_argument("--rerun-files", type=int, default=3, help="PDFs in the re-run cost figure (default 3)")
+    p.add_argument("--first-chart-chunks", type=int, default=5000,
+                   help="chunks in the folder of PDFs the first-chart figure writes (default 5000)")
     p.add_argument("--scale", nargs="*", type=int, default=[10_000, 100_000, 1_000_000],
                    help="rows for the ANN scale curve (default 10000 100000 1000000)")
     p.add_argument("--scale5", nargs="*", default=["10000:exact", "10000:ann", "100000:ann", "1000000:ann"],
@@ -127,6 +130,8 @@ def named_figures(a, ds, cfg, tmp: Path) -> dict:
         "race": ("race", True, lazy("race", "race_figure", tmp / "race")),
         "search": ("search", True, lazy("search", "search_figure", tmp / "search")),
         "embed": ("embed", True, lazy("embed", "embed_figure", tmp / "embed")),
+        "first-chart": ("first_chart", True, lazy("first_chart", "first_chart_figure", tmp / "first_chart",
+                                                  a.first_chart_chunks)),
         "browser": ("browser", True, lazy("browser", "browser_figure", tmp / "browser", a.dataset, a.embedder,
                                           tuple(a.browser_sizes), max(2, a.repeats * 2))),
         "patterns": ("patterns", False, lazy("patterns", "patterns_figure")),

@@ -150,6 +150,7 @@ def cmd_run(a) -> int:
     import time
 
     t_start = time.perf_counter()
+    from rag.ingest.corpora import dataset_spec
     from rag.strategies import load_plugins, plugin_hashes
 
     refuse_ignored_run_flags(a)
@@ -201,7 +202,7 @@ def cmd_run(a) -> int:
         keep = run_sec.get("index_in_points") or ()
         index, axes = (fold_fixed(base_index, index_grid, [keep] if isinstance(keep, str) else keep)
                        if base_index is not None else (index_config(a), {}))
-        cfg = RunConfig(dataset=ds or "squad2", questions_file=a.questions, index=index, grid=grid,
+        cfg = RunConfig(dataset=dataset_spec(ds or "squad2"), questions_file=a.questions, index=index, grid=grid,
                         answerer=answerer, answerer_params={"threshold": a.threshold} if answerer == "extractive" else {},
                         prices=parse_prices(env_prices() + (a.price or []), run_sec.get("prices", {}) | sweep.get("prices", {})),
                         llm=llm, judge=judge, judges=tuple(dict.fromkeys(a.judges or (DEFAULT_LLM_JUDGES if judge else ()))), scorers=tuple(a.scorers or ()),

@@ -42,10 +42,9 @@ def item_for(sess: Session, point: str, qid: str):
 def dataset_spec(sess) -> str:
     """What a stored run of the page names as its dataset: a bundled set by name, a folder by its absolute path, so
     that `ragwb best`'s TOML runs from any folder (a folder's bare name ran only from its parent: issue 72)."""
-    from pathlib import Path
+    from rag.ingest.corpora import dataset_spec as spec_of
 
-    spec = sess.spec or sess.dataset.name
-    return str(Path(spec).resolve()) if Path(spec).is_dir() else spec
+    return spec_of(sess.spec or sess.dataset.name)
 
 
 def session_run_config(sess, **fields):

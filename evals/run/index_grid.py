@@ -240,6 +240,7 @@ def ingest_variants(ws, ds, cfg, progress: bool, lock_wait, ingest_engine, concu
     variants, notices = dataset_variants(ds, cfg.index, cfg.index_grid)
     for n in notices:
         print(n, file=sys.stderr)
+    variants = [(tag, same_index_built(ws, ds, ic)) for tag, ic in variants]
     if len(variants) == 1:  # one config: what it must embed is said first too (never 85 s unannounced)
         try:
             work = ws.embed_work(ds, variants[0][1])
@@ -278,6 +279,31 @@ def ingest_variants(ws, ds, cfg, progress: bool, lock_wait, ingest_engine, concu
                   f"{summ.embedded:,} chunk(s) in {duration_text(summ.embed_seconds)}{rate}", file=sys.stderr, flush=True)
         out.append((tag, summ))
     return out
+
+
+def same_index_built(ws, ds, ic):
+    """``ic``, or the config of an index of this dataset already built in ``ws`` that builds the same chunks with the
+    same embedder (settings its chunker never reads differ): a `ragwb best` TOML, or a flag set to a value no
+    chunker of this corpus reads, runs on the grid's index instead of building its twin (issue 74). Said."""
+    import sys
+
+    if ws.has_table(f"{ws.index_name(ds.name, ic)}__meta"):
+        return ic
+    want, emb = built_identity(ic, ds.documents), ic.to_dict()["embedder"]
+    for meta in ws.indexes():
+        try:
+            if meta.get("dataset") != ds.name or meta["config"]["embedder"] != emb:
+                continue
+            other = IndexConfig.from_dict(meta["config"])
+        except (KeyError, TypeError, ValueError):
+            continue  # a meta row of an older layout: never reused
+        if built_identity(other, ds.documents) == want:
+            differ = sorted(k for k, v in dataclasses.asdict(ic.chunking).items() if getattr(other.chunking, k) != v)
+            print(f"index: {meta.get('index', ws.index_name(ds.name, other))} already holds these chunks (the "
+                  f"settings that differ, {', '.join(differ)}, are not read by how {ds.name}'s documents are "
+                  "chunked): reused, not built again", file=sys.stderr)
+            return other
+    return ic
 
 
 def _check_window(variants: list, idents: list) -> None:

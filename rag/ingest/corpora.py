@@ -176,6 +176,16 @@ def load_bundled(name: str, parse_cache: ParseCache | None = None, progress: boo
     raise KeyError(f"unknown bundled dataset {name!r}; valid: {', '.join(BUNDLED)}")
 
 
+def dataset_spec(spec: str) -> str:
+    """What a stored run names as its dataset, by load_any's own precedence: a bundled set by its name, a folder or
+    a SQuAD JSON file by its absolute path, so a run's config (and `ragwb best`'s TOML) runs from any working folder
+    (a folder's bare name ran only from its parent: issue 72). Anything else is kept as given (load_any names it)."""
+    if spec in BUNDLED:
+        return spec
+    p = Path(spec)
+    return str(p.resolve()) if p.is_dir() or (p.suffix in (".json", ".gz") and p.is_file()) else spec
+
+
 def load_any(spec: str, questions: str | None = None, parse_cache: ParseCache | None = None,
              progress: bool = False, follow_symlinks: bool = False, insert_fillers: float = 0.0,
              filler_seed: int = 0, engine=None, name: str | None = None, previous=None, include: tuple = (),
