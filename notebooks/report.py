@@ -49,7 +49,8 @@ def _(mo, plain_table_html, sections):
 @app.cell
 def _(mo, sections):
     mo.vstack([mo.md("## Quality vs token cost (black outline: Pareto front; grey: tied with it)")]
-              + [mo.ui.plotly(f) for f in sections["figures"]])
+              # config given: no lookup of plotly's default renderer (1.4 s of imports before the first chart)
+              + [mo.ui.plotly(f, config={}) for f in sections["figures"]])
     return
 
 

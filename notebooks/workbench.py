@@ -314,7 +314,7 @@ def _(HEADLINE, cost, get_history, headline_all, headline_table, history_key, ju
     _fig = quality_cost_figure(summary, quality.value, cost.value, pd.concat(_hist, ignore_index=True) if _hist else None)
     _fig.update_layout(height=_fig.layout.height - 50, margin_b=60)  # the points on the first screen at 1440x1000
     mo.vstack([
-        mo.ui.plotly(_fig),
+        page.plotly(_fig),
         mo.md(quality_note) if quality_note else mo.md(""),
         mo.ui.table(show_download=False, show_column_summaries=False, data=page.labelled(_table), selection=None, freeze_columns_left=["strategy", "point"]),
         mo.md("<small>not shown (n/a on every row): " + page.not_shown_line(_dropped) + "</small>")
@@ -333,12 +333,16 @@ def _(args, get_agreed, interactive, mo, page, scores, session):
     # outcome per point (a stacked bar, as the report's)
     get_agreed()  # noqa: B018  (the judge's agreement measured on this page: its figure shows at once)
     judge_notes = interactive.judge_lines(session, args.workspace, scores)
-    _bar = page.sufficiency_bar(scores)
-    mo.vstack([mo.md("### Why points lose: context sufficiency x answer outcome"), mo.ui.plotly(_bar),
-               mo.md("<small>Sufficient: the packed context held what the question needs (gold evidence offline, "
-                     "else the LLM autorater). Wrong with a sufficient context: the model ignored it; answered "
-                     "with an insufficient one: a hallucination risk (docs/metrics.md).</small>")]
-              ) if _bar is not None else mo.md("")
+
+    def _why_points_lose():  # drawn when scrolled to (mo.lazy): an Apply does not wait for a chart below the fold
+        _bar = page.sufficiency_bar(scores)
+        return mo.vstack([page.plotly(_bar), mo.md(
+            "<small>Sufficient: the packed context held what the question needs (gold evidence offline, else the "
+            "LLM autorater). Wrong with a sufficient context: the model ignored it; answered with an insufficient "
+            "one: a hallucination risk (docs/metrics.md).</small>")]) if _bar is not None else mo.md("")
+
+    mo.vstack([mo.md("### Why points lose: context sufficiency x answer outcome"), mo.lazy(_why_points_lose)]
+              ) if page.has_sufficiency(scores) else mo.md("")
     return (judge_notes,)
 
 
@@ -560,20 +564,25 @@ def _(explore, mo, scores):
 def _(explore, mo, page, pair_a, pair_b, quality, scores):
     mo.stop(not (pair_a.value and pair_b.value and pair_a.value != pair_b.value),
             mo.md("Pick two different points."))
-    # the metrics with a value here (an n/a metric pairs nothing), 1,000 resamples as the report's table
-    _p = explore.paired_points(scores, pair_a.value, pair_b.value, page.paired_metrics(scores), first=quality.value,
-                               n_resamples=1000)
-    _k = explore.quality_per_1k_tokens(scores, quality.value)
-    mo.vstack([
-        mo.ui.table(show_download=False, show_column_summaries=False, data=_p, selection=None, label=f"{pair_b.value} vs {pair_a.value}: delta with 95% interval; "
-                    "better / worse when the interval excludes 0",
-                    format_mapping={c: (lambda v: "" if v != v else f"{v:.3f}") for c in _p.columns
-                                    if _p[c].dtype.kind == "f"}) if len(_p) else mo.md("No metric has paired questions."),
-    ] + [mo.md(f"<small>{_n}</small>") for _n in explore.paired_notes(_p)] + [
-        mo.md(f"**{quality.value} per 1,000 context tokens** (95% bootstrap interval of the ratio of means)"),
-        mo.ui.table(show_download=False, show_column_summaries=False, data=_k, selection=None,  # 3 decimals, as every other table
-                    format_mapping={c: "{:.3f}" for c in _k.columns if _k[c].dtype.kind == "f" and c != "n"}),
-    ])
+    # the metrics with a value here (an n/a metric pairs nothing), 1,000 resamples as the report's table; computed
+    # when scrolled to (mo.lazy): an Apply does not wait for a table below the fold
+    def _paired():
+        _p = explore.paired_points(scores, pair_a.value, pair_b.value, page.paired_metrics(scores),
+                                   first=quality.value, n_resamples=1000)
+        _k = explore.quality_per_1k_tokens(scores, quality.value)
+        return mo.vstack([
+            mo.ui.table(show_download=False, show_column_summaries=False, data=_p, selection=None,
+                        label=f"{pair_b.value} vs {pair_a.value}: delta with 95% interval; "
+                        "better / worse when the interval excludes 0",
+                        format_mapping={c: (lambda v: "" if v != v else f"{v:.3f}") for c in _p.columns
+                                        if _p[c].dtype.kind == "f"}) if len(_p) else mo.md("No metric has paired questions."),
+        ] + [mo.md(f"<small>{_n}</small>") for _n in explore.paired_notes(_p)] + [
+            mo.md(f"**{quality.value} per 1,000 context tokens** (95% bootstrap interval of the ratio of means)"),
+            mo.ui.table(show_download=False, show_column_summaries=False, data=_k, selection=None,  # 3 decimals
+                        format_mapping={c: "{:.3f}" for c in _k.columns if _k[c].dtype.kind == "f" and c != "n"}),
+        ])
+
+    mo.lazy(_paired)
     return
 
 
@@ -587,15 +596,18 @@ def _(mo):
 def _(cost, mo, oracle_tol, quality, scores):
     from evals.analyze.routing import oracle_bound as _oracle_bound
 
-    try:
-        _t, _info = _oracle_bound(scores, quality.value, cost.value, oracle_tol.value)
-        _out = mo.vstack([mo.md(f"{_info['summary']}. `ragwb route RUN --metric {quality.value}` learns a router "
-                                "from a stored run and measures it out of fold (docs/routing.md)."),
-                          mo.ui.table(show_download=False, show_column_summaries=False, data=_t.round(3), selection=None)])
-    except ValueError as _e:
-        _out = mo.md(f"No oracle: {_e}")
+    def _oracle():  # computed when scrolled to (mo.lazy): an Apply does not wait for a table below the fold
+        try:
+            _t, _info = _oracle_bound(scores, quality.value, cost.value, oracle_tol.value)
+            return mo.vstack([mo.md(f"{_info['summary']}. `ragwb route RUN --metric {quality.value}` learns a router "
+                                    "from a stored run and measures it out of fold (docs/routing.md)."),
+                              mo.ui.table(show_download=False, show_column_summaries=False, data=_t.round(3),
+                                          selection=None)])
+        except ValueError as _e:
+            return mo.md(f"No oracle: {_e}")
+
     mo.vstack([mo.md("## How much could routing save at most? (per question the cheapest point within the "
-                     "tolerance of the best)"), oracle_tol, _out])
+                     "tolerance of the best)"), oracle_tol, mo.lazy(_oracle)])
     return
 
 
@@ -642,12 +654,12 @@ def _(mo):
 
 
 @app.cell
-def _(curve_go, curve_param, curve_strategy, curve_values, get_curve, interactive, limit, mo, quality,
+def _(curve_go, curve_param, curve_strategy, curve_values, get_curve, interactive, limit, mo, page, quality,
       quality_cost_figure, session, set_curve, set_sent, summarize_scores, sweep_plan, sweep_points):
     mo.stop(not curve_go.value, get_curve() or mo.md("Press Sweep to draw the curve (the line above says what it "
                                                      "sends first)."))
     _sc = interactive.evaluate_points(session, sweep_points, limit.value)
-    _out = mo.ui.plotly(quality_cost_figure(
+    _out = page.plotly(quality_cost_figure(
         summarize_scores(_sc), quality.value, "context_tokens",
         title=f"{quality.value} vs context tokens: {', '.join(curve_strategy.value)} sweeping "
               f"{curve_param.value.strip()} = {curve_values.value} (other budgets as applied)"))
@@ -666,7 +678,7 @@ def _(mo):
 
 
 @app.cell
-def _(args, budgets, curve_param, curve_strategy, curve_values, get_race, interactive, limit, mo, quality,
+def _(args, budgets, curve_param, curve_strategy, curve_values, get_race, interactive, limit, mo, page, quality,
       quality_cost_figure, race_go, session, set_race, set_saved, set_sent, sweep_plan, wb):
     mo.stop(not race_go.value, get_race() or mo.md(""))
     # the live leaderboard: replaced after every batch while the race runs; the run is stored like any other
@@ -683,7 +695,7 @@ def _(args, budgets, curve_param, curve_strategy, curve_values, get_race, intera
         # the curve of every point raced (a point raced out is drawn on the questions it was scored on), who left
         # and when, and the share of the grid's items spent
         _out = mo.vstack([mo.md(_line), mo.ui.table(show_download=False, show_column_summaries=False, data=_board, selection=None),
-                          mo.ui.plotly(quality_cost_figure(
+                          page.plotly(quality_cost_figure(
                               interactive.stored_summary(args.db, _rid), quality.value, "context_tokens",
                               title=f"race {_rid}: {quality.value} vs context tokens, {', '.join(curve_strategy.value)} "
                                     f"racing {curve_param.value.strip()} = {curve_values.value}"))])
@@ -753,7 +765,7 @@ def _(applied_points, args, get_saved, index_form, limit, mo, session):
 
 
 @app.cell
-def _(applied_points, args, get_index_result, index_axes, index_go, interactive, limit, mo, quality,
+def _(applied_points, args, get_index_result, index_axes, index_go, interactive, limit, mo, page, quality,
       quality_cost_figure, session, set_index_result, set_saved, set_sent, wb):
     mo.stop(not index_go.value, get_index_result() or mo.md(""))
     from evals.interactive import index_sweep as _ix
@@ -764,7 +776,7 @@ def _(applied_points, args, get_index_result, index_axes, index_go, interactive,
                                        wb.prices)
         _out = mo.vstack([mo.md(f"Stored as run **{_rid}**: `ragwb show {_rid}`; the best config to paste: "
                                 f"`ragwb best {_rid} --metric {quality.value}`."),
-                          mo.ui.plotly(quality_cost_figure(interactive.stored_summary(args.db, _rid), quality.value,
+                          page.plotly(quality_cost_figure(interactive.stored_summary(args.db, _rid), quality.value,
                                                            title=f"{quality.value} vs context tokens: every index "
                                                                  f"config (run {_rid})"))])
     except (ValueError, KeyError) as _e:
@@ -832,8 +844,8 @@ def _(args, get_runpick, get_saved, interactive, mo, session, set_runpick):
 
 
 @app.cell
-def _(args, interactive, mo, quality, quality_cost_figure, sweep_run):
-    (mo.ui.plotly(quality_cost_figure(interactive.stored_summary(args.db, sweep_run.value), quality.value,
+def _(args, interactive, mo, page, quality, quality_cost_figure, sweep_run):
+    (page.plotly(quality_cost_figure(interactive.stored_summary(args.db, sweep_run.value), quality.value,
                                       title=f"stored run {sweep_run.value}: {quality.value} vs context tokens"))
      if sweep_run.value else mo.md(""))
     return

@@ -237,6 +237,8 @@ def test_plain_questions_in_chromium_chart_apply_sweep_save_drilldown_report(bro
         page.wait_for_selector("text=/judge: llm_faithfulness judged by local-extractive: agreement not measured/",
                                timeout=60000)
         page.wait_for_selector("text=Why points lose: context sufficiency x answer outcome", timeout=60000)
+        # the bar is drawn when scrolled to (an Apply does not wait for it), as a person scrolls to it
+        page.get_by_role("heading", name="Why points lose: context sufficiency x answer outcome").scroll_into_view_if_needed()
         page.wait_for_selector("text=Context sufficiency x answer outcome (share of items placed)", timeout=60000)
         # issue 64, item 2: the page's tables download through the project's CSV writer (formula cells escaped)
         dl_button = page.get_by_text("Download rows as CSV")

@@ -43,22 +43,31 @@ def _asked(rows: pd.DataFrame, metric: str) -> pd.DataFrame:
 
 
 def judge_health(scores: pd.DataFrame) -> list[JudgeHealth]:
-    """Each chat judge that was asked anything in ``scores`` (a long frame: metric, status, detail)."""
+    """Each chat judge that was asked anything in ``scores`` (a long frame: metric, status, detail). Read once per
+    Apply on the page (tens of thousands of rows): one split by metric, statuses counted by pandas, and only the
+    parse errors' replies read one by one."""
     from evals.score.judge_io import reply_shape
 
     out = []
     if scores is None or not len(scores):
         return out
+    judged = scores[scores["metric"].isin(list(JUDGE_METRICS))]
+    by_metric = {m: g for m, g in judged.groupby("metric", sort=False)} if len(judged) else {}
     for metric, judge in JUDGE_METRICS.items():
-        rows = _asked(scores[scores["metric"] == metric], metric)
+        if metric not in by_metric:
+            continue
+        rows = _asked(by_metric[metric], metric)
         if not len(rows):
             continue
         bad = rows[rows["status"] != "ok"]
         if metric == "context_sufficiency" and not (rows["status"] == "ok").any() and not len(bad):
             continue
-        shapes = Counter(reply_shape(_reply_of(d)) if s == "parse_error" else s
-                         for s, d in zip(bad["status"], bad["detail"].fillna("")))
-        out.append(JudgeHealth(judge, len(rows), len(bad), dict(Counter(bad["status"])),
+        statuses = {str(k): int(v) for k, v in bad["status"].value_counts(sort=False).items() if v}
+        # the commonest shape of a failure: a parse error's reply shape, else its status
+        shapes = Counter(reply_shape(_reply_of(d)) for d in
+                         bad.loc[bad["status"] == "parse_error", "detail"].fillna("").tolist())
+        shapes.update({k: v for k, v in statuses.items() if k != "parse_error"})
+        out.append(JudgeHealth(judge, len(rows), len(bad), statuses,
                                shapes.most_common(1)[0][0] if shapes else "none failed"))
     return out
 
@@ -114,8 +123,13 @@ def health_lines(scores: pd.DataFrame, warn_share: float = 0.2) -> list[str]:
     items, and the flagged items per point."""
     from evals.score.jury import jury_lines
 
-    lines = ([h.line() for h in judge_health(scores) if h.failed and h.share > warn_share] + flip_lines(scores)
-             + jury_lines(scores))
+    if scores is not None and len(scores) and "detail" in scores:  # each reads only its rows: picked once here
+        judged = scores[scores["metric"].isin(list(JUDGE_METRICS))]
+        jury = scores[scores["detail"].fillna("").str.startswith("jury ")]
+    else:
+        judged = jury = scores
+    lines = ([h.line() for h in judge_health(judged) if h.failed and h.share > warn_share] + flip_lines(judged)
+             + jury_lines(jury))
     flagged = flagged_items(scores)
     if flagged:
         lines.append(f"judge inputs that address the grader (a planted instruction to rate, ignore the rubric or mark "

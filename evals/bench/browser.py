@@ -101,9 +101,10 @@ def _set_top_k(page, value: int, now: list) -> None:
 
 
 def _apply_and_wait(page, value: int, timeout_ms: int = 300_000) -> float:
-    """Click Apply; seconds until the matrix, the headline and the applied-budgets table name ``chunks ·
-    top_k=value`` and no output still names the other toggle value."""
-    new, old = f"chunks · top_k={value}", f"chunks · top_k={TOGGLE[0] if value == TOGGLE[1] else TOGGLE[1]}"
+    """Click Apply; seconds until the question matrix's columns name ``chunks · top_k=value``, the headline table and
+    the applied-budgets table each have a row ``chunks | top_k=value``, and none of them still names the other toggle
+    value (the sections drawn when scrolled to, below the fold, are not waited for: a person does not see them)."""
+    new, old = f"top_k={value}", f"top_k={TOGGLE[0] if value == TOGGLE[1] else TOGGLE[1]}"
     t0 = time.perf_counter()
     page.get_by_text("Apply budgets").click()
     page.wait_for_function(
@@ -111,9 +112,11 @@ def _apply_and_wait(page, value: int, timeout_ms: int = 300_000) -> float:
                e => e.shadowRoot ? [e, ...all(e.shadowRoot)] : [e]);
            const els = all(document);
            const th = els.filter(e => e.tagName === 'TH').map(e => e.textContent);
-           const td = els.filter(e => e.tagName === 'TD').map(e => e.textContent);
-           return th.some(t => t.includes(nw)) && !th.some(t => t.includes(od))
-                  && td.filter(t => t.includes(nw)).length >= 2 && !td.some(t => t.includes(od)); }""",
+           const rows = els.filter(e => e.tagName === 'TR').map(
+               r => [...r.children].filter(c => c.tagName === 'TD').map(c => c.textContent.trim()));
+           const point = (v) => rows.filter(c => c.length > 1 && c[0] === 'chunks' && c[1] === v).length;
+           return th.some(t => t.includes('chunks · ' + nw)) && !th.some(t => t.includes('chunks · ' + od))
+                  && point(nw) >= 2 && point(od) === 0; }""",
         arg=[new, old], timeout=timeout_ms, polling=50)
     return time.perf_counter() - t0
 

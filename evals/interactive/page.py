@@ -377,6 +377,22 @@ def labelled(table: pd.DataFrame) -> pd.DataFrame:
     return _labelled(table)
 
 
+def plotly(fig):
+    """``mo.ui.plotly`` with its config given: without one, marimo looks up plotly's default renderer, whose first
+    import (nbformat, jsonschema and a grammar compiled by lark) took 1.4 s before the page's first chart."""
+    import marimo as mo
+
+    return mo.ui.plotly(fig, config={})
+
+
+def has_sufficiency(scores: pd.DataFrame | None) -> bool:
+    """Whether the session's scores give the sufficiency bar anything to draw (its heading is drawn at once, the bar
+    when scrolled to)."""
+    from evals.analyze.sufficiency import has_sufficiency as _has
+
+    return scores is not None and bool(len(scores)) and _has(scores)
+
+
 def sufficiency_bar(scores: pd.DataFrame):
     """The decomposition's stacked bar for the session's scores, or None when no item has a sufficiency value."""
     from evals.analyze.sufficiency import decomposition, has_sufficiency

@@ -78,6 +78,7 @@ def jury_lines(scores: pd.DataFrame) -> list[str]:
     out = []
     if scores is None or not len(scores) or "detail" not in scores:
         return out
+    scores = scores[scores["detail"].fillna("").str.startswith("jury ")]  # a jury's rows only, picked once
     for metric in sorted(set(scores["metric"])):
         v = juror_verdicts(scores, metric)
         if v.shape[1] < 2:

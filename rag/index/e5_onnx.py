@@ -37,7 +37,7 @@ from pathlib import Path
 
 import numpy as np
 
-from rag.cores import free_cores
+from rag.ingest.cores import free_cores
 
 FORMAT_VERSION = 7  # bump when the graph or the quantization changes: a new cache entry is built
 META = "\u2581"

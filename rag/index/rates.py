@@ -86,12 +86,12 @@ class LoadSampler:
 
 
 class LoadOverIngest(LoadSampler):
-    """The other processes' runnable tasks (``rag.cores.others_running``: this process's own threads are never a
+    """The other processes' runnable tasks (``rag.ingest.cores.others_running``: this process's own threads are never a
     neighbour) sampled over an ingest's embedding: the load a measured rate ran under (an ingest at load ~6 kept
     10,454 tokens/s from one instant's reading, where 5,100-6,600 is the quiet figure)."""
 
     def __init__(self, every: float = 0.5):
-        from rag.cores import others_running
+        from rag.ingest.cores import others_running
 
         super().__init__(every, others_running)
 

@@ -75,7 +75,7 @@ def parse_workers(files: list[tuple[Path, str]], cache: ParseCache | None) -> tu
     elif sum(size for *_, size in todo) < POOL_MIN_BYTES:
         workers = 1
     else:
-        from rag.cores import free_cores
+        from rag.ingest.cores import free_cores
 
         workers = free_cores()
     workers = min(workers, len(todo))
