@@ -170,6 +170,7 @@ def test_a_rate_is_kept_as_its_quiet_equivalent_so_the_load_counts_once(tmp_path
 
     monkeypatch.setattr(os, "cpu_count", lambda: 2)
     monkeypatch.setattr(os, "getloadavg", lambda: (8.0, 8.0, 8.0))  # 4x slower than quiet while measured
+    monkeypatch.setattr(rates, "load_now", lambda: 8.0)  # and still, when the estimates are made
     rates.keep_rate(tmp_path, "e5", 100, 10.0, tokens=12_800)  # 10 chunks/s, 1,280 tokens/s under that load
     assert rates.measured_rate(tmp_path, "e5")[0] == pytest.approx(10.0)  # the same load: the rate it measured
     assert rates.measured_token_rate(tmp_path, "e5")[0] == pytest.approx(1280.0)
@@ -178,6 +179,7 @@ def test_a_rate_is_kept_as_its_quiet_equivalent_so_the_load_counts_once(tmp_path
     # quiet now: faster by the model's ratio (load 8 on 2 cores: 1 thread sharing the cores with 8 others, 6.89x;
     # load 0.5: 2 threads at a 0.8 share, 1.25x), never slowed twice
     monkeypatch.setattr(os, "getloadavg", lambda: (0.5, 0.5, 0.5))
+    monkeypatch.setattr(rates, "load_now", lambda: 0.5)
     assert rates.slowdown()[0] == pytest.approx(1.25) and rates.slowdown(8.0)[0] == pytest.approx(6.895, abs=0.01)
     assert rates.measured_rate(tmp_path, "e5")[0] == pytest.approx(10.0 * 6.895 / 1.25, rel=0.01)
     # a rate kept with the load measured over its ingest (two other tasks running) is that load's quiet equivalent
@@ -187,6 +189,31 @@ def test_a_rate_is_kept_as_its_quiet_equivalent_so_the_load_counts_once(tmp_path
     assert rates.estimate_seconds(tmp_path, "e5", 10, 3500)[0] > 2 * rates.estimate_seconds(tmp_path, "e5", 10, 640)[0]
     # nothing measured yet: the quiet per-token figure
     assert "quiet 2-core" in rates.estimate_seconds(tmp_path / "fresh", "e5", 10, 1280)[1]
+
+
+def test_an_estimate_reads_the_load_now_not_the_minute_behind(monkeypatch):
+    """Two busy processes are seen at once by load_now (the 1-minute average takes a minute to climb, and as long to
+    fall after they stop: a grid announced 20 s after busy loops stopped said 2 min for 34 s)."""
+    import subprocess
+    import sys
+    import time
+
+    from rag.index import rates
+
+    monkeypatch.setattr(rates, "_LOAD_NOW", [])
+    procs = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(2)]
+    try:
+        deadline = time.monotonic() + 60
+        seen = 0.0
+        while time.monotonic() < deadline and seen < 1.5:  # until both spinners have started
+            rates._LOAD_NOW.clear()
+            seen = rates.load_now()
+        assert seen >= 1.5
+        assert rates.load_now() == seen  # one reading serves the estimates made together
+    finally:
+        for p in procs:
+            p.kill()
+            p.wait()
 
 
 def test_an_index_grid_says_its_total_first_and_one_line_a_config_as_each_finishes(tmp_path, capsys):
