@@ -94,7 +94,7 @@ def test_workers_give_the_same_documents_in_the_same_order_and_fill_the_cache(tm
     assert [d.doc_id for d in pooled.documents] == sorted(p.name for p in folder.iterdir())
     # each worker wrote its file's cache entry: the next load has nothing left for a pool
     assert all(cache.has(cache.key(p)) for p in folder.glob("*.pdf"))
-    assert parse_workers(files, cache) == (1, [])
+    assert parse_workers(files, cache) == (0, [])
 
 
 def test_the_pool_is_as_wide_as_the_work_pays_for(tmp_path, monkeypatch):
@@ -102,9 +102,17 @@ def test_the_pool_is_as_wide_as_the_work_pays_for(tmp_path, monkeypatch):
     small.mkdir()
     for i in range(4):
         make_pdf(small / f"{i}.pdf", [[f"Page {i}."]])
+    (small / "page.html").write_text("<h1>Depot</h1><p>Seven crates.</p>")
     files = [(p, p.name) for p in sorted(small.iterdir())]
     monkeypatch.delenv("RAGWB_PARSE_WORKERS", raising=False)
-    assert parse_workers(files, None) == (1, [])  # a few KB: a worker's start would cost more than it saves
+    # a few KB: one worker for the PDFs (pdfium is C: a crash takes a worker down, never the ingest), not a pool
+    assert parse_workers(files, None) == (1, [(p, n) for p, n in files])
+    assert parse_workers([f for f in files if f[1].endswith(".html")], None) == (0, [])  # markitdown: in process
+    monkeypatch.setenv("RAGWB_PARSE_WORKERS", "0")
+    assert parse_workers(files, None) == (0, [])
+    ds = load_folder(small)  # in this process, the same documents
+    monkeypatch.delenv("RAGWB_PARSE_WORKERS")
+    assert _pages(load_folder(small)) == _pages(ds) and len(ds.documents) == 5
     monkeypatch.setenv("RAGWB_PARSE_WORKERS", "two")
     with pytest.raises(ValueError, match="RAGWB_PARSE_WORKERS='two' is not a worker count"):
         parse_workers(files, None)

@@ -2,8 +2,10 @@
 
 Not ``multiprocessing``: its spawn re-runs the caller's main module (a script or notebook without an
 ``if __name__ == "__main__"`` guard starts workers without end), and fork copies the e5 engine's running threads.
-A worker that dies mid-file (a parser crashing on a hostile PDF) names that file, and a new worker takes the rest:
-the file is skipped, nothing else is lost. Each worker writes the parse cache itself (atomic entries)."""
+A worker that dies mid-file (killed, or a parser crashing on a hostile PDF) loses nothing: a new worker tries that
+file once more and takes the rest; a file that kills two workers is skipped, named. Each worker writes the parse
+cache itself (atomic entries); its stderr is the caller's, so a parser's warnings (and a worker's own failure to
+start) are printed as they would be in one process."""
 from __future__ import annotations
 
 import dataclasses
@@ -21,14 +23,13 @@ from .readers import ParseCache, parse_one
 
 
 POOLED_SUFFIXES = (".pdf", ".docx", ".html", ".htm")  # the parses that cost: PDF text, markitdown
-POOL_MIN_BYTES = 3_000_000  # less than this to parse, and a worker's start (~0.4 s, spawned) costs what it saves
+POOL_MIN_BYTES = 3_000_000  # less than this to parse, and a worker's start (~0.25 s: Python, pdfium) costs what it saves
 
 
 def parse_files(files: list[tuple[Path, str]], language: str | None, cache: ParseCache | None,
                 progress: bool, desc: str, engine=None) -> tuple[list[Document], list[Skipped], dict]:
     """Parse files into documents, one bad file never stopping the rest; per-file seconds. PDFs, DOCX and HTML
-    not in the parse cache are parsed in a process pool as wide as the cores free now, when there is enough of
-    them to pay for it (``RAGWB_PARSE_WORKERS`` sets the width; 1: in this process). ``engine``
+    not in the parse cache are parsed by worker processes (``parse_workers`` says how many). ``engine``
     (rag/index/engines.py) parses them elsewhere, e.g. in Ray tasks."""
     if engine is not None and engine.name != "local" and files:
         return engine.parse_files(files, language, cache)
@@ -55,9 +56,11 @@ def parse_files(files: list[tuple[Path, str]], language: str | None, cache: Pars
 
 
 def parse_workers(files: list[tuple[Path, str]], cache: ParseCache | None) -> tuple[int, list[tuple[Path, str]]]:
-    """(workers, the files they parse): the PDFs, DOCX and HTML files whose pages are not cached, and as many
-    workers as cores are free now (at most one a file); 1 worker when they are too few bytes to pay for a pool."""
-    todo = []
+    """(workers, the files they parse): the PDFs, DOCX and HTML files whose pages are not cached, by as many workers
+    as cores are free now (at most one a file) when they are 3 MB or more; fewer bytes, and one worker for PDFs (pdfium
+    is C: a crash on a hostile file takes a worker down, never the ingest) and none for DOCX and HTML alone (0: in this
+    process). ``RAGWB_PARSE_WORKERS=N`` sets the count (0: every file in this process)."""
+    todo, pdfs = [], False
     for path, doc_id in files:
         if path.suffix.lower() not in POOLED_SUFFIXES:
             continue
@@ -65,29 +68,28 @@ def parse_workers(files: list[tuple[Path, str]], cache: ParseCache | None) -> tu
             if cache is not None and cache.has(cache.key(path)):
                 continue
             todo.append((path, doc_id, path.stat().st_size))
+            pdfs = pdfs or path.suffix.lower() == ".pdf"
         except (OSError, ValueError):
             continue  # unreadable, or an unknown parser asked for: parse_one names it
     asked = os.environ.get("RAGWB_PARSE_WORKERS", "").strip()
     if asked:
-        if not asked.isdigit() or int(asked) < 1:
-            raise ValueError(f"RAGWB_PARSE_WORKERS={asked!r} is not a worker count (a whole number >= 1)")
+        if not asked.isdigit():
+            raise ValueError(f"RAGWB_PARSE_WORKERS={asked!r} is not a worker count (a whole number, 0: none)")
         workers = int(asked)
     elif sum(size for *_, size in todo) < POOL_MIN_BYTES:
-        workers = 1
+        workers = 1 if pdfs else 0
     else:
         from rag.ingest.cores import free_cores
 
         workers = free_cores()
     workers = min(workers, len(todo))
-    return (workers, [(p, d) for p, d, _ in todo]) if workers >= 2 else (1, [])
+    return (workers, [(p, d) for p, d, _ in todo]) if workers else (0, [])
 
 
 def _parse_pooled(files, language, cache, bar) -> dict:
     """{path: (document, skip, seconds)} for the files parse_workers gives a pool."""
     workers, todo = parse_workers(files, cache)
-    return parse_in_workers(todo, language, cache, workers, bar) if workers >= 2 else {}
-
-
+    return parse_in_workers(todo, language, cache, workers, bar) if workers else {}
 
 
 def doc_to_dict(d: Document) -> dict:
@@ -130,7 +132,8 @@ def parse_in_workers(todo: list[tuple[Path, str]], language: str | None, cache, 
                 code = proc.wait()
                 proc = None
                 result = (None, Skipped(str(path), f"the parser's process died reading this file twice (exit "
-                                                   f"code {code}: a crash in the PDF or document parser)"), 0.0)
+                                                   f"code {code}: a crash in the PDF or document parser, or a "
+                                                   "worker that cannot start: its error is printed above)"), 0.0)
             with lock:
                 out[str(path)] = result
                 if bar:
