@@ -112,6 +112,7 @@ def parse_in_workers(todo: list[tuple[Path, str]], language: str | None, cache, 
     shipped = str(cache.shipped) if cache is not None else None
     out: dict = {}
     lock = threading.Lock()
+    limit = parse_timeout()
 
     def work():
         proc = None
@@ -123,17 +124,23 @@ def parse_in_workers(todo: list[tuple[Path, str]], language: str | None, cache, 
             for _ in range(2):
                 if proc is None:
                     proc = _start()
+                fired: list = []
+                timer = threading.Timer(limit, lambda p=proc: (fired.append(1), p.kill()))  # a hung parser: killed
+                timer.start()
                 result = _ask(proc, {"path": str(path), "doc_id": doc_id, "language": language, "root": root,
                                      "shipped": shipped, "cached": cache is not None})
+                timer.cancel()
                 if result is not None:
                     break
-                # the worker died: killed from outside, or on this file; a new worker tries the file once more,
-                # and a file that kills two workers is the culprit, skipped and named
+                # the worker died: killed from outside, past the time cap, or on this file; a new worker tries the
+                # file once more, and a file that kills two workers is the culprit, skipped and named
                 code = proc.wait()
                 proc = None
-                result = (None, Skipped(str(path), f"the parser's process died reading this file twice (exit "
-                                                   f"code {code}: a crash in the PDF or document parser, or a "
-                                                   "worker that cannot start: its error is printed above)"), 0.0)
+                why = (f"took over {limit:g} s (RAGWB_PARSE_TIMEOUT)" if fired else
+                       f"exit code {code}: a crash in the PDF or document parser, or a worker that cannot start: "
+                       "its error is printed above")
+                result = (None, Skipped(str(path), f"the parser's process died reading this file twice ({why})"),
+                          0.0)
             with lock:
                 out[str(path)] = result
                 if bar:
@@ -148,6 +155,14 @@ def parse_in_workers(todo: list[tuple[Path, str]], language: str | None, cache, 
     for t in threads:
         t.join()
     return out
+
+
+def parse_timeout() -> float:
+    """Seconds a worker may spend on one file (``RAGWB_PARSE_TIMEOUT``, default 600): a hostile PDF that hangs its
+    parser is stopped, the file skipped and named, the rest parsed."""
+    from rag.errors import env_number
+
+    return float(env_number("RAGWB_PARSE_TIMEOUT", 600.0))
 
 
 def _start() -> subprocess.Popen:
