@@ -299,9 +299,11 @@ def same_index_built(ws, ds, ic):
             continue  # a meta row of an older layout: never reused
         if built_identity(other, ds.documents) == want:
             differ = sorted(k for k, v in dataclasses.asdict(ic.chunking).items() if getattr(other.chunking, k) != v)
-            print(f"index: {meta.get('index', ws.index_name(ds.name, other))} already holds these chunks (the "
-                  f"settings that differ, {', '.join(differ)}, are not read by how {ds.name}'s documents are "
-                  "chunked): reused, not built again", file=sys.stderr)
+            from rag.safeio import printable
+
+            print(f"index: {printable(str(meta.get('index', ws.index_name(ds.name, other))))} already holds these "
+                  f"chunks (the settings that differ, {', '.join(differ)}, are not read by how "
+                  f"{printable(ds.name)}'s documents are chunked): reused, not built again", file=sys.stderr)
             return other
     return ic
 

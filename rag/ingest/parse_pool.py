@@ -89,7 +89,11 @@ def parse_workers(files: list[tuple[Path, str]], cache: ParseCache | None) -> tu
 def _parse_pooled(files, language, cache, bar) -> dict:
     """{path: (document, skip, seconds)} for the files parse_workers gives a pool."""
     workers, todo = parse_workers(files, cache)
-    return parse_in_workers(todo, language, cache, workers, bar) if workers else {}
+    if not workers:
+        return {}
+    if cache is not None:  # each was not in the cache when looked at: the workers' misses, counted here
+        cache.misses += len(todo)
+    return parse_in_workers(todo, language, cache, workers, bar)
 
 
 def doc_to_dict(d: Document) -> dict:
