@@ -153,6 +153,8 @@ def parse_in_workers(todo: list[tuple[Path, str]], language: str | None, cache, 
             proc.stdin.close()
             proc.wait()
 
+    # a thread that fails (a worker that cannot be started at all) leaves its files out: parse_files then parses
+    # them in its own process, so nothing is lost either way
     threads = [threading.Thread(target=work, daemon=True) for _ in range(workers)]
     for t in threads:
         t.start()
@@ -185,9 +187,12 @@ def _ask(proc: subprocess.Popen, job: dict):
         line = proc.stdout.readline()
     except (BrokenPipeError, OSError):
         return None
-    if not line:
+    if not line.endswith("\n"):  # nothing, or a line cut short by the worker's death
         return None
-    r = json.loads(line)
+    try:
+        r = json.loads(line)
+    except ValueError:
+        return None
     doc = doc_from_dict(r["doc"]) if r["doc"] else None
     skip = Skipped(**r["skip"]) if r["skip"] else None
     return doc, skip, r["seconds"]
