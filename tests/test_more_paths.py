@@ -198,3 +198,13 @@ def test_reopening_an_unchanged_index_reads_it_without_loading_lancedb(tmp_path)
     (docs / "b.md").write_text("# Travel\n\nThe meal allowance abroad is 65 euros a day.\n")
     changed = ingest()
     assert changed["lancedb"] and changed["replaced"] == 1 and changed["documents"] == 2
+
+
+def test_bench_smoke_first_chart(tmp_path, capsys):
+    """The first-chart figure on a small folder of PDFs it writes: `ragwb ingest` and `ragwb run` as typed, the
+    parse/embed split read from the ingest's own summary, and the chunks it counted embedded."""
+    assert main(["bench", "--only", "first-chart", "--first-chart-chunks", "60", "--out", str(tmp_path)]) == 0
+    fig = json.loads(next(tmp_path.glob("bench-*.json")).read_text())["first_chart"]
+    assert fig["pdfs"] >= 1 and fig["chunks"] >= 60 and 0.9 * fig["chunks"] <= fig["embedded"] <= fig["chunks"]
+    assert 0 <= fig["parse_s"] < fig["ingest_s"] and 0 < fig["embed_s"] < fig["ingest_s"] and fig["run_s"] > 0
+    assert "first chart on" in capsys.readouterr().out
