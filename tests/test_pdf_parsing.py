@@ -32,13 +32,19 @@ def test_pdfium_gives_the_pages_pypdf_gives(tmp_path, monkeypatch):
     assert [p.split() for p in pdfium] == [p.split() for p in pypdf]
 
 
-def test_an_unknown_parser_name_is_an_error_naming_the_valid_ones(tmp_path, monkeypatch):
+def test_an_unknown_parser_name_is_an_error_naming_the_valid_ones(tmp_path, monkeypatch, capsys):
     pdf = make_pdf(tmp_path / "a.pdf", [["Hello."]])
     monkeypatch.setenv("RAGWB_PDF_PARSER", "pdfminer")
     with pytest.raises(ValueError, match=r"'pdfminer' is not a PDF parser \(valid: pdfium, pypdf\)"):
         read_pdf_pages(pdf)
-    ds = load_folder(pdf.parent)  # a folder: each PDF skipped, named, with the same reason (never parsed by another)
-    assert not ds.documents and "is not a PDF parser" in ds.skipped[0].reason
+    with pytest.raises(ValueError, match="'pdfminer' is not a PDF parser"):  # a folder: before any file is read
+        load_folder(pdf.parent)
+    from evals.cli import main
+
+    assert main(["ingest", str(pdf.parent), "--workspace", str(tmp_path / "ws"), "--embedder", "hash",
+                 "--no-progress"]) == 2  # `ragwb ingest`: one line naming the variable, nothing stored
+    assert "RAGWB_PDF_PARSER='pdfminer' is not a PDF parser (valid: pdfium, pypdf)" in capsys.readouterr().err
+    assert not (tmp_path / "ws" / "lancedb").exists()
 
 
 def test_a_file_neither_parser_reads_names_both(tmp_path):

@@ -117,7 +117,9 @@ def add_ingest(sub) -> None:
                        description="Import a dataset (bundled name, SQuAD-style JSON, or a folder of "
                        ".md/.txt/.pdf/.docx/.html files), chunk it, embed it and write the LanceDB index. "
                        "Re-ingesting unchanged files embeds nothing; changed files replace their rows. Bad files "
-                       "are skipped with a reason and listed in the summary.")
+                       "are skipped with a reason and listed in the summary. PDFs are read by pdfium "
+                       "(RAGWB_PDF_PARSER=pypdf for pypdf) in worker processes (RAGWB_PARSE_WORKERS=N, 0: in this "
+                       "process; RAGWB_PARSE_TIMEOUT=SECONDS a file, default 600; docs/datasets.md).")
     s.add_argument("dataset", nargs="+", help="bundled name (squad2, xquad-en, xquad-el, xquad-ru, docugami, mtrag-govt, mtrag-clapnq), "
                    "a SQuAD-style .json/.json.gz, or a folder")
     s.add_argument("--questions", default=None, help="JSONL gold questions for a folder (docs/datasets.md)")

@@ -19,7 +19,7 @@ from pathlib import Path
 
 from rag.models import Document, Page, Skipped
 
-from .readers import ParseCache, parse_one
+from .readers import ParseCache, parse_one, pdf_parser
 
 
 POOLED_SUFFIXES = (".pdf", ".docx", ".html", ".htm")  # the parses that cost: PDF text, markitdown
@@ -33,6 +33,8 @@ def parse_files(files: list[tuple[Path, str]], language: str | None, cache: Pars
     (rag/index/engines.py) parses them elsewhere, e.g. in Ray tasks."""
     if engine is not None and engine.name != "local" and files:
         return engine.parse_files(files, language, cache)
+    if any(path.suffix.lower() == ".pdf" for path, _ in files):
+        pdf_parser()  # an unknown RAGWB_PDF_PARSER is an error before any file, never every PDF skipped
     docs, skipped, seconds = [], [], {}
     bar = None
     if progress and len(files) > 1:
