@@ -7,6 +7,7 @@ the suite) while rag-workbench itself comes from the wheel, which the test check
 virtualenv). docs/performance.md has the same steps timed in a virtualenv with nothing shared."""
 import hashlib
 import json
+import os
 import re
 import subprocess
 import sys
@@ -117,6 +118,27 @@ def test_checkout_only_commands_say_so_in_one_line_from_a_wheel(installed, tmp_p
     lines = [x for x in proc.stderr.splitlines() if "needs a checkout" in x]
     assert len(lines) == 1 and "docs/your-system.md" in lines[0], proc.stderr
     assert "Traceback" not in proc.stderr
+
+
+def test_pdfs_are_parsed_by_the_wheels_workers_outside_the_checkout(installed, tmp_path):
+    """PDFs parsed by worker processes (`python -m rag.ingest.parse_pool`) of the installed package, from a folder
+    outside the checkout (a worker that could not start would leave each file skipped, named)."""
+    from evals.bench.pdfs import make_pdf
+
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    for i in range(3):
+        make_pdf(docs / f"f{i}.pdf", [[f"Depot {i} stores {7 * i + 3} crates."], [f"Page two of filing {i}."]])
+    code = ("import json, rag\nfrom rag.ingest.folders import load_folder\nds = load_folder('docs')\n"
+            "print(json.dumps([rag.__file__, [(d.doc_id, len(d.pages), d.text) for d in ds.documents], "
+            "[str(s) for s in ds.skipped]]))")
+    proc = subprocess.run([str(installed["py"]), "-c", code], cwd=tmp_path, capture_output=True, text=True,
+                          timeout=300, env={**os.environ, "RAGWB_PARSE_WORKERS": "2"})
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    where, docs_read, skipped = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert str(installed["venv"]) in where and not skipped
+    assert [(d, n) for d, n, _ in docs_read] == [("f0.pdf", 2), ("f1.pdf", 2), ("f2.pdf", 2)]
+    assert "Depot 1 stores 10 crates." in docs_read[1][2]
 
 
 def test_ragwb_workbench_from_the_wheel_serves_the_page_and_its_chart(installed, tmp_path, browser):
