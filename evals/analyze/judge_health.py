@@ -123,13 +123,10 @@ def health_lines(scores: pd.DataFrame, warn_share: float = 0.2) -> list[str]:
     items, and the flagged items per point."""
     from evals.score.jury import jury_lines
 
-    if scores is not None and len(scores) and "detail" in scores:  # each reads only its rows: picked once here
-        judged = scores[scores["metric"].isin(list(JUDGE_METRICS))]
-        jury = scores[scores["detail"].fillna("").str.startswith("jury ")]
-    else:
-        judged = jury = scores
+    # the judges' rows picked once for the two readers of them (a jury's rows are picked by jury_lines)
+    judged = scores[scores["metric"].isin(list(JUDGE_METRICS))] if scores is not None and len(scores) else scores
     lines = ([h.line() for h in judge_health(judged) if h.failed and h.share > warn_share] + flip_lines(judged)
-             + jury_lines(jury))
+             + jury_lines(scores))
     flagged = flagged_items(scores)
     if flagged:
         lines.append(f"judge inputs that address the grader (a planted instruction to rate, ignore the rubric or mark "

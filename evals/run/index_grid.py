@@ -240,7 +240,10 @@ def ingest_variants(ws, ds, cfg, progress: bool, lock_wait, ingest_engine, concu
     variants, notices = dataset_variants(ds, cfg.index, cfg.index_grid)
     for n in notices:
         print(n, file=sys.stderr)
-    variants = [(tag, same_index_built(ws, ds, ic)) for tag, ic in variants]
+    import functools
+
+    metas = functools.cache(ws.indexes)  # the workspace's index metas, read once for every config not built yet
+    variants = [(tag, same_index_built(ws, ds, ic, metas)) for tag, ic in variants]
     if len(variants) == 1:  # one config: what it must embed is said first too (never 85 s unannounced)
         try:
             work = ws.embed_work(ds, variants[0][1])
@@ -281,16 +284,17 @@ def ingest_variants(ws, ds, cfg, progress: bool, lock_wait, ingest_engine, concu
     return out
 
 
-def same_index_built(ws, ds, ic):
+def same_index_built(ws, ds, ic, metas=None):
     """``ic``, or the config of an index of this dataset already built in ``ws`` that builds the same chunks with the
     same embedder (settings its chunker never reads differ): a `ragwb best` TOML, or a flag set to a value no
-    chunker of this corpus reads, runs on the grid's index instead of building its twin (issue 74). Said."""
+    chunker of this corpus reads, runs on the grid's index instead of building its twin (issue 74). Said. ``metas``:
+    what reads the workspace's index metas (``ws.indexes``; a grid passes one that reads them once)."""
     import sys
 
     if ws.has_table(f"{ws.index_name(ds.name, ic)}__meta"):
         return ic
     want, emb = built_identity(ic, ds.documents), ic.to_dict()["embedder"]
-    for meta in ws.indexes():
+    for meta in (metas or ws.indexes)():
         try:
             if meta.get("dataset") != ds.name or meta["config"]["embedder"] != emb:
                 continue
@@ -298,9 +302,9 @@ def same_index_built(ws, ds, ic):
         except (KeyError, TypeError, ValueError):
             continue  # a meta row of an older layout: never reused
         if built_identity(other, ds.documents) == want:
-            differ = sorted(k for k, v in dataclasses.asdict(ic.chunking).items() if getattr(other.chunking, k) != v)
             from rag.safeio import printable
 
+            differ = sorted(k for k, v in dataclasses.asdict(ic.chunking).items() if getattr(other.chunking, k) != v)
             print(f"index: {printable(str(meta.get('index', ws.index_name(ds.name, other))))} already holds these "
                   f"chunks (the settings that differ, {', '.join(differ)}, are not read by how "
                   f"{printable(ds.name)}'s documents are chunked): reused, not built again", file=sys.stderr)

@@ -23,6 +23,8 @@ import time
 from pathlib import Path
 from typing import Callable
 
+from rag.ingest.parse_pool import doc_from_dict, doc_to_dict  # one document wire form: the pool's and Ray's
+
 ENGINES: dict[str, Callable[..., "Engine"]] = {}
 
 
@@ -98,22 +100,10 @@ def _parse_batch(batch: dict, language: str | None, cache_root: str | None, ship
     for path, doc_id in zip(batch["path"], batch["doc_id"]):
         doc, skip, secs = parse_one(Path(path), str(doc_id), language, cache)
         out["path"].append(str(path))
-        out["doc"].append(json.dumps(_doc_to_dict(doc), ensure_ascii=False) if doc else "")
+        out["doc"].append(json.dumps(doc_to_dict(doc), ensure_ascii=False) if doc else "")
         out["skip"].append(json.dumps(skip.__dict__, ensure_ascii=False) if skip else "")
         out["seconds"].append(secs)
     return out
-
-
-def _doc_to_dict(d) -> dict:
-    import dataclasses
-
-    return dataclasses.asdict(d)
-
-
-def _doc_from_dict(d: dict):
-    from rag.models import Document, Page
-
-    return Document(**{**d, "pages": [Page(**p) for p in d["pages"]]})
 
 
 def _chunk_batch(batch: dict, chunking: dict, embedder: dict | None = None) -> dict:
@@ -129,7 +119,7 @@ def _chunk_batch(batch: dict, chunking: dict, embedder: dict | None = None) -> d
     cap = emb.max_tokens if emb is not None else None
     out = {"doc_id": [], "parents": [], "chunks": [], "n_parents": [], "n_chunks": [], "over": []}
     for blob in batch["doc"]:
-        d = _doc_from_dict(json.loads(blob))
+        d = doc_from_dict(json.loads(blob))
         chunks, parents = chunk_document(d, cfg)
         rows = []
         for c in chunks:
@@ -213,7 +203,7 @@ class RayEngine(Engine):
             r = by_path[str(p)]
             seconds[str(p)] = float(r["seconds"])
             if r["doc"]:
-                docs.append(_doc_from_dict(json.loads(r["doc"])))
+                docs.append(doc_from_dict(json.loads(r["doc"])))
             else:
                 skipped.append(Skipped(**json.loads(r["skip"])))
         return docs, skipped, seconds
@@ -239,7 +229,7 @@ class RayEngine(Engine):
 
         ws._sync_table(index, "documents", [], stale, SCHEMAS["documents"])
         ws._sync_table(index, "pages", [r for d in changed for r in page_rows(d, cfg)], stale, SCHEMAS["pages"])
-        docs = [json.dumps(_doc_to_dict(d), ensure_ascii=False) for d in changed]
+        docs = [json.dumps(doc_to_dict(d), ensure_ascii=False) for d in changed]
         chunked = (ray.data.from_items([{"doc": x} for x in docs], override_num_blocks=max(1, min(len(docs), 64)))
                    .map_batches(_chunk_batch, batch_size=8, batch_format="numpy",
                                 fn_kwargs={"chunking": dataclasses.asdict(cfg.chunking),

@@ -99,8 +99,10 @@ def _parse_pooled(files, language, cache, bar) -> dict:
 
 
 def doc_to_dict(d: Document) -> dict:
-    out = dataclasses.asdict(d)
-    out.pop("code_parse", None)  # parsed again where needed (source code is not parsed in workers)
+    """A document as JSON-able fields (the workers' and Ray's wire form), without its code parse: a tree of objects
+    that does not travel, parsed again where it is needed (``chunking.code_parse``)."""
+    out = dataclasses.asdict(dataclasses.replace(d, code_parse=None))
+    out.pop("code_parse")
     return out
 
 
