@@ -22,7 +22,7 @@ import tempfile
 from pathlib import Path
 
 MANIFEST = "manifest.json"
-FILES = ("e5-small.int8.onnx", "word.npy", "vocab.bin", "vocab.json", "scores.npy")
+FILES = ("e5-small.int8.onnx", "word.npy", "vocab.bin", "pieces.idx", "vocab.json", "scores.npy")
 WHOLE_UNDER = 8 << 20  # files smaller than this are hashed whole; bigger ones by sampled blocks
 BLOCK, SAMPLES = 1 << 16, 16
 CANARY = "passage: The canary checks that the cached model still embeds as it did when it was built."
@@ -138,7 +138,7 @@ def canary_of(folder: Path) -> list[float] | None:
         return None
 
 
-_TEMP = re.compile(r"\.\d+\.(onnx|npy|bin|json|tmp)$")
+_TEMP = re.compile(r"\.\d+\.(onnx|npy|bin|idx|json|tmp)$")
 
 
 def clear_for_build(folder: Path) -> list[str]:

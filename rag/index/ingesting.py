@@ -113,6 +113,10 @@ class IngestSteps:
             cached_bm25(self.bm25_cache, index, texts.to_pylist())
         if changed or removed or dirty:
             self.keep_block_counts(index, cfg)
+        if summ.vector_index == "exact":  # the tables as Arrow files a cold `ragwb search` maps (rag/index/snapshot.py)
+            from .snapshot import refresh
+
+            refresh(self, index)
         # the total includes reading the folder (listing, ignore rules, parsing), not only the parse
         summ.seconds = time.perf_counter() - t0 + max(summ.parse_seconds, getattr(ds, "load_seconds", 0.0))
         return summ

@@ -294,21 +294,62 @@ def _versions(ws: Workspace, index: str) -> tuple:
     return tuple(ws.read_table(index, k).version for k in ("chunks", "documents", "pages", "parents")) + pv
 
 
+def numbers(col) -> np.ndarray:
+    """A numeric Arrow column without nulls as a NumPy view of its buffer. Not ``to_numpy``: Arrow's C++ conversion
+    imports pandas on first use (~0.2 s of a cold ``ragwb search``); a column with nulls still goes through it."""
+    import pyarrow as pa
+
+    arr = col.combine_chunks() if isinstance(col, pa.ChunkedArray) else col
+    if arr.null_count or not pa.types.is_primitive(arr.type) or pa.types.is_boolean(arr.type):
+        return arr.to_numpy(zero_copy_only=False)
+    dtype = np.dtype(arr.type.to_pandas_dtype())
+    return np.frombuffer(arr.buffers()[1], dtype=dtype, count=len(arr), offset=arr.offset * dtype.itemsize)
+
+
+class _ChunksTable:
+    """The chunks table of an index read from its snapshot, opened in LanceDB only if a path needs it (an ANN or
+    full-text query, which an exact index read from a snapshot does not make)."""
+
+    def __init__(self, ws: Workspace, index: str):
+        self._ws, self._index, self._t = ws, index, None
+
+    def __getattr__(self, name):
+        if self._t is None:
+            self._t = self._ws.read_table(self._index, "chunks")
+        return getattr(self._t, name)
+
+
 def open_index(ws: Workspace, index: str) -> IndexReader:
+    """The reader of the index as its tables are now (one per process and version). An exact index is read from
+    its snapshot when one proves current (rag/index/snapshot.py: no pylance import), else from LanceDB, and then
+    snapshotted for the next process."""
+    from . import snapshot
+
     key = (str(ws.root.resolve()), index)
-    ver = _versions(ws, index)
+    st = snapshot.stamp(ws, index)  # before any read: a snapshot never claims a newer state than it holds
+    ver = st if st is not None else _versions(ws, index)
     with _rlock:
         r = _readers.get(key)
         if r is not None and r.version == ver:
             return r
-    meta = ws.meta(index)
-    table = ws.read_table(index, "chunks")
-    kind = meta.get("vector_index", "exact")
+    snap = snapshot.load(ws, index, st) if st is not None else None
+    if snap is not None:
+        meta, table, ch = snap["meta"], _ChunksTable(ws, index), snap["chunks"]
+        kind = "exact"
+    else:
+        meta = ws.meta(index)
+        table = ws.read_table(index, "chunks")
+        kind = meta.get("vector_index", "exact")
+        if kind == "exact":
+            ch = table.to_arrow()
+            snap = {"chunks": ch, **{k: ws.read_table(index, k).to_arrow() for k in ("documents", "pages", "parents")}}
+            if st is not None:
+                snapshot.save(ws, index, st, meta, snap)
     if kind == "exact":  # exact search over an in-memory copy of the vectors (fast below the ANN threshold)
-        ch = table.to_arrow()
         vec = ch.column("vector").combine_chunks()
         dim = vec.type.list_size
-        vectors = vec.values.to_numpy(zero_copy_only=False).reshape(-1, dim).astype(np.float32, copy=False)
+        vectors = numbers(vec.values[vec.offset * dim:(vec.offset + len(vec)) * dim]).reshape(-1, dim).astype(
+            np.float32, copy=False)
     else:  # an ANN index: vectors and BM25 tokens stay in LanceDB; chunk text in Arrow buffers
         ch = table.to_lance().to_table(columns=[c for c in table.schema.names if c not in ("vector", "bm25_text")])
         vectors = None
@@ -319,22 +360,22 @@ def open_index(ws: Workspace, index: str) -> IndexReader:
         pages = ArrowRows.from_table(ws.read_table(index, "pages"), "page_id")
         parents = ArrowRows.from_table(ws.read_table(index, "parents"), "parent_id")
     else:
-        docs = {r["doc_id"]: r for r in ws.read_table(index, "documents").to_arrow().to_pylist()}
-        pages = {r["page_id"]: r for r in ws.read_table(index, "pages").to_arrow().to_pylist()}
-        parents = {r["parent_id"]: r for r in ws.read_table(index, "parents").to_arrow().to_pylist()}
+        docs = {r["doc_id"]: r for r in snap["documents"].to_pylist()}
+        pages = {r["page_id"]: r for r in snap["pages"].to_pylist()}
+        parents = {r["parent_id"]: r for r in snap["parents"].to_pylist()}
     r = IndexReader(index, IndexConfig.from_dict(meta["config"]), col("chunk_id"), col("doc_id"), col("page_id"),
-                    ch.column("chunk_index").to_numpy(), ch.column("start").to_numpy(), ch.column("end").to_numpy(),
-                    col("text"), ch.column("n_tokens").to_numpy(), col("parent_id"), col("language"),
+                    numbers(ch.column("chunk_index")), numbers(ch.column("start")), numbers(ch.column("end")),
+                    col("text"), numbers(ch.column("n_tokens")), col("parent_id"), col("language"),
                     None if lean else col("bm25_text"), vectors, docs, pages, parents, ver, table=table,
                     vector_index=kind)
     if "symbol" in ch.column_names:  # code columns (an index written before them has none: prose)
         r.code_languages, r.symbols, r.kinds = col("code_language"), col("symbol"), col("kind")
-        r.line_starts, r.line_ends = ch.column("line_start").to_numpy(), ch.column("line_end").to_numpy()
+        r.line_starts, r.line_ends = numbers(ch.column("line_start")), numbers(ch.column("line_end"))
         from rag.tokens import load_counts
 
         enc = r.config.chunking.encoding  # the default blocks' exact tokens, counted at ingest
         load_counts(ws.block_counts_path(index, enc), enc)
-    if lean and len(ver) > 4:  # stored page vectors (an index ingested before them falls back to filtered reads)
+    if lean and ws.has_table(f"{index}__page_vectors"):  # stored page vectors (an index ingested before them falls back to filtered reads)
         pvd = ws.read_table(index, "page_vectors").to_lance()
         r.page_vector_table = pvd
         r.page_vector_rows = {p: i for i, p in enumerate(pvd.to_table(columns=["page_id"]).column("page_id").to_pylist())}
