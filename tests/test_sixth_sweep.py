@@ -119,6 +119,12 @@ def test_a_damaged_model_cache_is_rebuilt_with_a_line_and_embeds_as_the_referenc
         man["files"][model.name]["sha256"] = file_digest(model)[1]
         (d / "manifest.json").write_text(json.dumps(man))
 
+    def move_a_piece(d):  # two ids swapped in the mapped piece table (rag/index/e5_vocab.py): same size
+        data = bytearray((d / "pieces.idx").read_bytes())
+        data[-8:-4], data[-4:] = data[-4:], data[-8:-4]
+        data[-1000:-996], data[-4:] = data[-4:], data[-1000:-996]
+        (d / "pieces.idx").write_bytes(bytes(data))
+
     def truncate(name):
         def cut(d):
             p = d / name
@@ -128,14 +134,15 @@ def test_a_damaged_model_cache_is_rebuilt_with_a_line_and_embeds_as_the_referenc
 
     damages = {"vocabulary ids shifted by one": (shift_vocab, "vocab.bin: its content changed"),
                "scores reversed": (reverse_scores, "scores.npy: its content changed"),
+               "a piece moved in the mapped table": (move_a_piece, "pieces.idx: its content changed"),
                "graph weights zeroed": (zero_weights_past_the_digest, "its canary embeds at cosine"),
                "a truncated int8 model": (truncate("e5-small.int8.onnx"), "e5-small.int8.onnx: "),
                "a truncated word table": (truncate("word.npy"), "word.npy: ")}
     # every damage is found by the check a load makes (each a few milliseconds) ...
     from rag.index.e5_cache import check
 
-    pristine = {n: (folder / n).read_bytes() for n in ("scores.npy", "e5-small.int8.onnx")}
-    for what in ("scores reversed", "a truncated int8 model"):
+    pristine = {n: (folder / n).read_bytes() for n in ("scores.npy", "e5-small.int8.onnx", "pieces.idx")}
+    for what in ("scores reversed", "a truncated int8 model", "a piece moved in the mapped table"):
         damage, said = damages.pop(what)
         damage(folder)
         assert any(said.split(":")[0] in x for x in check(folder)), what

@@ -140,7 +140,7 @@ class IndexReader:
     documents: dict[str, dict]
     pages: dict[str, dict]
     parents: dict[str, dict]
-    version: tuple = ()
+    version: tuple | str = ()  # the snapshot stamp of its tables, else their Lance versions (rag/index/snapshot.py)
     _bm25: BM25 | None = None
     _page_chunks: dict[str, list[int]] | None = None
     _page_vecs: dict[str, np.ndarray] | None = None
