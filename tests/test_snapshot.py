@@ -120,6 +120,31 @@ def test_a_changed_or_damaged_snapshot_is_never_read_as_the_index(tmp_path):
         (ws / "cache" / "snapshots" / f.replace(f"{index}.{st}", other)).write_bytes(
             (ws / "cache" / "snapshots" / f).read_bytes())
     assert snapshot.load(w, "other__00000000", st) is None
+    # the LanceDB folder deleted and the index built again from other files: the same number of commits gives the
+    # same manifest names, but never the same stamp (their times and inodes differ)
+    import shutil
+
+    names_before = sorted(p.name for p in (w.dataset_path(f"{index}__chunks") / "_versions").iterdir())
+    shutil.rmtree(ws / "lancedb")
+    (folder / "harbour.md").write_text("The lighthouse keeper rings the fog bell at dusk.\n")
+    assert main(["ingest", str(folder), "--workspace", str(ws), "--embedder", "hash", "--no-progress"]) == 0
+    rebuilt = Workspace(ws)
+    assert snapshot.stamp(rebuilt, index) != st
+    again, _ = _search(ws, folder, "who rings the fog bell")
+    assert "fog bell" in again and "ferry" not in again, (names_before, again)
+    fog_names = sorted(p.name for p in (w.dataset_path(f"{index}__chunks") / "_versions").iterdir())
+    shutil.rmtree(ws / "lancedb")
+    (folder / "harbour.md").write_text("The ferry to the lighthouse island leaves at nine.\n")
+    assert main(["ingest", str(folder), "--workspace", str(ws), "--embedder", "hash", "--no-progress"]) == 0
+    assert sorted(p.name for p in (w.dataset_path(f"{index}__chunks") / "_versions").iterdir()) == fog_names
+    ferry, mods = _search(ws, folder, "ferry to the lighthouse island")
+    assert mods == [] and ferry == out  # this build's snapshot, not the fog bell build's of the same names
+    st = snapshot.stamp(rebuilt, index)
+    chunks = ws / "cache" / "snapshots" / f"{index}.{st}.chunks.arrow"
+    done = ws / "cache" / "snapshots" / f"{index}.{st}.done"
+    pristine = chunks.read_bytes()
+    at = pristine.index(v[j:j + 4].tobytes())
+    changed = pristine[:at] + np.float32(v[j] + 1).tobytes() + pristine[at + 4:]
     # a search over a damaged snapshot answers from LanceDB, the same as before, and mends it
     chunks.write_bytes(changed)
     damaged, mods = _search(ws, folder, "ferry to the lighthouse island")

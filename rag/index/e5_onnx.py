@@ -479,7 +479,7 @@ class Engine:
         reader = threading.Thread(target=lambda: got.update(v=_cached_vocab(onnx_path.with_name("vocab.json"))))
         reader.start()
         self.words = np.load(onnx_path.with_name("word.npy"), mmap_mode="r")
-        self.session = self._session(self.threads)
+        self.session, self._pool = self._session(self.threads), None
         reader.join()
         if "v" not in got:
             raise RuntimeError(f"e5 onnx: the vocabulary beside {onnx_path} could not be read")
@@ -505,17 +505,33 @@ class Engine:
         return self._sessions[threads]
 
     REDECIDE_S = 1.0  # how often the thread count is looked at again while texts are embedded
+    LANE_TEXTS = 8  # texts a lane runs per turn of the lock: another caller (the page's query) waits a few texts
+
+    def _side_by_side(self, texts: list[str], is_query: bool, out: np.ndarray, rows: range, lanes: int) -> None:
+        """``rows`` of ``texts`` embedded by ``lanes`` threads, each taking the next text (a long one does not hold
+        up a short one), tokenizing while another runs the graph (ONNX Runtime's run releases the GIL)."""
+        from concurrent.futures import ThreadPoolExecutor
+
+        if self._pool is None or self._pool._max_workers < lanes:
+            self._pool = ThreadPoolExecutor(max_workers=lanes, thread_name_prefix="e5-lane")
+        session, todo = self._session(1), iter(rows)  # next() on a range iterator is atomic under the GIL
+
+        def lane():
+            for k in todo:
+                out[k] = session.run(["pooled"], self.feed(np.array([self.ids(texts[k], is_query)], np.int64)))[0][0]
+        for f in [self._pool.submit(lane) for _ in range(lanes)]:
+            f.result()
 
     def _follow_cores(self) -> None:
-        """Between texts: the cores free now decide the session (a busy neighbour that came or went is followed
-        within a second; vectors are the same with either count)."""
+        """Between texts: the cores free now decide how many texts run side by side (a busy neighbour that came or
+        went is followed within a second; vectors are the same either way)."""
         now = time.monotonic()
         if not self.adaptive or now - self._decided < self.REDECIDE_S:
             return
         self._decided = now
         want = free_cores()
         if want != self.threads:
-            self.session, self.threads = self._session(want), want
+            self.threads = want
             self.switches += 1
 
     def ids(self, text: str, is_query: bool) -> list[int]:
@@ -537,12 +553,19 @@ class Engine:
         batch would make a text's vector depend on its neighbours (padding included); alone, a text has one vector
         whichever call, process or engine worker embeds it, and it measured as fast as batches here (no padding)."""
         out = np.zeros((len(texts), self.dim), np.float32)
-        for i, t in enumerate(texts):
-            seq = np.array([self.ids(t, is_query)], np.int64)
-            feed = self.feed(seq)
-            with self.lock:  # one run at a time in this process: callers never oversubscribe the cores
+        i = 0
+        while i < len(texts):
+            with self.lock:  # one caller's turn at a time in this process: callers never oversubscribe the cores
                 self._follow_cores()
-                out[i] = self.session.run(["pooled"], feed)[0][0]
+                lanes = min(self.threads, len(texts) - i) if self.adaptive else 1
+                if lanes <= 1:  # one text, on as many intra-op threads as cores are free (or as asked)
+                    feed = self.feed(np.array([self.ids(texts[i], is_query)], np.int64))
+                    out[i] = self._session(self.threads).run(["pooled"], feed)[0][0]
+                    i += 1
+                else:  # texts side by side, each on a one-thread session (2 cores: 1.96x one thread, where two
+                    j = min(len(texts), i + lanes * self.LANE_TEXTS)  # intra-op threads on one text gave 1.66x)
+                    self._side_by_side(texts, is_query, out, range(i, j), lanes)
+                    i = j
         norms = np.linalg.norm(out, axis=1, keepdims=True)
         norms[norms == 0] = 1.0
         return out / norms

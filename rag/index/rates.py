@@ -15,7 +15,9 @@ QUIET_RATES = {"e5": 35.0, "use": 100.0, "hash": 5000.0}
 QUIET_TOKEN_RATES = {"e5": 5000.0}
 
 
-PARALLEL_GAIN = 0.53  # a second intra-op thread adds this much (e5 int8, 2 cores: 18.2 against 11.9 passages/s)
+# a second core adds this much: texts side by side, a one-thread session each (e5 int8, 2 cores: 52.0 against 27.6
+# passages/s of ~140 tokens, 26.4 against 13.6 of ~256; two intra-op threads on one text added 0.18-0.73)
+PARALLEL_GAIN = 0.9
 
 
 def _speed(threads: int) -> float:

@@ -7,8 +7,9 @@ Why: ``import lance`` costs ~0.5 s of CPU in a fresh process (pyarrow.dataset, w
 written once beside LanceDB, answer the next cold look-up in a few milliseconds.
 
 Trust: LanceDB stays the store; a snapshot is a cache that proves it is current. Its name carries a *stamp*: the
-manifest names in each table's ``_versions/`` folder (every commit to a Lance table adds one; a clean-up removes
-some), listed before the tables were read. A snapshot is used only while the folders list exactly what they listed
+manifests in each table's ``_versions/`` folder (every commit to a Lance table adds one; a clean-up removes some),
+by name, size, modification time and inode (a table dropped and built again repeats the names), listed before the
+tables were read. A snapshot is used only while the folders list exactly what they listed
 then; anything else (a write, a clean-up, a layout this does not know, a file whose size or CRC-32 differs from what
 its writer recorded, a missing one) reads LanceDB as before, and the reader writes the snapshot of what it read
 for the next process."""
@@ -36,8 +37,9 @@ def stamp(ws, index: str) -> str | None:
     parts = []
     for kind in KINDS + OPTIONAL:
         d = ws.dataset_path(f"{index}__{kind}") / "_versions"
-        try:
-            names = sorted(e.name for e in os.scandir(d) if e.name.endswith(".manifest"))
+        try:  # each manifest with its size, time and inode: a table dropped and built again repeats the names
+            names = sorted(f"{e.name}/{st.st_size}/{st.st_mtime_ns}/{st.st_ino}"
+                           for e in os.scandir(d) if e.name.endswith(".manifest") for st in (e.stat(),))
         except OSError:
             if kind in OPTIONAL:
                 continue
