@@ -6,6 +6,7 @@ import re
 import sqlite3
 
 import duckdb
+import pytest
 
 from evals.cli import main
 
@@ -324,6 +325,30 @@ def test_an_ingest_without_bars_says_its_estimate_first_then_how_it_moves(tmp_pa
     # a second ingest embeds nothing: no estimate, no progress line
     assert main(["ingest", str(docs), "--embedder", "hash", "--workspace", str(tmp_path / "ws"), "--no-progress"]) == 0
     assert "ingest:" not in capsys.readouterr().err
+
+
+def test_an_ingest_without_bars_prices_what_is_left_by_its_tokens(tmp_path, monkeypatch):
+    """Issue 74, item 4: inside a grid the ingest's own line priced 926 chunks of 160 tokens at the chunk rate the
+    96-token config had measured: "about 13 s" for 22 s. With a token rate kept here, the line prices the texts left
+    by their tokens (the cached ones' share taken out)."""
+    import io
+
+    from rag.index import rates
+    from rag.index.ingesting import QuietProgress
+
+    monkeypatch.setattr(rates, "load_now", lambda: 0.0)
+    rates.keep_rate(tmp_path, "e5", 1000, 10.0, tokens=100_000, others=0.0)  # 100 chunks/s, 10,000 tokens/s quiet
+    lines = []
+    for per_chunk in (96, 192):
+        out = io.StringIO()
+        q = QuietProgress(4000, "docs", tmp_path, "e5", every=3600, out=out, tokens=4000 * per_chunk)
+        q.update(2000)  # the cache held half of them
+        lines.append(out.getvalue())
+    secs = [rates.estimate_seconds(tmp_path, "e5", 2000, 2000 * k)[0] for k in (96, 192)]
+    assert secs[1] == pytest.approx(2 * secs[0])  # twice the tokens, twice the time, at the same chunk count
+    for line, s in zip(lines, secs):
+        assert line.startswith("ingest: 2,000 chunk(s) to embed with e5 for docs, about ") and "tokens/s" in line, line
+        assert rates.duration_text(s) in line, (line, s)
 
 
 def test_a_bench_row_says_the_load_it_ran_at_sampled_over_the_row():

@@ -187,7 +187,8 @@ class IngestSteps:
         bar = _progress(len(texts), f"embedding {name}", progress)
         # --no-progress (a CI log): the estimate first, then a line a minute, so a long ingest is seen moving
         quiet = (QuietProgress(len(texts), name, self.root, cfg.embedder.name,
-                               float(os.environ.get("RAGWB_PROGRESS_EVERY") or 60))
+                               float(os.environ.get("RAGWB_PROGRESS_EVERY") or 60),
+                               tokens=sum(int(r["n_tokens"] or 0) for r in chunk_rows))
                  if not progress and texts else None)
 
         def tick(n):
@@ -254,8 +255,10 @@ class QuietProgress:
     """Progress for a log with no bar: the first report (the texts the cache already held) prints the estimate of
     what is left at this machine's rate, then one line every ``every`` seconds: done, rate, time left (issue 74)."""
 
-    def __init__(self, total: int, name: str, workspace, embedder: str, every: float = 60.0, out=None):
+    def __init__(self, total: int, name: str, workspace, embedder: str, every: float = 60.0, out=None,
+                 tokens: int = 0):
         self.total, self.name, self.workspace, self.embedder, self.every = total, name, workspace, embedder, every
+        self.tokens = tokens  # of all ``total`` texts: the estimate prices what is left by tokens where it can
         self.out = out or sys.stderr
         self.done, self.first, self.t0, self.last = 0, None, time.monotonic(), time.monotonic()
 
@@ -268,7 +271,9 @@ class QuietProgress:
 
             self.first, self.t0, self.last = n, now, now
             todo = self.total - self.first
-            secs, src = estimate_seconds(self.workspace, self.embedder, todo, 0) if todo > 0 else (0.0, "")
+            # by tokens (a grid's 160-token chunks were announced at the 96-token config's chunk rate: 13 s for 22)
+            share = round(self.tokens * todo / self.total) if self.total else 0
+            secs, src = estimate_seconds(self.workspace, self.embedder, todo, share) if todo > 0 else (0.0, "")
             if todo > 0 and secs >= min(10.0, self.every):  # a few seconds' ingest needs no estimate line
                 print(f"ingest: {todo:,} chunk(s) to embed with {self.embedder} for {self.name}, about "
                       f"{duration_text(secs)} at {src}", file=self.out, flush=True)

@@ -333,6 +333,8 @@ def open_index(ws: Workspace, index: str) -> IndexReader:
         if r is not None and r.version == ver:
             return r
     snap = snapshot.load(ws, index, st) if st is not None else None
+    if snap is not None and snap["meta"].get("vector_index", "exact") != "exact":
+        snap = None  # (never written for an ANN index; a hand-made one is not read as exact)
     if snap is not None:
         meta, table, ch = snap["meta"], _ChunksTable(ws, index), snap["chunks"]
         kind = "exact"
