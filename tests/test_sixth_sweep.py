@@ -351,6 +351,43 @@ def test_an_ingest_without_bars_prices_what_is_left_by_its_tokens(tmp_path, monk
         assert rates.duration_text(s) in line, (line, s)
 
 
+def test_a_bench_row_leaves_the_timed_commands_own_threads_out_of_what_ran_beside_it():
+    """Issue 74, item 7: the first-chart and embed rows read the 1-minute load, which counts the timed ingest's own
+    two e5 lanes: a quiet machine read "load 1.6" and its row was not called quiet. What ran beside a timed command
+    is the runnable tasks less its whole process tree (a grandchild included) and the bench's own threads."""
+    import subprocess
+    import sys
+    import time
+
+    from evals.bench import beside
+
+    spin = "import time\nt = time.time()\nwhile time.time() - t < 20: pass\n"
+    tree = f"import subprocess, sys\nsubprocess.Popen([sys.executable, '-c', {spin!r}])\n{spin}"
+    timed = subprocess.Popen([sys.executable, "-c", tree], start_new_session=True)  # its group: killed whole
+    idle = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(20)"])
+    try:
+        deadline, seen = time.monotonic() + 15, 0
+        while seen < 2 and time.monotonic() < deadline:  # both spinning (runnable even on a loaded machine)
+            seen = beside.tree_running(timed.pid)
+            time.sleep(0.05)
+        assert seen == 2 and beside.tree_running(idle.pid) == 0
+        beside._TIMED[:] = [timed.pid]
+        from rag.ingest.cores import others_running
+
+        assert beside.beside_now() <= max(0, others_running() - 1)  # the tree taken out (its 2, give or take a race)
+    finally:
+        import os
+        import signal
+
+        beside._TIMED.clear()
+        os.killpg(timed.pid, signal.SIGKILL)
+        idle.kill()
+        timed.wait()
+        idle.wait()
+    done = beside.run_timed([sys.executable, "-c", "print('ok')"], timeout=60)
+    assert done.returncode == 0 and done.stdout.strip() == "ok" and beside._TIMED == []
+
+
 def test_a_bench_row_says_the_load_it_ran_at_sampled_over_the_row():
     """Issue 74, item 7: `ragwb bench --only embed` labelled its first row "load 0" at a 1-minute load of 7.2 (only
     its JSON held the load, read once at the end). Each row now carries the load sampled over it, and "quiet" only

