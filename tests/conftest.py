@@ -10,6 +10,21 @@ from rag.index.embedders import Embedder, register_embedder
 KEYWORDS = ["alpha", "beta", "gamma", "delta", "omega"]
 
 
+def pytest_configure(config):
+    """Once, before any worker starts: the package's bytecode written, as pip writes it at install. The suite starts
+    hundreds of Python processes (the CLI as typed, marimo kernels, plugin and parse workers); under
+    PYTHONDONTWRITEBYTECODE (set in CI) an editable checkout never gets its bytecode, so each of them compiled every
+    module it imported again (~0.25 s a process)."""
+    if hasattr(config, "workerinput"):  # an xdist worker: the controller has done it
+        return
+    import compileall
+    import re
+
+    root = Path(__file__).resolve().parents[1]
+    for pkg in ("rag", "evals"):  # not rag/_bundle: links to the data and notebooks the wheel carries as they are
+        compileall.compile_dir(str(root / pkg), quiet=1, rx=re.compile(r"_bundle"))
+
+
 @register_embedder("keywords")
 class KeywordEmbedder(Embedder):
     """A transparent embedder for hand-computed tests: one axis per keyword, counts normalised."""

@@ -479,7 +479,8 @@ class Engine:
         reader = threading.Thread(target=lambda: got.update(v=_cached_vocab(onnx_path.with_name("vocab.json"))))
         reader.start()
         self.words = np.load(onnx_path.with_name("word.npy"), mmap_mode="r")
-        self.session, self._pool = self._session(self.threads), None
+        self._session(self.threads)  # made now: a model that cannot load fails here, not at the first text
+        self._pool, self._lanes = None, 0
         reader.join()
         if "v" not in got:
             raise RuntimeError(f"e5 onnx: the vocabulary beside {onnx_path} could not be read")
@@ -512,8 +513,8 @@ class Engine:
         up a short one), tokenizing while another runs the graph (ONNX Runtime's run releases the GIL)."""
         from concurrent.futures import ThreadPoolExecutor
 
-        if self._pool is None or self._pool._max_workers < lanes:
-            self._pool = ThreadPoolExecutor(max_workers=lanes, thread_name_prefix="e5-lane")
+        if self._lanes < lanes:  # (a machine with more cores free than before: a wider pool, made once)
+            self._pool, self._lanes = ThreadPoolExecutor(max_workers=lanes, thread_name_prefix="e5-lane"), lanes
         session, todo = self._session(1), iter(rows)  # next() on a range iterator is atomic under the GIL
 
         def lane():
