@@ -98,9 +98,15 @@ def test_a_damaged_model_cache_is_rebuilt_with_a_line_and_embeds_as_the_referenc
 
     texts = ["The harbour office opens at eight.", "Varroa mites are counted with a sugar roll."]
     ref = e5_onnx.engine().embed(texts, False)  # the process's engine, from the user's own cache
+    built = e5_onnx.model_file().parent
     monkeypatch.setenv("RAGWB_CACHE", str(tmp_path / "cache"))
+    # a copy of that cache (a build is ~5 s of the suite; the rebuilds below are what is tested), which passes its
+    # own check where it now lives: nothing is built for it
+    import shutil
+
+    shutil.copytree(built, e5_onnx.cache_dir() / built.name, ignore=shutil.ignore_patterns("*.lock"))
     folder = e5_onnx.model_file().parent
-    capsys.readouterr()
+    assert folder == e5_onnx.cache_dir() / built.name and "failed its check" not in capsys.readouterr().err
 
     def shift_vocab(d):
         pieces = (d / "vocab.bin").read_bytes().split(b"\0")
