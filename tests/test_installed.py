@@ -141,6 +141,31 @@ def test_pdfs_are_parsed_by_the_wheels_workers_outside_the_checkout(installed, t
     assert "Depot 1 stores 10 crates." in docs_read[1][2]
 
 
+def test_a_cold_search_from_the_wheel_maps_its_snapshot_without_pylance(installed, tmp_path):
+    """Issue 74, item 3, as users run it: `ragwb ingest` then `ragwb search` (e5, the default) from the installed
+    package in a folder outside the checkout; the search's fresh process answers from the snapshot the ingest wrote
+    (rag/index/snapshot.py) and imports no pylance, LanceDB or pandas."""
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "harbour.md").write_text("# Harbour\n\nThe harbour office opens at eight and closes at noon.\n")
+    (docs / "bees.md").write_text("# Bees\n\nVarroa mites are counted with a sugar roll in late summer.\n")
+    proc = subprocess.run([str(installed["ragwb"]), "ingest", "docs", "--no-progress"], cwd=tmp_path,
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert len(list((tmp_path / "results" / "cache" / "snapshots").glob("*.done"))) == 1
+    probe = ("import sys, rag\nfrom evals.cli import main\nrc = main(sys.argv[1:])\n"
+             "print('MODULES', rag.__file__, *[m for m in ('lance', 'lancedb', 'pandas') if m in sys.modules])\n"
+             "sys.exit(rc)")
+    proc = subprocess.run([str(installed["py"]), "-c", probe, "search", "when does the harbour office open",
+                           "--dataset", "docs", "--show", "1"], cwd=tmp_path, capture_output=True, text=True,
+                          timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    out, _, mods = proc.stdout.rpartition("MODULES ")
+    where, *heavy = mods.split()
+    assert str(installed["venv"]) in where and heavy == [], mods
+    assert "harbour.md" in out.splitlines()[1], out
+
+
 def test_ragwb_workbench_from_the_wheel_serves_the_page_and_its_chart(installed, tmp_path, browser):
     from evals.bench.browser import free_port
 
