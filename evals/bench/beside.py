@@ -19,16 +19,13 @@ def tree_running(pid: int) -> int:
             except OSError:
                 continue
             children.setdefault(int(stat[stat.rindex(")") + 2:].split()[1]), []).append(int(p.name))
+    from rag.ingest.cores import running_threads
+
     n, todo = 0, [pid]
     while todo:
         q = todo.pop()
         todo += children.get(q, [])
-        for task in Path(f"/proc/{q}/task").glob("*"):
-            try:
-                stat = (task / "stat").read_text()
-            except OSError:
-                continue
-            n += stat[stat.rindex(")") + 2] == "R"
+        n += running_threads(q)
     return n
 
 

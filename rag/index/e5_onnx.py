@@ -474,17 +474,13 @@ class Engine:
         self.adaptive = not asked
         self.threads = asked or free_cores()  # before our thread
         self._path, self._sessions, self._decided, self.switches = onnx_path, {}, time.monotonic(), 0
-        got: dict = {}
-        # the vocabulary is read on a thread of its own while the session loads (which releases the GIL)
-        reader = threading.Thread(target=lambda: got.update(v=_cached_vocab(onnx_path.with_name("vocab.json"))))
-        reader.start()
         self.words = np.load(onnx_path.with_name("word.npy"), mmap_mode="r")
         self._session(self.threads)  # made now: a model that cannot load fails here, not at the first text
         self._pool, self._lanes = None, 0
-        reader.join()
-        if "v" not in got:
-            raise RuntimeError(f"e5 onnx: the vocabulary beside {onnx_path} could not be read")
-        head, vocab = got["v"]
+        try:  # mapped (~1 ms: rag/index/e5_vocab.py), so no longer read on a thread beside the session
+            head, vocab = _cached_vocab(onnx_path.with_name("vocab.json"))
+        except (OSError, ValueError, KeyError) as e:
+            raise RuntimeError(f"e5 onnx: the vocabulary beside {onnx_path} could not be read ({e})") from e
         self.dim, self.window = head["H"], head["MAXP"]
         self.tok = Tokenizer(vocab)
         self.bos, self.eos, self.pad = vocab.bos, vocab.eos, vocab.pad

@@ -89,9 +89,3 @@ class PieceTable:
             if blob[offs[i]:offs[i + 1] - 1] == b:
                 return i
             h = (h + 1) & mask
-
-    def __len__(self) -> int:
-        return len(self.as_dict())
-
-    def __contains__(self, piece: str) -> bool:
-        return self.get(piece) is not None

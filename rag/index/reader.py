@@ -344,7 +344,7 @@ def open_index(ws: Workspace, index: str) -> IndexReader:
         kind = meta.get("vector_index", "exact")
         if kind == "exact":
             ch = table.to_arrow()
-            snap = {"chunks": ch, **{k: ws.read_table(index, k).to_arrow() for k in ("documents", "pages", "parents")}}
+            snap = snapshot.read_lance(ws, index, chunks=ch)
             if st is not None:
                 snapshot.save(ws, index, st, meta, snap)
     if kind == "exact":  # exact search over an in-memory copy of the vectors (fast below the ANN threshold)

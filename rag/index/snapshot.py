@@ -157,4 +157,10 @@ def refresh(ws, index: str) -> bool:
     meta = ws.meta(index)
     if meta.get("vector_index", "exact") != "exact":
         return False
-    return save(ws, index, st, meta, {k: ws.read_table(index, k).to_arrow() for k in KINDS[:-1]})
+    return save(ws, index, st, meta, read_lance(ws, index))
+
+
+def read_lance(ws, index: str, chunks=None) -> dict:
+    """The tables a snapshot holds, read from LanceDB (``chunks``: that table already read)."""
+    return {k: chunks if k == "chunks" and chunks is not None else ws.read_table(index, k).to_arrow()
+            for k in KINDS[:-1]}

@@ -8,15 +8,20 @@ import time
 from pathlib import Path
 
 
-def _own_running() -> int:
+def running_threads(pid: int | str = "self") -> int:
+    """Threads of one process in the running (or runnable) state now, from /proc (0 when it is gone)."""
     n = 0
-    for task in Path("/proc/self/task").iterdir():
+    for task in Path(f"/proc/{pid}/task").glob("*"):
         try:
             stat = (task / "stat").read_text()
         except OSError:
             continue
         n += stat[stat.rindex(")") + 2] == "R"
-    return max(n, 1)
+    return n
+
+
+def _own_running() -> int:
+    return max(running_threads(), 1)
 
 
 def others_running() -> int:
