@@ -46,10 +46,46 @@ def loads_bounded(data, max_depth: int = MAX_DEPTH):
 
 def write_whole(path: Path, data: bytes) -> None:
     """``data`` at ``path`` all at once (the temporary name is this process's and thread's: two writers of one
-    file never share one)."""
+    file never share one). The temporary file is created new (O_EXCL, O_NOFOLLOW): a link planted under its name is
+    never written through, and the replace swaps the name itself, so a link at ``path`` is replaced, not followed."""
+    path = Path(path)
     tmp = path.with_name(f"{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
-    tmp.write_bytes(data)
-    os.replace(tmp, path)
+    try:
+        os.unlink(tmp)  # a dead writer's leftover (or a planted link): removed, never opened
+    except FileNotFoundError:
+        pass
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o644)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+
+
+class LinkRefused(ValueError):
+    """A write that would have gone through a symbolic link: refused, the link named (its caller says it in one
+    line)."""
+
+
+def refuse_links(*paths: Path) -> None:
+    """LinkRefused naming the first of ``paths`` that is a symbolic link (a file the user's copy would be written
+    through, or a folder that points elsewhere)."""
+    for p in paths:
+        if os.path.islink(p):
+            raise LinkRefused(f"{printable(str(p))} is a symbolic link (to {printable(os.readlink(p))}): nothing "
+                              "is written through a link; remove it or pick another folder")
+
+
+def write_no_follow(path: Path, data: bytes) -> None:
+    """``data`` written whole at ``path``, refused (LinkRefused) when ``path`` or its folder is a link."""
+    path = Path(path)
+    refuse_links(path.parent, path)
+    write_whole(path, data)
 
 
 _BIDI = set(range(0x202A, 0x202F)) | set(range(0x2066, 0x206A))  # overrides and isolates: text shown out of order

@@ -41,21 +41,55 @@ def page_argv(ns, parser) -> list[str]:
 
 def edit_copy(folder: Path) -> tuple[Path, bool]:
     """The notebook copied into ``folder`` (with its head.html and the marimo setting that runs it on open), or the
-    copy already there when the user has changed it (never overwritten). (path, whether it was written now)."""
+    copy already there when the user has changed it (never overwritten). (path, whether it was written now).
+    Nothing is written through a link (issue 82): a folder or file there that is a symbolic link is refused with one
+    line naming it, and each file is written new beside its name and swapped in."""
     from rag.ingest.bundled import notebook
+    from rag.safeio import refuse_links, write_no_follow
 
+    refuse_links(folder)
     folder.mkdir(parents=True, exist_ok=True)
+    refuse_links(folder, *(folder / n for n in (*EDIT_FILES, "pyproject.toml")))
     target = folder / "workbench.py"
     shipped = notebook("workbench.py")
     if target.exists() and target.read_bytes() != shipped.read_bytes():
         return target, False
     for name in EDIT_FILES:
-        shutil.copyfile(notebook(name), folder / name)
+        write_no_follow(folder / name, notebook(name).read_bytes())
     settings = folder / "pyproject.toml"
     if not settings.exists():  # marimo reads [tool.marimo] from the pyproject.toml nearest the notebook
-        settings.write_text("# written by `ragwb workbench --edit`: the workbench runs on open in marimo's editor\n"
-                            "[tool.marimo.runtime]\nauto_instantiate = true\n")
+        write_no_follow(settings, b"# written by `ragwb workbench --edit`: the workbench runs on open in marimo's "
+                                  b"editor\n[tool.marimo.runtime]\nauto_instantiate = true\n")
     return target, True
+
+
+def is_loopback(host: str) -> bool:
+    """Whether ``host`` binds this machine's loopback only (127.0.0.0/8, ::1, localhost): what other machines cannot
+    reach. 0.0.0.0, ::, a LAN address or any other name is not."""
+    import ipaddress
+
+    if host.strip().lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+def check_port(host: str, port: int) -> None:
+    """ValueError (one line, exit 2) for a port outside 1..65535 or one another server holds, before any URL is
+    printed: a busy port once printed the other server's URL as the workbench's own."""
+    import socket
+
+    if not 1 <= port <= 65535:
+        raise ValueError(f"--port {port} is not a port (1..65535; leave it out for a free one)")
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as s:
+        try:
+            s.bind((host.strip("[]"), port))
+        except OSError as e:
+            raise ValueError(f"port {port} on {host} is in use or cannot be bound ({e.strerror or e}): pick "
+                             "another --port, or leave it out for a free one") from None
 
 
 def marimo_command(mode: str, notebook: Path, host: str, port: int, headless: bool, argv: list[str]) -> list[str]:
@@ -63,7 +97,10 @@ def marimo_command(mode: str, notebook: Path, host: str, port: int, headless: bo
     if headless:
         cmd.append("--headless")
     if mode == "edit":
-        cmd.append("--no-token")  # bound to 127.0.0.1 by default; the URL printed is the one to open
+        # the editor runs any code its websocket is sent: it keeps marimo's token, which the workbench makes and hands
+        # over on the server's stdin (never on its command line, which every account on the machine can read in
+        # /proc); 127.0.0.1 alone is no guard, since another local account reaches loopback too (issue 82)
+        cmd += ["--token", "--token-password-file", "-"]
     return cmd + ["--", *argv]
 
 
@@ -79,11 +116,24 @@ def cmd_workbench(a) -> int:
     from evals.interactive.datasets import resolve_dataset
 
     resolve_dataset(checked.args.dataset, checked.args.workspace)  # an unknown set: one line, no server
+    if a.edit and not is_loopback(a.host) and not a.allow_remote_edit:
+        raise ValueError(f"--edit on --host {a.host} would open an editor that runs code to other machines: refused "
+                         "(add --allow-remote-edit to mean it; the editor still asks for its token)")
+    if a.port is not None:
+        check_port(a.host, a.port)
     port = a.port or free_port()
+    if not is_loopback(a.host):
+        print(f"ragwb workbench: warning: serving on {a.host}: other machines that reach it can open the "
+              + ("editor with its token" if a.edit else "page and read this workspace's data (no token in run mode)"),
+              file=sys.stderr)
     nb = notebook("workbench.py")
     mode = "run"
     cwd = None
+    token = None
     if a.edit:
+        import secrets
+
+        token = secrets.token_urlsafe(24)
         nb, written = edit_copy(Path(a.edit_dir or Path(checked.args.workspace) / "notebooks"))
         mode = "edit"
         print(f"ragwb workbench: editing {nb}" + ("" if written else " (your changed copy, kept: delete it for the "
@@ -92,8 +142,15 @@ def cmd_workbench(a) -> int:
         argv = [x if not _is_relative_path(x) else str(Path(x).resolve()) for x in argv]
     env = {**os.environ, "MARIMO_SKIP_UPDATE_CHECK": "1"}  # nothing leaves 127.0.0.1: no version check either
     _stop_on_sigterm()  # a service manager's or a test's terminate stops the server too, never leaves it running
-    proc = subprocess.Popen(marimo_command(mode, nb, a.host, port, a.headless, argv), env=env, cwd=cwd)
-    url = f"http://{a.host if a.host not in ('0.0.0.0', '::') else '127.0.0.1'}:{port}/"
+    proc = subprocess.Popen(marimo_command(mode, nb, a.host, port, a.headless, argv), env=env, cwd=cwd,
+                            stdin=subprocess.PIPE if token else None)
+    if token:
+        proc.stdin.write(token.encode() + b"\n")
+        proc.stdin.close()
+    host = a.host if a.host not in ("0.0.0.0", "::") else "127.0.0.1"
+    url = f"http://{'[' + host + ']' if ':' in host and not host.startswith('[') else host}:{port}/"
+    if token:
+        url += f"?access_token={token}"  # the one URL that opens the editor; marimo then keeps a session cookie
     try:
         deadline = time.time() + a.wait
         while proc.poll() is None:
@@ -139,11 +196,15 @@ def add_workbench(sub) -> None:
                        description="Open the RAG Workbench page from this installation. The page's flags "
                                    "(--dataset, --questions, --llm-base-url, ...) go as they are; the server binds "
                                    "127.0.0.1 and prints its URL.")
-    s.add_argument("--port", type=int, default=0, help="port (default: a free one)")
-    s.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1: this machine only)")
+    s.add_argument("--port", type=int, default=None, help="port, 1..65535 and free (default: a free one)")
+    s.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1: this machine only; "
+                                                       "another address warns, and --edit refuses it)")
     s.add_argument("--headless", action="store_true", help="do not open a browser")
     s.add_argument("--edit", action="store_true",
-                   help="open marimo's reactive editor on a copy of the notebook you can change (it says where)")
+                   help="open marimo's reactive editor on a copy of the notebook you can change (it says where); "
+                        "the editor keeps a token: open the URL printed, which carries it")
+    s.add_argument("--allow-remote-edit", action="store_true",
+                   help="let --edit bind a non-loopback --host (the editor runs code: it still asks for its token)")
     s.add_argument("--edit-dir", default=None, help="where --edit writes its copy (default: WORKSPACE/notebooks)")
     s.add_argument("--wait", type=float, default=120.0, help="seconds to wait for the server to answer (120)")
     s.set_defaults(fn=cmd_workbench)

@@ -1,0 +1,219 @@
+"""Outside input, seventh sweep (issue 82), each item from its repro as a user hits it: the real `ragwb workbench`
+server and marimo's editor behind it, a second process (another account where the suite runs as root) knocking on
+its kernel endpoints, real links on disk, real ports held by another server."""
+import http.client
+import json
+import os
+import re
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from evals.bench.browser import free_port
+
+ROOT = Path(__file__).resolve().parents[1]
+NOBODY = 65534
+
+
+def _docs(tmp_path: Path) -> Path:
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "a.md").write_text("# Alpha\n\nAlpha is the first letter.\n")
+    return docs
+
+
+def _start(tmp_path: Path, *flags: str) -> tuple[subprocess.Popen, str]:
+    """`ragwb workbench` as typed (a fresh process), and the URL it prints once its server answers."""
+    proc = subprocess.Popen([sys.executable, "-m", "evals.cli", "workbench", "--headless", *flags],
+                            cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.time() + 150
+    for line in proc.stdout:
+        m = re.match(r"ragwb workbench: (http://\S+)", line)
+        if m:
+            return proc, m.group(1)
+        assert time.time() < deadline, "no URL printed"
+    proc.wait(timeout=30)
+    raise AssertionError(f"ragwb workbench exited {proc.returncode}: {proc.stderr.read()[-2000:]}")
+
+
+def _stop(proc: subprocess.Popen) -> str:
+    proc.terminate()
+    try:
+        _, err = proc.communicate(timeout=30)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        _, err = proc.communicate()
+    return err
+
+
+KNOCK = r"""
+import http.client, json, sys
+port = int(sys.argv[1])
+out = {}
+for name, method, path, body, headers in [
+        ("execute", "POST", "/api/kernel/execute", b'{"cellIds": ["x"], "codes": ["1"]}',
+         {"Content-Type": "application/json"}),
+        ("run", "POST", "/api/kernel/run", b'{"cellIds": [], "codes": []}', {"Content-Type": "application/json"}),
+        ("status", "GET", "/api/status", None, {}),
+        ("ws", "GET", "/ws?session_id=s-knock", None, {"Connection": "Upgrade", "Upgrade": "websocket",
+                                                       "Sec-WebSocket-Key": "dGhlIHNhbXBsZSBub25jZQ==",
+                                                       "Sec-WebSocket-Version": "13"})]:
+    c = http.client.HTTPConnection("127.0.0.1", port, timeout=20)
+    c.request(method, path, body=body, headers=headers)
+    out[name] = c.getresponse().status
+    c.close()
+print(json.dumps(out))
+"""
+
+
+def _knock(port: int) -> dict:
+    """The kernel endpoints asked by another process without the token: as uid 65534 (another local account, the
+    sweep's repro) where the suite runs as root, else as a plain second process."""
+    # the system's python3 where the suite's own is in root's home (mode 700, out of another account's reach)
+    system_python = next((p for p in ("/usr/bin/python3", "/usr/local/bin/python3") if os.access(p, os.X_OK)), None)
+    if os.geteuid() == 0 and system_python:
+        exe, other = system_python, {"user": NOBODY, "group": NOBODY, "extra_groups": []}
+    else:
+        exe, other = sys.executable, {}
+    got = subprocess.run([exe, "-c", KNOCK, str(port)], capture_output=True, text=True, timeout=120, cwd="/",
+                         env={"PATH": "/usr/bin:/bin"}, **other)
+    assert got.returncode == 0, got.stderr
+    return json.loads(got.stdout)
+
+
+def test_the_editor_answers_only_whoever_holds_its_token(tmp_path):
+    """Item 1: `--edit` passed --no-token whatever the host; another account ran code through
+    POST /api/kernel/execute. Now the printed URL carries a token, the token is on no command line, and without it
+    every kernel endpoint answers 401/403 (the websocket too); with it the editor opens."""
+    docs = _docs(tmp_path)
+    port = free_port()
+    proc, url = _start(tmp_path, "--edit", "--port", str(port), "--edit-dir", str(tmp_path / "nb"),
+                       "--dataset", str(docs), "--embedder", "hash")
+    try:
+        token = re.search(r"\?access_token=([\w-]{24,})$", url)
+        assert token, url
+        knocked = _knock(port)
+        assert all(code in (401, 403) for code in knocked.values()), knocked
+        # the token is nowhere in any process's command line (readable by every account in /proc)
+        for pid in os.listdir("/proc"):
+            if pid.isdigit():
+                try:
+                    cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+                except OSError:
+                    continue
+                assert token.group(1).encode() not in cmdline, pid
+        # ... and with the token the editor answers
+        c = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+        c.request("GET", f"/?access_token={token.group(1)}")
+        r = c.getresponse()
+        r.read()
+        # marimo takes the token off the address bar: a redirect to the page with its session cookie, not the login
+        assert r.status in (200, 303) and "login" not in (r.getheader("location") or ""), r.getheaders()
+        c.request("GET", "/api/status", headers={"Authorization": f"Bearer {token.group(1)}"})
+        assert c.getresponse().status == 200
+    finally:
+        _stop(proc)
+
+
+def test_the_editor_on_a_non_loopback_host_is_refused_unless_meant_and_still_asks_its_token(tmp_path, capsys):
+    """Item 1: `--edit --host 0.0.0.0` served the tokenless editor to other machines. It is refused (one line, exit
+    2, no server) unless --allow-remote-edit says so; then it warns in one line and still asks for the token, from
+    an address of the machine's own (the sweep's other-machine repro stays on this machine: 0.0.0.0 reached
+    through loopback). The run mode on 0.0.0.0 warns in one line."""
+    from evals.cli import main
+
+    docs = _docs(tmp_path)
+    assert main(["workbench", "--edit", "--host", "0.0.0.0", "--headless", "--edit-dir", str(tmp_path / "nb"),
+                 "--dataset", str(docs)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "--allow-remote-edit" in err and "0.0.0.0" in err, err
+    assert not (tmp_path / "nb").exists()  # refused before anything was written or started
+
+    port = free_port()
+    proc, url = _start(tmp_path, "--edit", "--allow-remote-edit", "--host", "0.0.0.0", "--port", str(port),
+                       "--edit-dir", str(tmp_path / "nb"), "--dataset", str(docs), "--embedder", "hash")
+    try:
+        assert "access_token=" in url
+        knocked = _knock(port)
+        assert all(code in (401, 403) for code in knocked.values()), knocked
+    finally:
+        err = _stop(proc)
+    assert len([x for x in err.splitlines() if x.startswith("ragwb workbench: warning: serving on 0.0.0.0")]) == 1
+
+    port = free_port()
+    proc, url = _start(tmp_path, "--host", "0.0.0.0", "--port", str(port), "--dataset", str(docs), "--embedder",
+                       "hash")
+    err = _stop(proc)
+    assert len([x for x in err.splitlines() if x.startswith("ragwb workbench: warning: serving on 0.0.0.0")]) == 1
+
+
+@pytest.mark.parametrize("port", ["99999", "-1", "0"])
+def test_a_port_out_of_range_is_one_line(port, tmp_path):
+    """Item 11: `--port 99999` or `-1` printed an 82-line uvicorn traceback."""
+    got = subprocess.run([sys.executable, "-m", "evals.cli", "workbench", "--headless", "--port", port, "--dataset",
+                          str(_docs(tmp_path))], capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    assert got.returncode == 2 and got.stdout == ""
+    assert got.stderr.count("\n") == 1 and f"--port {port} is not a port (1..65535" in got.stderr, got.stderr
+
+
+def test_a_busy_port_is_one_line_and_never_the_other_servers_url(tmp_path):
+    """Item 11: with the port held by another server, `ragwb workbench` printed that server's URL as its own, then
+    exited 3."""
+    import http.server
+    import threading
+
+    other = http.server.ThreadingHTTPServer(("127.0.0.1", 0), http.server.SimpleHTTPRequestHandler)
+    threading.Thread(target=other.serve_forever, daemon=True).start()
+    try:
+        port = other.server_address[1]
+        got = subprocess.run([sys.executable, "-m", "evals.cli", "workbench", "--headless", "--port", str(port),
+                              "--dataset", str(_docs(tmp_path))], capture_output=True, text=True, timeout=120,
+                             cwd=tmp_path)
+    finally:
+        other.shutdown()
+        other.server_close()
+    assert got.returncode == 2 and "http://" not in got.stdout, got.stdout
+    assert got.stderr.count("\n") == 1 and f"port {port} on 127.0.0.1 is in use" in got.stderr, got.stderr
+
+
+def test_edit_never_writes_through_a_link(tmp_path, capsys):
+    """Item 3: a link at WORKSPACE/notebooks/head.html had its target overwritten with the shipped head.html; a
+    link at WORKSPACE/notebooks had the linked folder's head.html overwritten. Each is refused in one line naming
+    the link, and the linked file or folder is left as it was."""
+    from evals.cli import main
+
+    docs = _docs(tmp_path)
+    precious = tmp_path / "precious.html"
+    precious.write_text("mine, not the workbench's\n")
+    nb = tmp_path / "ws" / "notebooks"
+    nb.mkdir(parents=True)
+    (nb / "head.html").symlink_to(precious)
+    assert main(["workbench", "--edit", "--headless", "--workspace", str(tmp_path / "ws"), "--dataset",
+                 str(docs)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and f"{nb / 'head.html'} is a symbolic link" in err, err
+    assert precious.read_text() == "mine, not the workbench's\n" and not (nb / "workbench.py").exists()
+
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (elsewhere / "head.html").write_text("theirs\n")
+    ws2 = tmp_path / "ws2"
+    ws2.mkdir()
+    (ws2 / "notebooks").symlink_to(elsewhere, target_is_directory=True)
+    assert main(["workbench", "--edit", "--headless", "--workspace", str(ws2), "--dataset", str(docs)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and f"{ws2 / 'notebooks'} is a symbolic link" in err, err
+    assert sorted(p.name for p in elsewhere.iterdir()) == ["head.html"]
+    assert (elsewhere / "head.html").read_text() == "theirs\n"
+
+    # the files themselves are written new and swapped in: a second link planted at a temporary name is unused
+    from evals.cli.workbench import edit_copy
+
+    fresh = tmp_path / "fresh"
+    nbp, written = edit_copy(fresh)
+    assert written and not any(p.is_symlink() for p in fresh.iterdir())
+    assert sorted(p.name for p in fresh.iterdir()) == ["head.html", "pyproject.toml", "workbench.py"]
