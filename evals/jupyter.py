@@ -68,14 +68,14 @@ class Controls:
 
     def on_apply(self, send: bool = False) -> None:
         """Apply (or Send): the cost line first; evaluated at once when it sends nothing or when Send is pressed."""
-        import html
+        from rag.safeio import html_text
 
         try:
             result = self.wb.apply(list(self.strategies.value), self.budgets(), send=send)
         except (ValueError, KeyError, RuntimeError) as e:
-            self.status.value = f"<b style='color:#b00'>{html.escape(str(e.args[0] if e.args else e))}</b>"
+            self.status.value = f"<b style='color:#b00'>{html_text(e.args[0] if e.args else e)}</b>"
             return
-        self.cost.value = f"<small>{html.escape(result.cost.text)}</small>"
+        self.cost.value = f"<small>{html_text(result.cost.text)}</small>"
         if not result.evaluated:
             self.send_button.description = f"Send {result.cost.calls:,} call(s)"
             self.send_button.layout.display = ""
@@ -88,8 +88,10 @@ class Controls:
     def redraw(self) -> None:
         from IPython.display import display
 
+        import markdown  # marimo's own Markdown engine: the note is the page's Markdown, its names escaped there
+
         metric, note = self.wb.quality_metric()
-        self.status.value = f"<small>{note}</small>" if note else ""
+        self.status.value = f"<small>{markdown.markdown(note)}</small>" if note else ""
         with self.chart:
             self.chart.clear_output(wait=True)
             # plotly's own mime bundle: JupyterLab, Notebook 7 and VS Code draw it with their plotly renderer

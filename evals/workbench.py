@@ -39,8 +39,11 @@ class CostLine:
         return str(self)
 
     def _repr_markdown_(self) -> str:
-        tail = "" if self.sent or not self.calls else f"<br>**Nothing sent:** `{self.how}`"
-        return f"**Cost:** {self.text}{tail}"
+        from rag.safeio import md_code, md_text
+
+        # the line names models, services and folders from outside: shown as text, never as Markdown (issue 82)
+        tail = "" if self.sent or not self.calls else f"<br>**Nothing sent:** {md_code(self.how)}"
+        return f"**Cost:** {md_text(self.text)}{tail}"
 
 
 @dataclass
@@ -289,7 +292,7 @@ class Workbench:
         from evals import interactive
 
         if not self.session.dataset.questions:  # a folder with no questions: said, as the page says it
-            raise ValueError(interactive.page.no_questions_message(self.session))
+            raise ValueError(interactive.page.no_questions_message(self.session, markdown=False))
 
         cost, items = self._cost(points, limit, how)
         if cost.calls and not send:

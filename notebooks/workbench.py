@@ -51,7 +51,7 @@ def _(args, interactive, mo, page, wb):
     # an unknown --dataset selects nothing: the page waits for a pick from the list instead of loading another set
     _first = next((k for k, v in datasets.items() if v == _spec), None)
     dataset_pick = mo.ui.dropdown(datasets, value=_first, label="dataset")
-    (mo.callout(mo.md(f"**{dataset_error}**"), kind="danger") if dataset_error else mo.md(""))
+    (mo.callout(mo.md(f"**{page.esc(dataset_error)}**"), kind="danger") if dataset_error else mo.md(""))
     return dataset_error, dataset_pick
 
 
@@ -95,7 +95,8 @@ def _(args, dataset, get_qfile, ingest_cost, ingest_go, interactive, mo, page, w
     # the Embed callout is this cell's output while it waits; the loaded set replaces it (it never stays behind)
     mo.stop(ingest_cost["seconds"] > 60 and not ingest_go.value,
             mo.callout(mo.vstack([mo.md(
-                f"**{dataset.value}** needs {ingest_cost['chunks']:,} chunks embedded with {args.embedder} first: "
+                f"**{page.esc(dataset.value)}** needs {ingest_cost['chunks']:,} chunks embedded with "
+                f"{page.esc(args.embedder)} first: "
                 f"about {ingest_cost['seconds'] / 60:.0f} min at {ingest_cost['rate']:,.1f} chunks/s "
                 f"({ingest_cost['source']}; once: later loads embed nothing). In `marimo edit` the stop button "
                 "interrupts it; an interrupted ingest resumes where it stopped."), ingest_go]), kind="warn"))
@@ -104,13 +105,13 @@ def _(args, dataset, get_qfile, ingest_cost, ingest_go, interactive, mo, page, w
 
     def _embedded(n, total):
         if "cm" not in _bar:
-            _bar["cm"] = mo.status.progress_bar(total=total, title=f"Ingesting {dataset.value}: embedding chunks",
+            _bar["cm"] = mo.status.progress_bar(total=total, title=f"Ingesting {page.esc(dataset.value)}: embedding chunks",
                                                 subtitle="once per dataset and embedder; later loads embed nothing",
                                                 show_rate=False, show_eta=False, remove_on_exit=True)
             _bar["bar"] = _bar["cm"].__enter__()
         _bar["bar"].update(increment=n, subtitle=_rate.add(n, total))
 
-    with mo.status.spinner(title=f"Loading {dataset.value}"):
+    with mo.status.spinner(title=f"Loading {page.esc(dataset.value)}"):
         try:
             base_session = interactive.open_session(dataset.value, args.workspace, args.embedder,
                                                     on_progress=_embedded, questions=get_qfile(),
@@ -120,11 +121,10 @@ def _(args, dataset, get_qfile, ingest_cost, ingest_go, interactive, mo, page, w
                 _bar["cm"].__exit__(None, None, None)
     _rate.keep()  # the next estimate on this machine starts from this rate
     answerer_sessions = {}  # one session per answerer, kept: switching back costs nothing
-    from rag.safeio import printable as _printable  # a folder's name: escapes shown, never rendered (issue 73)
-
     _n = len(base_session.dataset.questions)
     # shown beside the questions slider (one row: the first screen reaches the chart's points at 1440x1000)
-    loaded_line = (f"Loaded **{_printable(base_session.dataset.name)}**: {len(base_session.dataset.documents):,} "
+    # a folder's name: terminal escapes shown (issue 73), HTML and Markdown shown as text, never rendered (issue 82)
+    loaded_line = (f"Loaded **{page.esc(base_session.dataset.name)}**: {len(base_session.dataset.documents):,} "
                    f"documents, {_n:,} question(s)" + (f"; embedded {_rate.done:,} chunks ({_rate.line()})"
                                                        if _rate.done else ""))
     return answerer_sessions, base_session, loaded_line
@@ -215,7 +215,7 @@ def _(SYSTEMS, budgets, get_sent, interactive, limit, mo, page, session, strateg
     get_sent()  # noqa: B018  (after a send the line counts again: what was sent is cached now)
     _none = not session.dataset.questions
     if _none:  # a folder with no questions: searchable below; nothing to answer (a script or an export ends here)
-        page.exit_headless("workbench: " + page.no_questions_message(session))
+        page.exit_headless("workbench: " + page.no_questions_message(session, markdown=False))
     mo.stop(_none, mo.callout(mo.md(page.no_questions_message(session)), kind="info"))
     # before an Apply sends anything: the calls, prompt tokens and dollars it would cost, and what is cached
     applied_points = interactive.points_from_budgets(strategies.value, budgets.value or {}, systems=SYSTEMS)
@@ -228,7 +228,8 @@ def _(SYSTEMS, budgets, get_sent, interactive, limit, mo, page, session, strateg
     # offline nothing waits for a Send: the line says what this Apply does, true before and after it ran
     _line = (plan.line(_model) if needs_ok or session.client is not None or not plan.items else
              f"this Apply evaluates {plan.items:,} new item(s) offline (nothing is sent); the rest are in this session")
-    plan_line = f"**{session.answerer_label}**: {_line}" + (" " + "; ".join(plan.notes) if plan.notes else "")
+    plan_line = f"**{page.esc(session.answerer_label)}**: {page.esc(_line)}" + (
+        " " + page.esc("; ".join(plan.notes)) if plan.notes else "")
     # a line that waits for Send stands here with its button; one that needs nothing sits beside the chart's
     # metric (one row less above the chart at 1440x1000: issue 72)
     mo.vstack([mo.md(plan_line), send_go]) if needs_ok else mo.md("")
@@ -317,11 +318,11 @@ def _(HEADLINE, cost, get_history, headline_all, headline_table, history_key, ju
         page.plotly(_fig),
         mo.md(quality_note) if quality_note else mo.md(""),
         mo.ui.table(show_download=False, show_column_summaries=False, data=page.labelled(_table), selection=None, freeze_columns_left=["strategy", "point"]),
-        mo.md("<small>not shown (n/a on every row): " + page.not_shown_line(_dropped) + "</small>")
+        mo.md("<small>not shown (n/a on every row): " + page.esc(page.not_shown_line(_dropped)) + "</small>")
         if _dropped else mo.md(""),
-        mo.hstack([headline_all, mo.md(f"<small>{len(_more)} more column(s): {', '.join(_more)}</small>")
+        mo.hstack([headline_all, mo.md(f"<small>{len(_more)} more column(s): {page.esc(', '.join(_more))}</small>")
                    if _more else mo.md("")], justify="start"),
-    ] + [mo.md(f"<small>judge: {_l}</small>") for _l in judge_notes]
+    ] + [mo.md(f"<small>judge: {page.esc(_l)}</small>") for _l in judge_notes]
       + [mo.md(f"<small>{_c}</small>") for _c in page.chart_captions(bool(_hist), summary, quality.value)]
     ) if len(summary) else mo.md("Pick at least one strategy.")
     return
@@ -374,7 +375,7 @@ def _(mo, page, session):
 
 
 @app.cell
-def _(applied_points, args, interactive, limit, mo, save_go, save_id, session, set_saved):
+def _(applied_points, args, interactive, limit, mo, page, save_go, save_id, session, set_saved):
     # not tied to the scores: a press while an Apply waits for its Send runs and says what it needs (never a
     # button that shows and stores nothing)
     mo.stop(not save_go.value)
@@ -383,14 +384,15 @@ def _(applied_points, args, interactive, limit, mo, save_go, save_id, session, s
                                                         save_id.value.strip() or None)
         set_saved(lambda n: n + 1)  # every stored-run dropdown re-reads the store at once
         _more = ([mo.download(_rep.read_bytes(), filename=_rep.name, mimetype="text/html",
-                              label=f"Open the report of {_rid}")] if _rep else
-                 [mo.callout(mo.md(f"The report was not written: {_why}"), kind="warn")])
-        _where = f" ({_rep})" if _rep else ""
-        _out = mo.vstack([mo.callout(mo.md(f"Saved run **{_rid}**{_where}: it is in the stored-run lists below; "
-                                           f"`ragwb show {_rid}`, `ragwb gate --baseline ... --candidate {_rid}`."),
+                              label=f"Open the report of {page.esc(_rid)}")] if _rep else
+                 [mo.callout(mo.md(f"The report was not written: {page.esc(_why)}"), kind="warn")])
+        _where = f" ({page.esc(_rep)})" if _rep else ""
+        _out = mo.vstack([mo.callout(mo.md(f"Saved run **{page.esc(_rid)}**{_where}: it is in the stored-run lists "
+                                           f"below; {page.md_code(f'ragwb show {_rid}')}, "
+                                           f"{page.md_code(f'ragwb gate --baseline ... --candidate {_rid}')}."),
                                      kind="success")] + _more)
     except (ValueError, KeyError) as _e:
-        _out = mo.callout(mo.md(f"**Not saved:** {_e.args[0] if _e.args else _e}"), kind="danger")
+        _out = mo.callout(mo.md(f"**Not saved:** {page.esc(_e.args[0] if _e.args else _e)}"), kind="danger")
     _out
     return
 
@@ -531,7 +533,7 @@ def _(args, grader, interactive, mo, passage_pick, passages, pick_q, session, se
 
 
 @app.cell
-def _(args, get_said, grade_buttons, grader, interactive, mo, passage_pick, passages, pick_q, session):
+def _(args, get_said, grade_buttons, grader, interactive, mo, page, passage_pick, passages, pick_q, session):
     _p = passages[passage_pick.value] if passages and passage_pick.value is not None else None
     # the buttons above the passage's text, so a grader reads down and presses a key
     (mo.vstack([mo.md("**Grade point A's passages** for this question (0 not relevant, 1 related, 2 partly answers, "
@@ -542,7 +544,7 @@ def _(args, get_said, grade_buttons, grader, interactive, mo, passage_pick, pass
                 # one box around the picker and the buttons: keys 0-3 grade while focus is on either (head.html)
                 mo.Html(f"<div data-ragwb-grading='1'>{mo.hstack([passage_pick] + list(grade_buttons), justify='start')}"
                         "</div>"),
-                mo.md(get_said()),
+                mo.md(page.esc(get_said())),
                 mo.Html("<pre style='white-space:pre-wrap;max-height:14em;overflow:auto'>"
                         + __import__("html").escape(_p["text"]) + "</pre>") if _p else mo.md(""),
                 mo.Html(interactive.grading_table_html(args.db, session, pick_q.value, passages))])
@@ -572,12 +574,13 @@ def _(explore, mo, page, pair_a, pair_b, quality, scores):
         _k = explore.quality_per_1k_tokens(scores, quality.value)
         return mo.vstack([
             mo.ui.table(show_download=False, show_column_summaries=False, data=_p, selection=None,
-                        label=f"{pair_b.value} vs {pair_a.value}: delta with 95% interval; "
+                        label=f"{page.esc(pair_b.value)} vs {page.esc(pair_a.value)}: delta with 95% interval; "
                         "better / worse when the interval excludes 0",
                         format_mapping={c: (lambda v: "" if v != v else f"{v:.3f}") for c in _p.columns
                                         if _p[c].dtype.kind == "f"}) if len(_p) else mo.md("No metric has paired questions."),
-        ] + [mo.md(f"<small>{_n}</small>") for _n in explore.paired_notes(_p)] + [
-            mo.md(f"**{quality.value} per 1,000 context tokens** (95% bootstrap interval of the ratio of means)"),
+        ] + [mo.md(f"<small>{page.esc(_n)}</small>") for _n in explore.paired_notes(_p)] + [
+            mo.md(f"**{page.esc(quality.value)} per 1,000 context tokens** (95% bootstrap interval of the ratio of "
+                  "means)"),
             mo.ui.table(show_download=False, show_column_summaries=False, data=_k, selection=None,  # 3 decimals
                         format_mapping={c: "{:.3f}" for c in _k.columns if _k[c].dtype.kind == "f" and c != "n"}),
         ])
@@ -593,18 +596,19 @@ def _(mo):
 
 
 @app.cell
-def _(cost, mo, oracle_tol, quality, scores):
+def _(cost, mo, oracle_tol, page, quality, scores):
     from evals.analyze.routing import oracle_bound as _oracle_bound
 
     def _oracle():  # computed when scrolled to (mo.lazy): an Apply does not wait for a table below the fold
         try:
             _t, _info = _oracle_bound(scores, quality.value, cost.value, oracle_tol.value)
-            return mo.vstack([mo.md(f"{_info['summary']}. `ragwb route RUN --metric {quality.value}` learns a router "
+            return mo.vstack([mo.md(f"{page.esc(_info['summary'])}. "
+                                    f"{page.md_code(f'ragwb route RUN --metric {quality.value}')} learns a router "
                                     "from a stored run and measures it out of fold (docs/routing.md)."),
                               mo.ui.table(show_download=False, show_column_summaries=False, data=_t.round(3),
                                           selection=None)])
         except ValueError as _e:
-            return mo.md(f"No oracle: {_e}")
+            return mo.md(f"No oracle: {page.esc(_e)}")
 
     mo.vstack([mo.md("## How much could routing save at most? (per question the cheapest point within the "
                      "tolerance of the best)"), oracle_tol, mo.lazy(_oracle)])
@@ -640,8 +644,9 @@ def _(budgets, curve_param, curve_strategy, curve_values, get_sent, interactive,
                                 disabled=sweep_plan is None)
     race_go = mo.ui.run_button(label="Race these budgets" + (f" (up to {_calls:,} call(s))" if _calls else ""),
                                disabled=sweep_plan is None)
-    mo.vstack([mo.md(f"**Sweep / race, {session.answerer_label}**: {_line}") if sweep_plan is not None else
-               mo.callout(mo.md(f"**Sweep not possible:** {_said}"), kind="danger"),
+    mo.vstack([mo.md(f"**Sweep / race, {page.esc(session.answerer_label)}**: {page.esc(_line)}")
+               if sweep_plan is not None else
+               mo.callout(mo.md(f"**Sweep not possible:** {page.esc(_said)}"), kind="danger"),
                mo.hstack([curve_go, race_go], justify="start")])
     return curve_go, race_go, sweep_plan, sweep_points
 
@@ -683,7 +688,7 @@ def _(args, budgets, curve_param, curve_strategy, curve_values, get_race, intera
     mo.stop(not race_go.value, get_race() or mo.md(""))
     # the live leaderboard: replaced after every batch while the race runs; the run is stored like any other
     def _look(seen, alive, exits):
-        mo.output.replace(mo.vstack([mo.md(f"**Racing on {quality.value}**: {seen} questions so far, "
+        mo.output.replace(mo.vstack([mo.md(f"**Racing on {page.esc(quality.value)}**: {seen} questions so far, "
                                            f"{len(alive)} point(s) in the race"),
                                      mo.ui.table(show_download=False, show_column_summaries=False, data=interactive.race_leaderboard(seen, alive, exits), selection=None)]))
 
@@ -700,7 +705,8 @@ def _(args, budgets, curve_param, curve_strategy, curve_values, get_race, intera
                               title=f"race {_rid}: {quality.value} vs context tokens, {', '.join(curve_strategy.value)} "
                                     f"racing {curve_param.value.strip()} = {curve_values.value}"))])
     except (ValueError, KeyError) as _e:
-        _rid, _out = None, mo.callout(mo.md(f"**Race not run:** {_e.args[0] if _e.args else _e}"), kind="danger")
+        _rid, _out = None, mo.callout(mo.md(f"**Race not run:** {page.esc(_e.args[0] if _e.args else _e)}"),
+                                      kind="danger")
     set_race(_out)  # kept before the store and the cost line are counted again (they re-run this cell's inputs)
     if _rid:
         set_saved(lambda n: n + 1)
@@ -743,7 +749,7 @@ def _(mo):
 
 
 @app.cell
-def _(applied_points, args, get_saved, index_form, limit, mo, session):
+def _(applied_points, args, get_saved, index_form, limit, mo, page, session):
     get_saved()  # noqa: B018  (counted again after a sweep is stored: its configs are built now, its texts cached)
     mo.stop(index_form.value is None, mo.md("Nothing is embedded until you plan the sweep and press its button."))
     from evals.interactive import index_sweep as _ix
@@ -754,12 +760,12 @@ def _(applied_points, args, get_saved, index_form, limit, mo, session):
         _err = None
     except ValueError as _e:  # an unknown chunker or embedder, a value of the wrong kind: named, nothing run
         index_axes, index_plan, _err = {}, None, _e.args[0] if _e.args else str(_e)
-    mo.stop(_err is not None, mo.callout(mo.md(f"**Index sweep not possible:** {_err}"), kind="danger"))
+    mo.stop(_err is not None, mo.callout(mo.md(f"**Index sweep not possible:** {page.esc(_err)}"), kind="danger"))
     _model = session.client.cfg.model if session.client is not None else ""
     index_go = mo.ui.run_button(label=(f"Embed {index_plan.chunks:,} chunks and run (about "
                                        f"{index_plan.seconds / 60:.1f} min)") if index_plan.chunks
                                 else "Run the index sweep")
-    mo.vstack([mo.md(f"**{session.answerer_label}**: {index_plan.line(_model)}"),
+    mo.vstack([mo.md(f"**{page.esc(session.answerer_label)}**: {page.esc(index_plan.line(_model))}"),
                mo.ui.table(show_download=False, show_column_summaries=False, data=index_plan.table, selection=None, label="index configs (applied-index table)"), index_go])
     return index_axes, index_go
 
@@ -774,13 +780,13 @@ def _(applied_points, args, get_index_result, index_axes, index_go, interactive,
         with mo.status.spinner(title="Building the index configs, then answering and judging"):
             _rid = _ix.run_index_sweep(session, args.db, args.workspace, index_axes, applied_points, limit.value,
                                        wb.prices)
-        _out = mo.vstack([mo.md(f"Stored as run **{_rid}**: `ragwb show {_rid}`; the best config to paste: "
-                                f"`ragwb best {_rid} --metric {quality.value}`."),
+        _out = mo.vstack([mo.md(f"Stored as run **{page.esc(_rid)}**: {page.md_code(f'ragwb show {_rid}')}; the best "
+                                f"config to paste: {page.md_code(f'ragwb best {_rid} --metric {quality.value}')}."),
                           page.plotly(quality_cost_figure(interactive.stored_summary(args.db, _rid), quality.value,
                                                            title=f"{quality.value} vs context tokens: every index "
                                                                  f"config (run {_rid})"))])
     except (ValueError, KeyError) as _e:
-        _rid, _out = None, mo.callout(mo.md(f"**Index sweep not run:** {_e.args[0] if _e.args else _e}"),
+        _rid, _out = None, mo.callout(mo.md(f"**Index sweep not run:** {page.esc(_e.args[0] if _e.args else _e)}"),
                                       kind="danger")
     set_index_result(_out)  # kept before the plan is counted again (built now, nothing left to embed)
     if _rid:
@@ -817,7 +823,7 @@ def _(mo):
 
 
 @app.cell
-def _(args, get_runpick, get_saved, interactive, mo, session, set_runpick):
+def _(args, get_runpick, get_saved, interactive, mo, page, session, set_runpick):
     get_saved()  # re-read after a save (Save as run, a stored sweep)
     runs = interactive.list_runs(args.db)
     # the stored runs of the dataset picked at the top (a comparison across datasets means nothing); a folder's
@@ -837,7 +843,7 @@ def _(args, get_runpick, get_saved, interactive, mo, session, set_runpick):
                               on_change=_keep("cand"))
     sweep_run = mo.ui.dropdown(_ids, value=_pick("sweep", _ids[0] if _ids else None), label="stored sweep",
                                on_change=_keep("sweep"))
-    mo.vstack([mo.md(f"## Stored runs of {session.dataset.name}: budget curves of a sweep, and two runs compared "
+    mo.vstack([mo.md(f"## Stored runs of {page.esc(session.dataset.name)}: budget curves of a sweep, and two runs compared "
                      "(paired bootstrap deltas, points matched by parameters)"),
                mo.hstack([sweep_run, base_run, cand_run], justify="start")])
     return base_run, cand_run, sweep_run
@@ -858,7 +864,7 @@ def _(mo):
 
 
 @app.cell
-def _(args, best_go, interactive, mo, quality, sweep_run):
+def _(args, best_go, interactive, mo, page, quality, sweep_run):
     # `ragwb best RUN --metric M`: the best point, the runner-up it beat (or the ties), its config as TOML
     # no stored run: no button that would do nothing, the line says what it needs
     mo.stop(not sweep_run.value, mo.md("*Best config* needs a stored run of this dataset: *Save as run*, *Race these "
@@ -868,13 +874,13 @@ def _(args, best_go, interactive, mo, quality, sweep_run):
         # the prose apart; each TOML block pastes whole into `ragwb run --config` (marimo's Copy button on the
         # block, kept visible and the lines wrapped by head.html; and a download)
         _prose, _tomls = interactive.best_config(args.db, sweep_run.value, quality.value)
-        _out = mo.vstack([mo.md("  \n".join(_prose))] + [
+        _out = mo.vstack([mo.md("  \n".join(page.esc(_x) for _x in _prose))] + [
             _x for _k, _t in enumerate(_tomls, 1) for _x in (
-                mo.md(f"```toml\n{_t.rstrip()}\n```"),
+                mo.md(page.md_fence(_t.rstrip(), "toml")),
                 mo.download(_t.encode(), filename=f"best-{sweep_run.value}-{_k}.toml", mimetype="application/toml",
                             label="Download it as a file (ragwb run --config FILE)"))])
     except ValueError as _e:  # the metric n/a on every point of that run: said, never a traceback
-        _out = mo.callout(mo.md(f"**No best point:** {_e.args[0] if _e.args else _e}"), kind="warn")
+        _out = mo.callout(mo.md(f"**No best point:** {page.esc(_e.args[0] if _e.args else _e)}"), kind="warn")
     mo.vstack([best_go, _out])
     return
 
@@ -889,18 +895,18 @@ def _(base_run, mo):
 
 
 @app.cell
-def _(args, base_run, cand_run, compare_go, interactive, mo):
+def _(args, base_run, cand_run, compare_go, interactive, mo, page):
     # only when asked (never on the path of Apply); linear in the rows; the notebook's stop button interrupts it
     mo.stop(not compare_go.value, mo.md("Pick two runs and press *Compare the two runs*." if len(base_run.options) >= 2
                                         else ""))
     _said = None
-    with mo.status.spinner(title=f"Comparing {cand_run.value} against {base_run.value}"):
+    with mo.status.spinner(title=f"Comparing {page.esc(cand_run.value)} against {page.esc(base_run.value)}"):
         try:
             _cmp = interactive.compare_stored_runs(args.db, base_run.value, cand_run.value) if (
                 base_run.value and cand_run.value) else None
         except ValueError as _e:  # the same run twice, a run with no point in common: said, never a traceback
             _cmp, _said = None, _e.args[0]
-    mo.stop(_said is not None, mo.callout(mo.md(f"**Not compared:** {_said}"), kind="warn"))
+    mo.stop(_said is not None, mo.callout(mo.md(f"**Not compared:** {page.esc(_said)}"), kind="warn"))
     (mo.vstack([mo.md(interactive.coverage_line(_cmp)),
                 mo.ui.table(show_download=False, show_column_summaries=False, data=_cmp, selection=None, freeze_columns_left=["strategy", "point", "metric"],
                             freeze_columns_right=["verdict"],
@@ -929,19 +935,19 @@ def _(mo):
 
 
 @app.cell
-def _(args, interactive, logged_form, mo, session, set_saved):
+def _(args, interactive, logged_form, mo, page, session, set_saved):
     _v = logged_form.value
     mo.stop(not _v or session is None, mo.md(""))
     _said, _bar = None, {}
 
     def _stored(n, total):  # a bar once the check pass has read every record (it knows the total then)
         if "cm" not in _bar:
-            _bar["cm"] = mo.status.progress_bar(total=total, title=f"Scoring {_v['path']}", subtitle="records stored",
+            _bar["cm"] = mo.status.progress_bar(total=total, title=f"Scoring {page.esc(_v['path'])}", subtitle="records stored",
                                                 show_rate=True, show_eta=True, remove_on_exit=True)
             _bar["bar"] = _bar["cm"].__enter__()
         _bar["bar"].update(increment=n)
 
-    with mo.status.spinner(title=f"Checking every record of {_v['path']}, then scoring"):
+    with mo.status.spinner(title=f"Checking every record of {page.esc(_v['path'])}, then scoring"):
         try:
             _rid, _line, _report, _why = interactive.score_logged_file(
                 session, args.workspace, args.db, _v["path"], _v["name"], _v["metrics"], args.questions,
@@ -951,10 +957,12 @@ def _(args, interactive, logged_form, mo, session, set_saved):
         finally:
             if "cm" in _bar:
                 _bar["cm"].__exit__(None, None, None)
-    mo.stop(_said is not None, mo.callout(mo.md(f"**Not scored:** {_said}"), kind="danger"))
+    mo.stop(_said is not None, mo.callout(mo.md(f"**Not scored:** {page.esc(_said)}"), kind="danger"))
     set_saved(lambda n: n + 1)  # the run joins every stored-run list at once
-    mo.callout(mo.md(f"**Stored**: {_line}. " + (f"Report: `{_report}`" if _report else f"No report: {_why}")
-                     + f"; `ragwb show {_rid}`, or pick it above as a baseline or candidate run."), kind="success")
+    mo.callout(mo.md(f"**Stored**: {page.esc(_line)}. " + (f"Report: {page.md_code(_report)}" if _report else
+                                                          f"No report: {page.esc(_why)}")
+                     + f"; {page.md_code(f'ragwb show {_rid}')}, or pick it above as a baseline or candidate run."),
+               kind="success")
     return
 
 
@@ -995,7 +1003,7 @@ def _(mo):
 
 
 @app.cell
-def _(gen_form, generating, get_gen_done, mo, session, wb):
+def _(gen_form, generating, get_gen_done, mo, page, session, wb):
     _done = get_gen_done()  # counted again after every Send: what was just sent is in the response cache now
     # what the last Send wrote stays said after the page reloads the dataset with it (the form starts empty then)
     mo.stop(wb.llm is None or session is None or not gen_form.value,
@@ -1007,28 +1015,30 @@ def _(gen_form, generating, get_gen_done, mo, session, wb):
                                             _v["out"], _v["language"])
     except ValueError as _e:  # no type picked, a folder as the file: said, nothing counted or sent
         _said = _e.args[0] if _e.args else str(_e)
-    mo.stop(_said is not None, mo.callout(mo.md(f"**Cannot generate:** {_said}"), kind="danger"))
+    mo.stop(_said is not None, mo.callout(mo.md(f"**Cannot generate:** {page.esc(_said)}"), kind="danger"))
     gen_go = mo.ui.run_button(label=(f"Send {gen_plan.new_calls:,} call(s)" if gen_plan.new_calls else
                                      "Write them from the response cache (0 new calls)"), disabled=not gen_plan.jobs)
-    mo.vstack([mo.md(f"**Generate:** {gen_plan.line()}. Nothing is sent until you press the button."), gen_go]
+    mo.vstack([mo.md(f"**Generate:** {page.esc(gen_plan.line())}. Nothing is sent until you press the button."),
+               gen_go]
               + ([mo.callout(mo.md(_done[1]), kind="success" if _done[0] else "danger")] if _done else []))
     return gen_client, gen_go, gen_plan
 
 
 @app.cell
-def _(gen_client, gen_form, gen_go, gen_plan, generating, mo, session, set_gen_done, set_qfile):
+def _(gen_client, gen_form, gen_go, gen_plan, generating, mo, page, session, set_gen_done, set_qfile):
     mo.stop(not gen_go.value, mo.md(""))
     _v = gen_form.value
-    with mo.status.progress_bar(total=gen_plan.jobs, title=f"Asking {gen_client.cfg.model} for questions",
+    with mo.status.progress_bar(total=gen_plan.jobs, title=f"Asking {page.esc(gen_client.cfg.model)} for questions",
                                 show_rate=True, show_eta=True, remove_on_exit=True) as _bar:
         try:
             _path, _line = generating.generate_for_page(session, gen_client, int(_v["n"]), _v["types"],
                                                         int(_v["seed"]), gen_plan.out, progress=_bar,
                                                         language=_v["language"], max_overlap=int(_v["max_overlap"]))
-            _done = (True, f"**Generated:** {_line}. The page evaluates them now (loaded above); review them "
-                           f"before trusting them: `marimo run notebooks/review.py -- --questions {_path}`.")
+            _done = (True, f"**Generated:** {page.esc(_line)}. The page evaluates them now (loaded above); review "
+                           "them before trusting them: "
+                           f"{page.md_code(f'marimo run notebooks/review.py -- --questions {_path}')}.")
         except ValueError as _e:  # every reply dropped or failed: nothing written, the file keeps what it held
-            _done = (False, f"**Nothing written:** {_e.args[0] if _e.args else _e}")
+            _done = (False, f"**Nothing written:** {page.esc(_e.args[0] if _e.args else _e)}")
     set_gen_done(_done)  # the line above is counted again and shows this under it
     if _done[0]:
         set_qfile(str(_path))  # the dataset reloads with them: the page goes on evaluating, no browser reload
@@ -1045,14 +1055,14 @@ def _(mo):
 
 
 @app.cell
-def _(args, get_agreed, interactive, mo, session):
+def _(args, get_agreed, interactive, mo, page, session):
     get_agreed()  # noqa: B018  (a stored figure: its lines and the calls left are counted again)
     # how far to trust the judge: its agreement with human labels, measured behind its own cost line and Send
     agreement_plan = interactive.agreement_plan(session, args.workspace)
     agreement_go = mo.ui.run_button(label=f"Send {agreement_plan['calls']:,} judge call(s)")
     _align = interactive.page.judge_alignment_table(session, args.workspace)  # each judge on its own labels
     mo.vstack([mo.md("## How far to trust the judge"), mo.md(agreement_plan["line"])]
-              + [mo.md(f"judge: {_l}") for _l in interactive.judge_lines(session, args.workspace)]
+              + [mo.md(f"judge: {page.esc(_l)}") for _l in interactive.judge_lines(session, args.workspace)]
               + ([mo.ui.table(_align, selection=None, show_download=False, show_column_summaries=False,
                               label="alignment with labels (ragwb agreement): kappa, confusion, calibration")]
                  if _align is not None else [])
@@ -1061,16 +1071,17 @@ def _(args, get_agreed, interactive, mo, session):
 
 
 @app.cell
-def _(agreement_go, agreement_plan, args, get_agreement_said, interactive, mo, session, set_agreed,
+def _(agreement_go, agreement_plan, args, get_agreement_said, interactive, mo, page, session, set_agreed,
       set_agreement_said):
     mo.stop(not agreement_go.value or not agreement_plan["calls"], get_agreement_said() or mo.md(""))
     with mo.status.spinner(title=f"Measuring the judge on labelled claims ({agreement_plan['calls']:,} calls)"):
         try:
-            _said = mo.callout(mo.md("**Stored:** " + interactive.measure_agreement(session, args.workspace)),
+            _said = mo.callout(mo.md("**Stored:** " + page.esc(interactive.measure_agreement(session, args.workspace))),
                                kind="success")
             _ok = True
         except ValueError as _e:
-            _said, _ok = mo.callout(mo.md(f"**Not measured:** {_e.args[0] if _e.args else _e}"), kind="danger"), False
+            _said, _ok = mo.callout(mo.md(f"**Not measured:** {page.esc(_e.args[0] if _e.args else _e)}"),
+                                    kind="danger"), False
     set_agreement_said(_said)
     if _ok:
         set_agreed(lambda n: n + 1)  # the judge lines above and under the headline show the stored figure now

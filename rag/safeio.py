@@ -107,3 +107,41 @@ def printable(text: str) -> str:
         else:
             out.append(c)
     return "".join(out)
+
+
+# Markdown's active characters (emphasis, code, links, images, tables, math, headings, HTML and entities): each shown
+# as a numeric character reference, which Markdown passes through as text and the browser shows as the character
+_MD_ACTIVE = frozenset("&<>\"'\\`*_[](){}!#|~$^=:")
+
+
+def html_text(text, keep_lines: bool = False) -> str:
+    """``text`` from outside (a folder, file, run, strategy, metric or judge name, a note, an error that quotes
+    one) as HTML text: ``& < > " '`` escaped, so it shows literally in any element or quoted attribute and never
+    becomes markup; control characters and bidi overrides shown as escapes as on a terminal (``printable``). The
+    one rule for the report, the Jupyter displays and every ``mo.Html`` of the page (issue 82)."""
+    import html
+
+    text = str(text)
+    if keep_lines:  # a body of text (an answer, a table cell): its line breaks and tabs kept, every other control shown
+        return "\n".join("\t".join(html.escape(printable(part), quote=True) for part in line.split("\t"))
+                         for line in text.split("\n"))
+    return html.escape(printable(text), quote=True)
+
+
+def md_text(text) -> str:
+    """``text`` from outside as Markdown that renders to exactly that text: ``html_text``, and every character
+    Markdown would act on (``*_`[]()!#|~$``...: emphasis, links such as ``[x](javascript:...)``, images, math)
+    written as a character reference. For every outside string the page's ``mo.md`` and widget labels show (marimo
+    renders both as Markdown with raw HTML allowed, and its run mode does not sanitise it)."""
+    s = printable(str(text))
+    out = "".join(f"&#{ord(c)};" if c in _MD_ACTIVE else c for c in s)
+    if out[:1] in ("-", "+", ".") or out[:1].isdigit():  # a list item or a numbered one at the start of a line
+        out = f"&#{ord(out[0])};" + out[1:]
+    return out
+
+
+def md_code(text) -> str:
+    """``text`` from outside in a code span that renders to exactly that text (a name inside a command the page
+    shows, ``ragwb show RUN``): HTML's ``<code>`` around ``md_text``, since a Markdown code span shows an escape as
+    itself and ends at the name's first backtick."""
+    return f"<code>{md_text(text)}</code>"

@@ -257,10 +257,12 @@ def coverage_line(cmp: pd.DataFrame | None) -> str:
         return ""
     left = ([f"{p} (only in the candidate run)" for p in cov.get("candidate_only", [])]
             + [f"{p} (only in the baseline run)" for p in cov.get("baseline_only", [])])
-    differs = f"**{cov['index_difference']}**; " if cov.get("index_difference") else ""
-    return (differs + f"compared **{cov.get('points_compared')} of {cov.get('candidate_points')}** candidate points (matched "
-            f"by parameters) on **{cov.get('questions_compared')}** shared questions"
-            + (f"; not compared: {', '.join(left)}" if left else ""))
+    from rag.safeio import md_text as esc  # point names come from the user's plugins and services (issue 82)
+
+    differs = f"**{esc(cov['index_difference'])}**; " if cov.get("index_difference") else ""
+    return (differs + f"compared **{cov.get('points_compared')} of {cov.get('candidate_points')}** candidate points "
+            f"(matched by parameters) on **{cov.get('questions_compared')}** shared questions"
+            + (f"; not compared: {esc(', '.join(left))}" if left else ""))
 
 
 def compare_stored_runs(db: str, baseline: str, candidate: str) -> pd.DataFrame:

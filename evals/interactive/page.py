@@ -12,6 +12,7 @@ from pathlib import Path
 import pandas as pd
 
 from rag.index.rates import keep_rate
+from rag.safeio import html_text, md_code, md_text as esc  # noqa: F401 (the page's one escaping rule: issue 82)
 
 # the quality metrics the chart and the matrix offer, in the order a default is picked from
 QUALITY_CHOICES = ["f1", "llm_faithfulness", "answer_relevance", "context_sufficiency", "em", "faithfulness",
@@ -70,12 +71,30 @@ def exit_headless(message: str, code: int = 2) -> None:
 NO_QUESTIONS = ("{name} has no questions yet: its documents are indexed and searchable (the search box at the end of "
                 "this page). To measure answers, give it questions: write a JSONL file (one {{\"question\": ...}} "
                 "a line; docs/datasets.md) and reopen with `--questions FILE`; or let an LLM write them (the "
-                "page's *Generate gold questions* section, or `ragwb generate {spec} --out FILE`; docs/generate.md); "
+                "page's *Generate gold questions* section, or {generate}; docs/generate.md); "
                 "or run `ragwb judge` on a pool to grade passages (docs/judgments.md).")
 
 
-def no_questions_message(sess) -> str:
-    return NO_QUESTIONS.format(name=sess.dataset.name, spec=sess.spec or sess.dataset.name)
+def md_fence(text: str, lang: str = "") -> str:
+    """``text`` as a fenced Markdown code block that ends where it does: the fence is longer than any run of
+    backticks in it (a folder name holding ``` once closed the best point's TOML early and the rest rendered as
+    Markdown). Inside a code block Markdown escapes HTML itself."""
+    import re
+
+    fence = "`" * max(3, 1 + max((len(m) for m in re.findall(r"`+", text)), default=0))
+    return f"{fence}{lang}\n{text}\n{fence}"
+
+
+def no_questions_message(sess, markdown: bool = True) -> str:
+    """What a set with no questions says: as the page's Markdown (the set's name and path escaped, issue 82), or as
+    a terminal line (``markdown=False``: a script's or the library's error)."""
+    spec = sess.spec or sess.dataset.name
+    if not markdown:
+        from rag.safeio import printable
+
+        return NO_QUESTIONS.format(name=printable(sess.dataset.name),
+                                   generate=f"`ragwb generate {printable(spec)} --out FILE`")
+    return NO_QUESTIONS.format(name=esc(sess.dataset.name), generate=md_code(f"ragwb generate {spec} --out FILE"))
 
 
 def arrow(frame: pd.DataFrame):
@@ -103,7 +122,7 @@ ROWS_SHOWN = 200  # rows of the per-question frame the page's table holds (the C
 def needs_questions(sess) -> str:
     """What Save as run, Sweep and Race say on a dataset with no questions (in place of buttons that would do
     nothing): how to give it some."""
-    return (f"{sess.dataset.name} has none yet. Reopen the page with `--questions FILE.jsonl` (one "
+    return (f"{esc(sess.dataset.name)} has none yet. Reopen the page with `--questions FILE.jsonl` (one "
             "{\"question\": ...} a line), or let an LLM write them in *Generate gold questions* below: the page "
             "evaluates them as soon as they are written.")
 
@@ -152,7 +171,7 @@ def metric_choices(summary: pd.DataFrame, wanted: str | None, choices: list[str]
             "answers or evidence in the questions file, or grades below, add the rest (docs/datasets.md)."
             + (f" A stand-in can be picked in the list ({', '.join(standin)}: not validated against people)."
                if standin else ""))
-    note = (f"Showing **{first}**: {wanted} has no value on these questions (no reference answers to score it "
+    note = (f"Showing **{first}**: {esc(wanted)} has no value on these questions (no reference answers to score it "
             f"against); metrics marked n/a here have none." if wanted else "")
     return options, label_of[first], note
 
@@ -266,7 +285,7 @@ def agreement_plan(sess, workspace: str, limit: int = AGREEMENT_CLAIMS) -> dict:
     new, cached, tokens, dollars = plan.new_calls, plan.cached_calls, plan.prompt_tokens, plan.dollars
     cfg = judge.client.cfg
     return {"calls": new, "cached": cached, "line": (
-        f"**Measure the judge {cfg.model}** against {len(rows):,} human-labelled claims (ExpertQA support labels): "
+        f"**Measure the judge {esc(cfg.model)}** against {len(rows):,} human-labelled claims (ExpertQA support labels): "
         f"{new:,} judge call(s) ({tokens:,} prompt tokens, "
         f"{dollars_text(dollars, price_known(cfg.model, judge.client.prices), 'up to ')}), {cached:,} already in the "
         "response cache (free). The figure is kept with the judge's identity and printed beside its metrics here, "

@@ -107,8 +107,10 @@ def race_result(db: str, run_id: str) -> tuple[str, pd.DataFrame]:
 
     with ResultStore(db, read_only=True) as st:
         race = json.loads(st.run(run_id).get("summary") or "{}").get("race", {})
-    line = (f"Raced and stored as **{run_id}** (`ragwb show {run_id}`): {race.get('planned', 0):,} of "
-            f"{race.get('full_grid_items', 0):,} items of the full grid; survivors: "
-            f"{', '.join(race.get('survivors', []))}")
+    from rag.safeio import md_code, md_text as esc  # a run id and point names as text, never Markdown (issue 82)
+
+    line = (f"Raced and stored as **{esc(run_id)}** ({md_code(f'ragwb show {run_id}')}): "
+            f"{race.get('planned', 0):,} of {race.get('full_grid_items', 0):,} items of the full grid; survivors: "
+            f"{esc(', '.join(race.get('survivors', [])))}")
     return line, race_leaderboard(race.get("questions", 0), race.get("survivors", []),
                                   [SimpleNamespace(**e) for e in race.get("exits", [])])

@@ -125,6 +125,13 @@ DISPLAY_NAMES = {"faithfulness": "lexical support (offline faithfulness stand-in
                  "question_answer_similarity": "question-answer similarity (stand-in, not validated)"}
 
 
+def plot_text(text) -> str:
+    """A name from outside (a strategy, point, run, metric or folder) as plotly text: plotly draws titles, legends,
+    labels and hovers from a small HTML (``<b>``, ``<a href>``, ``<br>``), so ``& < >`` are escaped and the name shows
+    as written (issue 82); plotly turns the escapes back into the characters."""
+    return html.escape(str(text), quote=False)
+
+
 def display_name(metric: str) -> str:
     return DISPLAY_NAMES.get(metric, metric)
 
@@ -147,10 +154,11 @@ def quality_cost_figure(summary: pd.DataFrame, quality: str, cost: str = "contex
         h = h[~h.set_index(key).index.isin(now)]
     if len(h):
         fig.add_trace(go.Scatter(x=h["cost"], y=h["mean"], mode="markers", name="earlier budgets",
-                                 text=h["strategy"] + " · " + h["point"], opacity=0.35,
+                                 text=(h["strategy"] + " · " + h["point"]).map(plot_text), opacity=0.35,
                                  marker={"size": 7, "symbol": "circle-open",
                                          "color": [strategy_colour(x) for x in h["strategy"]]},
-                                 hovertemplate="%{text}<br>cost %{x:.0f}<br>" + quality + " %{y:.3f}<extra></extra>"))
+                                 hovertemplate="%{text}<br>cost %{x:.0f}<br>" + plot_text(quality)
+                                 + " %{y:.3f}<extra></extra>"))
     # point labels on the plot only while they can be read: a few short ones a strategy; an index sweep's
     # (index.chunk_tokens=48,top_k=2) or many points overprint one another, so their labels are on hover alone
     readable = bool(len(df)) and df.groupby("strategy").size().max() <= 4 and df["point"].str.len().max() <= 16
@@ -166,8 +174,8 @@ def quality_cost_figure(summary: pd.DataFrame, quality: str, cost: str = "contex
                    for p, t in zip(g["pareto"], g["tie"])]
         fig.add_trace(go.Scatter(
             x=g["cost"], y=g["mean"], mode=("lines+markers+text" if readable else "lines+markers") if len(g) > 1
-            else "markers", name=strat,
-            text=g["point"], cliponaxis=False, textfont={"size": 11},
+            else "markers", name=plot_text(strat),
+            text=g["point"].map(plot_text), cliponaxis=False, textfont={"size": 11},
             # labels alternate above and below the points, so two close points (two chunk sizes) stay readable
             textposition=["top center" if i % 2 == 0 else "bottom center" for i in range(len(g))],
             error_y={"type": "data", "symmetric": False, "array": g["high"] - g["mean"],
@@ -178,8 +186,8 @@ def quality_cost_figure(summary: pd.DataFrame, quality: str, cost: str = "contex
                     "line": {"color": [o["color"] for o in outline], "width": [o["width"] for o in outline]}},
             customdata=["Pareto front" if p else "tied with the front" if t else "dominated"
                         for p, t in zip(g["pareto"], g["tie"])],
-            hovertemplate="%{text} (%{customdata})<br>cost %{x:.0f}<br>" + quality + " %{y:.3f}<extra>" + strat
-                          + "</extra>"))
+            hovertemplate="%{text} (%{customdata})<br>cost %{x:.0f}<br>" + plot_text(quality) + " %{y:.3f}<extra>"
+                          + plot_text(strat) + "</extra>"))
     front = df[df["pareto"].astype(bool)].sort_values("cost")
     if len(front) > 1:
         fig.add_trace(go.Scatter(x=front["cost"], y=front["mean"], mode="lines", name="Pareto front",
@@ -197,7 +205,7 @@ def quality_cost_figure(summary: pd.DataFrame, quality: str, cost: str = "contex
         notes.append("cost is 0 everywhere: no prices set (--price MODEL=IN,OUT) or a local answerer")
     # notes sit under the title, above the plot area: never over a marker
     shown = display_name(quality)
-    head = (title or f"{shown} vs {cost}") + "".join(
+    head = plot_text(title or f"{shown} vs {cost}") + "".join(
         f"<br><span style='font-size:11px;color:#a33'>{html.escape(n)}</span>" for n in notes)
     fig.add_annotation(text="black outline: Pareto front · grey outline: tied with it (95% CIs overlap)",
                        xref="paper", yref="paper", x=1, y=-0.22, showarrow=False, xanchor="right",
@@ -231,8 +239,9 @@ def conversation_figures(results: pd.DataFrame, scores: pd.DataFrame) -> list:
     bloat = df.groupby(["memory", "turn"]).prompt_tokens.mean().reset_index()
     fig = go.Figure()
     for mem, g in bloat.groupby("memory"):
-        fig.add_trace(go.Scatter(x=g.turn, y=g.prompt_tokens, mode="lines+markers", name=mem,
-                                 hovertemplate="turn %{x}<br>%{y:.0f} prompt tokens<extra>" + mem + "</extra>"))
+        fig.add_trace(go.Scatter(x=g.turn, y=g.prompt_tokens, mode="lines+markers", name=plot_text(mem),
+                                 hovertemplate="turn %{x}<br>%{y:.0f} prompt tokens<extra>" + plot_text(mem)
+                                 + "</extra>"))
     fig.update_layout(title="Prompt tokens by turn (the bloat curve), per memory policy", xaxis_title="turn",
                       yaxis_title="prompt tokens per turn (mean)", template="plotly_white", height=420)
     figs.append(fig)
@@ -240,8 +249,9 @@ def conversation_figures(results: pd.DataFrame, scores: pd.DataFrame) -> list:
     if len(rec):
         fig = go.Figure()
         for mode, g in rec.reset_index().groupby("query_mode"):
-            fig.add_trace(go.Scatter(x=g.turn, y=g["passage_recall@5"], mode="lines+markers", name=mode,
-                                     hovertemplate="turn %{x}<br>recall@5 %{y:.3f}<extra>" + mode + "</extra>"))
+            fig.add_trace(go.Scatter(x=g.turn, y=g["passage_recall@5"], mode="lines+markers", name=plot_text(mode),
+                                     hovertemplate="turn %{x}<br>recall@5 %{y:.3f}<extra>" + plot_text(mode)
+                                     + "</extra>"))
         fig.update_layout(title="Passage recall@5 by turn, per retrieval query mode", xaxis_title="turn",
                           yaxis_title="passage recall@5 (mean over turns)", yaxis_range=[0, 1],
                           template="plotly_white", height=420)
@@ -262,7 +272,7 @@ def route_figure(res, title: str = ""):
         colour = strategy_colour(d["point"].split(" · ")[0]) if kind == "fixed" else (
             "#111111" if kind.startswith("router") else "#888888")
         fig.add_trace(go.Scatter(
-            x=[d[cost]], y=[d[metric]], mode="markers+text", name=d["point"], text=[d["point"]],
+            x=[d[cost]], y=[d[metric]], mode="markers+text", name=plot_text(d["point"]), text=[plot_text(d["point"])],
             textposition="top center", marker=dict(size=14 if kind in ("router", "oracle") else 10, color=colour,
                                                    symbol={"fixed": "circle", "router": "star",
                                                            "router-curve": "star-open"}.get(kind, "diamond")),
@@ -284,7 +294,7 @@ def sufficiency_figure(dec: pd.DataFrame):
 
     from evals.analyze.sufficiency import OUTCOMES, UNPLACED
 
-    labels = [f"{s} · {p}" if p != "defaults" else s for s, p in zip(dec["strategy"], dec["point"])]
+    labels = [plot_text(f"{s} · {p}" if p != "defaults" else s) for s, p in zip(dec["strategy"], dec["point"])]
     fig = go.Figure()
     for o, colour in zip(OUTCOMES, SUFFICIENCY_COLOURS):
         fig.add_trace(go.Bar(

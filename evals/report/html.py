@@ -5,7 +5,6 @@ and every answer is HTML-escaped: a document holding <script> is shown, never ru
 """
 from __future__ import annotations
 
-import html
 import json
 from pathlib import Path
 
@@ -13,7 +12,13 @@ import pandas as pd
 
 from evals.store import ResultStore
 from rag.models import gold_text, known_answerability
-from rag.safeio import printable
+from rag.safeio import html_text, printable
+
+
+def _esc(text) -> str:
+    """The report's one escaping rule for every string it shows (rag.safeio.html_text: HTML escaped, quotes
+    included, terminal escapes and bidi overrides made visible, issue 82), line breaks kept in bodies of text."""
+    return html_text(text, keep_lines=True)
 from rag.strategies import Block
 from rag.strategies.packing import cut_marker
 from evals.analyze.summary import LABELS, headline_table, labelled, summarize_scores
@@ -41,7 +46,7 @@ def _prose(text: str) -> str:
     """Escaped prose with `code` spans rendered as code (never literal backticks)."""
     import re
 
-    return re.sub(r"`([^`]+)`", r"<code>\1</code>", html.escape(text))
+    return re.sub(r"`([^`]+)`", r"<code>\1</code>", _esc(text))
 
 
 def _cell(v) -> tuple[str, str]:
@@ -74,17 +79,17 @@ def _table(df: pd.DataFrame, sortable: bool = True) -> str:
     if sortable:
         th = td = td_long = ""
     head = "".join((f"<th onclick=\"rwbSort('{tid}',{i})\" title='click to sort'>" if sortable else f"<th{th}>")
-                   + html.escape(str(c)) + "</th>" for i, c in enumerate(cols))
+                   + _esc(str(c)) + "</th>" for i, c in enumerate(cols))
     body = []
     for row in df.itertuples(index=False):
         cells = []
         for v in row:
             shown, key = _cell(v)
             if len(shown) > TEXT_CELL:
-                cells.append(f"<td class='long'{td_long} data-v='{html.escape(key, quote=True)}' "
-                             f"title='{html.escape(shown, quote=True)}'>{html.escape(shown[:TEXT_CELL])}…</td>")
+                cells.append(f"<td class='long'{td_long} data-v='{_esc(key)}' "
+                             f"title='{_esc(shown)}'>{_esc(shown[:TEXT_CELL])}…</td>")
             else:
-                cells.append(f"<td{td} data-v='{html.escape(key, quote=True)}'>{html.escape(shown)}</td>")
+                cells.append(f"<td{td} data-v='{_esc(key)}'>{_esc(shown)}</td>")
         body.append("<tr>" + "".join(cells) + "</tr>")
     if not sortable:
         return ("<div style='overflow-x:auto;max-width:100%'><table style='border-collapse:collapse;font-size:13px'>"
@@ -219,17 +224,17 @@ def report_sections(store: ResultStore, run_id: str, compare: str | None = None)
     worst = []
     for _, r in worst_questions(store, run_id, lead).iterrows():
         blocks = json.loads(r["blocks"])
-        items = "".join(f"<li><b>[{b['n']}]</b> <span class='src'>{html.escape(', '.join(b['page_ids'][:1] or b['doc_ids']))}"
-                        f"</span><pre>{html.escape(b['text'][:1500])}"
-                        f"{html.escape(cut_marker(Block.from_dict(b))) if b.get('truncated') else ''}</pre></li>"
+        items = "".join(f"<li><b>[{b['n']}]</b> <span class='src'>{_esc(', '.join(b['page_ids'][:1] or b['doc_ids']))}"
+                        f"</span><pre>{_esc(b['text'][:1500])}"
+                        f"{_esc(cut_marker(Block.from_dict(b))) if b.get('truncated') else ''}</pre></li>"
                         for b in blocks[:5])
         gold = json.loads(r["gold"] or "[]")
         gold_pages = sorted({e.get("page_id") or e.get("doc_id") for e in json.loads(r["evidence"] or "[]")} - {None})
-        on = (f"; gold evidence on <code>{html.escape(', '.join(gold_pages[:5]))}</code>" if gold_pages else "")
-        worst.append(f"<div class='q'><p><b>{html.escape(r['strategy'])}</b> ({html.escape(r['point_label'])}) "
-                     f"<code>{html.escape(r['question_id'])}</code>: {html.escape(r['question'])}</p>"
-                     f"<p>gold: <i>{html.escape(gold_text(gold, r['answerable']))}</i>{on}</p>"
-                     f"<p>answer: <i>{html.escape(r['answer'] or '')}</i> ({html.escape(lead)} "
+        on = (f"; gold evidence on <code>{_esc(', '.join(gold_pages[:5]))}</code>" if gold_pages else "")
+        worst.append(f"<div class='q'><p><b>{_esc(r['strategy'])}</b> ({_esc(r['point_label'])}) "
+                     f"<code>{_esc(r['question_id'])}</code>: {_esc(r['question'])}</p>"
+                     f"<p>gold: <i>{_esc(gold_text(gold, r['answerable']))}</i>{on}</p>"
+                     f"<p>answer: <i>{_esc(r['answer'] or '')}</i> ({_esc(lead)} "
                      f"{r['score']:.2f})</p><ol>{items}</ol></div>")
     from types import SimpleNamespace
 
@@ -256,9 +261,9 @@ def report_sections(store: ResultStore, run_id: str, compare: str | None = None)
     from evals.analyze.judgments import judged_notes
     from evals.analyze.summary import run_notes
 
-    header = (f"dataset <b>{html.escape(printable(str(run['dataset'])))}</b>, commit {html.escape(str(run['git_commit']))}, "
-              f"created {html.escape(str(run['created_at'])[:19])}, status {html.escape(str(run['status']))}"
-              + "".join(f"<br><b>Note:</b> {html.escape(n)}" for n in run_notes(run, store.path)
+    header = (f"dataset <b>{_esc(printable(str(run['dataset'])))}</b>, commit {_esc(str(run['git_commit']))}, "
+              f"created {_esc(str(run['created_at'])[:19])}, status {_esc(str(run['status']))}"
+              + "".join(f"<br><b>Note:</b> {_esc(n)}" for n in run_notes(run, store.path)
                         + judged_notes(store, run_id, scores)))
     from evals.analyze.summary import headline_metrics, item_losses, shared_questions, with_losses
 
@@ -337,20 +342,20 @@ def build_report_html(store: ResultStore, run_id: str, compare: str | None = Non
     import plotly.io as pio
 
     sec = report_sections(store, run_id, compare)
-    parts = [f"<h1>RAG Workbench report: run {html.escape(printable(run_id))}</h1>", f"<p>{sec['header_md']}</p>",
+    parts = [f"<h1>RAG Workbench report: run {_esc(printable(run_id))}</h1>", f"<p>{sec['header_md']}</p>",
              "<h2>Summary (means with 95% bootstrap intervals over questions)</h2>",
              _table(labelled(sec["summary"]))]
     if sec["not_shown"]:  # the n/a metrics in one line, each reason once
         from evals.analyze.summary import not_shown_line
 
         parts.append("<p class='src'><b>Not shown</b> (no value on this set): "
-                     + html.escape(not_shown_line(sec["not_shown"])) + "</p>")
-    parts += [f"<p class='src'>judge: {html.escape(line)}</p>" for line in sec["judge_lines"]]
+                     + _esc(not_shown_line(sec["not_shown"])) + "</p>")
+    parts += [f"<p class='src'>judge: {_esc(line)}</p>" for line in sec["judge_lines"]]
     if sec.get("alignment") is not None and len(sec["alignment"]):  # how far to trust each judge, as a table
         parts += ["<h3>How far to trust the judges (ragwb agreement: each on labels of what it judges)</h3>",
                   _table(sec["alignment"])]
     if "faithfulness" in sec["summary"].columns or "faithfulness" in sec["not_shown"]:
-        parts.append(f"<p class='src'>{html.escape(LABELS['faithfulness'])}: {_prose(support_caption())}</p>")
+        parts.append(f"<p class='src'>{_esc(LABELS['faithfulness'])}: {_prose(support_caption())}</p>")
 
     if sec["shared_summary"] is not None:
         n, total, t = sec["shared_summary"]
@@ -358,7 +363,7 @@ def build_report_html(store: ResultStore, run_id: str, compare: str | None = Non
                   f"the rows above average over different questions. On the {n} of {total} questions every point "
                   "answered:</p>", _table(t)]
     parts += ["<h2>Quality vs token cost (black outline: Pareto front; grey outline: tied with it)</h2>",
-              f"<p class='src'>{html.escape(PARETO_CAPTION)}</p>"]
+              f"<p class='src'>{_esc(PARETO_CAPTION)}</p>"]
     for i, fig in enumerate(sec["figures"]):
         parts.append(pio.to_html(fig, full_html=False, include_plotlyjs=(i == 0), div_id=f"chart{i}",
                                  config=PLOTLY_CONFIG))
@@ -379,22 +384,22 @@ def build_report_html(store: ResultStore, run_id: str, compare: str | None = Non
         parts.append("<p class='src'>F1 by strategy, question type and language: none (no question of this run has "
                      "a reference answer).</p>")
     for field, t in sec["breakdowns"].items():
-        parts += [f"<h2>Quality by {html.escape(field)}</h2>", _table(t)]
+        parts += [f"<h2>Quality by {_esc(field)}</h2>", _table(t)]
     na = sec["statuses"].attrs.get("not_applicable") or []
     parts += ["<h2>Scores that are not ok</h2>",
               _table(sec["statuses"]) if len(sec["statuses"]) else "<p>No score failed.</p>"]
     if na:
         parts.append(f"<p class='src'>not_applicable (the metric does not apply to the item; why: the summary's "
                      f"\"Not shown\" line and each score's detail): {sum(n for _, n in na):,} score(s): "
-                     + html.escape(", ".join(f"{m} {n:,}" for m, n in na)) + "</p>")
+                     + _esc(", ".join(f"{m} {n:,}" for m, n in na)) + "</p>")
     if sec["comparison"] is not None:
         cov = sec["comparison"].attrs.get("coverage", {})
-        note = ((f"<p><b>{html.escape(cov['index_difference'])}</b></p>" if cov.get("index_difference") else "")
+        note = ((f"<p><b>{_esc(cov['index_difference'])}</b></p>" if cov.get("index_difference") else "")
                 + f"<p>compared {cov.get('points_compared')} of {cov.get('candidate_points')} points (matched by "
                 f"parameters) on {cov.get('questions_compared')} shared questions"
-                + (f"; not compared: {html.escape(', '.join(cov['candidate_only'] + cov['baseline_only']))}"
+                + (f"; not compared: {_esc(', '.join(cov['candidate_only'] + cov['baseline_only']))}"
                    if cov.get("candidate_only") or cov.get("baseline_only") else "") + "</p>")
-        parts += [f"<h2>Compared with run {html.escape(compare)} (paired deltas)</h2>", note,
+        parts += [f"<h2>Compared with run {_esc(compare)} (paired deltas)</h2>", note,
                   _table(sec["comparison"])]
     parts += ["<h2>Quality per 1,000 prompt tokens (each quality metric; 95% bootstrap interval of the ratio; "
               "n = questions)</h2>",
@@ -404,18 +409,18 @@ def build_report_html(store: ResultStore, run_id: str, compare: str | None = Non
         parts += ["<h2>How much could routing save at most? (the oracle bound, F1)</h2>",
                   f"<p>Per question, the cheapest point whose F1 equals the best any point reached "
                   f"({info['questions']} questions; {info['left_out']} with no ok score left out): "
-                  f"{html.escape(info['summary'])}. No router can beat it on this run.</p>", _table(t.round(3))]
+                  f"{_esc(info['summary'])}. No router can beat it on this run.</p>", _table(t.round(3))]
     if len(sec["paired"]) or sec["paired"].attrs.get("unpaired"):
         from evals.analyze.explore import paired_notes
 
-        parts += [f"<h2>Each point against {html.escape(sec['paired_against'])} (paired on the questions both "
+        parts += [f"<h2>Each point against {_esc(sec['paired_against'])} (paired on the questions both "
                   "scored; better / worse when the 95% interval of the delta excludes 0)</h2>",
                   _table(sec["paired"]) if len(sec["paired"]) else ""]
-        parts += [f"<p class='src'>{html.escape(n)}</p>" for n in paired_notes(sec["paired"])]
+        parts += [f"<p class='src'>{_esc(n)}</p>" for n in paired_notes(sec["paired"])]
     parts += [
-              f"<h2>Question x point matrix: {html.escape(sec['lead'])} (click a header to sort)</h2>",
+              f"<h2>Question x point matrix: {_esc(sec['lead'])} (click a header to sort)</h2>",
               "<div class='scroll'>" + sec["matrix_html"] + "</div>",
-              f"<h2>Worst questions (lowest {html.escape(sec['lead'])}) with their contexts</h2>", sec["worst_html"]]
+              f"<h2>Worst questions (lowest {_esc(sec['lead'])}) with their contexts</h2>", sec["worst_html"]]
     from evals.analyze.explore import SORT_JS
 
     # the page uses the window's width (a wide matrix scrolls inside its own box); prose stays readable
@@ -426,7 +431,7 @@ def build_report_html(store: ResultStore, run_id: str, compare: str | None = Non
            ".tbl th[aria-sort=ascending]::after{content:' \\25B2'}.tbl th[aria-sort=descending]::after{content:' \\25BC'}"
            ".tbl td{white-space:nowrap}.tbl td.long,.matrix td.qtext{white-space:normal;min-width:16em;max-width:28em;"
            "overflow-wrap:anywhere}.scroll{overflow-x:auto;max-width:100%}")
-    return (f"<!doctype html><html><head><meta charset='utf-8'><title>RAG Workbench {html.escape(run_id)}</title>"
+    return (f"<!doctype html><html><head><meta charset='utf-8'><title>RAG Workbench {_esc(run_id)}</title>"
             f"<style>{css}</style></head><body>{''.join(parts)}{SORT_JS}</body></html>")
 
 
