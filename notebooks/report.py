@@ -33,7 +33,12 @@ def _(ResultStore, args, report_sections):
 
 @app.cell
 def _(mo, sections):
-    mo.md(f"# RAG Workbench report: run `{sections['run_id']}`\n\n{sections['header_md']}")
+    from rag.safeio import html_text as _h
+
+    # HTML built from escaped parts (the header is the static report's own escaped HTML): a run id or a folder name
+    # is shown as written, never read as Markdown or markup (issue 82)
+    mo.Html(f"<h1>RAG Workbench report: run <code>{_h(sections['run_id'])}</code></h1>"
+            f"<p>{sections['header_md']}</p>")
     return
 
 
@@ -72,10 +77,13 @@ def _(mo, plain_table_html, sections):
 
 @app.cell
 def _(mo, plain_table_html, sections):
+    from rag.safeio import md_text
+
     _m = sections["matrix"]
     mo.vstack([mo.md("## Quality per 1,000 prompt tokens (each quality metric; 95% bootstrap interval of the ratio)"),
                mo.Html(plain_table_html(sections["per_1k"])),
-               mo.md(f"## Each point against {sections['paired_against']} (paired on the questions both scored)"),
+               mo.md(f"## Each point against {md_text(sections['paired_against'])} (paired on the questions both "
+                     "scored)"),
                mo.Html(plain_table_html(sections["paired"])) if len(sections["paired"]) else mo.md(""),
                mo.md("## Question x point matrix (F1; the static report `report-RUN.html` sorts it)"),
                mo.Html(plain_table_html(_m))]) if len(_m) else mo.md("")

@@ -27,7 +27,9 @@ def _():
 
 @app.cell
 def _(args, generate, mo, out_path, setup_error):
-    mo.stop(bool(setup_error), mo.callout(mo.md(f"**Not opened:** {setup_error}"), kind="danger"))
+    from rag.safeio import md_code as _code, md_text as _esc  # names as text, never Markdown (issue 82)
+
+    mo.stop(bool(setup_error), mo.callout(mo.md(f"**Not opened:** {_esc(setup_error)}"), kind="danger"))
     from pathlib import Path as _Path
 
     rows = generate.read_generated(args.questions)
@@ -87,16 +89,21 @@ def _(mo):
 @app.cell
 def _(apply_edit, generate, get_edits, mo, out_path, passage_view, pick, resumed_from, reviewer, rewrite, rows, save,
       table):
+    from rag.safeio import md_code as _code, md_text as _esc  # names as text, never Markdown (issue 82)
+
     _edits = get_edits()
     _orig = next((r["question"] for r in rows if str(r["id"]) == pick.value), "")
     _typed = generate.pending_edit(_edits, pick.value, rewrite.value, _orig) != _edits
     mo.vstack([mo.md(f"**{len(rows)} generated questions.** Untick what to drop, rewrite what reads badly, then save: "
-                     f"the accepted set goes to `{out_path}` with who reviewed it and when "
+                     f"the accepted set goes to {_code(out_path)} with who "
+                     "reviewed it and when "
                      f"({len(_edits)} rewrite(s) so far)."
                      + (f" Started from the last accepted file ({resumed_from[1]} kept by "
-                        f"{resumed_from[2] or 'an unnamed reviewer'})." if resumed_from else "")),
+                        f"{_esc(resumed_from[2] or 'an unnamed reviewer')})."
+                        if resumed_from else "")),
                table, mo.hstack([pick, apply_edit], justify="start"), passage_view, rewrite,
-               mo.md(f"<small>typed for {pick.value}, not kept yet: Save keeps it too</small>") if _typed
+               mo.md(f"<small>typed for {_esc(pick.value)}, not kept yet: Save keeps it "
+                     "too</small>") if _typed
                else mo.md(""),
                mo.hstack([reviewer, save], justify="start")])
     return
@@ -104,6 +111,8 @@ def _(apply_edit, generate, get_edits, mo, out_path, passage_view, pick, resumed
 
 @app.cell
 def _(generate, get_edits, mo, out_path, pick, reviewer, rewrite, rows, save, table):
+    from rag.safeio import md_code as _code, md_text as _esc  # names as text, never Markdown (issue 82)
+
     mo.stop(not save.value)
     try:
         _kept = [r["id"] for r in rows if str(r["id"]) in set(table.value["id"].astype(str))]
@@ -115,10 +124,12 @@ def _(generate, get_edits, mo, out_path, pick, reviewer, rewrite, rows, save, ta
         _acc = generate.apply_review(rows, _kept, {_by_str[k]: v for k, v in _all.items()}, reviewer.value)
         generate.write_jsonl(_acc, out_path)
         _msg = mo.md(f"Saved **{len(_acc)} of {len(rows)}** questions "
-                     f"({sum(r['metadata']['review']['edited'] for r in _acc)} rewritten) to `{out_path}`"
-                     + (f", including the rewrite of {pick.value} typed but not kept." if _typed else "."))
+                     f"({sum(r['metadata']['review']['edited'] for r in _acc)} rewritten) to "
+                     f"{_code(out_path)}"
+                     + (f", including the rewrite of {_esc(pick.value)} typed but "
+                        "not kept." if _typed else "."))
     except ValueError as _e:
-        _msg = mo.callout(mo.md(f"**Not saved:** {_e.args[0]}"), kind="danger")
+        _msg = mo.callout(mo.md(f"**Not saved:** {_esc(_e.args[0])}"), kind="danger")
     _msg
     return
 

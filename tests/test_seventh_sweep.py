@@ -217,3 +217,176 @@ def test_edit_never_writes_through_a_link(tmp_path, capsys):
     nbp, written = edit_copy(fresh)
     assert written and not any(p.is_symlink() for p in fresh.iterdir())
     assert sorted(p.name for p in fresh.iterdir()) == ["head.html", "pyproject.toml", "workbench.py"]
+
+
+# --- Item 2: names from outside never become markup, on the page, in the report, in the Jupyter displays ---------
+
+# each payload a user can plant in a name, and what it would do if it ever became markup (top.__pwn = its number);
+# no "/" (a folder or file name cannot hold one), so the <script> never closes: inserted as markup it would still be
+# an element the walk finds
+PAYLOAD = ('<script>top.__pwn=1<\\script><img src=x onerror=top.__pwn=2>'
+           '<iframe srcdoc="<img src=x onerror=top.__pwn=3>">[j](javascript:top.__pwn=4)')
+RUN_A = '<img src=x onerror=top.__pwn=5>[r](javascript:top.__pwn=6)'
+RUN_B = '<svg onload=top.__pwn=7>*b*'
+MODEL = '<img src=x onerror=top.__pwn=8>`m`[m](javascript:top.__pwn=9)'
+STRATEGY = '<iframe srcdoc="<img src=x onerror=top.__pwn=10>"></script><script>top.__pwn=11</script>'
+# what each shows literally somewhere once its section is drawn (a part that markup would have eaten)
+LITERAL = {"folder": "set " + PAYLOAD, "file": PAYLOAD[:60], "model": MODEL, "strategy": STRATEGY}
+
+WALK = """() => { const roots = [document]; const els = [];
+    for (let i = 0; i < roots.length; i++) for (const e of roots[i].querySelectorAll('*')) {
+        els.push(e); if (e.shadowRoot) roots.push(e.shadowRoot); }
+    const bad = els.filter(e => {
+        const t = e.tagName.toLowerCase();
+        return (t === 'img' && e.getAttribute('src') === 'x') || (t === 'iframe' && e.hasAttribute('srcdoc'))
+            || e.hasAttribute('onload') || e.hasAttribute('onerror')
+            || (t === 'a' && /^\\s*javascript:/i.test(e.getAttribute('href') || ''))
+            // a script holding a planted name: only plotly's data, where the name is JSON with < as \\u003c
+            || (t === 'script' && e.textContent.includes('__pwn')
+                && (!e.textContent.includes('Plotly.newPlot') || /<(img|iframe|svg|\\/?script)/i.test(e.textContent))); });
+    // every text node of every root (a callout's message sits beside its <strong>), titles and field values
+    const text = [];
+    for (const r of roots) { const w = document.createTreeWalker(r, NodeFilter.SHOW_TEXT);
+        while (w.nextNode()) text.push(w.currentNode.nodeValue); }
+    for (const e of els) { if (e.getAttribute('title')) text.push(e.getAttribute('title'));
+        if (typeof e.value === 'string' && e.value) text.push(e.value); }
+    return {pwn: window.__pwn === undefined ? null : window.__pwn, bad: bad.map(e => e.outerHTML.slice(0, 160)),
+            text: text.join('\\n')}; }"""
+
+
+DEEP_TEXT = """(want) => { const roots = [document]; const seen = [];
+    for (let i = 0; i < roots.length; i++) for (const e of roots[i].querySelectorAll('*')) {
+        if (e.shadowRoot) roots.push(e.shadowRoot); }
+    for (const r of roots) { const w = document.createTreeWalker(r, NodeFilter.SHOW_TEXT);
+        while (w.nextNode()) seen.push(w.currentNode.nodeValue); }
+    return seen.join('').includes(want); }"""
+
+
+def _wait_text(page, want: str, timeout: int = 120000) -> None:
+    """Until ``want`` is shown (marimo draws outputs in shadow roots, which body.innerText leaves out)."""
+    page.wait_for_function(DEEP_TEXT, arg=want, timeout=timeout)
+
+
+def _walked(page) -> dict:
+    got = page.evaluate(WALK)
+    assert got["pwn"] is None and got["bad"] == [], (got["pwn"], got["bad"])
+    return got
+
+
+def _scroll_all(page) -> None:
+    """Down the whole page a screen at a time, waiting at each, so every lazy section (mo.lazy) is drawn."""
+    for _ in range(80):
+        at_end = page.evaluate("() => { window.scrollBy(0, 700); return window.innerHeight + window.scrollY >= "
+                               "document.body.scrollHeight - 5; }")
+        page.wait_for_timeout(250)
+        if at_end:
+            break
+    page.wait_for_timeout(1500)
+    page.evaluate("() => window.scrollTo(0, 0)")
+
+
+def _hostile_set(tmp_path: Path) -> tuple[Path, Path, Path]:
+    from plugin_files import chunks_plugin
+
+    docs = tmp_path / ("set " + PAYLOAD)
+    docs.mkdir()
+    (docs / (PAYLOAD + ".md")).write_text("# Hives\n\nA hive holds frames of comb where the colony stores honey.\n")
+    (docs / "swarms.md").write_text("# Swarms\n\nA swarm leaves the hive with the old queen in spring.\n")
+    q = tmp_path / "questions.jsonl"
+    q.write_text(json.dumps({"id": "q1", "question": "What does a hive hold?", "answers": ["frames of comb"]}) + "\n"
+                 + json.dumps({"id": "q2", "question": "When does a swarm leave?", "answers": ["in spring"]}) + "\n")
+    plugin = chunks_plugin(tmp_path / "hostile_plugin.py", "Hostile", STRATEGY)
+    return docs, q, plugin
+
+
+def test_names_from_outside_never_run_as_script_on_the_page_in_the_report_or_in_jupyter(browser, tmp_path):
+    """Item 2: a folder named `<iframe srcdoc="<img src=x onerror=...>">` ran script in Chromium within 4 s
+    ("Loaded **name**", "Stored runs of {name}"). Here a folder, a file, two run ids, a model (the answerer and its
+    judge) and a plugin strategy carry <script>, <img onerror>, <iframe srcdoc>, <svg onload> and javascript: links;
+    the page is walked section by section (every lazy one scrolled to; Send, Save as run twice, Best config, Compare
+    and Search pressed), then the saved HTML report and the marimo report, then the Jupyter displays: no planted
+    element exists anywhere (shadow roots included), nothing set top.__pwn, and each name shows as written."""
+    from openai_server import start
+
+    srv, llm = start()
+    docs, q, plugin = _hostile_set(tmp_path)
+    ws = tmp_path / "ws"
+    port = free_port()
+    proc = subprocess.Popen([sys.executable, "-m", "marimo", "run", "--headless", "--no-token", "--port", str(port),
+                             str(ROOT / "notebooks" / "workbench.py"), "--", "--dataset", str(docs), "--questions",
+                             str(q), "--embedder", "hash", "--workspace", str(ws), "--plugins", str(plugin),
+                             "--llm-base-url", llm, "--llm-model", MODEL],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        from evals.bench.browser import wait_http
+
+        wait_http(f"http://127.0.0.1:{port}/")
+        page = browser.new_page(viewport={"width": 1440, "height": 1000})
+        errors: list[str] = []
+        page.on("pageerror", lambda e: errors.append(str(e)))
+        page.goto(f"http://127.0.0.1:{port}/")
+        page.get_by_role("button", name=re.compile(r"^Send (up to )?\d+ call\(s\)$")).click(timeout=180000)
+        page.wait_for_selector("text=/judged by .*agreement not measured/", timeout=180000)
+        _scroll_all(page)
+        seen = _walked(page)["text"]
+        for what in ("folder", "file", "model", "strategy"):
+            assert LITERAL[what] in seen, what
+
+        # a hostile run id is refused, and the refusal quotes it as written; two plain ones are saved, then every
+        # stored-run section: the sweep's curve, Best and Compare
+        for rid in (RUN_A, RUN_B):
+            page.get_by_placeholder("wb-...").fill(rid)
+            page.get_by_role("button", name="Save as run").click()
+            _wait_text(page, f"Not saved: run id '{rid}' is not valid here")
+            _walked(page)
+        for rid in ("run-a", "run-b"):
+            page.get_by_placeholder("wb-...").fill(rid)
+            page.get_by_role("button", name="Save as run").click()
+            _wait_text(page, f"Saved run {rid}")
+            _walked(page)
+        page.get_by_role("button", name="Best config of the stored sweep (TOML to paste)").click()
+        page.locator(".codehilite-wrapper").first.wait_for(timeout=120000)
+        page.get_by_role("button", name="Compare the two runs").click()
+        page.wait_for_selector("text=/compared \\d+ of \\d+ candidate points/", timeout=120000)
+        page.get_by_placeholder("a question").fill("hive comb")
+        page.get_by_role("button", name="Search").click()
+        page.wait_for_selector("text=/frames of comb/", timeout=120000)
+        _scroll_all(page)
+        seen = _walked(page)["text"]
+        for what in LITERAL:
+            assert LITERAL[what] in seen, what
+        assert str(docs) in seen  # the best point's TOML holds the folder's path as written
+        assert errors == [], errors
+        page.close()
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+        srv.shutdown()
+
+    # the HTML report Save as run wrote, opened from disk, and the marimo report of the same run
+    reports = sorted((ws / "reports").glob("report-*.html"))
+    assert len(reports) == 2 and all(p.parent == ws / "reports" for p in reports), reports
+    from evals.cli import main
+
+    assert main(["report", "run-a", "--db", str(ws / "results.duckdb"), "--out", str(tmp_path / "rep")]) == 0
+    for path in reports + sorted((tmp_path / "rep").glob("*.html")):
+        rp = browser.new_page(viewport={"width": 1440, "height": 1000})
+        rp.goto(path.as_uri())
+        rp.wait_for_load_state("load")
+        rp.wait_for_timeout(1500)
+        seen = _walked(rp)["text"]
+        assert ("set " + PAYLOAD) in seen or "marimo" in path.name, path
+        rp.close()
+
+    # the Jupyter displays: the cost line's Markdown as Jupyter renders it, and the controls' HTML widgets
+    import markdown
+
+    from evals.workbench import CostLine
+
+    line = CostLine(text=f"{MODEL} would answer {PAYLOAD}", calls=3, how=f"wb.apply(..., send=True) {RUN_A}")
+    jp = browser.new_page()
+    jp.set_content("<div id=out>" + markdown.markdown(line._repr_markdown_()) + "</div>")
+    jp.wait_for_timeout(500)
+    seen = _walked(jp)["text"]
+    assert MODEL in seen and PAYLOAD in seen and f"wb.apply(..., send=True) {RUN_A}" in seen
+    jp.close()

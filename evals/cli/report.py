@@ -17,7 +17,9 @@ def start_report_notebook(run_id: str, db, out_dir):
     nb = notebooks_root() / "report.py"
     if not nb.exists():
         return None
-    out = Path(out_dir) / f"report-{run_id}.marimo.html"
+    from evals.report.html import report_name
+
+    out = Path(out_dir) / report_name(run_id).replace(".html", ".marimo.html")
     proc = subprocess.Popen([sys.executable, "-m", "marimo", "export", "html", "--no-include-code", "-f", str(nb),
                              "-o", str(out), "--", "--db", str(db), "--run", run_id],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)

@@ -12,7 +12,7 @@ import pandas as pd
 
 from evals.store import ResultStore
 from rag.models import gold_text, known_answerability
-from rag.safeio import html_text, printable
+from rag.safeio import html_text, printable, write_whole
 
 
 def _esc(text) -> str:
@@ -440,6 +440,20 @@ def write_report(run_id: str, db: str | Path, out_dir: str | Path = "results/rep
     out.mkdir(parents=True, exist_ok=True)
     with ResultStore(db, read_only=True) as st:
         text = build_report_html(st, run_id, compare)
-    path = out / (f"report-{run_id}" + (f"-vs-{compare}" if compare else "") + ".html")
-    path.write_text(text, encoding="utf-8")
+    path = out / report_name(run_id, compare)
+    write_whole(path, text.encode("utf-8"))  # whole, and never through a link planted at its name
     return path
+
+
+def report_name(run_id: str, compare: str | None = None) -> str:
+    """The report's file name: the run ids as written when they are plain (letters, digits, ``._-``), else their
+    plain characters and a short hash of the whole id (a run id is the user's: ``../x`` or ``<img ...>`` never
+    names a path elsewhere or an odd file, and two ids that differ only in odd characters never share a file)."""
+    import hashlib
+    import re
+
+    def part(rid: str) -> str:
+        plain = re.sub(r"[^A-Za-z0-9._-]+", "_", rid).strip("._")[:80]
+        return rid if plain == rid else f"{plain or 'run'}-{hashlib.sha256(rid.encode()).hexdigest()[:10]}"
+
+    return f"report-{part(run_id)}" + (f"-vs-{part(compare)}" if compare else "") + ".html"
