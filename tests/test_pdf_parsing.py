@@ -161,14 +161,17 @@ def test_a_worker_killed_mid_folder_loses_no_file(tmp_path, monkeypatch):
 
 
 def test_a_file_past_the_time_cap_is_skipped_named_and_the_ingest_ends(tmp_path, monkeypatch):
-    """RAGWB_PARSE_TIMEOUT caps a worker's time on one file (a hostile PDF that hangs its parser): here a cap no
-    worker can meet, so every PDF is stopped twice and skipped with the cap named; the Markdown beside them is read."""
+    """RAGWB_PARSE_TIMEOUT caps a worker's time on one file (a hostile PDF that hangs its parser): here a PDF whose
+    one page takes pdfium ~5 s against the 1 s cap (the least allowed), so it is killed twice and skipped with the
+    cap named; the Markdown beside it is read."""
+    from pdfgen import make_heavy_pdf
+
     folder = tmp_path / "docs"
     folder.mkdir()
-    make_pdf(folder / "a.pdf", [["Depot seven stores 12 crates."]])
+    make_heavy_pdf(folder / "a.pdf", 10)
     (folder / "b.md").write_text("# B\n\nDepot eight stores 3 crates.\n")
-    monkeypatch.setenv("RAGWB_PARSE_TIMEOUT", "0.001")
+    monkeypatch.setenv("RAGWB_PARSE_TIMEOUT", "1")
     ds = load_folder(folder)
     assert [d.doc_id for d in ds.documents] == ["b.md"]
     assert [(Path(s.path).name, s.reason) for s in ds.skipped] == [
-        ("a.pdf", "the parser's process died reading this file twice (took over 0.001 s (RAGWB_PARSE_TIMEOUT))")]
+        ("a.pdf", "the parser's process died reading this file twice (took over 1 s (RAGWB_PARSE_TIMEOUT))")]

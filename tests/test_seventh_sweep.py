@@ -390,3 +390,127 @@ def test_names_from_outside_never_run_as_script_on_the_page_in_the_report_or_in_
     seen = _walked(jp)["text"]
     assert MODEL in seen and PAYLOAD in seen and f"wb.apply(..., send=True) {RUN_A}" in seen
     jp.close()
+
+
+# --- Items 4 and 5: parse workers die with their ingest, have a memory bound, and every setting has a range -------
+
+def _workers_of(pid: int) -> list[int]:
+    """The parse workers whose parent is ``pid`` (alive, not zombies)."""
+    out = []
+    for d in Path("/proc").iterdir():
+        if not d.name.isdigit():
+            continue
+        try:
+            stat = (d / "stat").read_text()
+            cmd = (d / "cmdline").read_bytes()
+        except OSError:
+            continue
+        fields = stat[stat.rindex(")") + 2:].split()
+        if int(fields[1]) == pid and fields[0] != "Z" and b"rag.ingest.parse_pool" in cmd:
+            out.append(int(d.name))
+    return out
+
+
+def _alive(pid: int) -> bool:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat[stat.rindex(")") + 2] != "Z"
+
+
+@pytest.mark.parametrize("sig", ["SIGTERM", "SIGINT", "SIGKILL"])
+def test_a_worker_dies_within_a_second_of_its_ingest(sig, tmp_path):
+    """Item 4: after SIGTERM of `ragwb ingest` at 3.5 s its worker lived 22 s more and printed a BrokenPipeError
+    traceback; after SIGKILL it lived on with parent 1. Here the worker is busy on a PDF pdfium needs ~10 s for;
+    the ingest gets the signal alone (not its process group); its worker is gone within 1 s, and nothing prints a
+    traceback."""
+    import signal as _signal
+
+    from pdfgen import make_heavy_pdf
+
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    make_heavy_pdf(docs / "heavy.pdf", 20)
+    (docs / "b.md").write_text("# B\n\nDepot eight.\n")
+    proc = subprocess.Popen([sys.executable, "-m", "evals.cli", "ingest", str(docs), "--workspace",
+                             str(tmp_path / "ws"), "--embedder", "hash", "--no-progress"], cwd=tmp_path,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 120
+        workers: list[int] = []
+        while not workers:
+            assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
+            workers = _workers_of(proc.pid)
+            time.sleep(0.05)
+        time.sleep(1.0)  # the worker is inside pdfium now
+        assert all(_alive(w) for w in workers)
+        os.kill(proc.pid, getattr(_signal, sig))
+        sent = time.monotonic()
+        while any(_alive(w) for w in workers) and time.monotonic() - sent < 5:
+            time.sleep(0.02)
+        gone_after = time.monotonic() - sent
+        out, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert not any(_alive(w) for w in workers)
+    assert gone_after < 1.0, f"the worker lived {gone_after:.2f} s after the ingest's {sig}"
+    assert "Traceback" not in err and "BrokenPipeError" not in err, err[-2000:]
+    if sig == "SIGINT":
+        assert proc.returncode == 130 and "ragwb ingest: interrupted" in err, (proc.returncode, err[-2000:])
+
+
+def test_a_file_past_the_workers_memory_bound_is_skipped_and_named(tmp_path, monkeypatch):
+    """Item 4: a one-page 200 MB stream peaked at 3.8 GB resident in its worker. With RAGWB_PARSE_MEMORY_MB=400 a
+    page that needs ~1 GB is skipped, the bound named; the rest of the folder is read."""
+    from pdfgen import make_heavy_pdf
+    from rag.ingest.folders import load_folder
+
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    make_heavy_pdf(docs / "heavy.pdf", 10)
+    (docs / "b.md").write_text("# B\n\nDepot eight.\n")
+    monkeypatch.setenv("RAGWB_PARSE_MEMORY_MB", "400")
+    ds = load_folder(docs)
+    assert [d.doc_id for d in ds.documents] == ["b.md"]
+    [skip] = ds.skipped
+    assert Path(skip.path).name == "heavy.pdf" and "memory bound (400 MB, RAGWB_PARSE_MEMORY_MB)" in skip.reason
+
+
+@pytest.mark.parametrize("name,value", [("RAGWB_PARSE_TIMEOUT", "0"), ("RAGWB_PARSE_TIMEOUT", "1e-9"),
+                                        ("RAGWB_PARSE_TIMEOUT", "1e300"), ("RAGWB_PARSE_TIMEOUT", "nan"),
+                                        ("RAGWB_PARSE_WORKERS", "-1"), ("RAGWB_PARSE_WORKERS", "two"),
+                                        ("RAGWB_PARSE_MEMORY_MB", "1"), ("RAGWB_PARSE_MEMORY_MB", "1e12")])
+def test_a_parse_setting_out_of_range_is_one_line_before_any_file(name, value, tmp_path):
+    """Item 5: RAGWB_PARSE_TIMEOUT=0 or 1e-9 skipped every PDF as "died reading this file twice"; 1e300 gave
+    OverflowError tracebacks from threads. Each is one line naming the variable, exit 2, and no file parsed."""
+    from pdfgen import make_pdf
+
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    make_pdf(docs / "a.pdf", [["Depot seven stores 12 crates."]])
+    got = subprocess.run([sys.executable, "-m", "evals.cli", "ingest", str(docs), "--workspace", str(tmp_path / "ws"),
+                          "--embedder", "hash", "--no-progress"], cwd=tmp_path, capture_output=True, text=True,
+                         timeout=300, env={**os.environ, name: value})
+    assert got.returncode == 2, (got.returncode, got.stderr[-2000:])
+    assert got.stderr.count("\n") == 1 and f"{name}={value!r}" in got.stderr and "Traceback" not in got.stderr, \
+        got.stderr
+    assert not (tmp_path / "ws" / "cache" / "parsed").exists() or not any((tmp_path / "ws" / "cache" /
+                                                                          "parsed").rglob("*.json"))
+
+
+def test_a_worker_count_past_twice_the_cores_is_capped_and_said(tmp_path, monkeypatch, capsys):
+    """Item 5: RAGWB_PARSE_WORKERS=10000 started 60 workers for 60 tiny PDFs on 2 cores (192.6 s against 1.2 s)."""
+    from pdfgen import make_pdf
+    from rag.ingest.parse_pool import parse_workers
+
+    files = []
+    for i in range(12):
+        files.append((make_pdf(tmp_path / f"{i}.pdf", [[f"Page {i}."]]), f"{i}.pdf"))
+    monkeypatch.setenv("RAGWB_PARSE_WORKERS", "10000")
+    workers, todo = parse_workers(files, None)
+    cores = os.cpu_count()
+    assert workers == min(2 * cores, 12) and len(todo) == 12
+    err = capsys.readouterr().err
+    assert f"RAGWB_PARSE_WORKERS=10000 capped at {2 * cores}" in err

@@ -26,6 +26,11 @@ def make_pdf(path: Path, pages: list[list[str]]) -> Path:
         objs.append(f"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Resources << /Font << /F1 3 0 R >> >> "
                     f"/Contents {page_ids[i] + 1} 0 R >>".encode())
         objs.append(b"<< /Length %d >>\nstream\n" % len(data) + data + b"\nendstream")
+    return _write_pdf(path, objs)
+
+
+def _write_pdf(path: Path, objs: list[bytes]) -> Path:
+    """The objects (object i+1 is ``objs[i]``, the catalog first) as a PDF file with its cross-reference table."""
     out = bytearray(b"%PDF-1.4\n")
     offsets = []
     for k, body in enumerate(objs, 1):
@@ -45,3 +50,20 @@ def text_pages(text: str, width: int = 95, lines_per_page: int = 48) -> list[lis
     for para in text.split("\n"):
         lines.extend(textwrap.wrap(para, width) or [""])
     return [lines[i:i + lines_per_page] for i in range(0, len(lines), lines_per_page)] or [[]]
+
+
+def make_heavy_pdf(path: Path, stream_mb: int) -> Path:
+    """One page whose content stream inflates to ``stream_mb`` MB of text operators (a few KB on disk): pdfium
+    spends ~0.5 s and ~100 MB a stream MB on it. The hostile file of the seventh sweep (issue 82): a worker busy
+    for seconds, or past its memory bound."""
+    import zlib
+
+    unit = b"(abcdefgh ijk) Tj T* "
+    data = b"BT /F1 11 Tf 14 TL 72 720 Td " + unit * (stream_mb * 1_000_000 // len(unit)) + b" ET"
+    comp = zlib.compress(data, 9)
+    objs = [b"<< /Type /Catalog /Pages 2 0 R >>", b"<< /Type /Pages /Kids [4 0 R] /Count 1 >>",
+            b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>",
+            b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Resources << /Font << /F1 3 0 R >> >> "
+            b"/Contents 5 0 R >>",
+            b"<< /Length %d /Filter /FlateDecode >>\nstream\n" % len(comp) + comp + b"\nendstream"]
+    return _write_pdf(path, objs)

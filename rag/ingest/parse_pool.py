@@ -33,6 +33,7 @@ def parse_files(files: list[tuple[Path, str]], language: str | None, cache: Pars
     (rag/index/engines.py) parses them elsewhere, e.g. in Ray tasks."""
     if engine is not None and engine.name != "local" and files:
         return engine.parse_files(files, language, cache)
+    parse_settings()  # a setting out of its range is one error naming it, before any file is parsed
     if any(path.suffix.lower() == ".pdf" for path, _ in files):
         pdf_parser()  # an unknown RAGWB_PDF_PARSER is an error before any file, never every PDF skipped
     docs, skipped, seconds = [], [], {}
@@ -73,11 +74,9 @@ def parse_workers(files: list[tuple[Path, str]], cache: ParseCache | None) -> tu
             pdfs = pdfs or path.suffix.lower() == ".pdf"
         except (OSError, ValueError):
             continue  # unreadable, or an unknown parser asked for: parse_one names it
-    asked = os.environ.get("RAGWB_PARSE_WORKERS", "").strip()
-    if asked:
-        if not asked.isdigit():
-            raise ValueError(f"RAGWB_PARSE_WORKERS={asked!r} is not a worker count (a whole number, 0: none)")
-        workers = int(asked)
+    asked = parse_settings()["workers"]
+    if asked is not None:
+        workers = asked
     elif sum(size for *_, size in todo) < POOL_MIN_BYTES:
         workers = 1 if pdfs else 0
     else:
@@ -120,18 +119,24 @@ def parse_in_workers(todo: list[tuple[Path, str]], language: str | None, cache, 
     shipped = str(cache.shipped) if cache is not None else None
     out: dict = {}
     lock = threading.Lock()
-    limit = parse_timeout()
+    settings = parse_settings()
+    limit, memory_mb = settings["timeout"], settings["memory_mb"]
+    live: set = set()  # every worker started and not yet reaped: killed if this call ends early (Ctrl-C, an error)
+    stopping = threading.Event()
 
     def work():
         proc = None
-        while True:
+        while not stopping.is_set():
             try:
                 path, doc_id = jobs.get_nowait()
             except queue.Empty:
                 break
             for _ in range(2):
+                if stopping.is_set():
+                    return
                 if proc is None:
-                    proc = _start()
+                    proc = _start(memory_mb)
+                    live.add(proc)
                 fired: list = []
                 timer = threading.Timer(limit, lambda p=proc: (fired.append(1), p.kill()))  # a hung parser: killed
                 timer.start()
@@ -143,10 +148,15 @@ def parse_in_workers(todo: list[tuple[Path, str]], language: str | None, cache, 
                 # the worker died: killed from outside, past the time cap, or on this file; a new worker tries the
                 # file once more, and a file that kills two workers is the culprit, skipped and named
                 code = proc.wait()
+                live.discard(proc)
                 proc = None
+                bound = f"the worker's memory bound ({memory_mb:,} MB, RAGWB_PARSE_MEMORY_MB)"
                 why = (f"took over {limit:g} s (RAGWB_PARSE_TIMEOUT)" if fired else
-                       f"exit code {code}: a crash in the PDF or document parser, or a worker that cannot start: "
-                       "its error is printed above")
+                       # pdfium's failed allocation is an uncaught std::bad_alloc: abort()
+                       f"aborted (SIGABRT), as a parser does when it cannot allocate: its parse needs more than "
+                       f"{bound}, or the parser crashed" if code == -6 else
+                       f"exit code {code}: a crash in the PDF or document parser, past {bound}, or a worker that "
+                       "cannot start: its error is printed above")
                 result = (None, Skipped(str(path), f"the parser's process died reading this file twice ({why})"),
                           0.0)
             with lock:
@@ -156,27 +166,91 @@ def parse_in_workers(todo: list[tuple[Path, str]], language: str | None, cache, 
         if proc is not None:
             proc.stdin.close()
             proc.wait()
+            live.discard(proc)
 
     # a thread that fails (a worker that cannot be started at all) leaves its files out: parse_files then parses
     # them in its own process, so nothing is lost either way
     threads = [threading.Thread(target=work, daemon=True) for _ in range(workers)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    try:
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    finally:  # Ctrl-C (or an error): no worker outlives the ingest, and none is started after this
+        stopping.set()
+        for proc in list(live):
+            try:
+                proc.kill()
+            except OSError:
+                pass
     return out
 
 
+TIMEOUT_RANGE = (1.0, 86400.0)  # a second to a day: below it every PDF "dies twice", above it nothing is capped
+MEMORY_MIN_MB = 128  # Python and pdfium start in ~60 MB; below this no file parses
+_CAPPED_SAID: set = set()
+
+
+def _ram_mb() -> int:
+    try:
+        return int(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") // 2**20)
+    except (ValueError, OSError, AttributeError):
+        return 8192
+
+
+def parse_settings() -> dict:
+    """The parse pool's settings from the environment, each checked against its range (issue 82): a value outside
+    it is a ValueError naming the variable (one line from ``ragwb``), raised before any file is parsed.
+
+    - ``RAGWB_PARSE_WORKERS``: 0 (every file in this process) .. 2 x cores; more is capped there, said once (10,000
+      asked started 60 workers for 60 tiny PDFs on 2 cores: 192 s where the default took 1.2 s). None when unset.
+    - ``RAGWB_PARSE_TIMEOUT``: seconds a worker may spend on one file, 1 .. 86,400 (default 600).
+    - ``RAGWB_PARSE_MEMORY_MB``: each worker's address-space bound, 128 MB .. the machine's memory (default a
+      quarter of it): a file that needs more is skipped, named, and never takes the machine's memory."""
+    cores = os.cpu_count() or 1
+    out: dict = {"workers": None}
+    raw = os.environ.get("RAGWB_PARSE_WORKERS", "").strip()
+    if raw:
+        if not raw.isdigit():
+            raise ValueError(f"RAGWB_PARSE_WORKERS={raw!r} is not a worker count (a whole number, 0: none; at most "
+                             f"{2 * cores}, twice this machine's {cores} cores)")
+        out["workers"] = int(raw)
+        if out["workers"] > 2 * cores:
+            if raw not in _CAPPED_SAID:
+                _CAPPED_SAID.add(raw)
+                print(f"ragwb: RAGWB_PARSE_WORKERS={raw} capped at {2 * cores} (twice this machine's {cores} cores: "
+                      "more workers only wait for the same cores)", file=sys.stderr)
+            out["workers"] = 2 * cores
+    out["timeout"] = _ranged("RAGWB_PARSE_TIMEOUT", 600.0, *TIMEOUT_RANGE, "seconds a file")
+    ram = _ram_mb()
+    out["memory_mb"] = int(_ranged("RAGWB_PARSE_MEMORY_MB", max(MEMORY_MIN_MB, ram // 4), MEMORY_MIN_MB, ram,
+                                   "MB a worker"))
+    return out
+
+
+def _ranged(name: str, default: float, low: float, high: float, unit: str) -> float:
+    raw = os.environ.get(name, "").strip()
+    if not raw:
+        return default
+    try:
+        v = float(raw)
+    except ValueError:
+        v = float("nan")
+    if not (low <= v <= high):  # NaN, inf and 1e300 fail here too
+        raise ValueError(f"{name}={raw!r} is out of range: {low:g} .. {high:g} {unit} (default {default:g})")
+    return v
+
+
 def parse_timeout() -> float:
-    """Seconds a worker may spend on one file (``RAGWB_PARSE_TIMEOUT``, default 600): a hostile PDF that hangs its
-    parser is stopped, the file skipped and named, the rest parsed."""
-    from rag.errors import env_number
-
-    return float(env_number("RAGWB_PARSE_TIMEOUT", 600.0))
+    """Seconds a worker may spend on one file (``RAGWB_PARSE_TIMEOUT``, 1 s .. 1 day, default 600): a hostile PDF
+    that hangs its parser is killed, the file skipped and named, the rest parsed."""
+    return parse_settings()["timeout"]
 
 
-def _start() -> subprocess.Popen:
+def _start(memory_mb: int) -> subprocess.Popen:
     env = dict(os.environ)
+    env["RAGWB_PARSE_PARENT"] = str(os.getpid())  # the worker exits once this process is gone
+    env["RAGWB_PARSE_MEMORY_MB"] = str(memory_mb)
     # the worker imports this package as the caller does (a checkout on sys.path, not installed, included)
     here = str(Path(__file__).resolve().parents[2])
     env["PYTHONPATH"] = here + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
@@ -202,17 +276,72 @@ def _ask(proc: subprocess.Popen, job: dict):
     return doc, skip, r["seconds"]
 
 
+def _die_with_parent() -> None:
+    """The worker never outlives its ingest (issue 82: after a SIGKILL of the ingest a worker on a hostile PDF lived
+    on with parent 1). Linux kills it the moment its parent goes (PR_SET_PDEATHSIG); a watchdog thread checks the
+    parent twice a second elsewhere and for the instant before the signal was set. SIGINT and SIGTERM end it at once
+    with no traceback (a terminal's Ctrl-C reaches the whole process group)."""
+    import signal
+
+    parent = int(os.environ.get("RAGWB_PARSE_PARENT") or os.getppid())
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda *_: os._exit(1))
+    if sys.platform.startswith("linux"):
+        try:
+            import ctypes
+
+            ctypes.CDLL(None, use_errno=True).prctl(1, int(signal.SIGKILL), 0, 0, 0)  # PR_SET_PDEATHSIG
+        except (OSError, AttributeError):
+            pass
+    if os.getppid() != parent:
+        os._exit(1)
+
+    def watch():
+        import time
+
+        while os.getppid() == parent:
+            time.sleep(0.5)
+        os._exit(1)
+
+    threading.Thread(target=watch, daemon=True).start()
+
+
+def _bound_memory() -> int:
+    """The worker's address space capped at RAGWB_PARSE_MEMORY_MB (set by the parent): a PDF whose parse would take
+    gigabytes fails in its worker, never the machine. Returns the bound in MB (0: none could be set)."""
+    try:
+        import resource
+
+        mb = int(os.environ.get("RAGWB_PARSE_MEMORY_MB") or 0)
+        if mb > 0:
+            resource.setrlimit(resource.RLIMIT_AS, (mb * 2**20, mb * 2**20))
+        return mb
+    except (ImportError, ValueError, OSError):
+        return 0
+
+
 def _serve() -> None:
+    _die_with_parent()
+    memory_mb = _bound_memory()
     channel = os.fdopen(os.dup(1), "w", encoding="utf-8")
     sys.stdout = sys.stderr  # anything a parser prints goes to stderr, never into the answers
     for line in sys.stdin:
         job = json.loads(line)
         cache = ParseCache(job["root"], job["shipped"]) if job["cached"] else None
-        doc, skip, secs = parse_one(Path(job["path"]), job["doc_id"], job["language"], cache)
-        channel.write(json.dumps({"doc": doc_to_dict(doc) if doc else None,
-                                  "skip": dataclasses.asdict(skip) if skip else None, "seconds": secs},
-                                 ensure_ascii=False) + "\n")
-        channel.flush()
+        try:
+            doc, skip, secs = parse_one(Path(job["path"]), job["doc_id"], job["language"], cache)
+        except MemoryError:
+            doc, skip, secs = None, Skipped(job["path"], ""), 0.0
+        if skip is not None and (skip.reason.startswith("MemoryError") or not skip.reason):
+            doc, skip = None, Skipped(skip.path, f"its parse needs more than the worker's memory bound "
+                                                 f"({memory_mb:,} MB, RAGWB_PARSE_MEMORY_MB)")
+        try:
+            channel.write(json.dumps({"doc": doc_to_dict(doc) if doc else None,
+                                      "skip": dataclasses.asdict(skip) if skip else None, "seconds": secs},
+                                     ensure_ascii=False) + "\n")
+            channel.flush()
+        except (BrokenPipeError, OSError):  # the ingest is gone: nobody to answer, nothing to say
+            os._exit(0)
 
 
 if __name__ == "__main__":
