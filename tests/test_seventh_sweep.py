@@ -514,3 +514,57 @@ def test_a_worker_count_past_twice_the_cores_is_capped_and_said(tmp_path, monkey
     assert workers == min(2 * cores, 12) and len(todo) == 12
     err = capsys.readouterr().err
     assert f"RAGWB_PARSE_WORKERS=10000 capped at {2 * cores}" in err
+
+
+# --- Item 6: judge flags with ranges; the cost line names every juror ---------------------------------------------
+
+@pytest.mark.parametrize("flags,said", [
+    (["--judge-repeats", "1000000"], "--judge-repeats: must be 1..20, got 1000000 (each repeat is one more judge call"),
+    (["--judge-repeats", "21"], "--judge-repeats: must be 1..20, got 21"),
+    (["--jury", ","], "--jury ',': a jury's juror names must be model names, got an empty one"),
+    (["--jury", "a,,b"], "--jury 'a,,b': a jury's juror names must be model names, got an empty one"),
+    (["--jury", "a,a"], "--jury 'a,a': a juror is named twice in the jury: a"),
+    (["--jury", ",".join(f"model-{i}" for i in range(50))], "a jury has 2..8 juror models, got 50"),
+])
+def test_judge_flags_out_of_range_are_refused_before_any_call(flags, said, tmp_path):
+    """Item 6: --judge-repeats 1000000 was accepted (4,000 requests in 25 s), --jury , ran without a jury, a 50-model
+    jury was named by its first model alone. Each is refused, exit 2, before any request leaves."""
+    from openai_server import Handler, start
+
+    srv, url = start()
+    try:
+        before = Handler.calls
+        got = subprocess.run([sys.executable, "-m", "evals.cli", "run", "--dataset", str(_docs(tmp_path)),
+                              "--embedder", "hash", "--workspace", str(tmp_path / "ws"), "--llm-base-url", url,
+                              "--llm-model", "local-extractive", "--no-progress", "--no-report", "--yes", *flags],
+                             cwd=tmp_path, capture_output=True, text=True, timeout=300)
+        assert got.returncode == 2 and said in got.stderr, (got.returncode, got.stderr[-2000:])
+        assert Handler.calls == before
+    finally:
+        srv.shutdown()
+
+
+def test_the_cost_line_names_every_juror(tmp_path):
+    """Item 6: `--jury` with 50 models named only `model-0` in the cost line. A jury of three is named whole, and
+    each of the three is asked."""
+    import json as _json
+
+    from openai_server import Handler, start
+
+    docs = _docs(tmp_path)
+    q = tmp_path / "q.jsonl"
+    q.write_text(_json.dumps({"question": "What is Alpha?", "answers": ["the first letter"]}) + "\n")
+    srv, url = start()
+    try:
+        n0 = len(Handler.bodies)
+        got = subprocess.run([sys.executable, "-m", "evals.cli", "run", "--dataset", str(docs), "--questions", str(q),
+                              "--embedder", "hash", "--workspace", str(tmp_path / "ws"), "--llm-base-url", url,
+                              "--llm-model", "local-extractive", "--strategies", "chunks", "--no-progress",
+                              "--no-report", "--yes", "--jury", "juror-a,juror-b,juror-c", "--judges",
+                              "llm_faithfulness"], cwd=tmp_path, capture_output=True, text=True, timeout=300)
+        asked = {_json.loads(b).get("model") for b in Handler.bodies[n0:]}
+    finally:
+        srv.shutdown()
+    assert got.returncode == 0, got.stderr[-2000:]
+    assert "a jury of 3 (juror-a, juror-b, juror-c)" in got.stdout, got.stdout
+    assert {"juror-a", "juror-b", "juror-c"} <= asked, asked

@@ -9,6 +9,19 @@ from pathlib import Path
 from rag.llm.spend import confirm_spend  # noqa: F401 (the CLI commands ask with it)
 
 
+def between(lo: int, hi: int, why: str = ""):
+    """argparse type: an integer in lo..hi; the error names the value and says why the bound is there."""
+    def conv(v: str) -> int:
+        try:
+            x = int(v)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"must be an integer {lo}..{hi}, got {v!r}") from None
+        if not lo <= x <= hi:
+            raise argparse.ArgumentTypeError(f"must be {lo}..{hi}, got {x}{why}")
+        return x
+    return conv
+
+
 def at_least(lo: int, hint: str = ""):
     """argparse type: an integer >= lo; the error names the value (argparse adds the option)."""
     def conv(v: str) -> int:

@@ -7,12 +7,17 @@ from pathlib import Path
 
 
 def jury_models(a, judge) -> tuple:
-    """--jury M1,M2: the juror models (two or more, distinct), checked before any work."""
-    models = tuple(dict.fromkeys(m.strip() for m in (a.jury or "").split(",") if m.strip()))
-    if not models:
+    """--jury M1,M2: the juror models (2..8, each named once), checked before any work: ``--jury ,`` or
+    ``--jury a,,b`` names an empty juror (refused, never a run without its jury), ``a,a`` one juror twice."""
+    from evals.run.config import check_jury
+
+    raw = a.jury or ""
+    if not raw:
         return ()
-    if len(models) < 2:
-        raise ValueError("--jury needs two or more distinct models (M1,M2)")
+    try:
+        models = check_jury(tuple(m.strip() for m in raw.split(",")))
+    except ValueError as e:
+        raise ValueError(f"--jury {raw!r}: {e}") from None
     if judge is None:
         raise ValueError("--jury needs a judge endpoint: an LLM answerer (--llm-base-url) or --judge-base-url")
     return models

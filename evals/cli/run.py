@@ -7,13 +7,14 @@ import sys
 import tomllib
 from pathlib import Path
 
-from .common import (URL_SECRETS, YES_HELP, add_index_args, at_least, confirm_spend, engine_address, index_config,
+from .common import (URL_SECRETS, YES_HELP, add_index_args, at_least, between, confirm_spend, engine_address, index_config,
                      non_negative_float, number_above, parse_sets, positive_float, race_config, run_id_arg, share_arg,
                      temperature_arg)
 from rag.llm.client import env_prices, parse_prices  # noqa: F401 (shared with the workbench)
 
 from .report import finish_report_notebook, start_report_notebook
 from .judging import failed_judges, jury_models  # the run's judge checks
+from evals.run.config import JUDGE_REPEATS_MAX, JUDGE_REPEATS_WHY
 
 
 SWEEP_SECTIONS = {"run", "strategies", "prices", "index"}
@@ -515,11 +516,12 @@ def add_llm_args(s) -> None:
                         "server), json_object with the schema (llama-cpp-python's server), text (no schema). Default "
                         "(auto): json_schema, and a server that refuses a form is asked in the next, once; the form "
                         "that worked is remembered per endpoint (docs/llm.md)")
-    s.add_argument("--judge-repeats", type=at_least(1), default=1, metavar="N",
-                   help="ask each judge N times an item, sampled at temperature 0.7 (each repeat cached by its index): "
-                        "the run prints each judge's flip rate and the value is the repeats' mean (default 1)")
+    s.add_argument("--judge-repeats", type=between(1, JUDGE_REPEATS_MAX, f" ({JUDGE_REPEATS_WHY})"), default=1,
+                   metavar="N",
+                   help="ask each judge N times an item (1..20), sampled at temperature 0.7 (each repeat cached by its "
+                        "index): the run prints each judge's flip rate and the value is the repeats' mean (default 1)")
     s.add_argument("--jury", default="", metavar="M1,M2",
-                   help="a jury: each judge asked of these models at the judge endpoint (--judge-base-url, else the "
+                   help="a jury of 2..8 models: each judge asked of each of them at the judge endpoint (--judge-base-url, else the "
                         "answering endpoint), combined by --jury-rule; every juror's verdict kept, each pair's kappa "
                         "printed (docs/llm.md)")
     s.add_argument("--jury-rule", default="mean", choices=["mean", "majority"], help="how a jury combines (mean)")

@@ -116,7 +116,9 @@ def count_judges(plan: AnswerPlan, ev, q, answer: str | None, contexts: list[str
     from evals.score.judges import count_judge_calls
 
     jc = ev.judges[0].client
-    plan.judge_model = jc.cfg.model
+    jurors = getattr(ev.judges[0], "jurors", None)  # a jury: every juror named, never only the first
+    plan.judge_model = (f"a jury of {len(jurors)} ({', '.join(j.client.cfg.model for j in jurors)})" if jurors
+                        else jc.cfg.model)
     plan.judge_price_known = price_known(jc.cfg.model, jc.prices)
     new = cached = unknown = 0
     for j in ev.judges:  # one judge at a time: the line says each one's calls

@@ -14,6 +14,32 @@ from rag.index.workspace import IndexConfig
 from rag.llm.client import LLMConfig
 
 
+
+# --judge-repeats samples a judge to measure its noise (a flip rate, a spread): 20 samples put a flip rate of 0.5
+# within +-0.22 (95%), and each repeat is another judge call per item, so a typo like 1000000 would send millions
+JUDGE_REPEATS_MAX = 20
+JUDGE_REPEATS_WHY = ("each repeat is one more judge call per item and judge; 20 samples already measure a judge's "
+                     "flip rate, more buy cost, not precision")
+JURY_SIZE = (2, 8)  # a jury of one is a judge; past eight, each item costs more calls than any panel study uses
+
+
+def check_jury(models) -> tuple:
+    """The juror models as given (2..8, each named, each once), or a ValueError that says which rule broke."""
+    models = tuple(models or ())
+    if not models:
+        return ()
+    if any(not isinstance(m, str) or not m.strip() for m in models):
+        raise ValueError(f"a jury's juror names must be model names, got an empty one in {list(models)!r}")
+    if len(set(models)) != len(models):
+        twice = sorted({m for m in models if models.count(m) > 1})
+        raise ValueError(f"a juror is named twice in the jury: {', '.join(twice)} (each model once)")
+    lo, hi = JURY_SIZE
+    if not lo <= len(models) <= hi:
+        raise ValueError(f"a jury has {lo}..{hi} juror models, got {len(models)} (one model is a judge, not a jury; "
+                         f"past {hi}, every item costs that many judge calls per judge)")
+    return models
+
+
 @dataclass(frozen=True)
 class RunConfig:
     dataset: str = "squad2"
@@ -51,8 +77,11 @@ class RunConfig:
     jury_rule: str = "mean"
 
     def __post_init__(self):
-        if not isinstance(self.judge_repeats, int) or isinstance(self.judge_repeats, bool) or self.judge_repeats < 1:
-            raise ValueError(f"judge_repeats must be an integer >= 1, got {self.judge_repeats!r}")
+        if (not isinstance(self.judge_repeats, int) or isinstance(self.judge_repeats, bool)
+                or not 1 <= self.judge_repeats <= JUDGE_REPEATS_MAX):
+            raise ValueError(f"judge_repeats must be an integer 1..{JUDGE_REPEATS_MAX}, got {self.judge_repeats!r} "
+                             f"({JUDGE_REPEATS_WHY})")
+        check_jury(self.jury)
         if not isinstance(self.repeats, int) or self.repeats < 1:
             raise ValueError(f"repeats must be an integer >= 1, got {self.repeats!r}")
         if not isinstance(self.limit, int) or self.limit < 0:

@@ -269,10 +269,12 @@ def run_spend(cfg: RunConfig, plan: RunPlan, done: set | None = None, ws=None) -
 
         # the sufficiency autorater is asked only where no gold evidence decides it offline
         auto = -(-shapes * sum(map(needs_autorater, plan.questions)) // max(len(plan.questions), 1))
-        each = {n: (auto if n == "llm_context_sufficiency" else shapes) for n in run_judges(cfg)}
+        per = max(len(cfg.jury), 1) * cfg.judge_repeats  # each juror asked, each repeat its own call
+        each = {n: per * (auto if n == "llm_context_sufficiency" else shapes) for n in run_judges(cfg)}
         spend.judge_calls = sum(each.values())
         ragas = " (a ragas judge makes several an item)" if any(n.startswith("ragas") for n in each) else ""
-        spend.judge_line = (f"up to {spend.judge_calls:,} judge call(s) to {cfg.judge.model} ("
+        who = (f"a jury of {len(cfg.jury)} ({', '.join(cfg.jury)})" if cfg.jury else cfg.judge.model)
+        spend.judge_line = (f"up to {spend.judge_calls:,} judge call(s) to {who} ("
                             + ", ".join(f"{n} {c:,}" for n, c in each.items())
                             + f"{ragas}; none for an abstention; {price_text(cfg.judge.model, cfg.prices)})")
     return spend
