@@ -568,3 +568,43 @@ def test_the_cost_line_names_every_juror(tmp_path):
     assert got.returncode == 0, got.stderr[-2000:]
     assert "a jury of 3 (juror-a, juror-b, juror-c)" in got.stdout, got.stdout
     assert {"juror-a", "juror-b", "juror-c"} <= asked, asked
+
+
+# --- Item 7: one cap for every axis, on every surface ------------------------------------------------------------
+
+def test_memory_and_query_mode_axes_count_under_the_grids_one_cap(tmp_path, capsys):
+    """Item 7: --memory window --query-mode (3 modes) --set memory.window_turns=1,...,4000 ran 12,000 points and
+    exited 0. Now the count is index configs x budget points x memory points x query modes, refused in one line
+    before any work (no run row, no store)."""
+    from evals.cli import main
+
+    turns = ",".join(str(i) for i in range(1, 4001))
+    assert main(["run", "--dataset", "mtrag-govt", "--strategies", "chunks", "--memory", "window", "--query-mode",
+                 "last_turn,history_concat,gold_rewrite", "--set", f"memory.window_turns={turns}", "--limit", "1",
+                 "--workspace", str(tmp_path / "ws"), "--embedder", "hash", "--no-progress", "--no-report"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "the grid has 12,000 points" in err and "4,000 memory point(s) x 3 query mode(s)" \
+        in err, err
+    db = tmp_path / "ws" / "results.duckdb"
+    if db.exists():  # the store may be opened first; no run was started in it
+        import duckdb
+
+        con = duckdb.connect(str(db), read_only=True)
+        assert con.execute("SELECT count(*) FROM runs").fetchone()[0] == 0
+        con.close()
+
+
+def test_the_library_sweep_and_the_pages_sweep_points_count_under_the_same_cap(tmp_path):
+    """Item 7: Workbench.sweep("top_k", range(1, 12001), strategies=["chunks", "hybrid"]) evaluated 24,000 points
+    (214 s, 2.0 GB); sweep_points, which the page's Sweep and Race call, had no cap."""
+    from evals.interactive.sweeps import sweep_points
+    from evals.workbench import Workbench
+
+    with pytest.raises(ValueError, match=r"the grid has 24,000 points \(2 strategies x 12,000 value\(s\) of top_k\), "
+                                         r"over the 10,000"):
+        sweep_points(["chunks", "hybrid"], "top_k", ",".join(map(str, range(1, 12001))), {})
+    wb = Workbench(str(_docs(tmp_path)), embedder="hash", workspace=str(tmp_path / "ws"), progress=False)
+    with pytest.raises(ValueError, match="the grid has 24,000 points"):
+        wb.sweep("top_k", range(1, 12001), strategies=["chunks", "hybrid"])
+    assert wb.last is None or not getattr(wb.last, "points", None) or len(wb.last.points) < 24000
+    assert sweep_points(["chunks"], "top_k", "2,4", {})  # a sweep under the cap still runs

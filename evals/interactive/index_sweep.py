@@ -72,10 +72,13 @@ def plan_index_sweep(sess, workspace: str, axes: dict, points: list, limit: int)
 
     from ..run.index_grid import dataset_variants
 
-    from ..run.plan import check_grid_size
+    from ..run.plan import check_grid_size, check_points, grid_count
 
-    # the run's one cap, before a config is chunked: index configs x the applied points
-    check_grid_size({n: {k: [v] for k, v in kw.items()} for n, kw in points}, axes)
+    # the run's one cap, before a config is chunked: index configs x every applied point (two points of one
+    # strategy are two points: a dict keyed by strategy counted them once)
+    check_grid_size({}, axes)  # the index configs' own cap
+    check_points(grid_count({}, axes)[1]["index config(s)"] * len(points),
+                 f"index configs x {len(points):,} applied point(s)")
     ws = Workspace(workspace)
     base, axes = fold_fixed(sess.retriever.reader.config, axes)  # one value: the index of every point, not an axis
     ds = sess.dataset

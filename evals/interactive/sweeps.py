@@ -37,12 +37,17 @@ def sweep_points(strategies: list[str], param: str, values: str, budgets: dict) 
 
     import dataclasses
 
+    from evals.run.plan import check_points
+
     param = param.strip()
     vals = [parse_budget_value(x) for x in str(values).split(",") if x.strip()]
     if not vals:
         raise ValueError("give at least one value to sweep, e.g. 2,4,8,16")
     if not strategies:
         raise ValueError("pick at least one strategy to sweep")
+    # the run's one cap, counted before a point is made (the page's Sweep and Race and Workbench.sweep come here)
+    check_points(len(vals) * len(strategies), f"{len(strategies)} strateg{'y' if len(strategies) == 1 else 'ies'} x "
+                                              f"{len(vals):,} value(s) of {param}")
     points = []
     for name, applied in points_from_budgets(list(strategies), budgets):
         fields = [f.name for f in dataclasses.fields(get_strategy(name).Params)]

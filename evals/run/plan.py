@@ -112,27 +112,64 @@ MAX_GRID_POINTS = 10_000  # points of one run's budget grid (every strategy toge
 MAX_INDEX_CONFIGS = 100  # index configs of one run (each a whole index to chunk and embed); more is refused first
 
 
-def check_grid_size(grid: dict, index_axes: dict | None = None) -> None:
-    """One cap for the whole grid, counted before any work: index configs x budget points (issue 73: index axes
-    went around the 10,000-point cap, 496 configs began embedding, 7,455 printed nothing for a minute)."""
+def memory_points(memory: dict | None) -> int:
+    """How many (policy, memory budgets) points ``memory`` makes ({policy: {param: [values]}, "*": shared axes}),
+    counted without making them: each policy times the lists of the axes it has."""
+    if not memory:
+        return 1
+    from rag.answer.memory import get_memory
+
+    shared = memory.get("*", {}) or {}
+    n = 0
+    for name, axes in memory.items():
+        if name == "*":
+            continue
+        fields = set(get_memory(name).Params.__dataclass_fields__)
+        mine = {**{k: v for k, v in shared.items() if k in fields}, **(axes or {})}
+        n += math.prod(len(v) if isinstance(v, list) else 1 for v in mine.values())
+    return max(n, 1)
+
+
+def grid_count(grid: dict, index_axes: dict | None = None, memory: dict | None = None,
+               query_modes=None) -> tuple[int, dict]:
+    """(points, their factors) of a run's whole grid, counted before any is made: index configs x budget points x
+    memory points x query modes (issue 82: memory and query-mode axes went around the cap, 12,000 points ran)."""
     from rag.strategies import default_strategies
 
     grid = grid or {name: {} for name in default_strategies()}
     sizes = {name: math.prod(len(v) if isinstance(v, list) else 1 for v in (axes or {}).values())
              for name, axes in grid.items()}
-    points = sum(sizes.values())
-    configs = math.prod(len(v) if isinstance(v, list) else 1 for v in (index_axes or {}).values())
+    parts = {"index config(s)": math.prod(len(v) if isinstance(v, list) else 1 for v in (index_axes or {}).values()),
+             "budget point(s)": sum(sizes.values()), "memory point(s)": memory_points(memory),
+             "query mode(s)": len(tuple(query_modes or ())) or 1}
+    parts["_sizes"] = sizes
+    return math.prod(v for k, v in parts.items() if not k.startswith("_")), parts
+
+
+def check_points(n: int, what: str = "") -> None:
+    """The one cap every surface counts against (a run's grid, the page's and the library's Sweep and Race, the
+    index sweep): ValueError when ``n`` points is over MAX_GRID_POINTS, before a point is evaluated."""
+    if n > MAX_GRID_POINTS:
+        raise ValueError(f"the grid has {n:,} points{f' ({what})' if what else ''}, over the {MAX_GRID_POINTS:,} a "
+                         "run takes: sweep fewer values (a coarse grid first, then a finer one around the best; "
+                         "`--race` stops the clearly worse points early)")
+
+
+def check_grid_size(grid: dict, index_axes: dict | None = None, memory: dict | None = None,
+                    query_modes=None) -> None:
+    """One cap for the whole grid, counted before any work: index configs x budget points x memory points x query
+    modes (issue 73: index axes went around the 10,000-point cap, 496 configs began embedding; issue 82: memory
+    and query-mode axes did too)."""
+    total, parts = grid_count(grid, index_axes, memory, query_modes)
+    sizes, configs = parts.pop("_sizes"), parts["index config(s)"]
     if configs > MAX_INDEX_CONFIGS:
         axes = " x ".join(f"{k} {len(v) if isinstance(v, list) else 1}" for k, v in index_axes.items())
         raise ValueError(f"the index axes make {configs:,} index configs ({axes}), over the {MAX_INDEX_CONFIGS:,} a "
                          "run builds (each is a whole index to chunk and embed): sweep fewer values, e.g. "
                          "index.chunk_tokens=64,128,256,512")
-    if configs * points > MAX_GRID_POINTS:
-        big = ", ".join(f"{n} {k:,}" for n, k in sorted(sizes.items(), key=lambda x: -x[1])[:3])
-        raise ValueError(f"the grid has {configs * points:,} points ({big}"
-                         + (f"; {configs:,} index config(s) x {points:,} budget point(s)" if configs > 1 else "")
-                         + f"), over the {MAX_GRID_POINTS:,} a run takes: sweep fewer values (a coarse grid "
-                         "first, then a finer one around the best; `--race` stops the clearly worse points early)")
+    big = ", ".join(f"{n} {k:,}" for n, k in sorted(sizes.items(), key=lambda x: -x[1])[:3])
+    factors = [f"{v:,} {k}" for k, v in parts.items() if v > 1]
+    check_points(total, big + (f"; {' x '.join(factors)}" if len(factors) > 1 else ""))
 
 
 def expand_grid(grid: dict, notice: bool = True) -> list[tuple[str, dict]]:
@@ -143,11 +180,8 @@ def expand_grid(grid: dict, notice: bool = True) -> list[tuple[str, dict]]:
     grid = grid or {name: {} for name in default_strategies()}
     sizes = {name: math.prod(len(v) if isinstance(v, list) else 1 for v in (axes or {}).values())
              for name, axes in grid.items()}
-    if sum(sizes.values()) > MAX_GRID_POINTS:  # refused before a point is made (1..100,000 grew to 4.2 GB)
-        big = ", ".join(f"{n} {k:,}" for n, k in sorted(sizes.items(), key=lambda x: -x[1])[:3])
-        raise ValueError(f"the grid has {sum(sizes.values()):,} points ({big}), over the {MAX_GRID_POINTS:,} a run "
-                         "takes: sweep fewer values (a coarse grid first, then a finer one around the best; "
-                         "`--race` stops the clearly worse points early)")
+    # refused before a point is made (1..100,000 grew to 4.2 GB)
+    check_points(sum(sizes.values()), ", ".join(f"{n} {k:,}" for n, k in sorted(sizes.items(), key=lambda x: -x[1])[:3]))
     points, seen, twice = [], set(), []
     for name, axes in grid.items():
         get_strategy(name)

@@ -121,7 +121,8 @@ def check_config(cfg: RunConfig) -> None:
     load_run_plugins(cfg)
     from .plan import check_grid_size
 
-    check_grid_size(cfg.grid, cfg.index_grid)  # index configs x points under one cap, before any work
+    # index configs x budget points x memory points x query modes under one cap, before any work
+    check_grid_size(cfg.grid, cfg.index_grid, cfg.memory, cfg.query_modes)
     expand_grid(cfg.grid, notice=False)  # validated here; the run says what it dropped
     if cfg.answerer == "openai" and cfg.llm is None:
         raise ValueError("answerer 'openai' needs --llm-base-url and --llm-model")
