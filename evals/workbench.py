@@ -566,7 +566,9 @@ def _bar(total: int, desc: str, show: bool):
         from tqdm.auto import tqdm
     except ImportError:  # pragma: no cover - tqdm is a dependency
         return _NoBar()
-    return tqdm(total=total, desc=desc, leave=False)
+    from rag.safeio import printable
+
+    return tqdm(total=total, desc=printable(desc), leave=False)
 
 
 __all__ = ["Workbench", "CostLine", "Applied", "Best", "wide_rows"]

@@ -121,11 +121,8 @@ def html_text(text, keep_lines: bool = False) -> str:
     one rule for the report, the Jupyter displays and every ``mo.Html`` of the page (issue 82)."""
     import html
 
-    text = str(text)
-    if keep_lines:  # a body of text (an answer, a table cell): its line breaks and tabs kept, every other control shown
-        return "\n".join("\t".join(html.escape(printable(part), quote=True) for part in line.split("\t"))
-                         for line in text.split("\n"))
-    return html.escape(printable(text), quote=True)
+    # a body of text (an answer, a table cell) keeps its line breaks and tabs; every other control is shown
+    return html.escape(printable_lines(text) if keep_lines else printable(str(text)), quote=True)
 
 
 def md_text(text) -> str:
@@ -145,3 +142,15 @@ def md_code(text) -> str:
     shows, ``ragwb show RUN``): HTML's ``<code>`` around ``md_text``, since a Markdown code span shows an escape as
     itself and ends at the name's first backtick."""
     return f"<code>{md_text(text)}</code>"
+
+
+def printable_lines(text: str) -> str:
+    """``printable`` for a block of text printed as it is (a table, a note): its line breaks and tabs kept, every
+    other control character shown as an escape."""
+    return "\n".join("\t".join(printable(part) for part in line.split("\t")) for line in str(text).split("\n"))
+
+
+def html_body(text, quote: bool = True) -> str:
+    """``html_text`` for a body of text (an answer, a passage, a table cell): line breaks and tabs kept. ``quote``
+    is accepted for ``html.escape``'s callers and always on (a cell's text also lands in quoted attributes)."""
+    return html_text(text, keep_lines=True)

@@ -608,3 +608,209 @@ def test_the_library_sweep_and_the_pages_sweep_points_count_under_the_same_cap(t
         wb.sweep("top_k", range(1, 12001), strategies=["chunks", "hybrid"])
     assert wb.last is None or not getattr(wb.last, "points", None) or len(wb.last.points) < 24000
     assert sweep_points(["chunks"], "top_k", "2,4", {})  # a sweep under the cap still runs
+
+
+# --- Item 8: the e5 cache can never give wrong vectors silently ---------------------------------------------------
+
+TEXTS = ["The harbour office opens at eight.", "Varroa mites are counted with a sugar roll."]
+
+
+@pytest.fixture
+def e5_copy(tmp_path, monkeypatch):
+    """A copy of this machine's built e5 cache under a RAGWB_CACHE of the test's own (a build is ~10 s; the damage
+    and its finding are what is tested), and the reference vectors of TEXTS from the intact cache."""
+    import shutil
+
+    from rag.index import e5_onnx
+
+    ref = e5_onnx.engine().embed(TEXTS, False)
+    built = e5_onnx.model_file().parent
+    monkeypatch.setenv("RAGWB_CACHE", str(tmp_path / "cache"))
+    shutil.copytree(built, e5_onnx.cache_dir() / built.name, ignore=shutil.ignore_patterns("*.lock"))
+    folder = e5_onnx.model_file().parent
+    assert folder == e5_onnx.cache_dir() / built.name
+    return folder, ref
+
+
+def _cos(a, b):
+    import numpy as np
+
+    return (a * b).sum(1) / np.linalg.norm(a, axis=1) / np.linalg.norm(b, axis=1)
+
+
+def test_one_bit_flips_anywhere_in_the_model_fail_its_check_and_it_is_rebuilt(e5_copy, capsys):
+    """Item 8: 30 one-bit flips between the sampled blocks of e5-small.int8.onnx left check() with nothing to report,
+    and every vector came out NaN. Every byte of the model is hashed now: the flips are found, said, rebuilt."""
+    import random
+
+    from rag.index import e5_onnx
+    from rag.index.e5_cache import check
+
+    folder, ref = e5_copy
+    model = folder / "e5-small.int8.onnx"
+    data = bytearray(model.read_bytes())
+    rng = random.Random(82)
+    for _ in range(30):  # offsets a sampled digest never read: inside the gaps between its 18 blocks of 64 KB
+        k = rng.randrange(17)
+        gap_start = k * (len(data) - (1 << 16)) // 17 + (1 << 16)
+        data[gap_start + rng.randrange(1 << 12)] ^= 1 << rng.randrange(8)
+    model.write_bytes(bytes(data))
+    assert any(x.startswith("e5-small.int8.onnx: its content changed") for x in check(folder)), check(folder)
+    eng = e5_onnx.Engine()
+    err = capsys.readouterr().err
+    assert "failed its check (e5-small.int8.onnx: its content changed" in err and "rebuilding it" in err, err
+    assert _cos(eng.embed(TEXTS, False), ref).min() > 0.999
+
+
+def test_a_changed_word_table_row_never_enters_a_vector(e5_copy, capsys):
+    """Item 8: two rows of word.npy changed between the sampled blocks: no message, cosine 0.932 to a clean cache.
+    Each row is checked against its CRC the first time it is gathered: the embed that would use a changed row fails
+    naming it, and the next start rebuilds the cache, said, and embeds as the reference."""
+    import numpy as np
+
+    from rag.index import e5_onnx
+    from rag.index.e5_cache import DamagedCache, check
+
+    folder, ref = e5_copy
+    from rag.index.e5_cache import BLOCK, SAMPLES
+
+    eng = e5_onnx.Engine()
+    size = (folder / "word.npy").stat().st_size
+    row = eng.words.shape[1] * 4
+    head = size - eng.words.shape[0] * row
+    blocks = [min(size - BLOCK, k * (size - BLOCK) // (SAMPLES + 1)) for k in range(SAMPLES + 2)]
+    unsampled = [i for i in sorted(set(eng.ids(TEXTS[1], False)) - {eng.bos, eng.eos})
+                 if not any(b < head + (i + 1) * row and head + i * row < b + BLOCK for b in blocks)]
+    ids = unsampled[:2]  # rows no sampled block reads: the digest cannot tell
+    assert len(ids) == 2
+    words = np.load(folder / "word.npy", mmap_mode="r+")
+    words[ids] = words[ids] * 1.5  # two rows scaled: the same size, outside the sampled blocks or not
+    words.flush()
+    del words
+    assert check(folder) == []  # the sampled digest passes: the rows are what is checked
+    eng = e5_onnx.Engine()
+    eng.embed([TEXTS[0]], False)  # rows this text does not use are fine
+    with pytest.raises(DamagedCache, match=rf"row {ids[0]:,} of the word table in .* changed since it was built"):
+        eng.embed([TEXTS[1]], False)
+    assert check(folder)[0].startswith("no manifest")  # marked: the next load rebuilds it
+    eng = e5_onnx.Engine()
+    assert "failed its check (no manifest" in capsys.readouterr().err  # rebuilt, said
+    assert _cos(eng.embed(TEXTS, False), ref).min() > 0.999
+
+
+def test_a_canary_that_is_not_a_finite_number_fails(e5_copy, capsys):
+    """Item 8: the canary's cosine was NaN and `nan < 0.9999` is False, so the cache loaded. A NaN canary fails the
+    check like a low one: rebuilt, said."""
+    import json as _json
+
+    from rag.index import e5_onnx
+
+    folder, ref = e5_copy
+    man = _json.loads((folder / "manifest.json").read_text())
+    man["canary"] = [float("nan")] * len(man["canary"])
+    (folder / "manifest.json").write_text(_json.dumps(man))  # Python writes NaN; the manifest's digests still match
+    eng = e5_onnx.Engine()
+    err = capsys.readouterr().err
+    assert "its canary embeds at cosine nan" in err and "rebuilding it" in err, err
+    assert _cos(eng.embed(TEXTS, False), ref).min() > 0.999
+
+
+def _read_only(folder: Path):
+    """``folder`` made unwritable for this process (root too): a read-only bind mount, else the immutable flag;
+    returns how to undo it, or None where neither is possible here."""
+    if os.geteuid() != 0:
+        os.chmod(folder, 0o555)
+        return lambda: os.chmod(folder, 0o755)
+    if subprocess.run(["mount", "--bind", str(folder), str(folder)], capture_output=True).returncode == 0:
+        if subprocess.run(["mount", "-o", "remount,ro,bind", str(folder)], capture_output=True).returncode == 0:
+            return lambda: subprocess.run(["umount", str(folder)], check=True)
+        subprocess.run(["umount", str(folder)])
+    if subprocess.run(["chattr", "+i", str(folder)], capture_output=True).returncode == 0:
+        return lambda: subprocess.run(["chattr", "-i", str(folder)], check=True)
+    return None
+
+
+def test_a_damaged_cache_that_cannot_be_written_is_rebuilt_in_a_temporary_folder(e5_copy, tmp_path):
+    """Item 8: a damaged cache in a read-only folder gave only `Permission denied: ...e5-small.int8.onnx.lock`, with
+    no fallback. It is rebuilt in a temporary folder, said once, and embeds as the reference (a fresh process)."""
+    folder, ref = e5_copy
+    scores = folder / "scores.npy"
+    scores.write_bytes(scores.read_bytes()[::-1])  # damaged: the check says so
+    undo = _read_only(folder)
+    if undo is None:
+        pytest.skip("no way to make a folder read-only for this account here (not root, no mount, no chattr)")
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    try:
+        got = subprocess.run([sys.executable, "-c", "from rag.index import e5_onnx; import numpy as np, sys, json; "
+                              f"v = e5_onnx.Engine().embed({TEXTS!r}, False); print(json.dumps(v.tolist()))"],
+                             capture_output=True, text=True, timeout=600,
+                             env={**os.environ, "RAGWB_CACHE": os.environ["RAGWB_CACHE"], "TMPDIR": str(tmp)})
+    finally:
+        undo()
+    assert got.returncode == 0, got.stderr[-2000:]
+    said = [x for x in got.stderr.splitlines() if "cannot be written" in x]
+    assert len(said) == 1 and "scores.npy: its content changed" in said[0] and str(tmp) in said[0], got.stderr
+    import numpy as np
+
+    assert _cos(np.array(json.loads(got.stdout)), ref).min() > 0.999
+
+
+# --- Item 9: names from outside never reach a terminal raw --------------------------------------------------------
+
+PLANTED = ["\x1b]0;pwned\x07", "\x1b[31m", "\u202e", "\x9b"]  # a window title, SGR, a bidi override, a C1 CSI
+
+
+def test_names_with_terminal_escapes_are_shown_escaped_in_bars_search_show_and_the_report(tmp_path):
+    """Item 9: escapes in folder and file names printed raw in the ingest/run progress labels, `ragwb search`,
+    `ragwb show --by document` and the HTML report's cells. Every surface, typed as a user types it: none of the
+    planted sequences comes out raw; each shows as its escape."""
+    name = "docs" + "".join(PLANTED)
+    docs = tmp_path / name
+    docs.mkdir()
+    (docs / ("alpha" + "".join(PLANTED) + ".md")).write_text("# Alpha\n\nAlpha is the first letter of the list.\n")
+    (docs / "beta.md").write_text("# Beta\n\nBeta is the second letter of the list.\n")
+    q = tmp_path / "q.jsonl"
+    q.write_text(json.dumps({"id": "q1", "question": "What is Alpha?", "answers": ["the first letter"],
+                             "document": "alpha" + "".join(PLANTED)}) + "\n"
+                 + json.dumps({"id": "q2", "question": "What is Beta?", "answers": ["the second letter"],
+                               "document": "beta"}) + "\n")
+    ws = str(tmp_path / "ws")
+
+    def ragwb(*args) -> str:
+        got = subprocess.run([sys.executable, "-m", "evals.cli", *args], cwd=tmp_path, capture_output=True,
+                             text=True, timeout=300, env={**os.environ, "COLUMNS": "200"})
+        assert got.returncode == 0, (args, got.stderr[-2000:])
+        return got.stdout + got.stderr
+
+    out = {"ingest": ragwb("ingest", str(docs), "--questions", str(q), "--workspace", ws, "--embedder", "hash"),
+           "run": ragwb("run", "--dataset", str(docs), "--questions", str(q), "--workspace", ws, "--embedder",
+                        "hash", "--strategies", "chunks", "--run-id", "esc-run", "--yes"),
+           "search": ragwb("search", "Alpha letter", "--dataset", str(docs), "--workspace", ws, "--embedder", "hash",
+                           "--strategy", "chunks"),
+           "show": ragwb("show", "esc-run", "--by", "document", "--workspace", ws)}
+    for surface, text in out.items():
+        for seq in PLANTED:
+            assert seq not in text, (surface, repr(seq))
+    assert "\\x1b]0;pwned\\x07" in out["search"] and "\\u202e" in out["search"]  # the file name, escaped
+    assert "\\x1b]0;pwned\\x07" in out["show"]  # the document field's value, escaped
+    report = (Path(ws) / "reports" / "report-esc-run.html").read_text()
+    for seq in PLANTED:
+        assert seq not in report, repr(seq)
+    assert "\\x1b]0;pwned\\x07" in report
+
+
+def test_a_stored_agreement_note_and_figure_never_reach_a_terminal_raw():
+    """Item 9: ESC/BEL in a failed agreement entry's note printed raw in `show`, and n=10**400 printed as a figure.
+    The note shows its escapes; an n past any labelled set is a damaged entry, said as damaged."""
+    from evals.score.agreement import _stored_figure
+
+    line = _stored_figure({"n": 0, "failed": 3, "note": "reply \x1b]0;pwned\x07 \x1b[2J unparsed",
+                           "measured": "2026-11-28"})
+    assert "\x1b" not in line and "\x07" not in line and "\\x1b]0;pwned\\x07" in line
+    damaged = _stored_figure({"n": 10 ** 400, "balanced_accuracy": 0.8, "balanced_accuracy_95ci": [0.7, 0.9],
+                              "measured": "2026-11-28"})
+    assert damaged == "agreement not measured (the stored figure is damaged; measure again with ragwb agreement)"
+    ok = _stored_figure({"n": 400, "balanced_accuracy": 0.8, "balanced_accuracy_95ci": [0.7, 0.9],
+                         "measured": "2026-11-28"})
+    assert ok == (0.8, 0.7, 0.9, 400, "2026-11-28")

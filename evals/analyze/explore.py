@@ -5,7 +5,6 @@ question_id, repeat, metric, value, status) that `ResultStore.scores` and
 `interactive.evaluate_points` both return."""
 from __future__ import annotations
 
-import html
 import weakref
 from typing import NamedTuple
 
@@ -14,6 +13,7 @@ import pandas as pd
 
 from evals.score.metrics import METRICS, NOT_FAILURES
 from evals.stats import DEFAULT_SEED, bootstrap_means, paired_bootstrap
+from rag.safeio import html_body  # one escaping rule for what pages show (issue 82)
 
 MATRIX_METRICS = ("f1", "faithfulness", "citation_precision", "doc_ndcg@10")  # cell contents, where scored
 DISAGREE_GAP = 0.5  # "strategies disagree": the best and worst point differ by at least this on the metric
@@ -325,7 +325,7 @@ def matrix_html(m: pd.DataFrame, max_rows: int = 500, table_id: str = "qmatrix")
     pts = m.attrs.get("points", [])
     # the points right after the question (at 1440 px every point column is on screen), metadata after them
     cols = ["question_id", "question"] + pts + ["spread", "failures", "answerable"] + m.attrs.get("meta_fields", [])
-    head = "".join(f"<th onclick=\"rwbSort('{table_id}',{i})\" title='click to sort'>{html.escape(c)}</th>"
+    head = "".join(f"<th onclick=\"rwbSort('{table_id}',{i})\" title='click to sort'>{html_body(c)}</th>"
                    for i, c in enumerate(cols))
     body = []
     for _, r in m.head(max_rows).iterrows():
@@ -337,14 +337,14 @@ def matrix_html(m: pd.DataFrame, max_rows: int = 500, table_id: str = "qmatrix")
                 cells.append(f"<td data-v='{'' if pd.isna(v) else v}' style='background:{cell_colour(v)}'>{txt}</td>")
             elif c == "question":
                 text = str(v)
-                cells.append(f"<td class='qtext' title='{html.escape(text, quote=True)}'>{html.escape(text[:90])}"
+                cells.append(f"<td class='qtext' title='{html_body(text, quote=True)}'>{html_body(text[:90])}"
                              f"{'…' if len(text) > 90 else ''}</td>")
             else:
                 val = ("" if v != v else f"{v:.3f}") if isinstance(v, float) else str(v)
-                cells.append(f"<td data-v='{html.escape(val)}'>{html.escape(val)}</td>")
+                cells.append(f"<td data-v='{html_body(val)}'>{html_body(val)}</td>")
         body.append("<tr>" + "".join(cells) + "</tr>")
     more = f"<p>{len(m) - max_rows} more questions not shown (export the run for all)</p>" if len(m) > max_rows else ""
-    return (f"<p>{html.escape(m.attrs.get('metric', ''))} per question and point (mean over repeats; blank = not "
+    return (f"<p>{html_body(m.attrs.get('metric', ''))} per question and point (mean over repeats; blank = not "
             f"scored ok); {len(m)} questions; a row is marked <i>disagree</i> when its spread is at least "
             f"{DISAGREE_GAP}.</p><table class='tbl matrix' id='{table_id}'><thead><tr>{head}</tr></thead><tbody>"
             + "".join(body) + "</tbody></table>" + more + SORT_JS)

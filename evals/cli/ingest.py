@@ -103,12 +103,14 @@ def _current_index(ws, a, cfg) -> str | None:
 def _print_search(a, kw: dict, r, params) -> int:
     from rag.strategies import look
 
+    from rag.safeio import printable  # file names and text from outside: terminal escapes shown, never sent
+
     ctx, rows = look(r, a.strategy, a.query, **dataclasses.asdict(params))
-    print(f"{a.strategy} ({', '.join(f'{k}={v}' for k, v in sorted(kw.items())) or 'defaults'}) over "
-          f"{r.index}: {len(ctx.blocks)} blocks, {sum(b.n_tokens for b in ctx.blocks):,} tokens")
+    print(printable(f"{a.strategy} ({', '.join(f'{k}={v}' for k, v in sorted(kw.items())) or 'defaults'}) over "
+                    f"{r.index}: {len(ctx.blocks)} blocks, {sum(b.n_tokens for b in ctx.blocks):,} tokens"))
     for x in rows[:a.show]:
-        print(f"{x['rank']:3d}. {x['score']:7.3f}  {x['group']:9s} {x['where']}  [{x['tokens']} tokens]\n"
-              f"       {x['text']}")
+        print(f"{x['rank']:3d}. {x['score']:7.3f}  {printable(str(x['group'])):9s} {printable(str(x['where']))}  "
+              f"[{x['tokens']} tokens]\n       {printable(str(x['text']))}")
     return 0
 
 

@@ -6,16 +6,24 @@ from pathlib import Path
 from .common import add_store_args, non_negative_float, open_store
 
 
+def say(*parts, **kw) -> None:
+    """``print`` for everything ``show`` and its siblings print: each part's terminal escapes (ESC, BEL, C1, bidi
+    overrides in a file name, a run id, a judge's note) shown as text, line breaks kept (issue 82)."""
+    from rag.safeio import printable_lines
+
+    print(*(printable_lines(str(x)) for x in parts), **kw)
+
+
 def cmd_runs(a) -> int:
     import pandas as pd
 
     if not Path(a.db or Path(a.workspace) / "results.duckdb").exists():
-        print("no runs yet: try `ragwb run`")
+        say("no runs yet: try `ragwb run`")
         return 0
     with open_store(a) as st:
         df = st.runs()
     if df.empty:
-        print("no runs yet: try `ragwb run`")
+        say("no runs yet: try `ragwb run`")
         return 0
     import json
 
@@ -31,7 +39,7 @@ def cmd_runs(a) -> int:
     for c in df.columns:  # names from outside (a folder's, a run id): escapes shown, never sent raw (issue 73)
         df[c] = [printable(v) if isinstance(v, str) else v for v in df[c]]
     with pd.option_context("display.width", 200, "display.max_columns", 20):
-        print(df.to_string(index=False, na_rep="n/a"))
+        say(df.to_string(index=False, na_rep="n/a"))
     return 0
 
 
@@ -63,10 +71,10 @@ def cmd_show(a) -> int:
             t = quality_per_1k_tokens(sc, a.per_1k, cost=a.cost)
             if a.per_1k not in set(sc.metric):
                 raise ValueError(f"run {rid} has no metric {a.per_1k!r}; it has: {', '.join(sorted(set(sc.metric)))}")
-            print(f"run {rid}: {a.per_1k} per 1,000 {a.cost.replace('_', ' ')} (1000 x mean {a.per_1k} / mean "
+            say(f"run {rid}: {a.per_1k} per 1,000 {a.cost.replace('_', ' ')} (1000 x mean {a.per_1k} / mean "
                   f"{a.cost}, 95% bootstrap interval of the ratio; n = questions with both scored)")
             with pd.option_context("display.width", 250, "display.max_columns", 30):
-                print(t.sort_values("per_1k_tokens", ascending=False).to_string(index=False, na_rep="n/a"))
+                say(t.sort_values("per_1k_tokens", ascending=False).to_string(index=False, na_rep="n/a"))
             return 0
         if a.oracle:  # how much could routing save at most on this run?
             from evals.score.metrics import METRICS
@@ -74,20 +82,20 @@ def cmd_show(a) -> int:
 
             t, info = oracle_bound(st.scores(rid), a.oracle, a.cost, a.tolerance,
                                    getattr(METRICS.get(a.oracle), "higher_is_better", True))
-            print(f"run {rid}: the oracle router picks, per question, the cheapest point whose {a.oracle} is within "
+            say(f"run {rid}: the oracle router picks, per question, the cheapest point whose {a.oracle} is within "
                   f"{a.tolerance:g} of the best any point reached ({info['questions']} questions; {info['left_out']} "
                   f"with no ok score left out). No router can beat it on this run.")
             with pd.option_context("display.width", 250, "display.max_columns", 30):
-                print(t.to_string(index=False, na_rep="n/a"))
+                say(t.to_string(index=False, na_rep="n/a"))
             if info["summary"]:
-                print(info["summary"])
+                say(info["summary"])
             return 0
         if a.sufficiency:  # why a point loses: was the context enough, and what the answer did with it
             return show_sufficiency(run_scores(st, rid), rid)
         if a.turns:
             from evals.analyze.summary import conversation_table
             with pd.option_context("display.width", 250, "display.max_columns", 30):
-                print(conversation_table(st, rid).to_string(index=False, na_rep="n/a"))
+                say(conversation_table(st, rid).to_string(index=False, na_rep="n/a"))
             return 0
         if a.metrics:  # commas as in `score --metrics`, or spaces
             a.metrics = [m.strip() for x in a.metrics for m in x.split(",") if m.strip()]
@@ -124,12 +132,12 @@ def cmd_show(a) -> int:
         status = "interrupted"  # as `ragwb runs` says it: the stored status is left as it was (history)
     from rag.safeio import printable
 
-    print(f"run {printable(rid)}  dataset {printable(str(run['dataset']))}  status {status}  commit {run['git_commit']}")
+    say(f"run {printable(rid)}  dataset {printable(str(run['dataset']))}  status {status}  commit {run['git_commit']}")
     for note in run_notes(run, a.db or Path(a.workspace) / "results.duckdb") + judged:
-        print(f"note: {note}")
-    print("score statuses: " + ", ".join(f"{s}={n}" for s, n in statuses))
+        say(f"note: {note}")
+    say("score statuses: " + ", ".join(f"{s}={n}" for s, n in statuses))
     if timing and timing[2]:  # a resumed or repeated LLM run: cached answers take ~0 ms; never averaged in
-        print(f"answers: {timing[0]} called the endpoint (median {timing[1] or 0:.0f} ms), {timing[2]} came from the "
+        say(f"answers: {timing[0]} called the endpoint (median {timing[1] or 0:.0f} ms), {timing[2]} came from the "
               "response cache (not timed)")
     with pd.option_context("display.width", 250, "display.max_columns", 30, "display.max_colwidth", 40):
         table = headline_table(summ, metrics, a.by)
@@ -145,24 +153,24 @@ def cmd_show(a) -> int:
         if dropped:
             from evals.analyze.summary import not_shown_line
 
-            print("not shown (n/a on every row): " + not_shown_line(dropped))
+            say("not shown (n/a on every row): " + not_shown_line(dropped))
         from evals.analyze.summary import LABELS, labelled
-        print(labelled(table).to_string(index=False, na_rep="n/a") if len(table) else "no items committed yet")
+        say(labelled(table).to_string(index=False, na_rep="n/a") if len(table) else "no items committed yet")
         for line in judge_notes:  # how far to trust each judged column
-            print(f"judge: {line}")
+            say(f"judge: {line}")
         n_line = metric_n_line(summ, [c for c in table.columns if c in metrics])
         if n_line:  # questions with and without answers or evidence: each mean stands on its own n
-            print(n_line)
+            say(n_line)
         if "faithfulness" in metrics and len(table):
             from evals.score.support import support_caption
-            print(f"\n{LABELS['faithfulness']}: {support_caption()}")
+            say(f"\n{LABELS['faithfulness']}: {support_caption()}")
         if shared is not None:
             n, total, ssum = shared
-            print(f"\nsome points lost items (column 'lost': answers that failed, left out of their means), so "
+            say(f"\nsome points lost items (column 'lost': answers that failed, left out of their means), so "
                   f"the rows above are means over different questions. On the {n} of {total} questions every "
                   "point answered:")
             t = headline_table(ssum, metrics)
-            print(t.to_string(index=False, na_rep="n/a") if len(t) else "no question was answered by every point")
+            say(t.to_string(index=False, na_rep="n/a") if len(t) else "no question was answered by every point")
     return 0
 
 
@@ -176,11 +184,11 @@ def show_sufficiency(scores, rid: str) -> int:
     if dec.empty:
         raise ValueError(f"run {rid} has no context_sufficiency scores (a run before sufficiency was scored; "
                          "run it again)")
-    print(f"run {rid}: context sufficiency x answer outcome per point (count and share of the items placed; "
+    say(f"run {rid}: context sufficiency x answer outcome per point (count and share of the items placed; "
           f"docs/metrics.md, 'Context sufficiency'). {OUTCOMES[1]}: the context held the answer and the model "
           f"did not use it; {OUTCOMES[3]}: the context lacked it and the model answered anyway.")
     with pd.option_context("display.width", 250, "display.max_columns", 30, "display.max_colwidth", 60):
-        print(decomposition_table(dec).to_string(index=False))
+        say(decomposition_table(dec).to_string(index=False))
     return 0
 
 
@@ -197,14 +205,14 @@ def cmd_compare(a) -> int:
     pts = points_of(sc)
     a_, b_ = pick_point(pts, a.points[0], rid), pick_point(pts, a.points[1], rid)
     t = paired_points(sc, a_, b_, a.metrics or None, first=a.first)
-    print(f"run {rid}: {b_} (B) against {a_} (A), paired over the questions both scored; delta = B - A with a 95% "
+    say(f"run {rid}: {b_} (B) against {a_} (A), paired over the questions both scored; delta = B - A with a 95% "
           "paired bootstrap interval; better / worse when the interval excludes 0 in the metric's direction")
     with pd.option_context("display.width", 250, "display.max_columns", 30):
-        print(t.to_string(index=False, na_rep="n/a") if len(t) else "no metric has paired questions")
+        say(t.to_string(index=False, na_rep="n/a") if len(t) else "no metric has paired questions")
     from evals.analyze.explore import paired_notes
 
     for note in paired_notes(t):
-        print(note)
+        say(note)
     return 0
 
 
@@ -212,7 +220,7 @@ def cmd_export(a) -> int:
     with open_store(a) as st:
         rid = st.resolve_run(a.run)
         for p in st.export(rid, a.out or Path(a.workspace) / "export", a.format):
-            print(p)
+            say(p)
     return 0
 
 

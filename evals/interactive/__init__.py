@@ -2,7 +2,6 @@
 (re-using cached candidates), and render a per-question drill-down as safe HTML."""
 from __future__ import annotations
 
-import html
 import re
 
 from pathlib import Path
@@ -31,6 +30,7 @@ from .sweeps import (budget_curve, parse_budget_value, race_budgets, race_leader
 from .page import agreement_plan, judge_lines, measure_agreement  # noqa: F401 (re-exported)
 from .index_sweep import best_config  # noqa: F401 (re-exported)
 from rag.index.rates import measured_rate
+from rag.safeio import html_body  # one escaping rule for what pages show (issue 82)
 
 
 def ingest_cost(dataset: str, workspace: str = "results", embedder: str = "e5") -> dict:
@@ -310,21 +310,21 @@ def conversation_turn_html(sess: Session, conversation_id: str, turn: int, polic
     bypass = detect(q.text)
     query = retrieval_query(query_mode, q.text, past, q.rewrite)
     ctx = ev.retrieve(query, strategy, p)[0] if not bypass else None
-    parts = [f"<h3>Turn {turn} of {len(conv)}: {html.escape(q.text)}</h3>",
-             f"<p>retrieval query ({html.escape(query_mode)}): <i>{html.escape(query)}</i>"
+    parts = [f"<h3>Turn {turn} of {len(conv)}: {html_body(q.text)}</h3>",
+             f"<p>retrieval query ({html_body(query_mode)}): <i>{html_body(query)}</i>"
              f"{' <b>(bypassed: filler turn)</b>' if bypass else ''}; gold rewrite: "
-             f"<i>{html.escape(q.rewrite or '-')}</i></p>"]
+             f"<i>{html_body(q.rewrite or '-')}</i></p>"]
     mctx = MemoryContext(embed=ev.embed, encoding=enc)
     for pol in policies:
         msgs = build_history(pol, make_memory_params(pol), past, q.text, mctx, bypass)
         toks = prompt_tokens(msgs, enc) - 3 if msgs else 0
-        items = "".join(f"<li><b>{html.escape(m['role'])}</b> ({prompt_tokens([m], enc) - 6} tokens)"
+        items = "".join(f"<li><b>{html_body(m['role'])}</b> ({prompt_tokens([m], enc) - 6} tokens)"
                         f"<pre style='white-space:pre-wrap;max-height:12em;overflow:auto'>"
-                        f"{html.escape(m['content'][:3000])}</pre></li>" for m in msgs)
-        parts.append(f"<details open><summary><b>{html.escape(pol)}</b>: {len(msgs)} history messages, {toks} "
+                        f"{html_body(m['content'][:3000])}</pre></li>" for m in msgs)
+        parts.append(f"<details open><summary><b>{html_body(pol)}</b>: {len(msgs)} history messages, {toks} "
                      f"tokens</summary><ol>{items or '<li>(no history)</li>'}</ol></details>")
     if ctx is not None:
         parts.append("<h4>Blocks for this turn</h4><ol>" + "".join(
-            f"<li><code>{html.escape(', '.join(b.page_ids[:1]))}</code> {b.n_tokens} tokens: "
-            f"{html.escape(b.text[:300])}</li>" for b in ctx.blocks) + "</ol>")
+            f"<li><code>{html_body(', '.join(b.page_ids[:1]))}</code> {b.n_tokens} tokens: "
+            f"{html_body(b.text[:300])}</li>" for b in ctx.blocks) + "</ol>")
     return "".join(parts)

@@ -3,7 +3,6 @@ escaped, never executed): gold evidence and the answer's cited sentences marked 
 both points so their rows line up."""
 from __future__ import annotations
 
-import html
 import json
 import re
 
@@ -13,6 +12,7 @@ from rag.strategies.packing import cut_marker
 
 from ..score.metrics import block_holds
 from .session import Session, item_for
+from rag.safeio import html_body  # one escaping rule for what pages show (issue 82)
 
 def _highlight(text: str, block: dict, evidence: list, cited: list[str] | None = None) -> str:
     """Escape the block text; mark the gold evidence spans that fall inside it (<mark>) and the
@@ -33,9 +33,9 @@ def _highlight(text: str, block: dict, evidence: list, cited: list[str] | None =
         if s < pos:
             continue
         tag = "<mark>" if kind == "gold" else "<mark class='cite' style='background:#cde4ff'>"
-        out += [html.escape(text[pos:s]), tag, html.escape(text[s:e]), "</mark>"]
+        out += [html_body(text[pos:s]), tag, html_body(text[s:e]), "</mark>"]
         pos = e
-    out.append(html.escape(text[pos:]))
+    out.append(html_body(text[pos:]))
     return "".join(out)
 
 
@@ -74,14 +74,14 @@ def drilldown_html(question, row: dict, scores: dict, point: str | None = None, 
     evidence = ([e.__dict__ if hasattr(e, "__dict__") else e for e in question.evidence]
                 if question.answerable is not False else [])
     held = {b["n"] for b in blocks if any(block_holds(Block.from_dict(b), Evidence(**ev)) for ev in evidence)}
-    ans = html.escape(row["answer"] or "")
+    ans = html_body(row["answer"] or "")
     ans = re.sub(r"\[(\d+)\]", lambda m: f"<a href='#{anchor}-{m.group(1)}'>[{m.group(1)}]</a>", ans)
     cited = _cited_sentences(row["answer"] or "")
     total = sum(b["n_tokens"] for b in blocks)
-    parts = [f"<p class='point'><b>showing: {html.escape(point or row.get('point_label', ''))}</b></p>" if point else "",
-             f"<h3>{html.escape(question.text)}</h3>",
-             f"<p>gold: {html.escape(gold_text(question.answers, question.answerable))}</p>",
-             f"<p>answer ({html.escape(row['answer_status'])}): {ans}</p>"]
+    parts = [f"<p class='point'><b>showing: {html_body(point or row.get('point_label', ''))}</b></p>" if point else "",
+             f"<h3>{html_body(question.text)}</h3>",
+             f"<p>gold: {html_body(gold_text(question.answers, question.answerable))}</p>",
+             f"<p>answer ({html_body(row['answer_status'])}): {ans}</p>"]
     fa = scores.get("faithfulness")
     if row["answer"] and fa is not None and fa.status == "ok":  # an answer in its own words: each sentence checked
         parts.append(sentence_support_html(question, row["answer"], blocks))
@@ -91,8 +91,8 @@ def drilldown_html(question, row: dict, scores: dict, point: str | None = None, 
     for b in blocks:
         tag = " <b>(holds gold evidence)</b>" if b["n"] in held else ""
         if b.get("truncated"):  # a block cut short says so, with how much it shows
-            tag += f" <i>{html.escape(cut_marker(Block.from_dict(b)).strip())}</i>"
-        parts.append(f"<li id='{anchor}-{b['n']}'><b>[{b['n']}]</b> <code>{html.escape(', '.join(b['page_ids'][:1] or b['doc_ids']))}</code>"
+            tag += f" <i>{html_body(cut_marker(Block.from_dict(b)).strip())}</i>"
+        parts.append(f"<li id='{anchor}-{b['n']}'><b>[{b['n']}]</b> <code>{html_body(', '.join(b['page_ids'][:1] or b['doc_ids']))}</code>"
                      f" {b['n_tokens']} tokens{tag}<pre style='white-space:pre-wrap'>"
                      f"{_highlight(b['text'], b, evidence, cited.get(b['n']))}</pre></li>")
     parts.append("</ol>")
@@ -103,19 +103,19 @@ def _metric_table(score_sets: list[dict], names: list[str | None]) -> str:
     """One metric per row: value, status and reason (or judge explanation) of each point, side by side, so the
     rows of two points line up (a metric one point lacks is an empty cell, never a shifted row)."""
     def head(h, name):
-        return f"<th style='{_CELL}text-align:left'>{html.escape(h + (f' ({name})' if name else ''))}</th>"
+        return f"<th style='{_CELL}text-align:left'>{html_body(h + (f' ({name})' if name else ''))}</th>"
 
     heads = ["<th style='{0}text-align:left'>metric</th>".format(_CELL)]
     for name in names:
         heads += [head("value", name), head("status", name), head("reason / explanation", name)]
     rows = []
     for k in sorted(set().union(*[set(sc) for sc in score_sets])):
-        cells = [f"<td style='{_CELL}'>{html.escape(k)}</td>"]
+        cells = [f"<td style='{_CELL}'>{html_body(k)}</td>"]
         for sc in score_sets:
             v = sc.get(k)
             cells += ([f"<td style='{_CELL}text-align:right'>{_fmt_value(k, v.value)}</td>",
-                       f"<td style='{_CELL}'>{html.escape(v.status)}</td>",
-                       f"<td style='{_CELL}'>{html.escape((v.detail or '')[:400])}</td>"] if v is not None
+                       f"<td style='{_CELL}'>{html_body(v.status)}</td>",
+                       f"<td style='{_CELL}'>{html_body((v.detail or '')[:400])}</td>"] if v is not None
                       else [f"<td style='{_CELL}'></td>"] * 3)
         rows.append("<tr>" + "".join(cells) + "</tr>")
     return ("<table class='tbl' style='border-collapse:collapse'><tr>" + "".join(heads) + "</tr>"
@@ -136,9 +136,9 @@ def side_by_side_html(sess: Session, qid: str, a: str, b: str | None = None) -> 
     for i, (p, item) in enumerate(zip(points, items)):
         cols.append(f"<div style='flex:1;min-width:0'>"
                     f"{drilldown_html(q, *item, point=p, anchor=f'blk{i}', metrics=not joint)}</div>"
-                    if item else f"<div style='flex:1'><p>{html.escape(p)}: not evaluated for this question</p></div>")
-    table = (_metric_table([it[1] for it in items], ["A", "B"]) + "<p><small>A: " + html.escape(points[0])
-             + " · B: " + html.escape(points[1]) + "</small></p>") if joint else ""
+                    if item else f"<div style='flex:1'><p>{html_body(p)}: not evaluated for this question</p></div>")
+    table = (_metric_table([it[1] for it in items], ["A", "B"]) + "<p><small>A: " + html_body(points[0])
+             + " · B: " + html_body(points[1]) + "</small></p>") if joint else ""
     return table + "<div style='display:flex;gap:1.5em;align-items:flex-start'>" + "".join(cols) + "</div>"
 
 
@@ -165,7 +165,7 @@ def sentence_support_html(question, answer: str, blocks: list[dict]) -> str:
             ok = p >= thr
             verdict, colour = (f"supported ({p:.2f} >= {thr:.2f})" if ok else f"not supported ({p:.2f} < {thr:.2f})",
                                "#e2f5e2" if ok else "#fde2e2")
-        rows.append(f"<tr style='background:{colour}'><td style='{_CELL}'>{html.escape(sent)}</td>"
+        rows.append(f"<tr style='background:{colour}'><td style='{_CELL}'>{html_body(sent)}</td>"
                     f"<td style='{_CELL}'>{', '.join(f'[{c}]' for c in cited) or '-'}</td>"
                     f"<td style='{_CELL}'>{verdict}</td></tr>")
     return ("<table class='tbl' style='border-collapse:collapse'><tr><th style='" + _CELL + "text-align:left'>answer "

@@ -102,7 +102,9 @@ class _Progress:
         self.bar = None
         if enabled and total:
             from tqdm import tqdm
-            self.bar = tqdm(total=total, desc=desc, unit="item", file=sys.stderr, dynamic_ncols=True)
+            from rag.safeio import printable  # the dataset's name in the label: escapes shown, never sent
+
+            self.bar = tqdm(total=total, desc=printable(desc), unit="item", file=sys.stderr, dynamic_ncols=True)
 
     def update(self, n: int):
         if self.bar:

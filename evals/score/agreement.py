@@ -457,6 +457,9 @@ def calibration(y: np.ndarray, s: np.ndarray) -> list[dict]:
     return out
 
 
+MAX_LABELLED = 10_000_000  # no labelled set is larger: a stored n past it is a damaged (or planted) entry
+
+
 def _stored_figure(e: dict):
     """(balanced accuracy, low, high, n, date) of a stored entry, or the line that says why there is none: a failed
     measurement is said as failed; a damaged entry (a string, a missing n, a one-value interval, out of range, NaN)
@@ -467,8 +470,12 @@ def _stored_figure(e: dict):
     when = e.get("measured")
     when = when if isinstance(when, str) and re.fullmatch(r"\d{4}-\d{2}-\d{2}", when) else "?"
     n, failed = e.get("n"), e.get("failed")
-    if isinstance(n, int) and not isinstance(n, bool) and n == 0 and isinstance(failed, int):
-        note = " ".join(str(e.get("note") or "no usable verdict").split())[:120]
+    if (isinstance(n, int) and not isinstance(n, bool) and n == 0 and isinstance(failed, int)
+            and 0 <= failed <= MAX_LABELLED):
+        from rag.safeio import printable
+
+        # control characters (ESC, BEL: a note is a reply's text) shown as escapes, never sent to a terminal
+        note = printable(" ".join(str(e.get("note") or "no usable verdict").split())[:120])
         return (f"agreement measurement failed on {when} ({failed:,} claim(s) with no usable verdict: "
                 f"{note.encode('ascii', 'backslashreplace').decode()}); nothing measured, so read its scores as the "
                 "judge's alone")
@@ -478,7 +485,8 @@ def _stored_figure(e: dict):
 
     ba, ci = num(e.get("balanced_accuracy")), e.get("balanced_accuracy_95ci")
     lo, hi = (num(ci[0]), num(ci[1])) if isinstance(ci, list) and len(ci) == 2 else (None, None)
-    if (ba is None or lo is None or hi is None or not isinstance(n, int) or isinstance(n, bool) or n <= 0
+    if (ba is None or lo is None or hi is None or not isinstance(n, int) or isinstance(n, bool)
+            or not 0 < n <= MAX_LABELLED  # n=10**400 was printed as a 401-digit figure
             or not (0 <= lo <= hi <= 1 and 0 <= ba <= 1)):  # a percentile interval may leave out its point
         return "agreement not measured (the stored figure is damaged; measure again with ragwb agreement)"
     return ba, lo, hi, n, when

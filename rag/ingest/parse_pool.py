@@ -40,7 +40,10 @@ def parse_files(files: list[tuple[Path, str]], language: str | None, cache: Pars
     bar = None
     if progress and len(files) > 1:
         from tqdm import tqdm
-        bar = tqdm(total=len(files), desc=desc, unit="file", file=sys.stderr, leave=False, dynamic_ncols=True)
+        from rag.safeio import printable  # "parsing FOLDER": a folder's terminal escapes shown, never sent
+
+        bar = tqdm(total=len(files), desc=printable(desc), unit="file", file=sys.stderr, leave=False,
+                   dynamic_ncols=True)
     pooled = _parse_pooled(files, language, cache, bar)
     for path, doc_id in files:
         if str(path) in pooled:
