@@ -13,7 +13,8 @@ are picked per request by the model name: ``fault-429`` (429 with Retry-After),
 ``fault-usage-negative`` (absurd usage counts), ``fault-content-list`` (content as a list),
 ``fault-echo-400`` (a 400 that echoes the request's headers and query string, as some servers do),
 ``echo-encoded-N`` / ``fault-echo-encoded-N`` (the bearer key back in an answer, or a 400, percent-encoded in mixed
-hex case, base64 at an offset, hex, JSON ``\\/``-escaped, each cut to N characters), ``te-gzip`` (a reply under ``Transfer-Encoding: gzip``), ``fault-echo-mangled`` (a 400 echoing the key cut to 29 characters and percent-encoded in mixed-case hex),
+hex case, base64 at an offset, hex in each case and mixed, the percent-encoding case-folded, JSON ``\\/``-escaped,
+the key itself, each cut to N characters), ``te-gzip`` (a reply under ``Transfer-Encoding: gzip``), ``fault-echo-mangled`` (a 400 echoing the key cut to 29 characters and percent-encoded in mixed-case hex),
 ``fault-echo-200`` (answers with the request's headers and path as its text), ``fault-trickle`` (a valid reply
 sent one byte every ``Handler.trickle`` seconds), ``fault-huge`` (a valid reply of ``Handler.huge_mb`` MB),
 ``abstain`` (always the sentence after "reply with exactly:" in the system prompt), ``abstain-short``
@@ -238,8 +239,10 @@ class Handler(BaseHTTPRequestHandler):
                           for i, b in enumerate(key.encode()))
             b64 = base64.b64encode(b"#" + key.encode()).decode()[2:]  # an offset that is not the key's own
             js = json.dumps(key).replace("/", "\\/")[1:-1]
+            hexm = "".join(c.upper() if i % 3 == 0 else c for i, c in enumerate(key.encode().hex()))
             text = (f"bad key PCT[{pct[:cut]}] B64[{b64[:cut]}] HEX[{key.encode().hex()[:cut]}] "
-                    f"JS[{js[:cut]}] HEXU[{key.encode().hex().upper()[3:3 + cut]}]")
+                    f"JS[{js[:cut]}] HEXU[{key.encode().hex().upper()[3:3 + cut]}] HEXM[{hexm[5:5 + cut]}] "
+                    f"PCTF[{pct.lower()[2:2 + cut]}] RAW[{key[4:4 + cut]}]")  # issue 82: mixed hex, folded, raw
             if model.startswith("fault-"):
                 return self._send(400, json.dumps({"error": {"message": text}}).encode())
             return self._send(200, json.dumps({"id": "k", "object": "chat.completion", "created": 0, "model": model,

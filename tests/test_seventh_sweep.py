@@ -814,3 +814,60 @@ def test_a_stored_agreement_note_and_figure_never_reach_a_terminal_raw():
     ok = _stored_figure({"n": 400, "balanced_accuracy": 0.8, "balanced_accuracy_95ci": [0.7, 0.9],
                          "measured": "2026-11-28"})
     assert ok == (0.8, 0.7, 0.9, 400, "2026-11-28")
+
+
+# --- Item 10: the scrubber finds every 12-character run of every form, case-folded --------------------------------
+
+def test_every_cut_of_12_or_more_of_every_form_of_a_key_is_scrubbed():
+    """Item 10: mixed-case hex cut to 20 or 24, a case-folded percent-encoding and every 12- to 15-character cut of
+    every form survived (RUN_MIN was 16). The forms are spelled here apart from the scrubber (percent-encoding in
+    each case and mixed, hex in each case and mixed, base64 at each offset, JSON-escaped, the key itself)."""
+    import base64
+    from urllib.parse import quote
+
+    from rag.llm.urls import scrub
+
+    key = "Zq8/Lm3+Rt6Vw9Yb2Nc5Xd7Fg1Hj4Kp0"  # 32 characters, as the sweep's bearer key
+    raw = key.encode()
+    pct = quote(key, safe="")
+    forms = {key, pct, pct.lower(), "".join(c.lower() if i % 2 else c for i, c in enumerate(pct)),
+             raw.hex(), raw.hex().upper(), "".join(c.upper() if i % 3 == 0 else c for i, c in enumerate(raw.hex())),
+             json.dumps(key).replace("/", "\\/")[1:-1]}
+    for shift in range(3):
+        enc = base64.b64encode(b"\0" * shift + raw).decode().rstrip("=")
+        forms.add(enc[(shift * 8 + 5) // 6:-1])
+    survived = []
+    for f in forms:
+        for length in range(12, len(f) + 1):
+            for k in range(len(f) - length + 1):
+                cut = f[k:k + length]
+                if cut.lower() in scrub(f"as sent: {cut} (rejected)", [key]).lower():
+                    survived.append(cut)
+    assert survived == [], survived[:10]
+
+
+def test_the_scrubber_changes_no_text_of_the_bundled_sets():
+    """Item 10: case-folded runs of 12 must not blank real text: every text file the project ships (the bundled
+    corpora and gold sets, the code set's sources) passes through the scrubber unchanged with four keys registered
+    (two realistic, two random)."""
+    import gzip
+    import secrets
+
+    from rag.llm.urls import scrub
+
+    keys = ["wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY", "Zq8/Lm3+Rt6Vw9Yb2Nc5Xd7Fg1Hj4Kp0Qs/Tu",
+            "sk-" + secrets.token_urlsafe(36), secrets.token_hex(16)]
+    files = changed = 0
+    for p in sorted((ROOT / "datasets").rglob("*")):
+        if not p.is_file():
+            continue
+        data = p.read_bytes()
+        if p.suffix == ".gz":
+            data = gzip.decompress(data)
+        try:
+            text = data.decode("utf-8")
+        except UnicodeDecodeError:
+            continue  # parquet, PDF: no text to scrub as it is
+        files += 1
+        changed += scrub(text, keys) != text
+    assert files >= 20 and changed == 0, (files, changed)

@@ -27,15 +27,19 @@ def _forms(key: str) -> set[str]:
     return out
 
 
-def _leaks(text: str, key: str, run: int = 16) -> list[str]:
-    text = re.sub(r"%[0-9a-fA-F]{2}", lambda m: m.group().upper(), text)
-    return sorted({f[k:k + run] for f in _forms(key) for k in range(len(f) - run + 1) if f[k:k + run] in text})
+def _leaks(text: str, key: str, run: int = 12) -> list[str]:
+    """Every ``run``-character piece of any form of ``key`` found in ``text``, both case-folded (issue 82: hex and
+    percent-escapes in any case, mixed, are one spelling; the scrubber finds runs of 12)."""
+    text = text.lower()
+    return sorted({f[k:k + run] for f in {x.lower() for x in _forms(key)} for k in range(len(f) - run + 1)
+                   if f[k:k + run] in text})
 
 
 def test_a_key_echoed_encoded_and_cut_short_is_stored_and_printed_nowhere(tmp_path, monkeypatch, capsys):
     """Item 1: a server echoing the answerer's and the judge's keys percent-encoded (mixed hex case), as base64,
     hex and JSON-escaped, each cut at 16-30 characters, left 26 of 40 characters readable in results, scores'
-    detail, the response cache, exports, the report and the terminal."""
+    detail, the response cache, exports, the report and the terminal. Issue 82: a 12-character cut, hex in mixed case
+    and the percent-encoding case-folded survived; the leak check here is case-folded and counts runs of 12."""
     from openai_server import start
 
     srv, url = start()
@@ -44,7 +48,7 @@ def test_a_key_echoed_encoded_and_cut_short_is_stored_and_printed_nowhere(tmp_pa
     monkeypatch.setenv("RAGWB_J_KEY", JUDGE_KEY)
     printed = []
     try:
-        for cut in (16, 23, 30):
+        for cut in (12, 20, 30):  # issue 82: a 12-character cut, mixed-case hex and a case-folded encoding too
             # an answer that echoes it (the judge echoes its own key: every verdict a parse error, exit 7), and a 400
             for prefix, rc in (("", 7), ("fault-", 6)):
                 rid = f"{prefix}E{cut}"

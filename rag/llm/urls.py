@@ -137,8 +137,16 @@ def _pattern(secrets: frozenset) -> re.Pattern | None:
     return re.compile("|".join(_form_regex(f) for f in sorted(forms, key=len, reverse=True)))
 
 
-_PCT = re.compile(r"%[0-9A-Fa-f]{2}")
-RUN_MIN = 16  # an echoed run of this many characters of a secret (a server that cut the key) is scrubbed too
+RUN_MIN = 12  # an echoed run of this many characters of a secret (a server that cut the key) is scrubbed too
+
+
+def _fold(text: str) -> str:
+    """ASCII letters lower-cased, every other character as it is (the same length, so spans found in the fold are
+    spans of the text): hex digits and percent-escapes in either case, mixed within one echo, are one spelling."""
+    return text.translate(_FOLD)
+
+
+_FOLD = {c: c + 32 for c in range(ord("A"), ord("Z") + 1)}
 
 
 def _trie_regex(words) -> str:
@@ -164,13 +172,13 @@ def _trie_regex(words) -> str:
 
 @functools.lru_cache(maxsize=64)
 def _runs(secrets: frozenset):
-    """(a regex of every RUN_MIN-character window of each secret and of each encoded form of it, window ->
-    [(form, offset)]). A server that cut an encoded key (percent-encoded to 30 characters, base64 to 24, hex to
+    """(a regex of every RUN_MIN-character window of each secret and of each encoded form of it, case-folded,
+    window -> [(folded form, offset)]). A server that cut an encoded key (percent-encoded to 30 characters, base64 to 24, hex to
     40, ``\\/``-escaped to 30) echoes a run of one of its forms: each form's windows find it (issue 73)."""
     where: dict[str, list] = {}
     for s in secrets:
-        for f in {s} | secret_forms(s):
-            for k in range(len(f) - RUN_MIN + 1):
+        for f in {_fold(x) for x in {s} | secret_forms(s)}:  # matched case-folded (issue 82: mixed-case hex, a
+            for k in range(len(f) - RUN_MIN + 1):            # case-folded percent-encoding survived)
                 where.setdefault(f[k:k + RUN_MIN], []).append((f, k))
     if not where:
         return None, where
@@ -182,8 +190,8 @@ def _scrub_runs(text: str, secrets: frozenset) -> str:
     pat, where = _runs(secrets)
     if pat is None:
         return text
-    # percent-escapes upper-cased (the same length): an echo that mixes %2f and %2F in one key is one run
-    probe, text0 = _PCT.sub(lambda m: m.group().upper(), text), text
+    # case-folded (the same length): hex and percent-escapes in either case, mixed in one echo, are one run
+    probe, text0 = _fold(text), text
     text = probe
     spans = []
     pos = 0
