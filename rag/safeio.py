@@ -154,3 +154,29 @@ def html_body(text, quote: bool = True) -> str:
     """``html_text`` for a body of text (an answer, a passage, a table cell): line breaks and tabs kept. ``quote``
     is accepted for ``html.escape``'s callers and always on (a cell's text also lands in quoted attributes)."""
     return html_text(text, keep_lines=True)
+
+
+def open_regular(path, max_bytes: int) -> int:
+    """A read-only descriptor of ``path`` when it is a regular file of at most ``max_bytes``, opened without
+    following a link and without blocking (a FIFO planted in its place once hung a search; a link to /dev/zero was
+    read for 2.7 GB): OSError otherwise. The caller closes it."""
+    import stat
+
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0))
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise OSError(f"{path}: not a regular file")
+        if st.st_size > max_bytes:
+            raise OSError(f"{path}: {st.st_size:,} bytes, over the {max_bytes:,} expected")
+        return fd
+    except BaseException:
+        os.close(fd)
+        raise
+
+
+def read_regular(path, max_bytes: int) -> bytes:
+    """The whole of ``path`` when it is a regular file (not a link, FIFO or device) of at most ``max_bytes``."""
+    fd = open_regular(path, max_bytes)
+    with os.fdopen(fd, "rb") as f:
+        return f.read(max_bytes + 1)[:max_bytes]

@@ -871,3 +871,40 @@ def test_the_scrubber_changes_no_text_of_the_bundled_sets():
         files += 1
         changed += scrub(text, keys) != text
     assert files >= 20 and changed == 0, (files, changed)
+
+
+# --- Item 11: snapshots open only regular files, of the sizes their writer recorded -------------------------------
+
+def test_a_fifo_or_a_device_in_place_of_a_snapshot_file_is_never_read(tmp_path):
+    """Item 11: a FIFO in place of a snapshot file made `ragwb search` hang; a `.done` linked to /dev/zero read
+    2.7 GB, then raised MemoryError. Each is passed over (LanceDB answers, the snapshot is written again) and the
+    search prints what it prints from an intact snapshot."""
+    docs = _docs(tmp_path)
+    (docs / "b.md").write_text("# Beta\n\nBeta is the second letter.\n")
+    ws = tmp_path / "ws"
+
+    def ragwb(*args) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-m", "evals.cli", *args], cwd=tmp_path, capture_output=True,
+                              text=True, timeout=120)
+
+    assert ragwb("ingest", str(docs), "--workspace", str(ws), "--embedder", "hash", "--no-progress").returncode == 0
+    search = ("search", "second letter", "--dataset", str(docs), "--workspace", str(ws), "--embedder", "hash",
+              "--strategy", "chunks")
+    first = ragwb(*search)
+    assert first.returncode == 0 and "b.md" in first.stdout, first.stderr
+    snaps = ws / "cache" / "snapshots"
+    arrow = sorted(snaps.glob("*.chunks.arrow"))
+    assert len(arrow) == 1
+    arrow[0].unlink()
+    os.mkfifo(arrow[0])
+    got = ragwb(*search)  # a FIFO opened for reading would block forever (the 120 s timeout would fail the test)
+    assert got.returncode == 0 and got.stdout == first.stdout, got.stderr
+    assert arrow[0].is_file() and not arrow[0].is_symlink()  # written again as a file
+
+    done = sorted(snaps.glob("*.done"))
+    assert len(done) == 1
+    done[0].unlink()
+    done[0].symlink_to("/dev/zero")
+    got = ragwb(*search)
+    assert got.returncode == 0 and got.stdout == first.stdout, got.stderr
+    assert done[0].is_file() and not done[0].is_symlink()

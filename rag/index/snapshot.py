@@ -51,6 +51,9 @@ def stamp(ws, index: str) -> str | None:
     return hashlib.sha256("\n".join(parts).encode()).hexdigest()[:20]
 
 
+DONE_MAX_BYTES = 4096  # a snapshot's .done holds a few [size, CRC] pairs
+
+
 def _path(ws, index: str, st: str, kind: str) -> Path:
     return folder(ws) / f"{index}.{st}.{kind}.arrow"
 
@@ -59,19 +62,31 @@ def load(ws, index: str, st: str) -> dict | None:
     """{kind: Arrow table} and {"meta": dict} of the snapshot stamped ``st``, mapped, or None: no snapshot of the
     tables as they are now, or a file whose size or CRC-32 is not what its writer recorded (a damaged copy is never
     read as an index; LanceDB is read instead and the snapshot written again)."""
-    try:
-        sums = json.loads((folder(ws) / f"{index}.{st}.done").read_text())
+    from rag.safeio import open_regular, read_regular
+
+    try:  # regular files only, never through a link, of the sizes their writer recorded (issue 82)
+        sums = json.loads(read_regular(folder(ws) / f"{index}.{st}.done", DONE_MAX_BYTES))
     except (OSError, ValueError):
         return None
+    import mmap
+
     import pyarrow as pa
     import pyarrow.ipc  # noqa: F401
 
     out: dict = {}
     try:
         for kind in KINDS[:-1]:
-            with pa.memory_map(str(_path(ws, index, st, kind))) as src:
-                buf = src.read_buffer()
-            if [buf.size, zlib.crc32(buf)] != sums.get(kind):
+            want = sums.get(kind)
+            if not (isinstance(want, list) and len(want) == 2 and all(isinstance(x, int) for x in want)):
+                return None
+            fd = open_regular(_path(ws, index, st, kind), want[0])
+            try:
+                if os.fstat(fd).st_size != want[0] or want[0] == 0:
+                    return None
+                buf = pa.py_buffer(mmap.mmap(fd, want[0], access=mmap.ACCESS_READ))  # mapped, as pa.memory_map
+            finally:
+                os.close(fd)
+            if [buf.size, zlib.crc32(buf)] != want:
                 return None
             t = pa.ipc.open_file(buf).read_all()
             md = t.schema.metadata or {}
