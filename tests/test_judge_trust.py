@@ -329,4 +329,4 @@ def test_a_jury_keeps_each_jurors_verdict_and_says_their_kappa(server, tmp_path,
     assert main(["run", "--dataset", str(docs), "--questions", str(q), "--embedder", "hash", "--workspace",
                  str(tmp_path / "ws"), "--llm-base-url", server, "--llm-model", "m", "--jury", "a",
                  "--no-progress", "--no-report"]) == 2
-    assert "--jury needs two or more distinct models" in capsys.readouterr().err
+    assert "a jury has 2..8 juror models, got 1" in capsys.readouterr().err

@@ -134,7 +134,8 @@ def _workers_of(pid: int) -> list[int]:
             cmd = (d / "cmdline").read_bytes()
         except OSError:
             continue
-        if int(stat[stat.rindex(")") + 2:].split()[1]) == pid and b"rag.ingest.parse_pool" in cmd:
+        fields = stat[stat.rindex(")") + 2:].split()
+        if int(fields[1]) == pid and fields[0] != "Z" and b"rag.ingest.parse_pool" in cmd:  # alive, not reaped
             out.append(int(d.name))
     return out
 

@@ -394,21 +394,7 @@ def test_names_from_outside_never_run_as_script_on_the_page_in_the_report_or_in_
 
 # --- Items 4 and 5: parse workers die with their ingest, have a memory bound, and every setting has a range -------
 
-def _workers_of(pid: int) -> list[int]:
-    """The parse workers whose parent is ``pid`` (alive, not zombies)."""
-    out = []
-    for d in Path("/proc").iterdir():
-        if not d.name.isdigit():
-            continue
-        try:
-            stat = (d / "stat").read_text()
-            cmd = (d / "cmdline").read_bytes()
-        except OSError:
-            continue
-        fields = stat[stat.rindex(")") + 2:].split()
-        if int(fields[1]) == pid and fields[0] != "Z" and b"rag.ingest.parse_pool" in cmd:
-            out.append(int(d.name))
-    return out
+from test_pdf_parsing import _workers_of  # noqa: E402 (the parse workers of a process, zombies left out)
 
 
 def _alive(pid: int) -> bool:

@@ -29,6 +29,7 @@ class Choice:
     configs: dict  # point -> TOML text
     note: str = ""
     front: bool = False  # --race-cost: ``best`` is the quality/cost front, cheapest first
+    trust: object = None  # evals.analyze.pick.Trust: expected on new questions, P(best), questions needed
 
 
 _UNSAFE = re.compile("[\x7f-\x9f\u202a-\u202e\u2066-\u2069]")  # left raw by JSON
@@ -88,7 +89,7 @@ def point_toml(run: dict, strategy: str, params: dict, point: str, stats: str) -
 
 
 def choose(store, run_id: str, metric: str, max_context_tokens: float | None = None,
-           race_cost: float | None = None) -> Choice:
+           race_cost: float | None = None, min_effect: float = 0.02) -> Choice:
     scores = run_scores(store, run_id)
     if metric not in set(scores.metric):
         raise ValueError(f"metric {metric!r} not scored in run {run_id}; scored: "
@@ -141,7 +142,14 @@ def choose(store, run_id: str, metric: str, max_context_tokens: float | None = N
             runner = {"point": r["point_name"], **row}
         if row["verdict"] == "tie":
             tied.append(r["point_name"])
-    return Choice(metric, t, [best["point_name"]], runner, tied, {best["point_name"]: cfg_of(best)}, note)
+    from .pick import trust
+
+    # the pick is optimistic (the best of many noisy means): what to expect on new questions, how sure it is
+    # (issue 81), from the same candidates, filters and tie rule, with no call made
+    unit = bool(scores.loc[(scores.metric == metric) & (scores.status == "ok"), "value"].between(0, 1).all())
+    how = trust(scores, metric, t, higher, unit, min_effect)
+    return Choice(metric, t, [best["point_name"]], runner, tied, {best["point_name"]: cfg_of(best)}, note,
+                  trust=how)
 
 
 def _point_params(store, run_id: str) -> dict:
@@ -180,4 +188,23 @@ def render_parts(choice: Choice) -> tuple[list[str], list[str]]:
             more = len(choice.tied) - 12
             out.append(f"no point is clearly best: {len(choice.tied)} tied with it (95% paired interval includes 0): "
                        + "; ".join(choice.tied[:12]) + (f"; and {more} more" if more > 0 else ""))
+        if choice.trust is not None:
+            from .pick import trust_lines
+
+            out += trust_lines(choice.trust, m, float(b["mean"]), b["point_name"])
     return out, [choice.configs[name] for name in choice.best]
+
+
+def choice_json(choice: Choice) -> dict:
+    """``ragwb best --json``: one object (issue 81) for the best point: point, strategy, label, the in-sample score,
+    what to expect on new questions, P(best) of the top points, the questions a 0.02 difference needs."""
+    from .pick import trust_json
+
+    b = choice.table.iloc[0]
+    out = {"metric": choice.metric, "point": b["point_name"], "strategy": b["strategy"], "label": b["point"],
+           "score": {"mean": float(b["mean"]), "low": float(b["low"]), "high": float(b["high"]),
+                     "n": int(b["n_ok"])},
+           "confirm": None, "tied": list(choice.tied), "context_tokens": float(b[COST])}
+    if choice.trust is not None:
+        out.update(trust_json(choice.trust))
+    return out

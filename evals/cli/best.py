@@ -8,15 +8,23 @@ from .common import add_store_args, open_store
 
 
 def cmd_best(a) -> int:
-    from evals.analyze.best import choose, render
+    from evals.analyze.best import choice_json, choose, render
 
     if a.max_context_tokens is not None and a.race_cost is not None:
         raise ValueError("give --max-context-tokens or --race-cost, not both")
+    if a.json and a.race_cost is not None:
+        raise ValueError("--json prints the best point; --race-cost prints a front: give one")
+    if not (a.min_effect > 0 and a.min_effect < float("inf")):
+        raise ValueError(f"--min-effect must be a difference above 0, got {a.min_effect}")
     with open_store(a) as st:
         rid = st.resolve_run(a.run)
-        choice = choose(st, rid, a.metric, a.max_context_tokens, a.race_cost)
-    text = render(choice)
-    print(text, end="", flush=True)
+        choice = choose(st, rid, a.metric, a.max_context_tokens, a.race_cost, a.min_effect)
+    if a.json:
+        import json
+
+        print(json.dumps({"run": rid, **choice_json(choice)}), flush=True)
+    else:
+        print(render(choice), end="", flush=True)
     if a.out:
         out = Path(a.out)
         if len(choice.best) == 1:
@@ -50,6 +58,12 @@ def add_best(sub) -> None:
     s.add_argument("--race-cost", type=float, default=None, metavar="TOL",
                    help="print the quality/cost front instead: a point leaves it when a cheaper one is at least as "
                         "good within TOL")
+    s.add_argument("--json", action="store_true",
+                   help="print one JSON object: point, strategy, label, score (in-sample), expected_new (the choice "
+                        "cross-fitted: chosen on part of the questions, scored on the rest), confirm, p_best, "
+                        "questions_needed (docs/sweeps.md, How far to trust the best point)")
+    s.add_argument("--min-effect", type=float, default=0.02, metavar="D",
+                   help="the smallest difference that matters: how many questions would separate it (0.02)")
     s.add_argument("--out", default=None, metavar="FILE.toml",
                    help="also write the configuration there (a front: FILE-1.toml, FILE-2.toml, ... cheapest first); "
                         "an existing file is refused without --force")

@@ -86,6 +86,29 @@ def cache_root() -> Path:
     return fallback
 
 
+def weights_digest(path: Path) -> str:
+    """sha256 of the weights, remembered by (size, mtime) so a load does not hash 70 MB each time."""
+    st = path.stat()
+    memo = cache_root() / "digests.json"
+    key = f"{path}|{st.st_size}|{st.st_mtime_ns}"
+    try:
+        known = json.loads(memo.read_text())
+    except (OSError, ValueError):
+        known = {}
+    if key in known:
+        return known[key]
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    known[key] = h.hexdigest()
+    memo.parent.mkdir(parents=True, exist_ok=True)
+    tmp = memo.with_suffix(f".{os.getpid()}.tmp")
+    tmp.write_text(json.dumps(known))
+    os.replace(tmp, memo)
+    return known[key]
+
+
 def file_digest(path: Path) -> tuple[int, str]:
     """(size, sha256): of every byte, except for the word table (``SAMPLED``: the first, the last and SAMPLES evenly
     spaced blocks; its every row is checked by its CRC when first used)."""
@@ -136,13 +159,17 @@ def check(folder: Path) -> list[str]:
     return bad
 
 
-def row_crcs(words) -> "np.ndarray":
-    """CRC-32 of each row of the word table (uint32), written at build as ``word.crc``."""
+def write_row_crcs(words_npy: Path, out: Path) -> None:
+    """CRC-32 of each row of the saved word table (uint32), written whole at ``out`` (``word.crc``)."""
     import zlib
 
     import numpy as np
 
-    return np.array([zlib.crc32(memoryview(np.ascontiguousarray(words[i]))) for i in range(len(words))], np.uint32)
+    words = np.load(words_npy, mmap_mode="r")
+    crcs = np.array([zlib.crc32(memoryview(np.ascontiguousarray(words[i]))) for i in range(len(words))], np.uint32)
+    tmp = out.with_name(f"{out.name}.{os.getpid()}.tmp")
+    crcs.tofile(tmp)
+    os.replace(tmp, out)
 
 
 class RowCheck:
@@ -154,7 +181,10 @@ class RowCheck:
         import numpy as np
 
         self.words, self.folder = words, crc_path.parent
-        self.crc = np.fromfile(crc_path, np.uint32)
+        try:
+            self.crc = np.fromfile(crc_path, np.uint32)
+        except (OSError, ValueError) as e:
+            raise DamagedCache(f"e5 onnx: the word table's checksums {crc_path} could not be read ({e})") from e
         if len(self.crc) != len(words):
             raise DamagedCache(f"{crc_path.name}: {len(self.crc):,} row checksums for {len(words):,} rows")
         self.ok = np.zeros(len(words), bool)
@@ -180,6 +210,20 @@ class RowCheck:
 
 class DamagedCache(RuntimeError):
     """The e5 model cache failed a check at use (a word-table row): said in one line, rebuilt at the next load."""
+
+
+def spare_for(out: Path, why: str, err: OSError) -> Path:
+    """Where a cache set goes when its folder cannot be written (a read-only copy, another account's folder): the
+    same name under this account's temporary cache, said once. Any other OSError is raised again."""
+    import errno
+
+    if err.errno not in (errno.EACCES, errno.EPERM, errno.EROFS):
+        raise err
+    spare = Path(tempfile.gettempdir()) / f"ragwb-cache-{os.getuid()}" / "e5-onnx" / out.parent.name / out.name
+    _say(f"e5 onnx: the model cache {out.parent} " + (f"failed its check ({why}) and " if why else "")
+         + f"cannot be written ({err.strerror or err}): using {spare.parent} this time (set RAGWB_CACHE to a "
+         "writable folder to keep it)")
+    return spare
 
 
 def canary_of(folder: Path) -> list[float] | None:

@@ -300,34 +300,14 @@ def _cached_vocab(path: Path) -> tuple[dict, Vocab]:
                             float(d["unk_score"]), int(d["max_piece_chars"]), d["norm"])
 
 
+from .e5_cache import weights_digest  # noqa: E402 (the weights' sha256, remembered by size and mtime)
+
+
 def cache_dir() -> Path:
     """The cache folder by the XDG rules, made and writable (``e5_cache.cache_root``)."""
     from .e5_cache import cache_root
 
     return cache_root()
-
-
-def weights_digest(path: Path) -> str:
-    """sha256 of the weights, remembered by (size, mtime) so a load does not hash 70 MB each time."""
-    st = path.stat()
-    memo = cache_dir() / "digests.json"
-    key = f"{path}|{st.st_size}|{st.st_mtime_ns}"
-    try:
-        known = json.loads(memo.read_text())
-    except (OSError, ValueError):
-        known = {}
-    if key in known:
-        return known[key]
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    known[key] = h.hexdigest()
-    memo.parent.mkdir(parents=True, exist_ok=True)
-    tmp = memo.with_suffix(f".{os.getpid()}.tmp")
-    tmp.write_text(json.dumps(known))
-    os.replace(tmp, memo)
-    return known[key]
 
 
 def model_file(path: Path | None = None, rebuild: str = "") -> Path:
@@ -349,19 +329,9 @@ def model_file(path: Path | None = None, rebuild: str = "") -> Path:
     try:
         return _build(path, out, rebuild, said)
     except OSError as e:  # a read-only cache folder (an intact one loads above): rebuilt in a temporary one, said
-        import errno
-        import tempfile
+        from .e5_cache import spare_for
 
-        if e.errno not in (errno.EACCES, errno.EPERM, errno.EROFS):
-            raise
-        from .e5_cache import _say
-
-        spare = (Path(tempfile.gettempdir()) / f"ragwb-cache-{os.getuid()}" / "e5-onnx" / out.parent.name
-                 / out.name)
-        _say(f"e5 onnx: the model cache {out.parent} " + (f"failed its check ({rebuild or said}) and " if
-                                                            rebuild or said else "")
-             + f"cannot be written ({e.strerror or e}): using {spare.parent} this time (set RAGWB_CACHE to a "
-             "writable folder to keep it)")
+        spare = spare_for(out, rebuild or said, e)
         if not rebuild and spare.is_file() and not check(spare.parent):
             return spare
         return _build(path, spare, rebuild, "")
@@ -393,13 +363,10 @@ def _build(path: Path, out: Path, rebuild: str, said: str) -> Path:
         # beside the model: the word table (fp32 rows, memory-mapped at load) and the vocabulary as JSON (a load
         # reads these in a fraction of the time the 70 MB weights file takes to parse)
         words = out.with_name(f"word.{os.getpid()}.npy")
-        table = dequant_q4(tensors["emb.word"][2], head["VOC"], head["H"])
-        np.save(words, table)
-        from .e5_cache import row_crcs
+        np.save(words, dequant_q4(tensors["emb.word"][2], head["VOC"], head["H"]))
+        from .e5_cache import write_row_crcs
 
-        crcs = out.with_name(f"word.{os.getpid()}.crc")
-        row_crcs(np.load(words, mmap_mode="r")).tofile(crcs)  # of the rows as saved: what a load will map
-        os.replace(crcs, out.with_name("word.crc"))
+        write_row_crcs(words, out.with_name("word.crc"))  # of the rows as saved: what a load will map
         os.replace(words, out.with_name("word.npy"))
         # the pieces in id order, NUL-separated (no piece holds a NUL), their look-up table (mapped at load), and
         # the rest as JSON (JSON of 250k pieces took 0.3 s to load; the table ~1 ms)
@@ -508,12 +475,9 @@ class Engine:
         self.threads = asked or free_cores()  # before our thread
         self._path, self._sessions, self._decided, self.switches = onnx_path, {}, time.monotonic(), 0
         self.words = np.load(onnx_path.with_name("word.npy"), mmap_mode="r")
-        from .e5_cache import DamagedCache, RowCheck
+        from .e5_cache import RowCheck
 
-        try:  # every row checked against its CRC when first gathered (issue 82)
-            self.row_check = RowCheck(self.words, onnx_path.with_name("word.crc"))
-        except (OSError, ValueError) as e:
-            raise DamagedCache(f"e5 onnx: the word table's checksums beside {onnx_path} could not be read ({e})") from e
+        self.row_check = RowCheck(self.words, onnx_path.with_name("word.crc"))  # each row checked when first used
         self._session(self.threads)  # made now: a model that cannot load fails here, not at the first text
         self._pool, self._lanes = None, 0
         try:  # mapped (~1 ms: rag/index/e5_vocab.py), so no longer read on a thread beside the session
