@@ -2,11 +2,11 @@
 docs/sweeps.md computed from them.
 
     python scripts/pick_validation.py grid     # runs the 33-point grid on all of squad2 offline (shipped vectors),
-                                               # writes tests/data/pick/squad2_grid.parquet (~4 min on 2 cores)
+                                               # writes results/pick_grid.parquet (~40 s on 2 cores)
     python scripts/pick_validation.py figures  # the validation (200 seeded 40- and 100-question tune sets) from it
 
 The parquet holds, for each point of the grid, its mean context tokens and its per-question f1, evidence_recall and
-page_recall@10 (the questions each metric scores): what tests/test_pick.py validates the estimate on, with no run.
+page_recall@10 (the questions each metric scores); tests/test_pick.py runs the same grid and validates the estimate on it.
 """
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-OUT = ROOT / "tests" / "data" / "pick" / "squad2_grid.parquet"
+OUT = ROOT / "results" / "pick_grid.parquet"  # results/ is not committed
 GRID = ["--set", "chunks.top_k=1,2,3,4,5,6,8,10,12,16", "--set", "hybrid.alpha=0.2,0.4,0.6,0.8,1.0",
         "--set", "hybrid.top_k=2,4,8", "--set", "two_phase_pages.top_pages=1,2,3,5",
         "--set", "parent_child.max_parents=1,2,4"]
