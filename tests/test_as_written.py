@@ -493,6 +493,9 @@ def test_a_folder_without_questions_in_chromium_generates_them_after_the_cost_li
         assert block.startswith("# ragwb best: ") and "best on " not in block, block
         # the prose is apart (above the block), and the block's Copy button is visible without a hover
         page.wait_for_selector("text=/^best on f1: /", timeout=30000)
+        # how far to trust it (issue 81): what to expect on new questions, and how sure the pick is
+        page.wait_for_selector("text=/expected on new questions: f1 [0-9.]+ \\[/", timeout=30000)
+        page.wait_for_selector("text=/P\\(best\\): /", timeout=30000)
         copy = block_el.get_by_role("button", name="Copy to clipboard")
         assert copy.is_visible() and copy.evaluate("b => getComputedStyle(b.parentElement).opacity") == "1"
         box = block_el.bounding_box()
