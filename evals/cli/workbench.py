@@ -6,7 +6,6 @@ checkout). It takes the page's own flags (``--dataset``, ``--llm-base-url``...: 
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 import sys
 import time
