@@ -105,7 +105,8 @@ def _(args, dataset, get_qfile, ingest_cost, ingest_go, interactive, mo, page, w
 
     def _embedded(n, total):
         if "cm" not in _bar:
-            _bar["cm"] = mo.status.progress_bar(total=total, title=f"Ingesting {page.esc(dataset.value)}: embedding chunks",
+            _bar["cm"] = mo.status.progress_bar(total=total,
+                                                title=f"Ingesting {page.esc(dataset.value)}: embedding chunks",
                                                 subtitle="once per dataset and embedder; later loads embed nothing",
                                                 show_rate=False, show_eta=False, remove_on_exit=True)
             _bar["bar"] = _bar["cm"].__enter__()
@@ -843,7 +844,8 @@ def _(args, get_runpick, get_saved, interactive, mo, page, session, set_runpick)
                               on_change=_keep("cand"))
     sweep_run = mo.ui.dropdown(_ids, value=_pick("sweep", _ids[0] if _ids else None), label="stored sweep",
                                on_change=_keep("sweep"))
-    mo.vstack([mo.md(f"## Stored runs of {page.esc(session.dataset.name)}: budget curves of a sweep, and two runs compared "
+    mo.vstack([mo.md(f"## Stored runs of {page.esc(session.dataset.name)}: budget curves of a sweep, and two runs "
+                     "compared "
                      "(paired bootstrap deltas, points matched by parameters)"),
                mo.hstack([sweep_run, base_run, cand_run], justify="start")])
     return base_run, cand_run, sweep_run
@@ -942,7 +944,8 @@ def _(args, interactive, logged_form, mo, page, session, set_saved):
 
     def _stored(n, total):  # a bar once the check pass has read every record (it knows the total then)
         if "cm" not in _bar:
-            _bar["cm"] = mo.status.progress_bar(total=total, title=f"Scoring {page.esc(_v['path'])}", subtitle="records stored",
+            _bar["cm"] = mo.status.progress_bar(total=total, title=f"Scoring {page.esc(_v['path'])}",
+                                                subtitle="records stored",
                                                 show_rate=True, show_eta=True, remove_on_exit=True)
             _bar["bar"] = _bar["cm"].__enter__()
         _bar["bar"].update(increment=n)

@@ -150,9 +150,9 @@ def printable_lines(text: str) -> str:
     return "\n".join("\t".join(printable(part) for part in line.split("\t")) for line in str(text).split("\n"))
 
 
-def html_body(text, quote: bool = True) -> str:
-    """``html_text`` for a body of text (an answer, a passage, a table cell): line breaks and tabs kept. ``quote``
-    is accepted for ``html.escape``'s callers and always on (a cell's text also lands in quoted attributes)."""
+def html_body(text) -> str:
+    """``html_text`` for a body of text (an answer, a passage, a table cell): line breaks and tabs kept, quotes
+    escaped (a cell's text also lands in quoted attributes)."""
     return html_text(text, keep_lines=True)
 
 

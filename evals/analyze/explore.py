@@ -337,7 +337,7 @@ def matrix_html(m: pd.DataFrame, max_rows: int = 500, table_id: str = "qmatrix")
                 cells.append(f"<td data-v='{'' if pd.isna(v) else v}' style='background:{cell_colour(v)}'>{txt}</td>")
             elif c == "question":
                 text = str(v)
-                cells.append(f"<td class='qtext' title='{html_body(text, quote=True)}'>{html_body(text[:90])}"
+                cells.append(f"<td class='qtext' title='{html_body(text)}'>{html_body(text[:90])}"
                              f"{'…' if len(text) > 90 else ''}</td>")
             else:
                 val = ("" if v != v else f"{v:.3f}") if isinstance(v, float) else str(v)

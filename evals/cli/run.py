@@ -7,8 +7,8 @@ import sys
 import tomllib
 from pathlib import Path
 
-from .common import (URL_SECRETS, YES_HELP, add_index_args, at_least, between, confirm_spend, engine_address, index_config,
-                     non_negative_float, number_above, parse_sets, positive_float, race_config, run_id_arg, share_arg,
+from .common import (URL_SECRETS, YES_HELP, add_index_args, at_least, between, confirm_spend, engine_address,
+                     index_config, non_negative_float, number_above, parse_sets, positive_float, race_config, run_id_arg, share_arg,
                      temperature_arg)
 from rag.llm.client import env_prices, parse_prices  # noqa: F401 (shared with the workbench)
 
@@ -521,7 +521,8 @@ def add_llm_args(s) -> None:
                    help="ask each judge N times an item (1..20), sampled at temperature 0.7 (each repeat cached by its "
                         "index): the run prints each judge's flip rate and the value is the repeats' mean (default 1)")
     s.add_argument("--jury", default="", metavar="M1,M2",
-                   help="a jury of 2..8 models: each judge asked of each of them at the judge endpoint (--judge-base-url, else the "
+                   help="a jury of 2..8 models: each judge asked of each of them at the judge endpoint "
+                        "(--judge-base-url, else the "
                         "answering endpoint), combined by --jury-rule; every juror's verdict kept, each pair's kappa "
                         "printed (docs/llm.md)")
     s.add_argument("--jury-rule", default="mean", choices=["mean", "majority"], help="how a jury combines (mean)")

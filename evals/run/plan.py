@@ -181,7 +181,8 @@ def expand_grid(grid: dict, notice: bool = True) -> list[tuple[str, dict]]:
     sizes = {name: math.prod(len(v) if isinstance(v, list) else 1 for v in (axes or {}).values())
              for name, axes in grid.items()}
     # refused before a point is made (1..100,000 grew to 4.2 GB)
-    check_points(sum(sizes.values()), ", ".join(f"{n} {k:,}" for n, k in sorted(sizes.items(), key=lambda x: -x[1])[:3]))
+    biggest = sorted(sizes.items(), key=lambda x: -x[1])[:3]
+    check_points(sum(sizes.values()), ", ".join(f"{n} {k:,}" for n, k in biggest))
     points, seen, twice = [], set(), []
     for name, axes in grid.items():
         get_strategy(name)

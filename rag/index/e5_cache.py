@@ -12,7 +12,8 @@ the 384 MB word table, memory-mapped and read a row at a time, carries a CRC-32 
 and each row is checked the first time a process gathers it (``RowCheck``), so a changed row is found before it
 enters a vector, never after; its size and sampled blocks are checked at load too. A canary whose cosine is not a
 finite number at or above the bound fails. Anything damaged is rebuilt with one line that says so, never loaded
-silently; a damaged cache in a folder that cannot be written is rebuilt in a temporary folder, said once. Temporaries of a build that was killed are
+silently; a damaged cache in a folder that cannot be written is rebuilt in a temporary folder, said once.
+Temporaries of a build that was killed are
 removed by the next build (it holds the folder's lock, so every temporary left there is stale).
 """
 from __future__ import annotations
@@ -129,9 +130,9 @@ def write_manifest(folder: Path, canary: list[float]) -> None:
     """Written last at build time: each file's size and digest, and the canary vector."""
     data = {"files": {n: dict(zip(("size", "sha256"), file_digest(folder / n))) for n in FILES},
             "canary": [round(float(x), 7) for x in canary]}
-    tmp = folder / f"{MANIFEST}.{os.getpid()}.tmp"
-    tmp.write_text(json.dumps(data))
-    os.replace(tmp, folder / MANIFEST)
+    from rag.safeio import write_whole
+
+    write_whole(folder / MANIFEST, json.dumps(data).encode())
 
 
 def check(folder: Path) -> list[str]:
@@ -165,11 +166,11 @@ def write_row_crcs(words_npy: Path, out: Path) -> None:
 
     import numpy as np
 
+    from rag.safeio import write_whole
+
     words = np.load(words_npy, mmap_mode="r")
     crcs = np.array([zlib.crc32(memoryview(np.ascontiguousarray(words[i]))) for i in range(len(words))], np.uint32)
-    tmp = out.with_name(f"{out.name}.{os.getpid()}.tmp")
-    crcs.tofile(tmp)
-    os.replace(tmp, out)
+    write_whole(out, crcs.tobytes())
 
 
 class RowCheck:

@@ -38,7 +38,9 @@ import numpy as np
 
 from rag.ingest.cores import free_cores
 
-FORMAT_VERSION = 9  # 9: word.crc, every byte of the cache covered (issue 82); bump when the graph or the quantization changes: a new cache entry is built
+# bump when the graph, the quantization or the cache's files change: a new cache entry is built (9: word.crc, every
+# byte of the cache covered, issue 82)
+FORMAT_VERSION = 9
 META = "\u2581"
 
 

@@ -333,11 +333,11 @@ def _serve() -> None:
         cache = ParseCache(job["root"], job["shipped"]) if job["cached"] else None
         try:
             doc, skip, secs = parse_one(Path(job["path"]), job["doc_id"], job["language"], cache)
-        except MemoryError:
-            doc, skip, secs = None, Skipped(job["path"], ""), 0.0
-        if skip is not None and (skip.reason.startswith("MemoryError") or not skip.reason):
-            doc, skip = None, Skipped(skip.path, f"its parse needs more than the worker's memory bound "
-                                                 f"({memory_mb:,} MB, RAGWB_PARSE_MEMORY_MB)")
+        except MemoryError:  # raised outside the reader's own catch (its error text could not be made)
+            doc, skip, secs = None, Skipped(job["path"], "MemoryError"), 0.0
+        if skip is not None and skip.reason.startswith("MemoryError"):  # the bound, named, not Python's word for it
+            skip = Skipped(skip.path, f"its parse needs more than the worker's memory bound ({memory_mb:,} MB, "
+                                      "RAGWB_PARSE_MEMORY_MB)")
         try:
             channel.write(json.dumps({"doc": doc_to_dict(doc) if doc else None,
                                       "skip": dataclasses.asdict(skip) if skip else None, "seconds": secs},

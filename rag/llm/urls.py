@@ -173,8 +173,9 @@ def _trie_regex(words) -> str:
 @functools.lru_cache(maxsize=64)
 def _runs(secrets: frozenset):
     """(a regex of every RUN_MIN-character window of each secret and of each encoded form of it, case-folded,
-    window -> [(folded form, offset)]). A server that cut an encoded key (percent-encoded to 30 characters, base64 to 24, hex to
-    40, ``\\/``-escaped to 30) echoes a run of one of its forms: each form's windows find it (issue 73)."""
+    window -> [(folded form, offset)]). A server that cut an encoded key (percent-encoded to 30 characters, base64
+    to 24, hex to 40, ``\\/``-escaped to 30) echoes a run of one of its forms: each form's windows find it (issue
+    73)."""
     where: dict[str, list] = {}
     for s in secrets:
         for f in {_fold(x) for x in {s} | secret_forms(s)}:  # matched case-folded (issue 82: mixed-case hex, a
