@@ -138,6 +138,18 @@ def _pattern(secrets: frozenset) -> re.Pattern | None:
 
 
 RUN_MIN = 12  # an echoed run of this many characters of a secret (a server that cut the key) is scrubbed too
+# ... and of at least this many of the secret's own characters: a spelling that spends several characters on each of
+# the key's (\u0061 spends six) needs a longer run, or 12 of its characters (two of the key's, with "\u00" between)
+# would match ordinary escaped text
+RUN_KEY_CHARS = 6
+
+
+def run_length(form: str, secret: str) -> int:
+    """The shortest run of ``form`` (a spelling of ``secret``) the scrubber matches: RUN_MIN characters, longer
+    where the spelling spends more than two characters on each of the secret's (so every run carries at least
+    RUN_KEY_CHARS of them): 12 for the key itself, base64, hex and a percent-encoding that escapes a few characters;
+    18 for one that escapes every byte; 36 for ``\\uXXXX``."""
+    return max(RUN_MIN, -(-RUN_KEY_CHARS * len(form) // max(len(secret), 1)))
 
 
 def _fold(text: str) -> str:
@@ -172,15 +184,16 @@ def _trie_regex(words) -> str:
 
 @functools.lru_cache(maxsize=64)
 def _runs(secrets: frozenset):
-    """(a regex of every RUN_MIN-character window of each secret and of each encoded form of it, case-folded,
+    """(a regex of every ``run_length`` window of each secret and of each encoded form of it, case-folded,
     window -> [(folded form, offset)]). A server that cut an encoded key (percent-encoded to 30 characters, base64
     to 24, hex to 40, ``\\/``-escaped to 30) echoes a run of one of its forms: each form's windows find it (issue
     73)."""
     where: dict[str, list] = {}
     for s in secrets:
         for f in {_fold(x) for x in {s} | secret_forms(s)}:  # matched case-folded (issue 82: mixed-case hex, a
-            for k in range(len(f) - RUN_MIN + 1):            # case-folded percent-encoding survived)
-                where.setdefault(f[k:k + RUN_MIN], []).append((f, k))
+            n = run_length(f, s)                             # case-folded percent-encoding survived)
+            for k in range(len(f) - n + 1):
+                where.setdefault(f[k:k + n], []).append((f, k))
     if not where:
         return None, where
     return re.compile(_trie_regex(where)), where
