@@ -400,10 +400,34 @@ class ResultStore:
             con.execute(f"INSERT INTO scores ({', '.join(SCORE_COLUMNS)}) SELECT * FROM _s")
             con.unregister("_s")
 
-    def scores(self, run_id: str) -> pd.DataFrame:
+    def confirm_questions(self, run_id: str, con=None) -> list | None:
+        """The run's confirm questions (evals/run/confirm.py), as it stored them when it started; None: it has none."""
+        if con is None:
+            with self.session() as c:
+                return self.confirm_questions(run_id, c)
+        rows = con.execute("SELECT options FROM runs WHERE run_id = ?", [run_id]).fetchall()
+        row = rows[0] if rows else None
+        opts = json.loads(row[0]) if row and isinstance(row[0], str) and row[0] else {}
+        ids = opts.get("confirm_questions")
+        return [str(x) for x in ids] if isinstance(ids, list) else None
+
+    def _part(self, con, run_id: str, part: str, col: str) -> str:
+        """The SQL condition that keeps a run's ``part`` of its questions: "tune" (every reader's default: a run
+        with confirm questions summarises, compares and gates on the questions its grid saw), "confirm" or "all"."""
+        if part not in ("tune", "confirm", "all"):
+            raise ValueError(f"part must be tune, confirm or all, got {part!r}")
+        ids = None if part == "all" else self.confirm_questions(run_id, con)
+        if ids is None:
+            return "false" if part == "confirm" else "true"
+        con.register("_cq", pd.DataFrame({"question_id": ids}, dtype=str))
+        return f"{col} {'NOT ' if part == 'tune' else ''}IN (SELECT question_id FROM _cq)"
+
+    def scores(self, run_id: str, part: str = "tune") -> pd.DataFrame:
         with self.session() as con:
+            cond = self._part(con, run_id, part, "s.question_id")
             return con.execute("SELECT s.*, r.point_label FROM scores s JOIN results r USING "
-                               "(run_id, strategy, point_id, question_id, repeat) WHERE s.run_id = ?", [run_id]).df()
+                               f"(run_id, strategy, point_id, question_id, repeat) WHERE s.run_id = ? AND {cond}",
+                               [run_id]).df()
 
     JUDGMENT_COLUMNS = ["question_key", "passage_key", "judge", "grade", "question_id", "question", "text", "status",
                         "detail", "source"]
@@ -435,10 +459,11 @@ class ResultStore:
             finally:
                 con.unregister("_k")
 
-    def results(self, run_id: str) -> pd.DataFrame:
+    def results(self, run_id: str, part: str = "tune") -> pd.DataFrame:
         with self.session() as con:
-            return con.execute("SELECT * FROM results WHERE run_id = ? ORDER BY strategy, point_id, question_id, "
-                               "repeat", [run_id]).df()
+            cond = self._part(con, run_id, part, "question_id")
+            return con.execute(f"SELECT * FROM results WHERE run_id = ? AND {cond} ORDER BY strategy, point_id, "
+                               "question_id, repeat", [run_id]).df()
 
     def questions(self, dataset: str) -> pd.DataFrame:
         with self.session() as con:

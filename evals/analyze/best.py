@@ -30,6 +30,7 @@ class Choice:
     note: str = ""
     front: bool = False  # --race-cost: ``best`` is the quality/cost front, cheapest first
     trust: object = None  # evals.analyze.pick.Trust: expected on new questions, P(best), questions needed
+    confirm: object = None  # evals.analyze.confirm.Confirmed: the chosen point on the run's confirm questions
 
 
 _UNSAFE = re.compile("[\x7f-\x9f\u202a-\u202e\u2066-\u2069]")  # left raw by JSON
@@ -89,7 +90,10 @@ def point_toml(run: dict, strategy: str, params: dict, point: str, stats: str) -
 
 
 def choose(store, run_id: str, metric: str, max_context_tokens: float | None = None,
-           race_cost: float | None = None, min_effect: float = 0.02) -> Choice:
+           race_cost: float | None = None, min_effect: float = 0.02, trust_figures: bool = True) -> Choice:
+    """The best point (or the front) on the run's tune questions (every question, unless it has a confirm part);
+    ``trust_figures``: also what to expect on new questions and how sure the pick is (evals/analyze/pick.py), and
+    the confirm part's figures where the run has one."""
     scores = run_scores(store, run_id)
     if metric not in set(scores.metric):
         raise ValueError(f"metric {metric!r} not scored in run {run_id}; scored: "
@@ -127,11 +131,18 @@ def choose(store, run_id: str, metric: str, max_context_tokens: float | None = N
                                        else r["mean"] < best_so_far - race_cost):
                 front.append(r)
                 best_so_far = r["mean"]
-        return Choice(metric, t, [r["point_name"] for r in front], None, [],
-                      {r["point_name"]: cfg_of(r) for r in front},
-                      (note + "; " if note else "") + f"the quality/cost front (tolerance {race_cost:g}), cheapest "
-                                                      "first", front=True)
+        ch = Choice(metric, t, [r["point_name"] for r in front], None, [],
+                    {r["point_name"]: cfg_of(r) for r in front},
+                    (note + "; " if note else "") + f"the quality/cost front (tolerance {race_cost:g}), cheapest "
+                                                    "first", front=True)
+        if trust_figures:
+            from .confirm import confirm_figures
+
+            ch.confirm = confirm_figures(store, run_id, metric, t, ch.best, higher)
+        return ch
     best = t.iloc[0]
+    if not trust_figures:  # the run's own pick of the point to confirm: the paired checks are not needed
+        return Choice(metric, t, [best["point_name"]], None, [], {}, note)
     runner, tied = None, []
     for _, r in t.iloc[1:].iterrows():  # paired on the questions both scored: which points the data cannot separate
         p = paired_points(scores, best["point_name"], r["point_name"], [metric], n_resamples=2000)
@@ -148,8 +159,10 @@ def choose(store, run_id: str, metric: str, max_context_tokens: float | None = N
     # (issue 81), from the same candidates, filters and tie rule, with no call made
     unit = bool(scores.loc[(scores.metric == metric) & (scores.status == "ok"), "value"].between(0, 1).all())
     how = trust(scores, metric, t, higher, unit, min_effect)
+    from .confirm import confirm_figures
+
     return Choice(metric, t, [best["point_name"]], runner, tied, {best["point_name"]: cfg_of(best)}, note,
-                  trust=how)
+                  trust=how, confirm=confirm_figures(store, run_id, metric, t, [best["point_name"]], higher))
 
 
 def _point_params(store, run_id: str) -> dict:
@@ -170,10 +183,13 @@ def render_parts(choice: Choice) -> tuple[list[str], list[str]]:
     out = []
     if choice.note:
         out.append(choice.note)
+    from .confirm import confirm_lines
+
     if choice.front:
         rows = t.set_index("point_name")
         out.append(f"front on {m} vs {COST}: " + "; ".join(
             f"{p} ({rows.loc[p, 'mean']:.3f}, {rows.loc[p, COST]:.0f} tokens)" for p in choice.best))
+        out += confirm_lines(choice.confirm)
     else:
         b = t.iloc[0]
         out.append(f"best on {m}: {b['point_name']}: {b['mean']:.3f} [{b['low']:.3f}, {b['high']:.3f}] "
@@ -192,19 +208,71 @@ def render_parts(choice: Choice) -> tuple[list[str], list[str]]:
             from .pick import trust_lines
 
             out += trust_lines(choice.trust, m, float(b["mean"]), b["point_name"])
+        out += confirm_lines(choice.confirm)
     return out, [choice.configs[name] for name in choice.best]
 
 
 def choice_json(choice: Choice) -> dict:
     """``ragwb best --json``: one object (issue 81) for the best point: point, strategy, label, the in-sample score,
     what to expect on new questions, P(best) of the top points, the questions a 0.02 difference needs."""
+    from .confirm import confirm_json
     from .pick import trust_json
 
     b = choice.table.iloc[0]
     out = {"metric": choice.metric, "point": b["point_name"], "strategy": b["strategy"], "label": b["point"],
            "score": {"mean": float(b["mean"]), "low": float(b["low"]), "high": float(b["high"]),
                      "n": int(b["n_ok"])},
-           "confirm": None, "tied": list(choice.tied), "context_tokens": float(b[COST])}
+           "confirm": confirm_json(choice.confirm, b["point_name"]), "tied": list(choice.tied),
+           "context_tokens": float(b[COST])}
     if choice.trust is not None:
         out.update(trust_json(choice.trust))
     return out
+
+
+def pick_metrics(store, run_id: str, metrics: list[str]) -> list[str]:
+    """The metrics a run's pick may be read on, first choice first: the one its confirm part or race picked on, else
+    the quality metrics of ``metrics`` (the headline columns, higher is better) in their order."""
+    cfg = store.run(run_id).get("config") or {}
+    named = (cfg.get("confirm") or {}).get("metric") or (cfg.get("race") or {}).get("metric")
+    if named:
+        return [named]
+    return [m for m in metrics if getattr(METRICS.get(m), "higher_is_better", False) is True]
+
+
+def pick_figures(store, run_id: str, metrics: list[str]) -> dict | None:
+    """The grid's pick for ``show``'s headline, the report and the page's chart, on the first metric of
+    ``pick_metrics`` with values: {"metric", "point", "lines" (the best point in-sample and the K it was picked
+    from, what to expect on new questions with its interval, P(best), the confirm part's figures), "hover" (the
+    chart's words for the best point)}. None for a run with one point or no such metric."""
+    for metric in pick_metrics(store, run_id, metrics):
+        try:
+            ch = choose(store, run_id, metric)
+        except ValueError:  # no values on this run (e.g. f1 without reference answers): the next one
+            continue
+        if len(ch.table) < 2 or ch.trust is None:
+            return None
+        from .confirm import confirm_json, confirm_lines
+
+        b, e = ch.table.iloc[0], ch.trust.expected
+        share = ch.trust.p_best.get(b["point_name"], 0.0)
+        head = (f"pick on {metric}: {b['point_name']} {b['mean']:.3f} in-sample (the best of {len(ch.table)} points, "
+                f"optimistic); expected on new questions {e['mean']:.3f} [{e['low']:.3f}, {e['high']:.3f}] "
+                f"(cross-fitted, optimism {b['mean'] - e['mean']:+.3f}); P(best) {share:.2f}"
+                + (" (uncertain)" if share < 0.5 else ""))
+        conf = confirm_json(ch.confirm, b["point_name"])
+        hover = (f"the pick on {metric} of {len(ch.table)} points: expected on new questions {e['mean']:.3f} "
+                 f"[{e['low']:.3f}, {e['high']:.3f}], P(best) {share:.2f}"
+                 + (f"; confirm {conf['mean']:.3f} [{conf['low']:.3f}, {conf['high']:.3f}] n={conf['n']}"
+                    if conf else ""))
+        return {"metric": metric, "point": b["point_name"], "lines": [head] + confirm_lines(ch.confirm),
+                "hover": hover, "expected": e, "p_best": share, "in_sample": float(b["mean"]), "confirm": conf,
+                "candidates": len(ch.table)}
+    return None
+
+
+def pick_lines(store, run_id: str, metrics: list[str]) -> list[str]:
+    """``pick_figures``' lines, with the command that says more ([] where there is no pick)."""
+    f = pick_figures(store, run_id, metrics)
+    if f is None:
+        return []
+    return [f["lines"][0] + f"; ragwb best {run_id} --metric {f['metric']}"] + f["lines"][1:]

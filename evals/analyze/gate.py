@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import sys
 import tomllib
 from pathlib import Path
 
@@ -68,15 +69,22 @@ def index_difference(base_config: dict | None, cand_config: dict | None, base_bu
     return "index differs: " + ", ".join(diff) if diff else ""
 
 
-def per_question(store: ResultStore, run_id: str) -> tuple[str, pd.DataFrame]:
+def per_question(store: ResultStore, run_id: str, part: str = "tune") -> tuple[str, pd.DataFrame]:
+    """The run's per-question scores with point keys; ``part``: a run with confirm questions is read on its tune
+    part (as every reader), its confirm part, or all (the gate's --questions)."""
     run = store.run(run_id)
-    df = store.con.execute(
+    con = store.con
+    cond = store._part(con, run_id, part, "s.question_id")
+    df = con.execute(
         "SELECT s.strategy, r.point_label, r.params, s.question_id, s.repeat, s.metric, s.value, s.status "
-        "FROM scores s JOIN results r USING (run_id, strategy, point_id, question_id, repeat) WHERE s.run_id = ?",
-        [run_id]).df()
+        "FROM scores s JOIN results r USING (run_id, strategy, point_id, question_id, repeat) "
+        f"WHERE s.run_id = ? AND {cond}", [run_id]).df()
     from .judgments import judged_scores
 
     j = judged_scores(store, run_id)  # the judged metrics, from the judgments stored now (none without)
+    confirm = store.confirm_questions(run_id)
+    if confirm is not None and len(j) and part != "all":
+        j = j[j.question_id.isin(set(confirm)) == (part == "confirm")]
     if len(j):
         pts = store.con.execute("SELECT DISTINCT strategy, point_id, point_label, params FROM results WHERE run_id = ?",
                                 [run_id]).df()
@@ -354,11 +362,31 @@ def compare_runs(store: ResultStore, base: str, cand: str) -> pd.DataFrame:
     return df
 
 
+def _only(frame: tuple, keep: list | None) -> tuple:
+    """(dataset, per-question scores) kept to the questions ``keep`` names (None: all of them)."""
+    if keep is None:
+        return frame
+    ds, df = frame
+    out = df[df.question_id.isin(set(keep))]
+    out.attrs.update(df.attrs)
+    return ds, out
+
+
 def main_gate(a) -> int:
     db = a.db or Path(a.workspace) / "results.duckdb"
+    part = getattr(a, "questions", "tune")
     with ResultStore(db, read_only=True) as st:
         cid = st.resolve_run(a.candidate)
-        cand = per_question(st, cid)
+        keep = None  # --questions confirm: the confirm questions of the candidate run, else of the baseline run
+        if part == "confirm":
+            keep = st.confirm_questions(cid)
+            if keep is None and a.baseline and not Path(a.baseline).is_file():
+                keep = st.confirm_questions(st.resolve_run(a.baseline))
+            if keep is None:
+                raise ValueError(f"--questions confirm: neither the candidate run {cid} nor the baseline has confirm "
+                                 "questions (a run made with --confirm SHARE|N has them)")
+            print(f"gate on {len(keep):,} confirm questions (questions no tuning saw)", file=sys.stderr)
+        cand = _only(per_question(st, cid, "all" if keep is not None else part), keep)
         crun = st.run(cid)
         if a.write_baseline:
             print(write_baseline(a.write_baseline, cand[0], cand[1], cid, crun))
@@ -370,7 +398,10 @@ def main_gate(a) -> int:
             brun = {"config": base[1].attrs.get("config"), "index_built": base[1].attrs.get("index_built")}
         else:
             bid = st.resolve_run(a.baseline)
-            base, bname, brun = per_question(st, bid), bid, st.run(bid)
+            base, bname, brun = (_only(per_question(st, bid, "all" if keep is not None else part), keep), bid,
+                                 st.run(bid))
+        if keep is not None and Path(a.baseline).is_file():
+            base = _only(base, keep)
         differs = (index_difference(brun.get("config"), crun.get("config"), brun.get("index_built"),
                                     crun.get("index_built")) if brun.get("config") else "")
     if a.metrics is not None:  # "f1,faithfulness" as `score --metrics` takes it, or "f1 faithfulness"

@@ -110,13 +110,17 @@ def summarize_by(store: ResultStore, run_id: str, by: str, metrics: list[str] | 
     return pd.concat(parts, ignore_index=True) if parts else pd.DataFrame()
 
 
-def run_scores(store: ResultStore, run_id: str) -> pd.DataFrame:
+def run_scores(store: ResultStore, run_id: str, part: str = "tune") -> pd.DataFrame:
     """A run's stored scores plus its judged metrics (from the relevance judgments stored now; none when no
-    question of the run has one). Everything that summarises, compares, reports or gates a run reads this."""
+    question of the run has one). Everything that summarises, compares, reports or gates a run reads this.
+    ``part``: a run with confirm questions (evals/run/confirm.py) is read on its tune part unless asked."""
     from .judgments import judged_scores
 
-    sc = store.scores(run_id)
+    sc = store.scores(run_id, part)
     j = judged_scores(store, run_id)
+    confirm = store.confirm_questions(run_id)
+    if confirm is not None and not j.empty and part != "all":
+        j = j[j.question_id.isin(set(confirm)) == (part == "confirm")]
     if j.empty:
         return sc
     labels = sc[["strategy", "point_id", "point_label"]].drop_duplicates(["strategy", "point_id"])
@@ -236,11 +240,12 @@ def item_losses(store: ResultStore, run_id: str) -> pd.DataFrame:
     """Per strategy x point: items stored, items whose answer failed (any status but ok: context
     overflow, timeouts, errors) and those statuses, so a mean is never read without its n."""
     with store.session() as con:
+        cond = store._part(con, run_id, "tune", "question_id")  # a confirm part is its own figure, not these rows
         df = con.execute(
             "SELECT strategy, point_label AS point, count(*) AS items, "
             "count(*) FILTER (WHERE answer_status <> 'ok') AS lost, "
             "string_agg(DISTINCT answer_status, ',' ORDER BY answer_status) FILTER (WHERE answer_status <> 'ok') AS lost_as "
-            "FROM results WHERE run_id = ? GROUP BY ALL", [run_id]).df()
+            f"FROM results WHERE run_id = ? AND {cond} GROUP BY ALL", [run_id]).df()
     df["lost_as"] = df["lost_as"].fillna("")
     return df
 
@@ -248,10 +253,11 @@ def item_losses(store: ResultStore, run_id: str) -> pd.DataFrame:
 def shared_questions(store: ResultStore, run_id: str) -> set[str]:
     """The questions every point of the run answered (answer status ok in every repeat)."""
     with store.session() as con:
+        cond = store._part(con, run_id, "tune", "question_id")
         n_points = con.execute("SELECT count(DISTINCT (strategy, point_id)) FROM results WHERE run_id = ?",
                                [run_id]).fetchone()[0]
         rows = con.execute(
-            "SELECT question_id FROM results WHERE run_id = ? GROUP BY question_id "
+            f"SELECT question_id FROM results WHERE run_id = ? AND {cond} GROUP BY question_id "
             "HAVING count(DISTINCT (strategy, point_id)) FILTER (WHERE answer_status = 'ok') = ? "
             "AND bool_and(answer_status = 'ok')", [run_id, n_points]).fetchall()
     return {r[0] for r in rows}

@@ -41,5 +41,9 @@ def add_gate_args(p) -> None:
     p.add_argument("--judged-gap", type=float, default=JUDGED_GAP, metavar="SHARE",
                    help="judged metrics of a point are compared only when its judged@10 differs by at most this "
                         "between the runs (default 0.10); past it they are left out and the gate says so")
+    p.add_argument("--questions", choices=("tune", "confirm", "all"), default="tune",
+                   help="a run with confirm questions (ragwb run --confirm): gate on its tune part (default, as every "
+                        "reader), on its confirm part (the questions no tuning saw: the candidate's, else the "
+                        "baseline's), or on all")
     p.add_argument("--workspace", default="results", help="workspace folder (default: results)")
     p.add_argument("--db", default=None, help="DuckDB file (default: WORKSPACE/results.duckdb)")

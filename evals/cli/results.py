@@ -164,6 +164,12 @@ def cmd_show(a) -> int:
         if "faithfulness" in metrics and len(table):
             from evals.score.support import support_caption
             say(f"\n{LABELS['faithfulness']}: {support_caption()}")
+        if not a.by and not a.metrics:  # a grid's headline: the pick, how far to trust it, its confirm part
+            from evals.analyze.best import pick_lines
+
+            with open_store(a) as st:
+                for line in pick_lines(st, rid, list(table.columns)):
+                    say(line)
         if shared is not None:
             n, total, ssum = shared
             say(f"\nsome points lost items (column 'lost': answers that failed, left out of their means), so "

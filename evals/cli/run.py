@@ -194,6 +194,11 @@ def cmd_run(a) -> int:
               "each set (--limit N for more; --dataset NAME for one whole set)", file=sys.stderr)
     repeats = a.repeats if a.repeats is not None else int(run_sec.get("repeats", 1))
     race = race_config(a, systems)
+    from evals.run.confirm import confirm_config
+
+    if a.resume and (a.confirm is not None or a.confirm_metric or a.confirm_seed is not None):
+        raise ValueError("--confirm with --resume: a run keeps the confirm part it started with (drop --confirm*)")
+    confirm = confirm_config(a.confirm, a.confirm_seed, a.confirm_metric, race)
     status, declined = 0, 0
     run_ids, done_runs = [], []
     from evals.run.engines import get_run_engine
@@ -211,7 +216,7 @@ def cmd_run(a) -> int:
                         insert_fillers=a.insert_fillers, vector_index=a.vector_index, use_cache=not a.no_cache,
                         fit_context=a.fit_context, systems=systems, prompt=prompt, plugin_timeout=a.plugin_timeout,
                         race=race, index_grid=axes, judge_repeats=a.judge_repeats, jury=jury_models(a, judge),
-                        jury_rule=a.jury_rule,
+                        jury_rule=a.jury_rule, confirm=confirm,
                         plugins=plugin_hashes(list(a.plugins or []) + list(run_sec.get("plugins") or [])))
         if a.show_prompt:
             from evals.run.prompts_preview import show_prompts
@@ -460,6 +465,15 @@ def add_run(sub) -> None:
                    help="keep the quality/cost Pareto front: a point also leaves when a cheaper one (context tokens) "
                         "is at least as good within TOLERANCE (e.g. 0.02)")
     r.add_argument("--race-seed", type=int, default=None, help="seed of the question order (0)")
+    c = s.add_argument_group("confirm questions (docs/sweeps.md, Confirm questions)")
+    c.add_argument("--confirm", default=None, metavar="SHARE|N",
+                   help="set aside a share (0 < SHARE < 1) or N questions by a seeded hash of the question id; the "
+                        "grid or race tunes on the rest, then the point it picks (each point of the front with "
+                        "--race-cost) is evaluated on these: show, best, the report and the page print its tune "
+                        "score, its confirm score and the gap (optimism)")
+    c.add_argument("--confirm-metric", default=None, metavar="METRIC",
+                   help="the metric the pick is made on (default: --race's metric, else f1)")
+    c.add_argument("--confirm-seed", type=int, default=None, help="seed of the confirm hash (0)")
     s.add_argument("--resume", default=None, metavar="RUN", help="continue a run that stopped")
     s.add_argument("--allow-changed-corpus", action="store_true",
                    help="--resume even though documents changed since the run started (default: refuse, naming them)")

@@ -137,11 +137,12 @@ def display_name(metric: str) -> str:
 
 
 def quality_cost_figure(summary: pd.DataFrame, quality: str, cost: str = "context_tokens",
-                        history: pd.DataFrame | None = None, title: str | None = None):
+                        history: pd.DataFrame | None = None, title: str | None = None, picked: dict | None = None):
     """Quality against cost per point: lines join a strategy's budget points, each strategy with one fixed symbol
     (its legend entry never changes); the Pareto status is the marker's outline (black: front, grey: tied with it),
     said in ``PARETO_CAPTION``; ``history`` (earlier summaries) shows previously applied budgets as small open
-    circles. Point labels are never clipped at the plot's edges."""
+    circles. Point labels are never clipped at the plot's edges. ``picked`` ({"point": "strategy · label", "hover"}):
+    the best point's hover also says what to expect of it on new questions (evals/analyze/best.pick_figures)."""
     import plotly.graph_objects as go
 
     df = quality_cost_frame(summary, quality, cost)
@@ -184,8 +185,10 @@ def quality_cost_figure(summary: pd.DataFrame, quality: str, cost: str = "contex
             marker={"size": [next(sizes) for _ in range(len(g))], "color": strategy_colour(strat),
                     "symbol": strategy_symbol(strat),
                     "line": {"color": [o["color"] for o in outline], "width": [o["width"] for o in outline]}},
-            customdata=["Pareto front" if p else "tied with the front" if t else "dominated"
-                        for p, t in zip(g["pareto"], g["tie"])],
+            customdata=[("Pareto front" if p else "tied with the front" if t else "dominated")
+                        + (f"; {plot_text(picked['hover'])}" if picked and f"{strat} · {pt}" == picked["point"]
+                           else "")
+                        for p, t, pt in zip(g["pareto"], g["tie"], g["point"])],
             hovertemplate="%{text} (%{customdata})<br>cost %{x:.0f}<br>" + plot_text(quality) + " %{y:.3f}<extra>"
                           + plot_text(strat) + "</extra>"))
     front = df[df["pareto"].astype(bool)].sort_values("cost")

@@ -110,7 +110,7 @@ def worst_questions(store: ResultStore, run_id: str, metric: str = "f1", n: int 
         "r.answer, s.value AS score, r.blocks "
         "FROM scores s JOIN results r USING (run_id, strategy, point_id, question_id, repeat) "
         "JOIN run_gold q ON q.run_id = r.run_id AND q.question_id = r.question_id "
-        "WHERE s.run_id = ? AND s.metric = ? AND s.status = 'ok' "
+        f"WHERE s.run_id = ? AND s.metric = ? AND s.status = 'ok' AND {store._part(store.con, run_id, 'tune', 's.question_id')} "
         # one row per question (its worst strategy/point), not the same question five times
         "QUALIFY row_number() OVER (PARTITION BY r.question_id ORDER BY s.value, r.strategy, r.point_label) = 1 "
         "ORDER BY s.value ASC, r.question_id LIMIT ?",
@@ -194,8 +194,12 @@ def report_sections(store: ResultStore, run_id: str, compare: str | None = None)
     cost = "prompt_tokens" if store.con.execute("SELECT count(*) FROM results WHERE run_id = ? AND turn IS NOT NULL",
                                                 [run_id]).fetchone()[0] else "context_tokens"
     # a metric with no ok score (e.g. not_applicable for this answerer) gets no chart
-    figs = [quality_cost_figure(summ, q, cost) for q in ["f1"] + judged + QUALITY[1:]
-            if not summ.empty and q in set(summ[summ.n_ok > 0].metric)]
+    from evals.analyze.best import pick_figures
+
+    # the pick: how far to trust the best point (issue 81), in its own section and on its chart's hover
+    pick = pick_figures(store, run_id, [lead] + [m for m in QUALITY if m != lead]) if len(summ) else None
+    figs = [quality_cost_figure(summ, q, cost, picked=pick if pick and pick["metric"] == q else None)
+            for q in ["f1"] + judged + QUALITY[1:] if not summ.empty and q in set(summ[summ.n_ok > 0].metric)]
     from evals.analyze.sufficiency import decomposition
 
     sufficiency = decomposition(scores) if "context_sufficiency" in ok_metrics else pd.DataFrame()
@@ -203,7 +207,8 @@ def report_sections(store: ResultStore, run_id: str, compare: str | None = None)
         "SELECT r.strategy, r.point_label AS point, q.qtype AS question_type, q.language, avg(s.value) AS f1, "
         "count(*) AS n FROM scores s JOIN results r USING (run_id, strategy, point_id, question_id, repeat) "
         "JOIN run_gold q ON q.run_id = r.run_id AND q.question_id = r.question_id "
-        "WHERE s.run_id = ? AND s.metric = 'f1' AND s.status = 'ok' GROUP BY ALL ORDER BY 1, 2, 3, 4", [run_id]).df()
+        f"WHERE s.run_id = ? AND s.metric = 'f1' AND s.status = 'ok' AND {store._part(store.con, run_id, 'tune', 's.question_id')} "
+        "GROUP BY ALL ORDER BY 1, 2, 3, 4", [run_id]).df()
     if len(breakdown):  # budget points in numeric order (top_k=2 before top_k=16); 3 decimals
         from evals.analyze.summary import natural_key
 
@@ -288,7 +293,7 @@ def report_sections(store: ResultStore, run_id: str, compare: str | None = None)
             "alignment": judge_alignment(run, Path(store.path).parent, present),
             "judge_lines": ([fallback_note] if fallback_note else []) + judge_lines(run, Path(store.path).parent,
                                                                                      present) + health_lines(scores),
-            "shared_summary": shared_summary,
+            "shared_summary": shared_summary, "pick": pick,
             "figures": figs, "conversation_figures": conv_figs, "breakdown": breakdown, "breakdowns": breakdowns,
             "statuses": statuses,
             "comparison": comparison, "matrix": matrix, "lead": lead, "matrix_html": matrix_html(matrix), "per_1k": per_1k,
@@ -362,6 +367,13 @@ def build_report_html(store: ResultStore, run_id: str, compare: str | None = Non
         parts += [f"<p>Some points lost items (column <i>lost</i>: answers that failed, left out of their means), so "
                   f"the rows above average over different questions. On the {n} of {total} questions every point "
                   "answered:</p>", _table(t)]
+    if sec.get("pick"):
+        parts += ["<h2>The pick: how far to trust the best point</h2>"] + [
+            f"<p class='pick'>{_esc(line)}</p>" for line in sec["pick"]["lines"]] + [
+            "<p class='src'>In-sample: its mean on the questions that chose it (the best of many noisy means, so "
+            "optimistic). Expected on new questions: the same choice made on part of the questions and scored on "
+            "the rest. Confirm: the point scored on questions set aside before the grid ran (ragwb run --confirm). "
+            "docs/sweeps.md, How far to trust the best point.</p>"]
     parts += ["<h2>Quality vs token cost (black outline: Pareto front; grey outline: tied with it)</h2>",
               f"<p class='src'>{_esc(PARETO_CAPTION)}</p>"]
     for i, fig in enumerate(sec["figures"]):

@@ -75,6 +75,8 @@ class RunConfig:
     # a jury (docs/llm.md "Juries"): these judge models at the judge endpoint, combined by ``jury_rule``
     jury: tuple = ()
     jury_rule: str = "mean"
+    # confirm questions (evals/run/confirm.py): {"share": x} or {"n": k}, "seed", "metric"; {} = every question tunes
+    confirm: dict = field(default_factory=dict)
 
     def __post_init__(self):
         if (not isinstance(self.judge_repeats, int) or isinstance(self.judge_repeats, bool)
@@ -108,6 +110,8 @@ class RunConfig:
         if not d.get("jury"):  # one judge model: runs stored before juries keep their hash
             d.pop("jury", None)
             d.pop("jury_rule", None)
+        if not d.get("confirm"):  # no confirm part: runs stored before it keep their hash
+            d.pop("confirm", None)
         return d
 
     @property

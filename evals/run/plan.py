@@ -7,6 +7,7 @@ import itertools
 import math
 import json
 import sys
+import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -28,6 +29,14 @@ class RunPlan:
     conversational: bool
     planned: int
     identities: dict = None  # index config label -> what it builds (index_grid.built_identities)
+    # confirm questions (evals/run/confirm.py): set aside from ``questions`` (the grid's), evaluated on the points
+    # the grid picks; ``confirm_points``: how many points that is at most (one; a race's front: every point)
+    confirm: list = dataclasses.field(default_factory=list)
+    confirm_points: int = 0
+
+    @property
+    def confirm_planned_max(self) -> int:
+        return self.confirm_points * len(self.confirm)
 
     @property
     def ingest(self):
@@ -55,6 +64,13 @@ def plan_run(cfg: RunConfig, ws, store, run_id: str | None, resume: str | None, 
         print(f"notice: run {run_id}: the gold set changed since the run started; its stored questions "
               "are kept as they were (a stored run is history)", file=sys.stderr)
     conversational = any(q.conversation_id for q in questions)
+    confirm = []
+    if cfg.confirm:  # the grid tunes on the rest; the point it picks is evaluated on these afterwards
+        from .confirm import split
+
+        if conversational:
+            raise ValueError("--confirm is for question sets; a conversational set's turns depend on each other")
+        questions, confirm = split(questions, cfg.confirm, store.confirm_questions(run_id) if resume else None)
     if len(built) > 1 or built[0][0]:  # every strategy point on every index config (or one config whose settings
         # its points carry: `ragwb best`'s TOML reproducing a grid point), its settings in the point's params
         if conversational:
@@ -75,8 +91,12 @@ def plan_run(cfg: RunConfig, ws, store, run_id: str | None, resume: str | None, 
                             if Path(cfg.dataset).is_dir() else ""))
     from .index_grid import built_identities
 
+    if confirm and not points:
+        raise ValueError("--confirm confirms the point a budget grid picks; this run has no strategy points")
+    front = bool(cfg.race and cfg.race.get("cost_tolerance") is not None)
     return RunPlan(ds, corpus, built, questions, points, by_index, cpoints, conversational, planned,
-                   built_identities(ds, cfg))
+                   built_identities(ds, cfg), confirm,
+                   ((len(points) if front else 1) * cfg.repeats) if confirm else 0)
 
 
 def _conversation_points(cfg: RunConfig, ds, points: list, conversational: bool) -> list:
@@ -239,6 +259,9 @@ class RunSpend:
     service_requests: int = 0
     exact: object = None  # an AnswerPlan when every prompt was counted
     race: bool = False  # a raced grid: points ruled out stop asking, so every count is at most
+    confirm_items: int = 0  # the picked point(s) on the confirm questions: at most this many items more
+    confirm_calls: int = 0  # ... and at most this many paid calls for them (answer and judge calls)
+    confirm_line: str = ""
 
     @property
     def up_to(self) -> bool:  # the counts are bounds (the prompts are not packed yet), or judge calls of answers
@@ -252,10 +275,13 @@ class RunSpend:
     @property
     def new_calls(self) -> int:  # what the yes is asked for (0: nothing paid is sent)
         if self.exact is not None:
-            return self.exact.calls + self.service_requests
-        return self.answer_calls + self.service_requests + self.judge_calls
+            return self.exact.calls + self.service_requests + self.confirm_calls
+        return self.answer_calls + self.service_requests + self.judge_calls + self.confirm_calls
 
     def line(self) -> str:
+        return self._line() + (f"; {self.confirm_line}" if self.confirm_line else "")
+
+    def _line(self) -> str:
         if self.exact is not None:
             if not self.new_calls:
                 cached = self.exact.cached_calls + self.exact.judge_cached
@@ -284,7 +310,8 @@ def run_spend(cfg: RunConfig, plan: RunPlan, done: set | None = None, ws=None) -
     exact where ``ws`` is given and every prompt can be packed first (evals/run/call_plan.count_run)."""
     from rag.llm.spend import price_text
 
-    todo = max(plan.planned - len(done or ()), 0)
+    ids = {q.qid for q in plan.confirm}  # the confirm part's stored items are counted in its own line
+    todo = max(plan.planned - sum(1 for k in (done or ()) if k[2] not in ids), 0)
     per_q = max(len(plan.questions) * cfg.repeats, 1)
     service = min(todo, len(cfg.systems) * per_q)
     shapes = todo - service
@@ -296,7 +323,9 @@ def run_spend(cfg: RunConfig, plan: RunPlan, done: set | None = None, ws=None) -
 
             spend.exact = count_run(cfg, ws, plan, done)
             if spend.exact is not None:
+                _confirm_spend(cfg, plan, spend, done)
                 return spend
+    _confirm_spend(cfg, plan, spend, done)
     if cfg.judge is not None and shapes:
         from evals.score.metrics import needs_autorater
 
@@ -313,3 +342,26 @@ def run_spend(cfg: RunConfig, plan: RunPlan, done: set | None = None, ws=None) -
                             + ", ".join(f"{n} {c:,}" for n, c in each.items())
                             + f"{ragas}; none for an abstention; {price_text(cfg.judge.model, cfg.prices)})")
     return spend
+
+
+def _confirm_spend(cfg: RunConfig, plan: RunPlan, spend: RunSpend, done) -> None:
+    """The confirm part in the cost line, counted before anything is sent: the point is picked after the grid, so its
+    items are a bound (one point, or each point of a race's front at most), each at most one answer call and one call
+    per LLM judge (and juror and repeat)."""
+    if not plan.confirm:
+        return
+    ids = {q.qid for q in plan.confirm}
+    items = max(plan.confirm_planned_max - sum(1 for k in (done or ()) if k[2] in ids), 0)
+    calls = 0
+    if cfg.answerer == "openai" and cfg.llm is not None:
+        calls += items
+    if cfg.judge is not None:
+        from .items import run_judges
+
+        calls += items * len(run_judges(cfg)) * max(len(cfg.jury), 1) * cfg.judge_repeats
+    spend.confirm_items, spend.confirm_calls = items, calls
+    spend.items += items
+    who = ("each point of the quality/cost front" if plan.confirm_points > cfg.repeats else "the picked point")
+    spend.confirm_line = (f"then {who} on the {len(plan.confirm):,} confirm question(s): up to {items:,} item(s)"
+                          + (f" and {calls:,} call(s) (answer and judge calls; those in the response cache are "
+                             "free)" if calls else ""))

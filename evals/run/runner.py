@@ -66,6 +66,7 @@ class RunSummary:
     engine: str = "local"
     incomplete: str = ""  # why the run is not finished (stored items differ from the plan)
     race: dict = field(default_factory=dict)  # a raced run: exits, survivors, what it saved
+    confirm: dict = field(default_factory=dict)  # a run with confirm questions: what it picked and confirmed
     lock_wait: float = 0.0  # seconds spent waiting for the workspace lock (not in ``seconds``)
     plugin_worker: dict = field(default_factory=dict)  # {"starts", "kills", "boot_s"} of the plugin worker
 
@@ -94,6 +95,8 @@ class RunSummary:
                                                                if w["kills"] else ""))
         if self.race:
             s += "\n" + race_lines(self.race, self.llm)
+        if self.confirm:
+            s += "".join(f"\n  {x}" for x in self.confirm.get("lines", ()))
         return s
 
 
@@ -269,27 +272,38 @@ def run_evaluation(cfg: RunConfig, workspace: str | Path = "results", db: str | 
             run_id = run_id or time.strftime("%Y%m%d-%H%M%S-") + uuid.uuid4().hex[:6]
             held.enter_context(run_writer(store.path, run_id))
             writing = True
-            store.upsert_questions(plan.ds.name, plan.questions)
+            store.upsert_questions(plan.ds.name, plan.questions + plan.confirm)
             store.create_run(run_id, {"dataset": plan.ds.name, "index_name": plan.ingest.index,
                                       "config": cfg.to_dict(), "config_hash": cfg.hash,
                                       "versions": package_versions(), "git_commit": git_commit(),
-                                      "planned": planned, "corpus": plan.corpus, "options": dict(options or {}),
+                                      "planned": planned + plan.confirm_planned_max, "corpus": plan.corpus,
+                                      "options": {**dict(options or {}), **(
+                                          {"confirm_questions": [q.qid for q in plan.confirm]} if cfg.confirm
+                                          else {})},
                                       "index_built": plan.identities},
-                             questions=plan.questions)
-        else:
-            planned = int(store.run(run_id).get("planned") or planned)  # the plan the run was started with
+                             questions=plan.questions + plan.confirm)
+        else:  # the plan the run was started with
+            planned = int(store.run(run_id).get("planned") or planned) - plan.confirm_planned_max
         if done is None:
             done = store.done_keys(run_id)
         jobs = _jobs(cfg, ws, plan, done, engine, shard_questions)
         summary = RunSummary(run_id, plan.ds.name, skipped_done=len(done))
         bar = _Progress(planned - len(done), progress, f"run {plan.ds.name}")
-        commits = Committer(store, run_id, cfg, planned, done, summary, bar, progress, flush_every, flush_seconds,
-                            on_flush)
+        commits = Committer(store, run_id, cfg, planned + plan.confirm_planned_max, done, summary, bar, progress,
+                            flush_every, flush_seconds, on_flush)
         race_log: dict = {}
         items = (itertools.chain.from_iterable(engine.evaluate(j) for j in jobs) if not cfg.race else raced_items(
             cfg, engine, jobs, store, run_id, shard_questions, commits.flush, race_log, on_look))
         for qid, name, pid, rep, row, scores in items:
             commits.add(qid, name, pid, rep, row, scores)
+        confirm_log: dict = {}
+        if plan.confirm:  # the grid is done: the point it picked, on the questions that did not pick it
+            commits.flush()
+            from .confirm import confirm_items
+
+            for qid, name, pid, rep, row, scores in confirm_items(cfg, ws, plan, done, engine, store, run_id,
+                                                                  shard_questions, confirm_log):
+                commits.add(qid, name, pid, rep, row, scores)
         # the run's end: one connection held for the last commit, the count and the finish (each open of the file
         # cost ~35 ms: the tail after the last reply was three of them; issue 44, 17)
         store.con  # noqa: B018
@@ -298,7 +312,7 @@ def run_evaluation(cfg: RunConfig, workspace: str | Path = "results", db: str | 
         # waiting for another process's hold of the workspace is not this run's work: said apart, not counted
         summary.lock_wait = lock_wait_seconds() - waited0
         summary.seconds = time.perf_counter() - t0 - summary.lock_wait
-        _finish(store, cfg, engine, summary, run_id, planned, plan.questions, race_log)
+        _finish(store, cfg, engine, summary, run_id, planned, plan.questions + plan.confirm, race_log, confirm_log)
         return summary
     except KeyboardInterrupt:
         if run_id and writing:  # the run exists: what was committed stays, the rest resumes
@@ -326,7 +340,7 @@ def _jobs(cfg: RunConfig, ws: Workspace, plan, done: set, engine, shard_question
 
 
 def _finish(store: ResultStore, cfg: RunConfig, engine, summary: RunSummary, run_id: str, planned: int,
-            questions: list, race_log: dict) -> None:
+            questions: list, race_log: dict, confirm_log: dict | None = None) -> None:
     """The run's status: finished when every planned item is stored, else incomplete, naming what is missing."""
     summary.llm = engine.llm_stats()
     summary.plugin_worker = engine.plugin_stats()
@@ -339,8 +353,15 @@ def _finish(store: ResultStore, cfg: RunConfig, engine, summary: RunSummary, run
     if cfg.race:  # a raced run plans as it goes: each point's questions are the ones it answered
         planned = race_log["planned"]
         summary.race = race_log
+    if confirm_log:  # the picked point(s) on the confirm questions (evals/run/confirm.py)
+        planned += confirm_log["planned"]
+        from .confirm import summary_lines
+
+        confirm_log["lines"] = summary_lines(store, run_id, cfg.confirm["metric"])
+        summary.confirm = confirm_log
     info = {"items": summary.items, "seconds": summary.seconds, "llm": summary.llm, "stored": stored,
-            "planned": planned, **({"race": race_log} if cfg.race else {})}
+            "planned": planned, **({"race": race_log} if cfg.race else {}),
+            **({"confirm": confirm_log} if confirm_log else {})}
     if stored == planned:
         store.finish_run(run_id, info)
         return
