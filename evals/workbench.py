@@ -405,20 +405,34 @@ class Workbench:
 
     # ---- sweeps, races, runs
     def sweep(self, param: str, values, strategies: list[str] | None = None, budgets: dict | None = None,
-              send: bool = False, **kw) -> Applied:
+              send: bool = False, confirm=None, metric: str | None = None, **kw):
         """One budget over ``values`` ("2,4,8" or [2, 4, 8]) for each strategy, the others as applied; its cost
-        line first where it would send."""
+        line first where it would send. ``confirm`` (a share such as 0.3, or a count of questions): a stored run
+        whose grid tunes on the rest and whose pick on ``metric`` is scored on the questions set aside; returns
+        ``Best`` of that run (its confirm figures in ``.confirm``)."""
         from evals import interactive
 
         vals = values if isinstance(values, str) else ",".join(map(str, values))
         names = list(strategies) if strategies is not None else [s for s in self.strategies if _has(s, param)]
         points = interactive.sweep_points(names, param, vals, _budgets(budgets, kw))
-        return self._evaluate(points, self.limit, send, "wb.sweep(..., send=True)")
+        if not confirm:
+            return self._evaluate(points, self.limit, send, "wb.sweep(..., send=True)")
+        metric = metric or (self.quality_metric()[0] if self.last is not None else "f1")
+        interactive.confirm_part(confirm, metric)  # a bad share is refused before the cost line
+        cost = self._cost(points, self.limit, "wb.sweep(..., confirm=..., send=True)")[0]
+        cost.text += "; with confirm questions set aside: a stored run, at most these calls"
+        if cost.calls and not send:
+            return cost
+        rid = interactive.sweep_stored(self.session, self.args.db, self.args.workspace, names, param, vals,
+                                       _budgets(budgets, kw), self.limit, metric, confirm, prices=self.flags.prices)
+        print(f"stored run {rid}")
+        return self.best(rid, metric)
 
     def race(self, param: str, values, strategies: list[str] | None = None, metric: str | None = None,
-             budgets: dict | None = None, send: bool = False, batch: int = 50, **kw):
+             budgets: dict | None = None, send: bool = False, batch: int = 50, confirm=None, **kw):
         """The sweep raced as a stored run: points clearly worse than the leader leave as batches land. Returns
-        the cost line (an upper bound: a race asks less) until ``send=True``, then (run id, line, leaderboard)."""
+        the cost line (an upper bound: a race asks less) until ``send=True``, then (run id, line, leaderboard).
+        ``confirm`` (a share or a count of questions): set aside; the winner is scored on them after the race."""
         from evals import interactive
 
         vals = values if isinstance(values, str) else ",".join(map(str, values))
@@ -431,7 +445,7 @@ class Workbench:
         metric = metric or (self.quality_metric()[0] if self.last is not None else "f1")
         rid = interactive.race_budgets(self.session, self.args.db, self.args.workspace, names, param, vals,
                                        _budgets(budgets, kw), self.limit, metric, batch=batch,
-                                       prices=self.flags.prices)
+                                       prices=self.flags.prices, confirm=confirm)
         line, board = interactive.race_result(self.args.db, rid)
         return rid, line, board
 
@@ -458,14 +472,14 @@ class Workbench:
     def best(self, run_id: str, metric: str | None = None) -> "Best":
         """The best point of a stored run (a Save, a race): the prose, and its config as TOML for ``ragwb run
         --config``."""
-        from evals.interactive.index_sweep import best_config
+        from evals.interactive.index_sweep import best_choice
 
         from evals.store import ResultStore
 
         with ResultStore(self.args.db, read_only=True) as st:
             rid = st.resolve_run(run_id)
-        prose, tomls = best_config(self.args.db, rid, metric or "f1")
-        return Best(prose, tomls)
+        prose, tomls, figures = best_choice(self.args.db, rid, metric or "f1")
+        return Best(prose, tomls, figures)
 
     # ---- the judge and generated questions
     def judge_lines(self) -> list[str]:
@@ -527,9 +541,23 @@ class Workbench:
 
 @dataclass
 class Best:
-    """``ragwb best`` of a stored run: its prose and each chosen point's TOML."""
+    """``ragwb best`` of a stored run: its prose and each chosen point's TOML; ``figures``: ``ragwb best --json``'s
+    object (the in-sample score, expected_new, confirm, p_best, questions_needed; None for a front)."""
     prose: list
     tomls: list
+    figures: dict | None = None
+
+    @property
+    def expected_new(self) -> dict | None:  # what to expect of the pick on new questions (docs/sweeps.md)
+        return (self.figures or {}).get("expected_new")
+
+    @property
+    def p_best(self) -> dict:
+        return (self.figures or {}).get("p_best") or {}
+
+    @property
+    def confirm(self) -> dict | None:
+        return (self.figures or {}).get("confirm")
 
     @property
     def toml(self) -> str:
@@ -539,7 +567,10 @@ class Best:
         return "\n".join(self.prose) + ("\n\n" + "\n\n".join(self.tomls) if self.tomls else "")
 
     def _repr_markdown_(self) -> str:
-        return "\n\n".join(self.prose) + "".join(f"\n\n```toml\n{t}\n```" for t in self.tomls)
+        from rag.safeio import md_text
+
+        # point names come from a user's strategies and folders: shown as text, never as Markdown
+        return "\n\n".join(md_text(x) for x in self.prose) + "".join(f"\n\n```toml\n{t}\n```" for t in self.tomls)
 
 
 def _has(strategy: str, param: str) -> bool:

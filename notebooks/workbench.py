@@ -621,14 +621,19 @@ def _(STRATEGIES, mo):
     curve_strategy = mo.ui.multiselect(list(STRATEGIES), value=["chunks"], label="strategies (overlaid)")
     curve_param = mo.ui.text(value="top_k", label="budget")
     curve_values = mo.ui.text(value="2,4,8,16", label="values")
+    # confirm questions (docs/sweeps.md): a share set aside; the pick is scored on them after the grid
+    confirm_share = mo.ui.number(start=0, stop=0.9, step=0.05, value=0, label="confirm share (0: off)")
     mo.vstack([mo.md("## Budget curve: sweep one budget from the applied budgets (re-packs from cached "
-                     "candidates), or race it as a stored run (points leave as batches land: docs/sweeps.md)"),
-               mo.hstack([curve_strategy, curve_param, curve_values], justify="start")])
-    return curve_param, curve_strategy, curve_values
+                     "candidates), or race it as a stored run (points leave as batches land: docs/sweeps.md). "
+                     "A confirm share sets questions aside: the grid tunes on the rest and the point it picks is "
+                     "scored on them (a stored run)"),
+               mo.hstack([curve_strategy, curve_param, curve_values, confirm_share], justify="start")])
+    return confirm_share, curve_param, curve_strategy, curve_values
 
 
 @app.cell
-def _(budgets, curve_param, curve_strategy, curve_values, get_sent, interactive, limit, mo, page, session):
+def _(budgets, confirm_share, curve_param, curve_strategy, curve_values, get_sent, interactive, limit, mo, page,
+      session):
     get_sent()  # noqa: B018  (counted again after every send)
     mo.stop(not session.dataset.questions, mo.md(f"Sweep and Race need questions: {page.needs_questions(session)}"))
     # what a Sweep would send, before it sends anything: the same line as Apply's, then the buttons
@@ -637,6 +642,10 @@ def _(budgets, curve_param, curve_strategy, curve_values, get_sent, interactive,
                                                 budgets.value or {})
         sweep_plan = interactive.answer_plan_kept(session, sweep_points, limit.value, get_sent())
         _line, _said = sweep_plan.line(session.client.cfg.model if session.client is not None else ""), None
+        if confirm_share.value:  # the grid on the tune part and the pick on the rest: never more than this
+            interactive.confirm_part(confirm_share.value, "f1")  # a share the run would refuse is said here
+            _line += (f"; with {confirm_share.value:g} of the questions set aside to confirm the pick: a stored "
+                      "run, at most these calls")
     except (ValueError, KeyError) as _e:  # a wrong budget name or value is said here, naming the valid ones
         sweep_points, sweep_plan, _said = [], None, _e.args[0] if _e.args else str(_e)
     _calls = (sweep_plan.calls + sweep_plan.service_requests) if sweep_plan else 0  # judge calls included
@@ -660,15 +669,31 @@ def _(mo):
 
 
 @app.cell
-def _(curve_go, curve_param, curve_strategy, curve_values, get_curve, interactive, limit, mo, page, quality,
-      quality_cost_figure, session, set_curve, set_sent, summarize_scores, sweep_plan, sweep_points):
+def _(args, budgets, confirm_share, curve_go, curve_param, curve_strategy, curve_values, get_curve, interactive,
+      limit, mo, page, quality, quality_cost_figure, session, set_curve, set_saved, set_sent, summarize_scores,
+      sweep_plan, sweep_points, wb):
     mo.stop(not curve_go.value, get_curve() or mo.md("Press Sweep to draw the curve (the line above says what it "
                                                      "sends first)."))
-    _sc = interactive.evaluate_points(session, sweep_points, limit.value)
-    _out = page.plotly(quality_cost_figure(
-        summarize_scores(_sc), quality.value, "context_tokens",
-        title=f"{quality.value} vs context tokens: {', '.join(curve_strategy.value)} sweeping "
-              f"{curve_param.value.strip()} = {curve_values.value} (other budgets as applied)"))
+    _title = (f"{quality.value} vs context tokens: {', '.join(curve_strategy.value)} sweeping "
+              f"{curve_param.value.strip()} = {curve_values.value} (other budgets as applied)")
+    if confirm_share.value:  # a stored run: the grid on the tune part, the pick scored on the confirm part
+        try:
+            _rid = interactive.sweep_stored(session, args.db, args.workspace, curve_strategy.value, curve_param.value,
+                                            curve_values.value, budgets.value or {}, limit.value, quality.value,
+                                            confirm_share.value, prices=wb.prices)
+            _pick = interactive.pick_of(args.db, _rid, quality.value)
+            _out = mo.vstack([mo.md(f"Swept and stored as **{page.esc(_rid)}** "
+                                    f"({page.md_code(f'ragwb show {_rid}')})" + "".join(
+                                        f"  \n{page.esc(_x)}" for _x in (_pick or {}).get("lines", []))),
+                              page.plotly(quality_cost_figure(interactive.stored_summary(args.db, _rid),
+                                                              quality.value, "context_tokens",
+                                                              title=f"sweep {_rid}: {_title}", picked=_pick))])
+            set_saved(lambda n: n + 1)
+        except (ValueError, KeyError) as _e:
+            _out = mo.callout(mo.md(f"**Sweep not run:** {page.esc(_e.args[0] if _e.args else _e)}"), kind="danger")
+    else:
+        _sc = interactive.evaluate_points(session, sweep_points, limit.value)
+        _out = page.plotly(quality_cost_figure(summarize_scores(_sc), quality.value, "context_tokens", title=_title))
     set_curve(_out)
     if sweep_plan.calls + sweep_plan.service_requests:
         set_sent(lambda n: n + 1)  # every cost line counts again: what was sent is cached now
@@ -684,8 +709,8 @@ def _(mo):
 
 
 @app.cell
-def _(args, budgets, curve_param, curve_strategy, curve_values, get_race, interactive, limit, mo, page, quality,
-      quality_cost_figure, race_go, session, set_race, set_saved, set_sent, sweep_plan, wb):
+def _(args, budgets, confirm_share, curve_param, curve_strategy, curve_values, get_race, interactive, limit, mo,
+      page, quality, quality_cost_figure, race_go, session, set_race, set_saved, set_sent, sweep_plan, wb):
     mo.stop(not race_go.value, get_race() or mo.md(""))
     # the live leaderboard: replaced after every batch while the race runs; the run is stored like any other
     def _look(seen, alive, exits):
@@ -696,7 +721,7 @@ def _(args, budgets, curve_param, curve_strategy, curve_values, get_race, intera
     try:
         _rid = interactive.race_budgets(session, args.db, args.workspace, curve_strategy.value, curve_param.value,
                                         curve_values.value, budgets.value or {}, limit.value, quality.value,
-                                        on_look=_look, prices=wb.prices)
+                                        on_look=_look, prices=wb.prices, confirm=confirm_share.value)
         _line, _board = interactive.race_result(args.db, _rid)
         # the curve of every point raced (a point raced out is drawn on the questions it was scored on), who left
         # and when, and the share of the grid's items spent
@@ -853,8 +878,10 @@ def _(args, get_runpick, get_saved, interactive, mo, page, session, set_runpick)
 
 @app.cell
 def _(args, interactive, mo, page, quality, quality_cost_figure, sweep_run):
+    # the best point's hover says what to expect of it on new questions and how sure the pick is (issue 81)
     (page.plotly(quality_cost_figure(interactive.stored_summary(args.db, sweep_run.value), quality.value,
-                                      title=f"stored run {sweep_run.value}: {quality.value} vs context tokens"))
+                                      title=f"stored run {sweep_run.value}: {quality.value} vs context tokens",
+                                      picked=interactive.pick_of(args.db, sweep_run.value, quality.value)))
      if sweep_run.value else mo.md(""))
     return
 

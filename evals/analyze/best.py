@@ -229,22 +229,22 @@ def choice_json(choice: Choice) -> dict:
     return out
 
 
-def pick_metrics(store, run_id: str, metrics: list[str]) -> list[str]:
-    """The metrics a run's pick may be read on, first choice first: the one its confirm part or race picked on, else
-    the quality metrics of ``metrics`` (the headline columns, higher is better) in their order."""
+def pick_metrics(store, run_id: str, metrics: list[str], run_metric: bool = True) -> list[str]:
+    """The metrics a run's pick may be read on, first choice first: the one its confirm part or race picked on
+    (``run_metric``), else the quality metrics of ``metrics`` (the headline columns, higher is better) in order."""
     cfg = store.run(run_id).get("config") or {}
     named = (cfg.get("confirm") or {}).get("metric") or (cfg.get("race") or {}).get("metric")
-    if named:
+    if named and run_metric:
         return [named]
     return [m for m in metrics if getattr(METRICS.get(m), "higher_is_better", False) is True]
 
 
-def pick_figures(store, run_id: str, metrics: list[str]) -> dict | None:
+def pick_figures(store, run_id: str, metrics: list[str], run_metric: bool = True) -> dict | None:
     """The grid's pick for ``show``'s headline, the report and the page's chart, on the first metric of
     ``pick_metrics`` with values: {"metric", "point", "lines" (the best point in-sample and the K it was picked
     from, what to expect on new questions with its interval, P(best), the confirm part's figures), "hover" (the
     chart's words for the best point)}. None for a run with one point or no such metric."""
-    for metric in pick_metrics(store, run_id, metrics):
+    for metric in pick_metrics(store, run_id, metrics, run_metric):
         try:
             ch = choose(store, run_id, metric)
         except ValueError:  # no values on this run (e.g. f1 without reference answers): the next one

@@ -25,7 +25,7 @@ from .answering import (AnswerPlan, answer_plan, answer_plan_kept, llm_session, 
 from .datasets import (WorkbenchArgs, resolve_dataset, workbench_args, workspace_datasets)  # noqa: F401
 from ..run.runner import ItemEvaluator, point_id, point_label  # noqa: F401 (re-exported)
 from .evaluate import SHIPPED, evaluate_points, points_from_budgets, summarize_session  # noqa: F401 (re-exported)
-from .sweeps import (budget_curve, parse_budget_value, race_budgets, race_leaderboard, race_result,  # noqa: F401
+from .sweeps import (budget_curve, confirm_part, parse_budget_value, pick_of, race_budgets, race_leaderboard, race_result, sweep_stored,  # noqa: F401
                      sweep_from_applied, sweep_points)
 from .page import agreement_plan, judge_lines, measure_agreement  # noqa: F401 (re-exported)
 from .index_sweep import best_config  # noqa: F401 (re-exported)

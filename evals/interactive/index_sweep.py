@@ -138,5 +138,15 @@ def best_config(db: str, run_id: str, metric: str) -> tuple[list[str], list[str]
     from ..analyze.best import choose, render_parts
     from ..store import ResultStore
 
+    return best_choice(db, run_id, metric)[:2]
+
+
+def best_choice(db: str, run_id: str, metric: str) -> tuple[list[str], list[str], dict | None]:
+    """``best_config``'s prose and TOML, and ``ragwb best --json``'s object (None for a front)."""
+    from ..analyze.best import choice_json, choose, render_parts
+    from ..store import ResultStore
+
     with ResultStore(db, read_only=True) as st:
-        return render_parts(choose(st, run_id, metric))
+        ch = choose(st, run_id, metric)
+    prose, tomls = render_parts(ch)
+    return prose, tomls, (choice_json(ch) if not ch.front else None)
