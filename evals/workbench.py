@@ -546,18 +546,10 @@ class Best:
     prose: list
     tomls: list
     figures: dict | None = None
-
-    @property
-    def expected_new(self) -> dict | None:  # what to expect of the pick on new questions (docs/sweeps.md)
-        return (self.figures or {}).get("expected_new")
-
-    @property
-    def p_best(self) -> dict:
-        return (self.figures or {}).get("p_best") or {}
-
-    @property
-    def confirm(self) -> dict | None:
-        return (self.figures or {}).get("confirm")
+    # what to expect of the pick on new questions, how sure it is, its confirm part (docs/sweeps.md)
+    expected_new = property(lambda self: (self.figures or {}).get("expected_new"))
+    p_best = property(lambda self: (self.figures or {}).get("p_best") or {})
+    confirm = property(lambda self: (self.figures or {}).get("confirm"))
 
     @property
     def toml(self) -> str:

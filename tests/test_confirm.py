@@ -259,3 +259,27 @@ def test_the_page_races_with_confirm_questions_and_says_the_confirm_line(browser
     finally:
         proc.terminate()
         proc.wait(timeout=30)
+
+
+def test_a_race_that_dropped_points_estimates_on_the_questions_every_survivor_has(tmp_path, capsys):
+    """Issue 81, bad input: a race's points do not share questions; the estimate uses the questions every surviving
+    point was scored on, and says how many (counted here from the store)."""
+    ws = tmp_path / "ws"
+    assert main(["run", *GRID[:-1], "chunks.top_k=1,2,4,8,16", "--limit", "200", "--race", "evidence_recall",
+                 "--race-batch", "20", "--workspace", str(ws), "--run-id", "R", "--no-report"]) == 0
+    summary = json.loads(_one(ws / "results.duckdb", "SELECT summary FROM runs WHERE run_id='R'")[0][0])
+    survivors = summary["race"]["survivors"]
+    if len(survivors) == 5:
+        pytest.fail(f"the race ruled nothing out (the case this test is for): {summary['race']}")
+    labels = [p.split(" · ")[1] for p in survivors]
+    shared = _one(ws / "results.duckdb", "SELECT count(*) FROM (SELECT s.question_id FROM scores s JOIN results r "
+                  "USING (run_id, strategy, point_id, question_id, repeat) WHERE s.run_id='R' AND s.metric="
+                  "'evidence_recall' AND s.status='ok' AND list_contains(?, r.point_label) GROUP BY 1 "
+                  "HAVING count(DISTINCT r.point_label) = ?)", [labels, len(labels)])[0][0]
+    capsys.readouterr()
+    assert main(["best", "R", "--metric", "evidence_recall", "--json", "--workspace", str(ws)]) == 0
+    got = json.loads(capsys.readouterr().out)
+    assert got["shared_questions"] == shared and got["candidates"] == len(survivors) and got["point"] in survivors
+    assert main(["best", "R", "--metric", "evidence_recall", "--workspace", str(ws)]) == 0
+    assert (f"{len(survivors)} of 5 points survived the race; on the {shared:,} questions every surviving point was "
+            "scored on") in capsys.readouterr().out

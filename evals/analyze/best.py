@@ -158,7 +158,14 @@ def choose(store, run_id: str, metric: str, max_context_tokens: float | None = N
     # the pick is optimistic (the best of many noisy means): what to expect on new questions, how sure it is
     # (issue 81), from the same candidates, filters and tie rule, with no call made
     unit = bool(scores.loc[(scores.metric == metric) & (scores.status == "ok"), "value"].between(0, 1).all())
-    how = trust(scores, metric, t, higher, unit, min_effect)
+    # a race's raced-out points stopped early: the figures use the questions every surviving point has (said)
+    survivors = set((json.loads(run.get("summary") or "{}") if isinstance(run.get("summary"), str) else {})
+                    .get("race", {}).get("survivors") or [])
+    alive = t[t.point_name.isin(survivors)] if survivors and best["point_name"] in survivors else t
+    how = trust(scores, metric, alive.reset_index(drop=True), higher, unit, min_effect)
+    if len(alive) < len(t):
+        how.note = (f"{len(alive)} of {len(t)} points survived the race; on the {how.shared:,} questions every "
+                    "surviving point was scored on")
     from .confirm import confirm_figures
 
     return Choice(metric, t, [best["point_name"]], runner, tied, {best["point_name"]: cfg_of(best)}, note,

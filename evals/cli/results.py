@@ -165,11 +165,7 @@ def cmd_show(a) -> int:
             from evals.score.support import support_caption
             say(f"\n{LABELS['faithfulness']}: {support_caption()}")
         if not a.by and not a.metrics:  # a grid's headline: the pick, how far to trust it, its confirm part
-            from evals.analyze.best import pick_lines
-
-            with open_store(a) as st:
-                for line in pick_lines(st, rid, list(table.columns)):
-                    say(line)
+            say_pick(a, rid, list(table.columns))
         if shared is not None:
             n, total, ssum = shared
             say(f"\nsome points lost items (column 'lost': answers that failed, left out of their means), so "
@@ -178,6 +174,14 @@ def cmd_show(a) -> int:
             t = headline_table(ssum, metrics)
             say(t.to_string(index=False, na_rep="n/a") if len(t) else "no question was answered by every point")
     return 0
+
+
+def say_pick(a, rid: str, columns: list[str]) -> None:
+    from evals.analyze.best import pick_lines
+
+    with open_store(a) as st:
+        for line in pick_lines(st, rid, columns):
+            say(line)
 
 
 def show_sufficiency(scores, rid: str) -> int:

@@ -194,12 +194,7 @@ def report_sections(store: ResultStore, run_id: str, compare: str | None = None)
     cost = "prompt_tokens" if store.con.execute("SELECT count(*) FROM results WHERE run_id = ? AND turn IS NOT NULL",
                                                 [run_id]).fetchone()[0] else "context_tokens"
     # a metric with no ok score (e.g. not_applicable for this answerer) gets no chart
-    from evals.analyze.best import pick_figures
-
-    # the pick: how far to trust the best point (issue 81), in its own section and on its chart's hover
-    pick = pick_figures(store, run_id, [lead] + [m for m in QUALITY if m != lead]) if len(summ) else None
-    figs = [quality_cost_figure(summ, q, cost, picked=pick if pick and pick["metric"] == q else None)
-            for q in ["f1"] + judged + QUALITY[1:] if not summ.empty and q in set(summ[summ.n_ok > 0].metric)]
+    pick, figs = _pick_and_charts(store, run_id, summ, lead, judged, cost)
     from evals.analyze.sufficiency import decomposition
 
     sufficiency = decomposition(scores) if "context_sufficiency" in ok_metrics else pd.DataFrame()
@@ -299,6 +294,17 @@ def report_sections(store: ResultStore, run_id: str, compare: str | None = None)
             "comparison": comparison, "matrix": matrix, "lead": lead, "matrix_html": matrix_html(matrix), "per_1k": per_1k,
             "paired": paired, "paired_against": pts[0] if pts else "",
             "worst_html": "".join(worst) or "<p>no scored questions</p>"}
+
+
+def _pick_and_charts(store: ResultStore, run_id: str, summ: pd.DataFrame, lead: str, judged: list, cost: str):
+    """The pick (how far to trust the best point, issue 81: its own section and its chart's hover) and the quality
+    vs cost charts, one per metric with an ok score (a metric n/a for this answerer gets none)."""
+    from evals.analyze.best import pick_figures
+
+    pick = pick_figures(store, run_id, [lead] + [m for m in QUALITY if m != lead]) if len(summ) else None
+    figs = [quality_cost_figure(summ, q, cost, picked=pick if pick and pick["metric"] == q else None)
+            for q in ["f1"] + judged + QUALITY[1:] if not summ.empty and q in set(summ[summ.n_ok > 0].metric)]
+    return pick, figs
 
 
 def judge_fallback_note(judged: list[str], ok_metrics: set, lead: str) -> str:
