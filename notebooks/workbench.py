@@ -120,14 +120,18 @@ def _(args, dataset, get_qfile, ingest_cost, ingest_go, interactive, mo, page, w
         finally:
             if "cm" in _bar:
                 _bar["cm"].__exit__(None, None, None)
-    _rate.keep()  # the next estimate on this machine starts from this rate
+    if base_session.embedded:  # the next estimate on this machine starts from this rate (vectors embedded now)
+        _rate.done = base_session.embedded
+        _rate.keep()
     answerer_sessions = {}  # one session per answerer, kept: switching back costs nothing
     _n = len(base_session.dataset.questions)
     # shown beside the questions slider (one row: the first screen reaches the chart's points at 1440x1000)
     # a folder's name: terminal escapes shown (issue 73), HTML and Markdown shown as text, never rendered (issue 82)
     loaded_line = (f"Loaded **{page.esc(base_session.dataset.name)}**: {len(base_session.dataset.documents):,} "
-                   f"documents, {_n:,} question(s)" + (f"; embedded {_rate.done:,} chunks ({_rate.line()})"
-                                                       if _rate.done else ""))
+                   f"documents, {_n:,} question(s)" + (
+                       # the chunks embedded now, as the CLI counts them: shipped or cached vectors are not embedded
+                       f"; embedded {base_session.embedded:,} chunks ({_rate.line()})" if base_session.embedded
+                       else ""))
     return answerer_sessions, base_session, loaded_line
 
 
@@ -592,6 +596,22 @@ def _(explore, mo, page, pair_a, pair_b, quality, scores):
 
 @app.cell
 def _(mo):
+    # cost at scale (issue 83): what each applied point would cost on N questions, N typed
+    project_n = mo.ui.number(start=1, stop=100_000_000, step=1, value=10_000, label="questions at scale")
+    return (project_n,)
+
+
+@app.cell
+def _(mo, page, project_n, session, summary):
+    _t = page.cost_projection(summary, int(project_n.value), session.client is not None)
+    mo.vstack([mo.md("## Cost at scale: each applied point's mean tokens and dollars a question, times N (a "
+                     "projection of these questions' means; dollars *unknown* where the model has no price)"),
+               project_n, mo.ui.table(show_download=False, show_column_summaries=False, data=_t, selection=None)])
+    return
+
+
+@app.cell
+def _(mo):
     oracle_tol = mo.ui.slider(0.0, 0.5, step=0.05, value=0.0, label="tolerance", show_value=True, debounce=True)
     return (oracle_tol,)
 
@@ -941,8 +961,12 @@ def _(args, base_run, cand_run, compare_go, interactive, mo, page):
                             freeze_columns_right=["verdict"],
                             # rounded as everywhere else (was 842.66666666666660000)
                             format_mapping={c: "{:.3f}" for c in _cmp.columns if _cmp[c].dtype.kind == "f"})])
-     if _cmp is not None and len(_cmp) else mo.md("Two stored runs of the dataset picked above are needed "
-                                                   "(`ragwb run`), with budget points in common."))
+     if _cmp is not None and len(_cmp) else mo.md(
+         # two runs were picked but share no point: said as that, never "two runs are needed" (issue 83)
+         f"**Not compared:** {page.esc(base_run.value)} and {page.esc(cand_run.value)} share no budget point "
+         "(points are matched by their parameters): pick two runs with a point in common. "
+         + interactive.coverage_line(_cmp) if _cmp is not None else
+         "Two stored runs of the dataset picked above are needed (`ragwb run`), with budget points in common."))
     return
 
 

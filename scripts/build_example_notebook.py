@@ -91,8 +91,11 @@ md("""
 ## Your own folder
 
 A folder of Markdown, text, PDF, Word, HTML or source files, and a questions file that may hold only questions
-(`{"question": "..."}` a line: no ids, no answers). Answer metrics say n/a with the reason; the chart moves to a
-metric with values.
+(`{"question": "..."}` a line: no ids, no answers). Answer metrics say n/a with the reason. Offline, plain questions
+have no quality metric at all (no reference answers for f1, and the extractive answer copies its context, so
+faithfulness says nothing): `mine.quality_metric()` says so, and the chart is empty with that reason in its title.
+A stand-in that is not validated against people can be drawn by name; an LLM answerer (below), or answers and
+evidence in the questions file, give the real metrics.
 """)
 code("""
 import json, pathlib, tempfile
@@ -112,7 +115,8 @@ mine.apply()
 mine.rows()
 """)
 code("""
-mine.figure()
+print(mine.quality_metric()[1])  # why the chart has no quality axis here
+mine.figure("question_answer_similarity")  # the stand-in, named as one on its axis
 """)
 md("""
 ## An LLM answerer and judge

@@ -195,7 +195,11 @@ class Handler(BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.write(body)
 
+    gets: list = []  # every GET path asked (the /models window probe: nothing before consent, issue 83)
+
     def do_GET(self):
+        with Handler.lock:
+            Handler.gets.append(self.path)
         if self.path.split("?")[0].rstrip("/").endswith("/models"):
             m = {"id": "local-extractive", "object": "model"}
             if Handler.context_window:

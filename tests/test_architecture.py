@@ -13,7 +13,7 @@ FLOORS = [
     {"rag.llm"}, {"rag.ingest"}, {"rag.index"}, {"rag.strategies"}, {"rag.answer"},
     {"rag.api", "rag.extend"},
     {"evals", "evals.store", "evals.stats"}, {"evals.score"}, {"evals.analyze"}, {"evals.run"}, {"evals.report"},
-    {"evals.cli", "evals.interactive", "evals.bench", "evals.generate", "evals.workbench", "evals.jupyter"},
+    {"evals.cli", "evals.interactive", "evals.bench", "evals.generate", "evals.workbench"},
 ]
 FLOOR_OF = {room: i for i, rooms in enumerate(FLOORS) for room in rooms}
 
@@ -123,6 +123,7 @@ def test_rag_never_imports_evals():
 MAX_MODULE_LINES = 600  # the limits a reviewer would flag (docs/architecture.md, "Rooms that outgrow themselves")
 MAX_FUNCTION_LINES = 120
 MAX_LOOSE_RAG_MODULES = 8
+MAX_LOOSE_EVALS_MODULES = 6  # issue 83: the Workbench object and its widgets are a room, not two loose modules
 
 
 def outgrown(files) -> list[str]:
@@ -148,6 +149,11 @@ def test_no_room_outgrows_itself():
 def test_rag_has_few_loose_modules():
     loose = sorted(f.stem for f in (REPO / "rag").glob("*.py") if f.stem != "__init__")
     assert len(loose) <= MAX_LOOSE_RAG_MODULES, loose
+
+
+def test_evals_has_few_loose_modules():
+    loose = sorted(f.stem for f in (REPO / "evals").glob("*.py") if f.stem != "__init__")
+    assert len(loose) <= MAX_LOOSE_EVALS_MODULES, loose
 
 
 def test_the_limits_see_a_long_module_and_a_long_function(tmp_path):

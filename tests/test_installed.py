@@ -2,8 +2,9 @@
 no top-level ``datasets``), and installed into a new virtualenv it runs the main job in an empty folder outside the
 checkout to the same runs and figures as the editable install, and `ragwb workbench` serves the page.
 
-The virtualenv sees this machine's site-packages for the dependencies (``--system-site-packages``: no download in
-the suite) while rag-workbench itself comes from the wheel, which the test checks (rag and evals import from the
+The virtualenv sees the test environment's site-packages for the dependencies (a .pth naming them: no download in
+the suite, and the same whether the suite runs in a virtualenv or a global install) while rag-workbench itself comes
+from the wheel, which the test checks (rag and evals import from the
 virtualenv). docs/performance.md has the same steps timed in a virtualenv with nothing shared."""
 import hashlib
 import json
@@ -38,8 +39,16 @@ def installed(tmp_path_factory):
     wheel = next((root / "dist").glob("rag_workbench-*.whl"))
     venv = root / "venv"
     t = time.perf_counter()
-    subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", str(venv)], check=True)
+    # the dependencies are this test environment's own site-packages, named in a .pth: `--system-site-packages`
+    # gives the *base* interpreter's, which inside a virtualenv (the suite run from one, as CI does) lacks them
+    # (issue 83: 5 failures there). A .pth path line adds the folder without running its .pth files, so this
+    # checkout's editable install is not seen: rag-workbench comes from the wheel
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
     py = venv / "bin" / "python"
+    site = subprocess.run([str(py), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                          capture_output=True, text=True, check=True).stdout.strip()
+    ours = [p for p in sys.path if p.rstrip("/").endswith(("site-packages", "dist-packages")) and Path(p).is_dir()]
+    (Path(site) / "_ragwb_test_deps.pth").write_text("".join(f"{p}\n" for p in ours))
     # --ignore-installed: this machine's editable install must not count as "already satisfied"
     proc = subprocess.run([str(py), "-m", "pip", "install", "-q", "--no-deps", "--ignore-installed", str(wheel)],
                           capture_output=True, text=True)

@@ -8,6 +8,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import re
+from pathlib import Path
 
 import pandas as pd
 
@@ -75,6 +76,8 @@ def point_toml(run: dict, strategy: str, params: dict, point: str, stats: str) -
              "`ragwb run --config THIS_FILE`" + (" plus the same --llm-base-url/--llm-model" if cfg.get("llm") else ""),
              "[run]", f"datasets = [{_toml_value(cfg.get('dataset', run.get('dataset')))}]",
              f"strategies = [{_toml_value(strategy)}]"]
+    if cfg.get("questions_file"):  # a folder's questions: the file runs from any folder (issue 83)
+        lines.append(f"questions = {_toml_value(str(Path(cfg['questions_file']).absolute()))}")
     if cfg.get("limit"):
         lines.append(f"limit = {int(cfg['limit'])}")
     if cfg.get("answerer") and cfg["answerer"] != "extractive":
@@ -244,6 +247,20 @@ def pick_metrics(store, run_id: str, metrics: list[str], run_metric: bool = True
     if named and run_metric:
         return [named]
     return [m for m in metrics if getattr(METRICS.get(m), "higher_is_better", False) is True]
+
+
+def default_metric(store, run_id: str) -> str:
+    """The metric to choose on when none is named: the run's own (raced or confirmed on), else the first headline
+    quality metric with an ok value in the run; an error naming the metrics scored when none has."""
+    from .summary import headline_metrics
+
+    scores = run_scores(store, run_id)
+    ok = set(scores.loc[scores.status == "ok", "metric"])
+    for m in pick_metrics(store, run_id, headline_metrics(store, run_id)):
+        if m in ok:
+            return m
+    raise ValueError(f"run {run_id} has no quality metric with a value to choose on; scored: "
+                     f"{', '.join(sorted(set(scores.metric))) or 'nothing'}")
 
 
 def pick_figures(store, run_id: str, metrics: list[str], run_metric: bool = True) -> dict | None:

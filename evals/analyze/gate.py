@@ -29,6 +29,10 @@ GATED_DEFAULT = ["em", "f1", "abstention_accuracy", "citation_validity", "citati
                  "statement_coverage", "faithfulness", "evidence_recall", "doc_ndcg@10", "page_ndcg@10",
                  "context_tokens", "prompt_tokens", "cost_usd"]
 JUDGED_GATED = ["judged_ndcg@10", "judged_recall@10", "judged_precision@5"]  # gated by default where judged
+# the LLM judges' metrics: compared (the page's Compare, compare_runs) where both runs have them; the gate takes them
+# when --metrics names them (a judge's noise is the gate's to weigh: docs/gate.md)
+COMPARED_JUDGES = ["llm_faithfulness", "answer_relevance", "context_sufficiency", "ragas_faithfulness",
+                   "ragas_context_recall", "ragas_answer_accuracy"]
 
 
 # the costs a different chunking moves by design: between runs on different indexes they are reported, and gated only
@@ -355,8 +359,12 @@ def compare_runs(store: ResultStore, base: str, cand: str) -> pd.DataFrame:
     says how many points and questions were compared and which were left out."""
     b, c = store.run(base), store.run(cand)
     differs = index_difference(b.get("config"), c.get("config"), b.get("index_built"), c.get("index_built"))
-    res = gate(per_question(store, base), per_question(store, cand), resamples=1000, allow_missing_points=True,
-               index_differs=differs)
+    bq, cq = per_question(store, base), per_question(store, cand)
+    # a comparison reads every quality metric both runs scored: the gate's set plus the LLM judges' metrics
+    # (issue 83: the page's Compare showed 66 rows and no llm_ one)
+    both = set(bq[1].metric.unique()) & set(cq[1].metric.unique())
+    metrics = GATED_DEFAULT + [m for m in JUDGED_GATED + COMPARED_JUDGES if m in both]
+    res = gate(bq, cq, metrics, resamples=1000, allow_missing_points=True, index_differs=differs)
     df = pd.DataFrame(res["rows"])
     df.attrs["coverage"] = {**res["coverage"], "index_difference": differs}
     return df

@@ -207,6 +207,8 @@ def headline_table(summary: pd.DataFrame, metrics: list[str] = HEADLINE, by: str
             return f"n/a ({r['na_reason']})" if r.get("na_reason") else "n/a (no ok scores)"
         if r["metric"].endswith("tokens"):
             return f"{r['mean']:.1f}"
+        if r["metric"] == "cost_usd":  # dollars a question: $0.00015 is no 0.000 (issue 83), 3 significant digits
+            return f"${r['mean']:.3g} [${r['low']:.3g}, ${r['high']:.3g}]"
         return f"{r['mean']:.3f} [{r['low']:.3f}, {r['high']:.3f}]"
 
     s["cell"] = s.apply(fmt, axis=1)

@@ -22,7 +22,8 @@ SWEEP_SECTIONS = {"run", "strategies", "prices", "index"}
 RUN_KEYS = {"datasets": "a list of dataset names", "strategies": "a list of strategy names",
             "answerer": "extractive or openai", "limit": "an integer >= 1", "repeats": "an integer >= 1",
             "prices": "a table MODEL = [input, output]", "plugins": "a list of strategy plugin files or modules",
-            "index_in_points": "a list of [index] settings each point carries in its params (ragwb best writes it)"}
+            "index_in_points": "a list of [index] settings each point carries in its params (ragwb best writes it)",
+            "questions": "the questions file of a folder dataset (a path; ragwb best writes it)"}
 
 
 def load_sweep(path: str) -> dict:
@@ -51,7 +52,8 @@ def load_sweep(path: str) -> dict:
         bad = ((k in ("limit", "repeats") and (not isinstance(v, int) or isinstance(v, bool) or v < 1))
                or (k in ("datasets", "strategies", "plugins", "index_in_points") and not (isinstance(v, str) or
                                                              (isinstance(v, list) and all(isinstance(x, str) for x in v))))
-               or (k == "answerer" and v not in ("extractive", "openai")))
+               or (k == "answerer" and v not in ("extractive", "openai"))
+               or (k == "questions" and (not isinstance(v, str) or not v.strip())))
         if bad:
             raise ValueError(f"{path}: [run] {k} must be {RUN_KEYS[k]}, got {v!r}")
     if run.get("plugins"):  # loaded before the strategy tables are checked: they may name a plugin's shapes
@@ -208,7 +210,8 @@ def cmd_run(a) -> int:
         keep = run_sec.get("index_in_points") or ()
         index, axes = (fold_fixed(base_index, index_grid, [keep] if isinstance(keep, str) else keep)
                        if base_index is not None else (index_config(a), {}))
-        cfg = RunConfig(dataset=dataset_spec(ds or "squad2"), questions_file=a.questions, index=index, grid=grid,
+        cfg = RunConfig(dataset=dataset_spec(ds or "squad2"), questions_file=_absolute(a.questions or run_sec.get("questions")),
+                        index=index, grid=grid,
                         answerer=answerer, answerer_params={"threshold": a.threshold} if answerer == "extractive" else {},
                         prices=parse_prices(env_prices() + (a.price or []), run_sec.get("prices", {}) | sweep.get("prices", {})),
                         llm=llm, judge=judge, judges=tuple(dict.fromkeys(a.judges or (DEFAULT_LLM_JUDGES if judge else ()))), scorers=tuple(a.scorers or ()),
@@ -252,6 +255,12 @@ def cmd_run(a) -> int:
     print(f"finished {len(run_ids)} run(s), {n_items} items, in {time.perf_counter() - t_start:.1f}s wall time"
           + (f"; reports in {Path(a.workspace) / 'reports'}" if not a.no_report and run_ids else ""))
     return status
+
+
+def _absolute(path: str | None) -> str | None:
+    """A questions file as an absolute path: the stored run (and the TOML `ragwb best` writes of it) names it
+    wherever it is read from (issue 83)."""
+    return str(Path(path).absolute()) if path else None
 
 
 DECLINED = 1  # the exit status of a run whose cost line was answered no: nothing sent, nothing stored

@@ -103,7 +103,28 @@ def marimo_command(mode: str, notebook: Path, host: str, port: int, headless: bo
     return cmd + ["--", *argv]
 
 
+def write_example(path: str, force: bool) -> int:
+    """``ragwb workbench --example-notebook FILE``: the Jupyter example (workbench.ipynb) from this installation
+    written to FILE, to open in the user's own JupyterLab (README, "Jupyter"); an existing file or a link is
+    refused without --force (and a link is replaced, never followed)."""
+    from rag.ingest.bundled import notebook
+    from rag.safeio import write_whole
+
+    out = Path(path)
+    if out.is_dir():
+        out = out / "workbench.ipynb"
+    if (out.exists() or out.is_symlink()) and not force:
+        raise ValueError(f"--example-notebook {out}: the file exists; pass --force to replace it, or another path")
+    if not out.parent.is_dir():
+        raise ValueError(f"--example-notebook {out}: the folder {out.parent} does not exist")
+    write_whole(out, notebook("workbench.ipynb").read_bytes())
+    print(f"ragwb workbench: wrote {out} (open it in Jupyter with a kernel that has rag-workbench: README, Jupyter)")
+    return 0
+
+
 def cmd_workbench(a) -> int:
+    if a.example_notebook:
+        return write_example(a.example_notebook, a.force)
     from evals.bench.browser import free_port, wait_http
     from evals.interactive.datasets import workbench_args, workbench_parser
     from rag.ingest.bundled import notebook
@@ -133,12 +154,14 @@ def cmd_workbench(a) -> int:
         import secrets
 
         token = secrets.token_urlsafe(24)
-        nb, written = edit_copy(Path(a.edit_dir or Path(checked.args.workspace) / "notebooks"))
+        nb, written = edit_copy(Path(a.edit_dir or Path(checked.args.workspace) / "notebooks").absolute())
+        nb = nb.absolute()  # marimo runs in the copy's folder: a relative path would name a folder under it
         mode = "edit"
         print(f"ragwb workbench: editing {nb}" + ("" if written else " (your changed copy, kept: delete it for the "
                                                                      "shipped one)"))
         cwd = str(nb.parent)  # marimo reads the run-on-open setting from the pyproject.toml beside the copy
-        argv = [x if not _is_relative_path(x) else str(Path(x).resolve()) for x in argv]
+        argv = with_absolute_store(
+            [x if not _is_relative_path(x) else str(Path(x).resolve()) for x in argv], checked.args)
     env = {**os.environ, "MARIMO_SKIP_UPDATE_CHECK": "1"}  # nothing leaves 127.0.0.1: no version check either
     _stop_on_sigterm()  # a service manager's or a test's terminate stops the server too, never leaves it running
     proc = subprocess.Popen(marimo_command(mode, nb, a.host, port, a.headless, argv), env=env, cwd=cwd,
@@ -181,6 +204,26 @@ def _stop_on_sigterm() -> None:
     signal.signal(signal.SIGTERM, stop)
 
 
+def with_absolute_store(argv: list[str], args) -> list[str]:
+    """The page's --workspace and --db as absolute paths (given or not, existing or not): the editor runs in its
+    copy's folder, where a relative "results" would be a second, empty workspace beside the copy (issue 83)."""
+    out = list(argv)
+    for flag, value in (("--workspace", args.workspace), ("--db", getattr(args, "db", None))):
+        if value is None:
+            continue
+        absolute = str(Path(value).absolute())
+        for i, x in enumerate(out):
+            if x == flag and i + 1 < len(out):
+                out[i + 1] = absolute
+                break
+            if x.startswith(flag + "="):
+                out[i] = f"{flag}={absolute}"
+                break
+        else:
+            out += [flag, absolute]
+    return out
+
+
 def _is_relative_path(x: str) -> bool:
     """A page argument that names an existing relative path (a folder, a questions file): the editor runs beside
     its copy, so it gets the absolute path."""
@@ -205,5 +248,9 @@ def add_workbench(sub) -> None:
     s.add_argument("--allow-remote-edit", action="store_true",
                    help="let --edit bind a non-loopback --host (the editor runs code: it still asks for its token)")
     s.add_argument("--edit-dir", default=None, help="where --edit writes its copy (default: WORKSPACE/notebooks)")
+    s.add_argument("--example-notebook", default=None, metavar="FILE",
+                   help="write the Jupyter example notebook (workbench.ipynb) from this installation to FILE (or into "
+                        "a folder) and exit: open it in your own JupyterLab (README, Jupyter)")
+    s.add_argument("--force", action="store_true", help="--example-notebook may replace an existing file")
     s.add_argument("--wait", type=float, default=120.0, help="seconds to wait for the server to answer (120)")
     s.set_defaults(fn=cmd_workbench)

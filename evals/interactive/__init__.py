@@ -75,7 +75,8 @@ def open_session(dataset: str = "squad2", workspace: str = "results", embedder: 
         clients = {x.name: SystemClient(x, ws.root / "cache" / "llm.sqlite") for x in systems}
     ev = ItemEvaluator(r, ans, get_scorers(), systems=clients)
     ev.worker = plugin_worker(dataset, cfg, ws, summ.index)
-    sess = Session(ds, r, ev, workers=max([x.max_concurrency for x in systems], default=1), spec=dataset)
+    sess = Session(ds, r, ev, workers=max([x.max_concurrency for x in systems], default=1), spec=dataset,
+                   embedded=summ.embedded)
     if llm is not None:
         return llm_session(sess, llm)
     return sess

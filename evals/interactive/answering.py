@@ -70,7 +70,8 @@ def answer_plan(sess, points: list[tuple[str, dict]], limit: int) -> AnswerPlan:
             continue
         if client is None or not todo:
             continue
-        count_point(plan, ev, client, sess.retriever, name, kw, todo, planned)
+        # nothing reaches the endpoint before its Send (issue 83): its window is used only if already known
+        count_point(plan, ev, client, sess.retriever, name, kw, todo, planned, probe=False)
     return plan
 
 

@@ -141,12 +141,14 @@ def best_config(db: str, run_id: str, metric: str) -> tuple[list[str], list[str]
     return best_choice(db, run_id, metric)[:2]
 
 
-def best_choice(db: str, run_id: str, metric: str) -> tuple[list[str], list[str], dict | None]:
-    """``best_config``'s prose and TOML, and ``ragwb best --json``'s object (None for a front)."""
-    from ..analyze.best import choice_json, choose, render_parts
+def best_choice(db: str, run_id: str, metric: str | None) -> tuple[list[str], list[str], dict | None]:
+    """``best_config``'s prose and TOML, and ``ragwb best --json``'s object (None for a front). ``metric`` None: the
+    run's own (the one it raced or confirmed on), else the first headline quality metric with values there (plain
+    questions have no f1: issue 83)."""
+    from ..analyze.best import choice_json, choose, default_metric, render_parts
     from ..store import ResultStore
 
     with ResultStore(db, read_only=True) as st:
-        ch = choose(st, run_id, metric)
+        ch = choose(st, run_id, metric or default_metric(st, run_id))
     prose, tomls = render_parts(ch)
     return prose, tomls, (choice_json(ch) if not ch.front else None)

@@ -292,12 +292,13 @@ def agreement_plan(sess, workspace: str, limit: int = AGREEMENT_CLAIMS) -> dict:
         "in `ragwb show` and in the report (`ragwb agreement` measures on every claim).")}
 
 
-def measure_agreement(sess, workspace: str, limit: int = AGREEMENT_CLAIMS) -> str:
-    """Measure the session's faithfulness judge (after the page's Send) and keep the figure: its agreement line."""
+def measure_agreement(sess, workspace: str, limit: int = AGREEMENT_CLAIMS, progress=None) -> str:
+    """Measure the session's faithfulness judge (after the page's Send) and keep the figure: its agreement line.
+    ``progress``: a tqdm class for its bar (the Workbench's ``tqdm.auto``: one widget in a notebook)."""
     from evals.score.agreement import agreement_line, remember_agreement, run_agreement
 
     judge = next(j for j in session_judges(sess) if j.name == "llm_faithfulness")
-    rows = run_agreement(limit, judge.client, ("llm_faithfulness",), 1000, offline=False)
+    rows = run_agreement(limit, judge.client, ("llm_faithfulness",), 1000, offline=False, progress=progress)
     row = next(r for r in rows if r["judge"] == "llm_faithfulness")
     # kept either way: a failed measurement is stored as failed, so every judge line says it was tried
     from evals.score.agreement import judge_settings
@@ -459,3 +460,38 @@ def matrix_view(scores: pd.DataFrame, judged: pd.DataFrame, questions, metric: s
         shown = matrix_cells(shown.assign(question=[q if len(q) <= 48 else q[:47] + "…" for q in shown["question"]]),
                              pts + ["spread"])
     return matrix, shown, pts, len(whole)
+
+
+# ---- cost at scale: what a point would cost on N questions (issue 83)
+def cost_projection(summary: pd.DataFrame, n: int, llm: bool) -> pd.DataFrame:
+    """Per point, its mean tokens and dollars a question (as measured on these questions) times ``n``: context
+    tokens, prompt and completion tokens (an LLM answerer's), and dollars, "unknown" where the model has no price
+    (never $0), "0 (offline)" for the offline answerer. A projection of means: the questions at scale must be like
+    these."""
+    if not isinstance(n, int) or isinstance(n, bool) or n < 1:
+        raise ValueError(f"project to a number of questions >= 1, got {n!r}")
+    if summary is None or not len(summary):
+        return pd.DataFrame(columns=["strategy", "point"])
+    s = summary.set_index(["strategy", "point", "metric"])
+    rows = []
+    for (strategy, point), _ in summary.groupby(["strategy", "point"], sort=False):
+        def mean(m):
+            key = (strategy, point, m)
+            if key not in s.index or not s.loc[key, "n_ok"]:
+                return None
+            return float(s.loc[key, "mean"])
+        row = {"strategy": strategy, "point": point}
+        for m in ("context_tokens", "prompt_tokens", "completion_tokens"):
+            v = mean(m)
+            if v is not None:
+                row[f"{m} / question"] = round(v, 1)
+                row[f"{m} x {n:,}"] = int(round(v * n))
+        usd = mean("cost_usd")
+        if not llm:
+            row["dollars / question"], row[f"dollars x {n:,}"] = "0 (offline)", "0 (offline)"
+        elif usd is None:
+            row["dollars / question"], row[f"dollars x {n:,}"] = "unknown (no price)", "unknown (no price)"
+        else:
+            row["dollars / question"], row[f"dollars x {n:,}"] = f"${usd:.6f}", f"${usd * n:,.2f}"
+        rows.append(row)
+    return pd.DataFrame(rows)

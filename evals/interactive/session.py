@@ -26,6 +26,7 @@ class Session:
     answerer_label: str = "offline (extractive)"
     workers: int = 1  # items answered at once (an LLM session: its --concurrency)
     spec: str = ""  # what was opened (a bundled name or a folder path): a stored run from the page names it
+    embedded: int = 0  # chunks the opening ingest embedded now (shipped or cached vectors are not embedded: issue 83)
 
 
 

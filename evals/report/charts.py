@@ -214,10 +214,12 @@ def quality_cost_figure(summary: pd.DataFrame, quality: str, cost: str = "contex
                        xref="paper", yref="paper", x=1, y=-0.22, showarrow=False, xanchor="right",
                        font={"size": 10, "color": "#555"})
     fig.update_layout(title=head, xaxis_title=f"{cost.replace('_', ' ')} per question (mean)",
-                      yaxis_title=f"{shown} (mean over questions, 95% CI)", template="plotly_white",
+                      # two short lines: a long metric name and its stand-in mark fit the axis (issue 83: clipped)
+                      yaxis_title=f"{shown}<br>mean over questions, 95% CI", template="plotly_white",
                       height=440 + 18 * len(notes), margin={"l": 70, "r": 70, "t": 60 + 18 * len(notes), "b": 80})
     # room beyond the outermost points, so their labels are never cut at either edge
     fig.update_xaxes(automargin=True)
+    fig.update_yaxes(automargin=True)
     if is_unit_interval(quality) and (not len(df) or (df["low"].min() >= 0 and df["high"].max() <= 1)):
         fig.update_yaxes(range=[-0.03, 1.08])
     if len(df):

@@ -23,6 +23,7 @@ class AnswerPlan:
     dollars: float = 0.0
     service_requests: int = 0
     overflow: int = 0  # prompts that cannot fit the model's window: refused before any call
+    window_unasked: bool = False  # counted before consent: the model's window is asked (GET /models) at the send
     notes: list = field(default_factory=list)
     price_known: bool = True  # False: the model has no price here (said as "price unknown", never $0)
     judge_calls: int = 0  # judge calls not in the response cache (those of answers not yet known: at most one each)
@@ -61,22 +62,28 @@ class AnswerPlan:
                          + (f", {self.judge_cached:,} already in the response cache (free)" if self.judge_cached else ""))
         if self.overflow:
             parts.append(f"{self.overflow:,} prompt(s) over the context window (stored as context_overflow, not sent)")
+        if self.window_unasked and self.new_calls:
+            parts.append("the model's context window is asked of the endpoint (GET /models, no tokens) at the send, "
+                         "not before: a prompt over it is then stored as context_overflow, not sent")
         if self.service_requests:
             parts.append(f"{self.service_requests:,} request(s) to deployed services")
         return parts
 
 
 def count_point(plan: AnswerPlan, ev, client, retriever, name: str, kw: dict, todo: list, planned: set,
-                repeats: int = 1) -> None:
+                repeats: int = 1, probe: bool = True) -> None:
     """Add to ``plan`` the calls of answering ``todo`` (questions) under one shape point ``(name, kw)`` with
     ``ev`` (an ItemEvaluator whose answerer is the LLM's) and ``client``: a prompt already counted in ``planned``
-    or held by the response cache is free; one over the model's window is never sent."""
+    or held by the response cache is free; one over the model's window is never sent. ``probe`` False (the page and
+    the Workbench, which count before consent): the window is not asked of the endpoint here, only used if known."""
     p, strat = make_params(name, **kw), get_strategy(name)
     escalates = getattr(strat, "escalates", False)
     if escalates:
         plan.notes.append(f"{name}: up to two calls an item (counted as one here)")
     retriever.warm([q.text for q in todo], p.search_key(strat.needed(p)))
-    window = client.context_window()
+    window = client.context_window() if probe else client.known_window()
+    if window is None:
+        plan.window_unasked, window = True, 0
     params = client._params({})
     # Self-Route's first call is its cheap point's (a second only where that one abstains)
     first, fp = p.point("cheap") if escalates else (name, p)

@@ -75,7 +75,9 @@ def judge_offline(rows: list[dict], embed=None):
     return [support_score(r["claim"], r["evidence"], "en", embed) for r in rows], 0.0
 
 
-def judge_llm(name: str, client, rows: list[dict]):
+def judge_llm(name: str, client, rows: list[dict], progress=None):
+    """``progress``: a tqdm class (``tqdm.auto.tqdm`` in a notebook draws one widget; default: text on stderr, for
+    the command line)."""
     from .judges import get_judge
 
     import sys
@@ -85,7 +87,8 @@ def judge_llm(name: str, client, rows: list[dict]):
     j = get_judge(name, client)
     before = client.stats.dollars_spent + client.stats.dollars_saved
     scores, statuses = [], {}
-    bar = tqdm(rows, desc=f"judge {name}", unit="claim", file=sys.stderr, dynamic_ncols=True)
+    bar = (progress(rows, desc=f"judge {name}", unit="claim", leave=False) if progress is not None else
+           tqdm(rows, desc=f"judge {name}", unit="claim", file=sys.stderr, dynamic_ncols=True))
     for r in bar:
         sc = j.score("", r["claim"], r["evidence"], 0, None)
         scores.append(sc.value if sc.status == "ok" and sc.value is not None else np.nan)
@@ -99,7 +102,7 @@ def judge_llm(name: str, client, rows: list[dict]):
 
 
 def run_agreement(limit: int | None = None, llm_client=None, llm_judges=(), resamples: int = 1000,
-                  on_row=None, offline: bool = True) -> list[dict]:
+                  on_row=None, offline: bool = True, progress=None) -> list[dict]:
     """Every judge's agreement with the human labels; ``on_row(row)`` as each judge finishes. ``offline=False``: the
     LLM judges only (the page measures its judge, not the offline scorers again)."""
     from .support import support_embedder, threshold
@@ -113,7 +116,7 @@ def run_agreement(limit: int | None = None, llm_client=None, llm_judges=(), resa
                    ("offline, lexical only (no e5)", lambda: judge_offline(rows, None), threshold()),
                    ("word overlap (baseline)", lambda: (_overlap(rows), 0.0), 0.6)]
     for name in llm_judges:
-        judges.append((name, lambda n=name: judge_llm(n, llm_client, rows), 0.5))
+        judges.append((name, lambda n=name: judge_llm(n, llm_client, rows, progress), 0.5))
     for name, fn, thr in judges:
         t0 = time.perf_counter()
         scores, dollars = fn()

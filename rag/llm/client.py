@@ -300,6 +300,14 @@ class LLMClient:
                     self._window = _WINDOWS[key]
         return self._window
 
+    def known_window(self) -> int | None:
+        """The window without asking anything: the configured one, or what this process's ``GET /models`` already
+        said for this endpoint and model; None when neither (the page counts before consent: issue 83)."""
+        if self.cfg.context_window:
+            return self.cfg.context_window
+        with _WINDOWS_LOCK:
+            return _WINDOWS.get((self.cfg.base_url, self.cfg.model))
+
     def window_probed(self) -> bool:
         """Has this process asked the endpoint's ``GET /models`` for this model's window (the page says so)?"""
         return not self.cfg.context_window and (self.cfg.base_url, self.cfg.model) in _WINDOWS

@@ -37,7 +37,9 @@ def plan_calls(client: LLMClient, messages: list[list[dict]], extra: dict | None
             plan.cached_calls += 1
             continue
         seen.add(key)
-        tokens = sum(count_tokens(m.get("content") or "", encoding) for m in msgs)
+        # the chat framing too, as the endpoint counts it (3 tokens a message, 3 to prime the reply: OpenAI's
+        # cookbook, rag/answer/prompts.prompt_tokens); without it 200 judge calls were announced 1,800 short
+        tokens = sum(count_tokens(m.get("content") or "", encoding) + 3 for m in msgs) + 3
         plan.new_calls += 1
         plan.prompt_tokens += tokens
         plan.dollars += price_of(client.cfg.model, tokens, client.cfg.max_tokens, client.prices)

@@ -88,10 +88,10 @@ class Controls:
     def redraw(self) -> None:
         from IPython.display import display
 
-        import markdown  # marimo's own Markdown engine: the note is the page's Markdown, its names escaped there
+        from rag.safeio import html_text
 
-        metric, note = self.wb.quality_metric()
-        self.status.value = f"<small>{markdown.markdown(note)}</small>" if note else ""
+        metric, note = self.wb.quality_metric()  # plain text: escaped for the widget's HTML here
+        self.status.value = f"<small>{html_text(note)}</small>" if note else ""
         with self.chart:
             self.chart.clear_output(wait=True)
             # plotly's own mime bundle: JupyterLab, Notebook 7 and VS Code draw it with their plotly renderer

@@ -1,126 +1,13 @@
-"""The workbench as a Python object, for Jupyter, VS Code and marimo cells: ``Workbench("squad2")``.
-
-It is the page without the page: the same library calls the marimo workbench makes (``evals.interactive``), so a
-frame, a figure or a cost line here is the one the page shows for the same budgets. Every call that would spend
-(an LLM answerer, a judge, a deployed service, Generate) first returns its cost line and sends only when told
-(``send=True``), counted against the same response cache as the page and ``ragwb run``. Nothing here runs an
-event loop of its own on the caller's thread (no ``asyncio.run``): it works inside Jupyter's running loop.
-
-    from evals.workbench import Workbench
-    wb = Workbench("squad2", limit=50)          # a bundled set, offline
-    wb.apply(chunks__top_k=4)                   # the budget form's Apply: the cost line, then the items
-    wb.figure()                                 # the quality-vs-cost chart (a plotly Figure)
-    wb.rows()                                   # one row per question and point, a column per metric
-    wb.summary()                                # per point and metric: mean, 95% interval, n
-
-docs/jupyter.md has the rest (sweep, race, save, best, judge agreement, generate, controls).
-"""
+"""The Workbench object (``evals.workbench.Workbench``): one dataset opened as the page opens it; the package's
+docstring says how it is used."""
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import contextlib
 
 import pandas as pd
 
 
-@dataclass
-class CostLine:
-    """What a call would send, said before it is sent (the page's line above its Send button). ``sent``: whether
-    the call went ahead; when it did not, ``how`` says the call that sends."""
-    text: str
-    calls: int = 0
-    sent: bool = False
-    how: str = ""
-
-    def __str__(self) -> str:
-        tail = "" if self.sent or not self.calls else f"\nNothing sent: {self.how}"
-        return self.text + tail
-
-    def __repr__(self) -> str:
-        return str(self)
-
-    def _repr_markdown_(self) -> str:
-        from rag.safeio import md_code, md_text
-
-        # the line names models, services and folders from outside: shown as text, never as Markdown (issue 82)
-        tail = "" if self.sent or not self.calls else f"<br>**Nothing sent:** {md_code(self.how)}"
-        return f"**Cost:** {md_text(self.text)}{tail}"
-
-
-@dataclass
-class Applied:
-    """The result of an Apply, Sweep or any evaluation of points: its cost line, and (once evaluated) the long
-    scores frame and its summary. ``rows``, ``figure`` and friends are the page's views of it."""
-    cost: CostLine
-    points: list
-    scores: pd.DataFrame | None = None  # long: one row per question x point x metric, with status and detail
-    summary: pd.DataFrame | None = None  # per point and metric: mean, 95% interval, n_ok
-    limit: int = 0  # the questions it was applied to (Save as run stores these)
-    notes: list = field(default_factory=list)
-
-    @property
-    def evaluated(self) -> bool:
-        return self.scores is not None
-
-    def _need(self) -> None:
-        if not self.evaluated:
-            raise RuntimeError(f"nothing evaluated yet: {self.cost.text}; {self.cost.how}")
-
-    def rows(self) -> pd.DataFrame:
-        self._need()
-        return wide_rows(self.scores)
-
-    def figure(self, metric: str | None = None, cost: str = "context_tokens"):
-        self._need()
-        return quality_figure(self.summary, metric, cost)[0]
-
-    def __repr__(self) -> str:
-        if not self.evaluated:
-            return str(self.cost)
-        pts = len(self.points)
-        return f"{self.cost.text}\nevaluated {pts} point(s): .rows(), .summary, .figure()"
-
-    def _repr_markdown_(self) -> str:
-        if not self.evaluated:
-            return self.cost._repr_markdown_()
-        return (self.cost._repr_markdown_() + f"<br>Evaluated {len(self.points)} point(s): `.rows()`, `.summary`, "
-                "`.figure()`")
-
-
-def wide_rows(scores: pd.DataFrame) -> pd.DataFrame:
-    """The long scores frame as one row per question and point (strategy, point_label, question_id), a column per
-    metric holding its value (NaN where the metric has none: its status says why in the long frame)."""
-    keys = ["strategy", "point_label", "question_id"]
-    if scores is None or not len(scores):
-        return pd.DataFrame(columns=keys)
-    first = scores[scores["repeat"] == scores["repeat"].min()] if "repeat" in scores else scores
-    # one value per (question, point, metric) at the first repeat; a metric with no value is NaN (never a dropped row)
-    wide = first.groupby(keys + ["metric"], sort=False)["value"].first().unstack("metric")
-    wide = wide.reindex(columns=sorted(first["metric"].unique()))
-    wide.columns.name = None
-    return wide.reset_index()
-
-
-def chosen_metric(summary: pd.DataFrame, metric: str | None) -> tuple[str, str]:
-    """(the metric the chart shows for ``metric``, the note when the wanted one has no value here): the page's
-    default moves to a metric with values and says so, as the page's dropdown does; an unknown name is an error."""
-    from evals.interactive import page
-
-    options, shown, note = page.metric_choices(summary, metric or "f1")
-    if metric and metric not in set(options.values()):
-        from evals.score.metrics import METRICS
-
-        if metric not in METRICS:
-            raise ValueError(f"unknown metric {metric!r}; valid: {', '.join(sorted(METRICS))}")
-        return metric, note
-    return options[shown], note
-
-
-def quality_figure(summary: pd.DataFrame, metric: str | None, cost: str = "context_tokens", history=None):
-    """(the page's quality-vs-cost Figure, the metric shown, the note when the wanted one has no value here)."""
-    from evals.report.charts import quality_cost_figure
-
-    chosen, note = chosen_metric(summary, metric)
-    return quality_cost_figure(summary, chosen, cost, history), chosen, note
+from .results import Applied, Best, CostLine, chosen_metric, quality_figure, wide_rows  # noqa: F401
 
 
 def _argv(dataset: str, kwargs: dict) -> list[str]:
@@ -272,6 +159,8 @@ class Workbench:
         model = self.session.client.cfg.model if self.session.client is not None else ""
         text = f"{self.session.answerer_label}: {plan.line(model)}" + (" " + "; ".join(plan.notes) if plan.notes
                                                                          else "")
+        # the price hint in this object's words, not the CLI flag's (issue 83)
+        text = text.replace("(--price MODEL=IN,OUT)", "(Workbench(..., price=['MODEL=IN,OUT']))")
         return CostLine(text, plan.calls + plan.service_requests, sent=False, how=how), plan.items
 
     def apply(self, strategies: list[str] | None = None, budgets: dict | None = None, limit: int | None = None,
@@ -324,6 +213,13 @@ class Workbench:
         """Per point and metric: mean, its 95% bootstrap interval and n (the page's headline, unformatted)."""
         return self._applied().summary
 
+    def projection(self, questions: int = 10_000) -> pd.DataFrame:
+        """What each applied point would cost on ``questions`` questions: its mean tokens and dollars a question on
+        these questions, times that many; dollars "unknown" where the model has no price (never $0)."""
+        from evals.interactive import page
+
+        return page.cost_projection(self.summary(), questions, self.session.client is not None)
+
     def headline(self) -> pd.DataFrame:
         """The page's headline table: "mean [low, high] n=K" per metric, as ``ragwb show`` prints it."""
         from evals.analyze.summary import HEADLINE, headline_table
@@ -341,8 +237,12 @@ class Workbench:
         return fig
 
     def quality_metric(self, metric: str | None = None) -> tuple[str, str]:
-        """(the metric the chart shows for ``metric``, the note saying why it moved, "" when it did not)."""
-        return chosen_metric(self.summary(), metric)
+        """(the metric the chart shows for ``metric``, the note saying why it moved, "" when it did not), the note
+        as plain text (the page's Markdown marks, ``**`` and escapes, are the page's: issue 83)."""
+        import html
+
+        shown, note = chosen_metric(self.summary(), metric)
+        return shown, html.unescape(note.replace("**", "").replace("`", ""))
 
     def matrix(self, metric: str | None = None, **filters) -> pd.DataFrame:
         """The question x point matrix (a row per question, a column per point, spread and failures); filters as
@@ -423,8 +323,10 @@ class Workbench:
         cost.text += "; with confirm questions set aside: a stored run, at most these calls"
         if cost.calls and not send:
             return cost
-        rid = interactive.sweep_stored(self.session, self.args.db, self.args.workspace, names, param, vals,
-                                       _budgets(budgets, kw), self.limit, metric, confirm, prices=self.flags.prices)
+        with _run_log():
+            rid = interactive.sweep_stored(self.session, self.args.db, self.args.workspace, names, param, vals,
+                                           _budgets(budgets, kw), self.limit, metric, confirm,
+                                           prices=self.flags.prices)
         print(f"stored run {rid}")
         return self.best(rid, metric)
 
@@ -443,9 +345,10 @@ class Workbench:
         if cost.calls and not send:
             return cost
         metric = metric or (self.quality_metric()[0] if self.last is not None else "f1")
-        rid = interactive.race_budgets(self.session, self.args.db, self.args.workspace, names, param, vals,
-                                       _budgets(budgets, kw), self.limit, metric, batch=batch,
-                                       prices=self.flags.prices, confirm=confirm)
+        with _run_log():
+            rid = interactive.race_budgets(self.session, self.args.db, self.args.workspace, names, param, vals,
+                                           _budgets(budgets, kw), self.limit, metric, batch=batch,
+                                           prices=self.flags.prices, confirm=confirm)
         line, board = interactive.race_result(self.args.db, rid)
         return rid, line, board
 
@@ -478,7 +381,9 @@ class Workbench:
 
         with ResultStore(self.args.db, read_only=True) as st:
             rid = st.resolve_run(run_id)
-        prose, tomls, figures = best_choice(self.args.db, rid, metric or "f1")
+        if metric is None:  # the page's rule: the quality metric shown, else the first with values in that run
+            metric = self.quality_metric()[0] if self.last is not None else None
+        prose, tomls, figures = best_choice(self.args.db, rid, metric)
         return Best(prose, tomls, figures)
 
     # ---- the judge and generated questions
@@ -499,7 +404,7 @@ class Workbench:
             return cost
         if not any(j.name == "llm_faithfulness" for j in interactive.page.session_judges(self.session)):
             return cost
-        return interactive.measure_agreement(self.session, self.args.workspace)
+        return interactive.measure_agreement(self.session, self.args.workspace, progress=_tqdm_auto(self.progress))
 
     def generate(self, n: int = 20, types: str = "single", out: str = "", model: str = "", seed: int = 0,
                  language: str = "auto", send: bool = False, evaluate: bool = True):
@@ -534,35 +439,9 @@ class Workbench:
         """The page's budget form as Jupyter widgets (ipywidgets; ``pip install 'rag-workbench[jupyter]'``):
         strategies, top_k and token-budget controls and Apply; an Apply redraws the chart and the matrix in place,
         and with an LLM the cost line and a Send button come first."""
-        from evals.jupyter import Controls
+        from .widgets import Controls
 
         return Controls(self, strategies).widget
-
-
-@dataclass
-class Best:
-    """``ragwb best`` of a stored run: its prose and each chosen point's TOML; ``figures``: ``ragwb best --json``'s
-    object (the in-sample score, expected_new, confirm, p_best, questions_needed; None for a front)."""
-    prose: list
-    tomls: list
-    figures: dict | None = None
-    # what to expect of the pick on new questions, how sure it is, its confirm part (docs/sweeps.md)
-    expected_new = property(lambda self: (self.figures or {}).get("expected_new"))
-    p_best = property(lambda self: (self.figures or {}).get("p_best") or {})
-    confirm = property(lambda self: (self.figures or {}).get("confirm"))
-
-    @property
-    def toml(self) -> str:
-        return self.tomls[0] if self.tomls else ""
-
-    def __repr__(self) -> str:
-        return "\n".join(self.prose) + ("\n\n" + "\n\n".join(self.tomls) if self.tomls else "")
-
-    def _repr_markdown_(self) -> str:
-        from rag.safeio import md_text
-
-        # point names come from a user's strategies and folders: shown as text, never as Markdown
-        return "\n\n".join(md_text(x) for x in self.prose) + "".join(f"\n\n```toml\n{t}\n```" for t in self.tomls)
 
 
 def _has(strategy: str, param: str) -> bool:
@@ -579,6 +458,32 @@ class _NoBar:
 
     def close(self):
         pass
+
+
+@contextlib.contextmanager
+def _run_log():
+    """A stored run's console log (the index it opened, each commit, each raced-out point) kept out of the notebook:
+    the result says what it decided. Shown whole when the run fails, so nothing it said is lost."""
+    import io
+    import sys
+
+    buf = io.StringIO()
+    try:
+        with contextlib.redirect_stderr(buf):
+            yield
+    except BaseException:
+        sys.stderr.write(buf.getvalue())
+        raise
+
+
+def _tqdm_auto(show: bool):
+    """The bar class a long call draws with: ``tqdm.auto`` (a widget in Jupyter, text in a terminal), or one that
+    draws nothing (``progress=False``)."""
+    import functools
+
+    from tqdm.auto import tqdm
+
+    return functools.partial(tqdm, disable=not show)
 
 
 def _bar(total: int, desc: str, show: bool):
