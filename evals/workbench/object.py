@@ -381,8 +381,8 @@ class Workbench:
 
         with ResultStore(self.args.db, read_only=True) as st:
             rid = st.resolve_run(run_id)
-        if metric is None:  # the page's rule: the quality metric shown, else the first with values in that run
-            metric = self.quality_metric()[0] if self.last is not None else None
+        # no metric named: the run's own (raced or confirmed on), else its first headline quality metric with values
+        # (plain questions have no f1: issue 83)
         prose, tomls, figures = best_choice(self.args.db, rid, metric)
         return Best(prose, tomls, figures)
 

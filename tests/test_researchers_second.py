@@ -1,0 +1,234 @@
+"""Where researchers work, second pass (issue 83), each item from its repro: `ragwb workbench --edit` typed in a new
+folder, the Workbench object against a real counting 127.0.0.1 model server, a best TOML run from another folder,
+the example notebook copied out of the installation, cost at scale."""
+import json
+import os
+import re
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from evals.cli import main
+from evals.workbench import Applied, Workbench
+from openai_server import Handler, start
+from test_jupyter import plain_folder
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="module")
+def server():
+    srv, url = start()
+    yield url
+    srv.shutdown()
+
+
+def _marimo_argv(port: int) -> list[str]:
+    """The command line of the marimo server listening on ``port`` (read from /proc)."""
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        try:
+            argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        args = [a.decode(errors="replace") for a in argv if a]
+        if "marimo" in " ".join(args[:3]) and "--port" in args and args[args.index("--port") + 1] == str(port):
+            return args
+    return []
+
+
+def _workbench(cwd: Path, *flags: str):
+    from evals.bench.browser import free_port
+
+    port = free_port()
+    proc = subprocess.Popen([sys.executable, "-m", "evals.cli", "workbench", "--headless", "--edit", "--port",
+                             str(port), *flags], cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.time() + 150
+    for line in proc.stdout:
+        if re.match(r"ragwb workbench: http://\S+", line):
+            return proc, port
+        assert time.time() < deadline, "no URL printed"
+    proc.wait(timeout=30)
+    raise AssertionError(f"ragwb workbench --edit exited {proc.returncode}: {proc.stderr.read()[-2000:]}")
+
+
+def _stop(proc):
+    proc.terminate()
+    try:
+        proc.communicate(timeout=30)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+
+
+def test_edit_works_from_a_new_folder_and_keeps_the_users_workspace(tmp_path):
+    """Items 1-2: `mkdir e && cd e && ragwb workbench --edit --headless` exited 1 ("Parent directory does not exist:
+    results/notebooks"); `--edit-dir /abs/nb` put a second workspace at /abs/nb/results."""
+    e = tmp_path / "e"
+    docs = e / "docs"
+    docs.mkdir(parents=True)
+    (docs / "a.md").write_text("# Alpha\n\nAlpha is the first letter.\n")
+    proc, port = _workbench(e, "--dataset", "docs", "--embedder", "hash")
+    try:
+        argv = _marimo_argv(port)
+        assert argv[argv.index("edit") + 1] == str(e / "results" / "notebooks" / "workbench.py"), argv
+        assert argv[argv.index("--workspace") + 1] == str(e / "results"), argv
+        assert argv[argv.index("--dataset") + 1] == str(docs), argv
+    finally:
+        _stop(proc)
+    nb = tmp_path / "nb"
+    proc, port = _workbench(e, "--dataset", "docs", "--embedder", "hash", "--edit-dir", str(nb))
+    try:
+        argv = _marimo_argv(port)
+        # the page reads the user's workspace, not one beside the copy
+        assert argv[argv.index("--workspace") + 1] == str(e / "results"), argv
+        assert (nb / "workbench.py").is_file() and not (nb / "results").exists()
+    finally:
+        _stop(proc)
+
+
+def test_the_object_sends_nothing_before_consent_and_counts_what_it_sends(tmp_path, server, capsys):
+    """Items 4-6: `cost = wb.apply(); cost.calls` raised AttributeError; apply() without send sent GET /v1/models;
+    measure_judge announced 62,485 prompt tokens and sent 64,285 (the chat framing uncounted)."""
+    docs, q = plain_folder(tmp_path)
+    gets, calls = len(Handler.gets), Handler.calls
+    wb = Workbench(str(docs), questions=str(q), workspace=str(tmp_path / "ws"), embedder="hash",
+                   llm=(server, "local-extractive"), progress=False)
+    cost = wb.apply(["chunks"])
+    assert isinstance(cost, Applied) and cost.calls == cost.cost.calls > 0 and not cost.sent
+    assert Handler.gets[gets:] == [] and Handler.calls == calls  # nothing reached the endpoint, not even /models
+    assert "GET /models" in cost.text and "at the send" in cost.text
+    assert "price=['MODEL=IN,OUT']" in cost.text and "--price" not in cost.text  # the object's words
+    done = wb.apply(["chunks"], send=True)
+    assert done.sent and any(p.rstrip("/").endswith("/models") for p in Handler.gets[gets:])
+    # the judge's measurement: the tokens announced are the tokens the endpoint counts (framing included)
+    plan = wb.measure_judge()
+    announced = int(re.search(r"\(([\d,]+) prompt tokens", plan.text).group(1).replace(",", ""))
+    n0 = len(Handler.bodies)
+    capsys.readouterr()
+    wb.measure_judge(send=True)
+    err = capsys.readouterr().err
+    assert "judge llm_faithfulness" not in err  # progress=False: no bar text on stderr (a widget in Jupyter)
+    from rag.tokens import count_tokens
+
+    sent = [json.loads(b) for b in Handler.bodies[n0:]]
+    endpoint = sum(sum(count_tokens(m.get("content") or "") + 3 for m in b["messages"]) + 3 for b in sent)
+    assert len(sent) == plan.calls and announced == endpoint, (announced, endpoint)
+
+
+def test_the_object_picks_a_metric_with_values_and_says_things_plainly(tmp_path, capsys):
+    """Items 3, 7, 8, 9: wb.best(run) failed on plain questions (its default "f1"); race printed ingest lines;
+    notes showed a literal **faithfulness**; the y-axis title was clipped."""
+    docs, q = plain_folder(tmp_path)
+    wb = Workbench(str(docs), questions=str(q), workspace=str(tmp_path / "ws"), embedder="hash", progress=False)
+    wb.apply()
+    metric, note = wb.quality_metric()
+    assert "**" not in note and "&#" not in note and "No quality metric is measured" in note
+    rid = wb.save()
+    best = wb.best(rid)  # no metric named: the first with values in that run, never f1 on plain questions
+    assert best.prose[0].startswith("best on ") and "f1" not in best.prose[0], best.prose
+    capsys.readouterr()
+    got = wb.race("top_k", [1, 2, 4], strategies=["chunks"], metric="question_answer_similarity", batch=10)
+    assert got[0] and capsys.readouterr().err == ""  # the run's log is not the notebook's output
+    fig = wb.figure("question_answer_similarity")
+    assert fig.layout.yaxis.title.text.startswith("question-answer similarity") and "<br>" in \
+        fig.layout.yaxis.title.text and fig.layout.yaxis.automargin
+
+
+def test_cost_at_scale_and_dollars_that_are_not_rounded_to_zero(tmp_path, server):
+    """Items 9 and 20: cost_usd showed 0.000 [0.000, 0.000] where the store held $0.00015 a question; a point's cost
+    on 10,000 questions, "unknown" where the model has no price, "0 (offline)" offline."""
+    docs, q = plain_folder(tmp_path)
+    priced = Workbench(str(docs), questions=str(q), workspace=str(tmp_path / "ws"), embedder="hash",
+                       llm=(server, "local-extractive"), price=["local-extractive=0.5,1"], judge="none",
+                       progress=False)
+    priced.apply(["chunks"], send=True)
+    s = priced.summary()
+    usd = float(s[(s.metric == "cost_usd")]["mean"].iloc[0])
+    assert 0 < usd < 0.001
+    cell = priced.headline().set_index("strategy").loc["chunks", "cost_usd"]
+    assert cell.startswith(f"${usd:.3g} [$"), cell
+    t = priced.projection(10_000).set_index("strategy").loc["chunks"]
+    assert t["dollars x 10,000"] == f"${usd * 10_000:,.2f}"
+    ctx = float(s[(s.metric == "context_tokens")]["mean"].iloc[0])
+    assert t["context_tokens x 10,000"] == int(round(ctx * 10_000))
+    unpriced = Workbench(str(docs), questions=str(q), workspace=str(tmp_path / "ws"), embedder="hash",
+                         llm=(server, "local-extractive"), judge="none", progress=False)
+    unpriced.apply(["chunks"], send=True)
+    assert unpriced.projection(500).loc[0, "dollars x 500"] == "unknown (no price)"
+    offline = Workbench(str(docs), questions=str(q), workspace=str(tmp_path / "ws"), embedder="hash", progress=False)
+    offline.apply(["chunks"])
+    assert offline.projection(3).loc[0, "dollars x 3"] == "0 (offline)"
+    with pytest.raises(ValueError, match="number of questions >= 1"):
+        offline.projection(0)
+
+
+def test_a_best_toml_of_a_folder_runs_from_another_folder(tmp_path, capsys, monkeypatch):
+    """Item 12: a best TOML of a folder dataset with a questions file exited 2 from a new folder ("has no questions
+    to score"): it held no questions path."""
+    docs, q = plain_folder(tmp_path / "mine")
+    monkeypatch.chdir(tmp_path / "mine")
+    assert main(["run", "--dataset", "bees", "--questions", "questions.jsonl", "--embedder", "hash", "--workspace",
+                 "ws", "--no-progress", "--no-report", "--strategies", "chunks", "--set", "chunks.top_k=1,2",
+                 "--run-id", "O"]) == 0
+    other = tmp_path / "other"
+    other.mkdir()
+    assert main(["best", "O", "--workspace", "ws", "--metric", "question_answer_similarity", "--out",
+                 str(other / "best.toml")]) == 0
+    assert f'questions = "{q}"' in (other / "best.toml").read_text()
+    monkeypatch.chdir(other)
+    capsys.readouterr()
+    assert main(["run", "--config", "best.toml", "--embedder", "hash", "--no-progress", "--no-report"]) == 0
+    assert re.search(r"run \S+ \(bees\): 3 items", capsys.readouterr().out)
+
+
+def test_compare_reads_the_judges_metrics(tmp_path, server):
+    """Item 15: Compare left out the judged metrics (66 rows, none llm_)."""
+    from evals.analyze.gate import compare_runs
+    from evals.store import ResultStore
+
+    docs, q = plain_folder(tmp_path)
+    for rid, k in (("A", "1"), ("B", "1,2")):
+        assert main(["run", "--dataset", str(docs), "--questions", str(q), "--embedder", "hash", "--workspace",
+                     str(tmp_path / "ws"), "--no-progress", "--no-report", "--strategies", "chunks", "--set",
+                     f"chunks.top_k={k}", "--llm-base-url", server, "--llm-model", "local-extractive",
+                     "--run-id", rid]) in (0, 7)
+    with ResultStore(tmp_path / "ws" / "results.duckdb", read_only=True) as st:
+        cmp = compare_runs(st, "A", "B")
+    assert {"llm_faithfulness", "answer_relevance"} & set(cmp.metric), sorted(set(cmp.metric))
+
+
+def test_the_example_notebook_comes_out_of_the_installation(tmp_path, capsys):
+    """Item 11: nothing said how to get workbench.ipynb out of an installed wheel."""
+    from rag.ingest.bundled import notebook
+
+    assert main(["workbench", "--example-notebook", str(tmp_path)]) == 0
+    out = tmp_path / "workbench.ipynb"
+    assert out.read_bytes() == notebook("workbench.ipynb").read_bytes()
+    assert main(["workbench", "--example-notebook", str(out)]) == 2
+    assert "the file exists; pass --force" in capsys.readouterr().err
+    link = tmp_path / "link.ipynb"
+    target = tmp_path / "target.txt"
+    target.write_text("keep")
+    link.symlink_to(target)
+    assert main(["workbench", "--example-notebook", str(link), "--force"]) == 0
+    assert target.read_text() == "keep" and not link.is_symlink()  # the link replaced, never followed
+    readme = (ROOT / "README.md").read_text()
+    assert "## Jupyter" in readme and "--example-notebook" in readme and "ipykernel install" in readme
+
+
+def test_a_squad2_session_embeds_nothing_its_vectors_ship(tmp_path):
+    """Item 10: the page said "embedded 1,185 chunks (172.5 chunks/s)" for squad2, whose vectors ship; the CLI
+    said 0. A folder's first open embeds its chunks, and says that many."""
+    from evals import interactive
+
+    assert interactive.open_session("squad2", str(tmp_path / "ws"), "e5").embedded == 0
+    docs, q = plain_folder(tmp_path)
+    seen = []
+    sess = interactive.open_session(str(docs), str(tmp_path / "ws"), "hash", questions=str(q),
+                                    on_progress=lambda n, total: seen.append(n))
+    assert sess.embedded == sum(seen) > 0
+    assert interactive.open_session(str(docs), str(tmp_path / "ws"), "hash", questions=str(q)).embedded == 0
