@@ -58,8 +58,11 @@ def point_toml(run: dict, strategy: str, params: dict, point: str, stats: str) -
     point carried in its params), [index] (every setting of the index the point was evaluated on, defaults too:
     the file reproduces the point while defaults and flags change), [strategies.NAME] (the point's own budgets, so
     the reproduced point has the same parameters and `ragwb gate` pairs it with this one)."""
-    from rag.strategies import get_strategy
+    from rag.strategies import STRATEGIES, get_strategy
 
+    if strategy not in STRATEGIES:  # a deployed system or a logged file's outputs: no budgets to write (said)
+        return (f"# ragwb best: {point} ({stats})\n# {strategy} is not a strategy of this workbench (a deployed "
+                "system or logged outputs measured beside the strategies): there is no budget config to run\n")
     cfg = run.get("config") or {}
     idx = dict((cfg.get("index") or {}).get("chunking") or {})
     emb = (cfg.get("index") or {}).get("embedder") or {}

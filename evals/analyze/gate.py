@@ -187,9 +187,11 @@ def point_error_rates(df: pd.DataFrame) -> dict[str, float]:
 def gate(base: tuple[str, pd.DataFrame], cand: tuple[str, pd.DataFrame], metrics: list[str] | None = None,
          tolerances: dict | None = None, max_error_rate: float = 0.02, aa_noise: bool = False,
          resamples: int = 2000, seed: int = DEFAULT_SEED, allow_missing_points: bool = False,
-         judged_gap: float = JUDGED_GAP, index_differs: str = "") -> dict:
+         judged_gap: float = JUDGED_GAP, index_differs: str = "", budgets: list | None = None) -> dict:
     """``index_differs``: the two runs' index settings differ (``index_difference``); points still pair by
-    question, and the token costs a chunking moves are reported but gated only when ``metrics`` names them."""
+    question, and the token costs a chunking moves are reported but gated only when ``metrics`` names them.
+    ``budgets``: absolute limits [(kind "max"|"min", metric, value)] on the candidate's point means (``check_budgets``).
+    The result's ``exit_code``: 0 passed, 1 a regression or a budget exceeded, 3 the runs are not comparable."""
     asked = set(metrics or ())
     (bds, b), (cds, c) = base, cand
     b, c = with_point_keys(b), with_point_keys(c)
@@ -207,6 +209,7 @@ def gate(base: tuple[str, pd.DataFrame], cand: tuple[str, pd.DataFrame], metrics
     rows = []
     failures, bq, cq, cand_only, base_only = _preflight(b, c, bds, cds, bp, cp, labels, named,
                                                          allow_missing_points, max_error_rate)
+    not_comparable = list(failures[:len(failures) - getattr(failures, "lost", 0)])
     if not metrics:  # the distinct metrics once (a set of 600,000 strings per judged metric took 11 s)
         both = set(c.metric.unique()) & set(b.metric.unique())
         metrics = GATED_DEFAULT + [m for m in JUDGED_GATED if m in both]
@@ -233,7 +236,10 @@ def gate(base: tuple[str, pd.DataFrame], cand: tuple[str, pd.DataFrame], metrics
         if metric.startswith("judged") and (strategy, point) in uncompared:
             continue
         hib = METRICS[metric].higher_is_better if metric in METRICS else True
-        tol = max(_tol(tols, metric, pb["baseline"]), noise.get((strategy, point, metric), 0.0))
+        base_tol, aa = _tol(tols, metric, pb["baseline"]), noise.get((strategy, point, metric), 0.0)
+        tol = max(base_tol, aa)
+        tol_from = ("A/A noise" if aa > base_tol else "file" if metric in (tolerances or {}) or (
+            "default" in (tolerances or {}) and metric not in DEFAULT_TOLERANCES) else "default")
         worse = (pb["high"] < -tol) if hib else (pb["low"] > tol)
         better = (pb["low"] > tol) if hib else (pb["high"] < -tol)
         if index_differs and metric in INDEX_COSTS and metric not in asked:  # a different index moves its costs
@@ -244,17 +250,84 @@ def gate(base: tuple[str, pd.DataFrame], cand: tuple[str, pd.DataFrame], metrics
         rows.append({"strategy": strategy, "point": point, "metric": metric, "n": pb["n"],
                      "baseline": pb["baseline"], "candidate": pb["candidate"], "delta": pb["delta"],
                      "low": pb["low"], "high": pb["high"], "tolerance": tol,
-                     "direction": "higher" if hib else "lower", "verdict": verdict})
+                     "direction": "higher" if hib else "lower", "verdict": verdict, "tolerance_from": tol_from})
         if worse:
             failures.append(f"{strategy} [{point}] {metric}: delta {pb['delta']:+.4f} "
                             f"(95% CI {pb['low']:+.4f} .. {pb['high']:+.4f}) beyond tolerance {tol:.4f}")
+    checked = check_budgets(c, budgets or [])
+    failures += [budget_line(x) for x in checked if x["verdict"] == "OVER BUDGET"]
     return {"passed": not failures, "failures": failures, "warnings": warnings, "rows": rows,
+            "budgets": checked, "not_comparable": not_comparable,
+            "exit_code": 3 if not_comparable else (0 if not failures else 1),
             "index_difference": index_differs,
             "error_rates": {"baseline": error_rate(b), "candidate": error_rate(c)},
             "coverage": {"points_compared": len(bp & cp), "candidate_points": len(cp), "baseline_points": len(bp),
                          "candidate_only": [named(k) for k in cand_only],
                          "baseline_only": [named(k) for k in base_only],
                          "questions_compared": len(shared)}}
+
+
+class _Failures(list):
+    """The preflight's failures: the runs' comparability (exit 3) first, then ``lost`` points over the cap (exit 1)."""
+    lost = 0
+
+
+BUDGET_KINDS = ("max", "min")
+
+
+def parse_budgets(maxes: list[str] | None, mins: list[str] | None) -> list[tuple]:
+    """``--max METRIC=VALUE`` / ``--min METRIC=VALUE`` as [(kind, metric, value)]; a bad value or an unknown
+    metric is a ValueError in one line."""
+    out = []
+    for kind, given in (("max", maxes or []), ("min", mins or [])):
+        for text in given:
+            metric, sep, value = str(text).partition("=")
+            metric = metric.strip()
+            if not sep or not metric:
+                raise ValueError(f"--{kind} takes METRIC=VALUE (e.g. --{kind} cost_usd=0.002), got {text!r}")
+            if metric not in METRICS:
+                raise ValueError(f"--{kind} {text}: unknown metric {metric!r}; valid: {', '.join(sorted(METRICS))}")
+            try:
+                v = float(value)
+            except ValueError:
+                raise ValueError(f"--{kind} {text}: {value!r} is not a number") from None
+            if not np.isfinite(v):
+                raise ValueError(f"--{kind} {text}: the limit must be a finite number")
+            out.append((kind, metric, v))
+    return out
+
+
+def check_budgets(c: pd.DataFrame, budgets: list, resamples: int = 2000,
+                  seed: int = DEFAULT_SEED) -> list[dict]:
+    """Each budget on each candidate point's mean (per question, over repeats) with its 95% bootstrap interval: OVER
+    BUDGET when the whole interval is beyond the limit, "within" when the whole interval is inside, else "unsure"
+    (the interval straddles the limit: more questions would tell); a point with no value is "no value"."""
+    from evals.stats import bootstrap_ci
+
+    out = []
+    for kind, metric, limit in budgets:
+        sub = c[(c.metric == metric) & (c.status == "ok")]
+        points = c.drop_duplicates("point_key")[["point_key", "strategy", "point_label"]]
+        for _, p in points.iterrows():
+            v = sub[sub.point_key == p.point_key].groupby("question_id")["value"].mean().to_numpy(float)
+            row = {"strategy": p.strategy, "point": p.point_label, "metric": metric, "kind": kind, "limit": limit,
+                   "n": int(len(v))}
+            if not len(v):
+                out.append({**row, "mean": float("nan"), "low": float("nan"), "high": float("nan"),
+                            "verdict": "no value"})
+                continue
+            _, lo, hi = bootstrap_ci(v, n_resamples=resamples, seed=seed)
+            beyond = lo > limit if kind == "max" else hi < limit
+            inside = hi <= limit if kind == "max" else lo >= limit
+            out.append({**row, "mean": float(v.mean()), "low": float(lo), "high": float(hi),
+                        "verdict": "OVER BUDGET" if beyond else "within" if inside else "unsure"})
+    return out
+
+
+def budget_line(b: dict) -> str:
+    rel = "at most" if b["kind"] == "max" else "at least"
+    return (f"{b['strategy']} [{b['point']}] {b['metric']}: mean {b['mean']:.6g} (95% CI {b['low']:.6g} .. "
+            f"{b['high']:.6g}, n={b['n']}) against a budget of {rel} {b['limit']:g}: {b['verdict']}")
 
 
 def _preflight(b, c, bds, cds, bp: set, cp: set, labels: dict, named, allow_missing_points: bool,
@@ -277,12 +350,14 @@ def _preflight(b, c, bds, cds, bp: set, cp: set, labels: dict, named, allow_miss
         failures.append(f"{len(cand_only)} of {len(cp)} candidate points have no baseline to compare with: "
                         + "; ".join(named(k) for k in cand_only[:10]) + (" ..." if len(cand_only) > 10 else "")
                         + " (pass --allow-missing-points to gate only the shared ones)")
+    failures = _Failures(failures)  # the comparability failures first; the points that lost items counted after
     for name, df in (("baseline", b), ("candidate", c)):
         for k, r in sorted(point_error_rates(df).items(), key=lambda kv: -kv[1]):
             if r > max_error_rate:
                 sub = df[(df.point_key == k) & ~df.status.isin(NOT_FAILURES)]
                 failures.append(f"{name} point {labels.get(k, k)} lost {r:.1%} of its items (cap "
                                 f"{max_error_rate:.1%}): {sub.status.value_counts().to_dict()}")
+                failures.lost += 1
     return failures, bq, cq, cand_only, base_only
 
 
@@ -341,6 +416,9 @@ def to_markdown(res: dict, base_name: str, cand_name: str) -> str:
         lines += ["**Failures**", ""] + [f"- {f}" for f in res["failures"]] + [""]
     if res.get("warnings"):
         lines += ["**Not compared**", ""] + [f"- {w}" for w in res["warnings"]] + [""]
+    if res.get("budgets"):  # every budget, met or not (the exceeded ones are failures above too)
+        lines += ["**Budgets** (the candidate's point means, 95% intervals)", ""] + [
+            f"- {budget_line(b)}" for b in res["budgets"]] + [""]
     if any(r["metric"] == "faithfulness" for r in res["rows"]):
         from evals.score.support import support_caption
         lines += [f"_faithfulness (offline): {support_caption()}_", ""]
@@ -381,6 +459,13 @@ def _only(frame: tuple, keep: list | None) -> tuple:
 
 
 def main_gate(a) -> int:
+    res, bname, cid, _ = run_gate(a)
+    return res["exit_code"] if res is not None else 0
+
+
+def run_gate(a):
+    """The gate as the CLI asks it: (result, baseline name, candidate id, candidate run) after writing the Markdown
+    and the JSON verdict; (None, ...) for --write-baseline. Every output path is checked before the gate runs."""
     db = a.db or Path(a.workspace) / "results.duckdb"
     part = getattr(a, "questions", "tune")
     with ResultStore(db, read_only=True) as st:
@@ -398,7 +483,7 @@ def main_gate(a) -> int:
         crun = st.run(cid)
         if a.write_baseline:
             print(write_baseline(a.write_baseline, cand[0], cand[1], cid, crun))
-            return 0
+            return None, "", cid, crun
         if not a.baseline:
             raise ValueError("--baseline is required (a run id or a baseline file)")
         if Path(a.baseline).is_file():  # the file carries its run's index (one written before it did: none said)
@@ -429,7 +514,8 @@ def main_gate(a) -> int:
         with open(a.tolerances, "rb") as f:
             tols = tomllib.load(f).get("tolerances", {})
     res = gate(base, cand, a.metrics, tols, a.max_error_rate, a.aa_noise, a.resamples, a.seed,
-               a.allow_missing_points, a.judged_gap, index_differs=differs)
+               a.allow_missing_points, a.judged_gap, index_differs=differs,
+               budgets=getattr(a, "budgets", None) or [])
     md = to_markdown(res, bname, cid)
     print(md)
     if a.markdown:
@@ -437,4 +523,4 @@ def main_gate(a) -> int:
     out = Path(a.json_out) if a.json_out else Path(a.workspace) / "gate.json"
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(res, indent=2, default=float))
-    return 0 if res["passed"] else 1
+    return res, bname, cid, crun

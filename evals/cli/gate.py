@@ -3,16 +3,38 @@ from __future__ import annotations
 
 
 def cmd_gate(a) -> int:
-    from evals.analyze.gate import main_gate
+    """The gate, then what CI reads: JUnit (--junit), the pull-request comment (--comment), and inside GitHub
+    Actions its annotations and step summary (docs/gate.md). Every output path and budget is checked first."""
+    from evals.analyze.gate import parse_budgets, run_gate
+    from evals.report import ci
 
-    return main_gate(a)
+    a.budgets = parse_budgets(a.max, a.min)  # a bad budget: one line, exit 2, before any run is read
+    junit = ci.check_out_path(a.junit, "--junit")
+    comment = ci.check_out_path(a.comment, "--comment")
+    ci.check_out_path(a.markdown, "--markdown")
+    res, bname, cid, crun = run_gate(a)
+    if res is None:  # --write-baseline
+        return 0
+    if junit is not None:
+        ci.write_text(junit, ci.junit_xml(res, bname, cid, (crun or {}).get("git_commit")))
+    if comment is not None:
+        ci.write_text(comment, ci.comment(res, bname, cid, a.report_url))
+    ci.github_outputs(res, bname, cid)  # nothing outside GitHub Actions
+    return res["exit_code"]
 
 
 def add_gate(sub) -> None:
+    import argparse
+
     s = sub.add_parser("gate", help="CI regression gate with paired bootstrap intervals",
+                       formatter_class=argparse.RawDescriptionHelpFormatter,
                        description="Compare a candidate run against a baseline (run id or committed baseline "
-                       "file) per strategy and metric; exit 1 on a regression beyond tolerance, too many non-ok "
-                       "statuses, or different question sets.")
+                       "file) per strategy and metric, and check absolute budgets (--max/--min).\n\nexit codes:\n"
+                       "  0  passed\n  1  a regression beyond tolerance, a budget exceeded, or a point that lost too "
+                       "many items\n  2  a usage error (a flag, a file, a run id)\n  3  the runs are not comparable "
+                       "(other datasets, other question sets, candidate points without a baseline)\n\n"
+                       "CI outputs (docs/gate.md): --junit FILE, --comment FILE, --markdown FILE, --json FILE; inside "
+                       "GitHub Actions also ::error/::warning annotations and the step summary ($GITHUB_STEP_SUMMARY).")
     add_gate_args(s)
     s.set_defaults(fn=cmd_gate)
 
@@ -45,5 +67,17 @@ def add_gate_args(p) -> None:
                    help="a run with confirm questions (ragwb run --confirm): gate on its tune part (default, as every "
                         "reader), on its confirm part (the questions no tuning saw: the candidate's, else the "
                         "baseline's), or on all")
+    p.add_argument("--max", action="append", default=None, metavar="METRIC=VALUE",
+                   help="an absolute budget on every candidate point (repeatable), e.g. --max cost_usd=0.002 --max "
+                        "context_tokens=6000: a point fails when its whole 95%% interval is above it")
+    p.add_argument("--min", action="append", default=None, metavar="METRIC=VALUE",
+                   help="a floor, e.g. --min evidence_recall=0.8: a point fails when its whole 95%% interval is below")
+    p.add_argument("--junit", default=None, metavar="FILE",
+                   help="JUnit XML: a testsuite per strategy x point, a testcase per metric and budget (GitLab, "
+                        "Jenkins, Azure DevOps, CircleCI and GitHub test-report actions read it)")
+    p.add_argument("--comment", default=None, metavar="FILE",
+                   help="a pull-request comment body (at most 65,000 characters): the verdict, the failing rows and "
+                        "a line for the report (--report-url)")
+    p.add_argument("--report-url", default=None, metavar="URL", help="the report artifact's link for --comment")
     p.add_argument("--workspace", default="results", help="workspace folder (default: results)")
     p.add_argument("--db", default=None, help="DuckDB file (default: WORKSPACE/results.duckdb)")
