@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from . import agreement, bench, best, catalog, gate, generate, ingest, judge, report, results, route, run, workbench
+from . import agreement, bench, best, catalog, ci, gate, generate, ingest, judge, report, results, route, run, workbench
 
 EPILOG = """examples:
   ragwb ingest squad2                       # bundled SQuAD 2.0 set into results/lancedb
@@ -23,7 +23,7 @@ EPILOG = """examples:
 COMMANDS = [ingest.add_ingest, run.add_run, run.add_score, results.add_runs, results.add_show, results.add_compare,
             route.add_route, best.add_best, results.add_export, report.add_report, ingest.add_search, catalog.add_strategies,
             catalog.add_metrics, agreement.add_score_claims, agreement.add_agreement, catalog.add_memory,
-            judge.add_judge, generate.add_generate, gate.add_gate, workbench.add_workbench, bench.add_bench]
+            judge.add_judge, generate.add_generate, gate.add_gate, ci.add_ci, workbench.add_workbench, bench.add_bench]
 
 
 def build_parser() -> argparse.ArgumentParser:
