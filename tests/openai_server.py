@@ -101,13 +101,30 @@ def _stems(text: str) -> set:
     return {w[:4] for w in re.findall(r"[a-z]+", text.lower()) if len(w) > 3 and w not in _JUDGE_STOP}
 
 
-def judge_reply(system: str, user: str) -> str | None:
+def _lookalike_obeys(user: str) -> bool:
+    """``lookalike-judge``: a judge that reads what a block holds as a person would, so any spelling of a closing tag
+    (an entity, escaped once or twice, fullwidth letters, a zero-width character inside) ends the block for it, and an instruction after it
+    is outside the fence and obeyed (issue 85). A neutralised ``</_data`` closes nothing."""
+    import html
+    import unicodedata
+
+    seen = re.sub("[\u200b-\u200f\u2060\ufeff\u00ad]", "", unicodedata.normalize("NFKC", html.unescape(html.unescape(user))))
+    inner = re.sub(r'<data id="[0-9a-f]+">\n', "\x00OPEN", re.sub(r'\n</data id="[0-9a-f]+">', "\x00SHUT", seen))
+    for block in inner.split("\x00OPEN")[1:]:
+        body = block.split("\x00SHUT")[0]
+        m = re.search(r"</\s*data\b[^>]*>", body, re.I)
+        if m and PLANTED.search(body[m.end():]):
+            return True
+    return False
+
+
+def judge_reply(system: str, user: str, model: str = "") -> str | None:
     """The deterministic judge and autorater, whichever model is named (a run's judge defaults to its answer model):
     recognised from the judge's system prompt. Faithfulness: a statement is supported when 60% of its content words
     are in the context; answer relevance: the share of the question's content words in the answer (>= 0.5: 3,
     >= 0.25: 2, > 0: 1, else 0); sufficiency: 60% of the question's content words in the context. None: not a judge
     prompt."""
-    obey = _planted_outside_the_fences(system, user)
+    obey = _planted_outside_the_fences(system, user) or (model == "lookalike-judge" and _lookalike_obeys(user))
     user = _unfenced(user)
     if system.startswith("You check whether statements are supported"):
         ctx = re.search(r"Context:\n(.*?)\n\nStatements:\n", user, re.S)
@@ -384,8 +401,10 @@ class Handler(BaseHTTPRequestHandler):
         msgs = req.get("messages", [])
         sysmsg = next((m.get("content") or "" for m in msgs if m.get("role") == "system"), "")
         # echo-judge: a judge that echoes its prompt's last line (as Gemma 3 270M did), never a verdict
-        judged = (judge_reply(sysmsg, msgs[-1].get("content") or "") if isinstance(sysmsg, str)
+        judged = (judge_reply(sysmsg, msgs[-1].get("content") or "", model) if isinstance(sysmsg, str)
                   and model != "echo-judge" else None)
+        if judged is not None and model == "fail-marked-judge" and "ZZFAIL" in (msgs[-1].get("content") or ""):
+            judged = "I think it is fine."  # prose, no verdict: a parse_error on exactly the marked items
         if judged is not None and model == "noisy-judge":  # a sampled judge: every second verdict turned over
             with Handler.lock:
                 Handler.noisy += 1

@@ -125,12 +125,13 @@ def health_lines(scores: pd.DataFrame, warn_share: float = 0.2) -> list[str]:
 
     # the judges' rows picked once for the two readers of them (a jury's rows are picked by jury_lines)
     judged = scores[scores["metric"].isin(list(JUDGE_METRICS))] if scores is not None and len(scores) else scores
-    lines = ([h.line() for h in judge_health(judged) if h.failed and h.share > warn_share] + flip_lines(judged)
+    lines = ([h.line() for h in judge_health(judged) if h.failed and h.share >= warn_share - 1e-12] + flip_lines(judged)
              + jury_lines(scores))
     flagged = flagged_items(scores)
     if flagged:
-        lines.append(f"judge inputs that address the grader (a planted instruction to rate, ignore the rubric or mark "
-                     f"supported; fenced as data, so not obeyed): {sum(flagged.values()):,} item(s): "
+        # what is known, never "not obeyed": the text was fenced as data, and a judge may still follow it
+        lines.append(f"{sum(flagged.values()):,} item(s) contain text addressed to the grader (an instruction to rate, "
+                     "ignore the rubric or mark supported); it was fenced as data, but their values may be steered: "
                      + ", ".join(f"{p} {n}" for p, n in sorted(flagged.items())))
     return lines
 

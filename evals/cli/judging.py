@@ -23,8 +23,11 @@ def jury_models(a, judge) -> tuple:
     return models
 
 
+WARN_SHARE = 0.2  # a judge failing on this share of its items or more is warned (show, the report, the run)
+
+
 def failed_judges(a, run_id: str) -> bool:
-    """Say each judge that failed on more than a fifth of its items (its share and commonest reply shape); True when
+    """Say each judge that failed on a fifth or more of its items (its share and commonest reply shape); True when
     one failed on more than --max-judge-failures of them, or on every item (the run then exits 7)."""
     from evals.analyze.judge_health import judge_health, over_threshold
     from evals.store import ResultStore
@@ -32,7 +35,7 @@ def failed_judges(a, run_id: str) -> bool:
     with ResultStore(a.db or Path(a.workspace) / "results.duckdb", read_only=True) as st:
         scores = st.scores(run_id)
     for h in judge_health(scores):
-        if h.failed and h.share > 0.2:
+        if h.failed and h.share >= WARN_SHARE - 1e-12:  # "a fifth or more" (--help): 1 of 5 is warned (issue 85)
             print(f"ragwb run: warning: run {run_id}: {h.line()}; its metric shows n beside each value", file=sys.stderr)
     from evals.analyze.judge_health import flip_lines
 

@@ -291,5 +291,6 @@ def support_caption() -> str:
     cv = load_model().get("cv", {})
     return (f"Offline faithfulness is NOT validated: {held}; cross-validated AUROC on its development data "
             f"{cv.get('expertqa_auroc', float('nan')):.2f} (ExpertQA) and {cv.get('ragtruth_auroc', float('nan')):.2f} "
-            "(RAGTruth sentences). Read its differences as indicative only; an LLM judge "
-            "(on by default with --llm-base-url, or --judge-base-url) is the validated option.")
+            "(RAGTruth sentences). Read its differences as indicative only. An LLM judge (on by default with "
+            "--llm-base-url, or --judge-base-url) is trusted only as far as its own agreement with people, measured "
+            "by `ragwb agreement` and printed beside its values ('not measured' until then).")
