@@ -30,6 +30,7 @@ class AnswerPlan:
     judge_cached: int = 0
     judge_bound: int = 0  # of judge_calls, the ones that read an answer not known yet (so "up to")
     judge_model: str = ""
+    jurors: int = 0  # a jury: its jurors (the line says each one's calls)
     judge_dollars: float = 0.0
     judge_price_known: bool = True
     judge_each: dict = field(default_factory=dict)  # judge name -> its calls (new or not known yet)
@@ -56,7 +57,9 @@ class AnswerPlan:
         if self.judge_calls or self.judge_cached:
             up = "up to " if self.judge_bound else ""
             each = ", ".join(f"{n} {c:,}" for n, c in self.judge_each.items() if c)
-            parts.append(f"{up}{self.judge_calls:,} judge call(s) to {self.judge_model} ("
+            model = (self.judge_model[:-1] + f"; {up}{self.judge_calls // self.jurors:,} each)"
+                     if self.jurors and self.judge_model.endswith(")") else self.judge_model)
+            parts.append(f"{up}{self.judge_calls:,} judge call(s) to {model} ("
                          + (f"{each}; " if each else "") + "sufficiency only where no gold evidence decides it; "
                          + f"{dollars_text(self.judge_dollars, self.judge_price_known, 'up to ')})"
                          + (f", {self.judge_cached:,} already in the response cache (free)" if self.judge_cached else ""))
@@ -124,6 +127,7 @@ def count_judges(plan: AnswerPlan, ev, q, answer: str | None, contexts: list[str
 
     jc = ev.judges[0].client
     jurors = getattr(ev.judges[0], "jurors", None)  # a jury: every juror named, never only the first
+    plan.jurors = len(jurors) if jurors else 0
     plan.judge_model = (f"a jury of {len(jurors)} ({', '.join(j.client.cfg.model for j in jurors)})" if jurors
                         else jc.cfg.model)
     plan.judge_price_known = price_known(jc.cfg.model, jc.prices)

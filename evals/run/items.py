@@ -313,7 +313,9 @@ class RunParts:
     workers: int
 
     def clients(self) -> list:
-        return list({id(c): c for c in [self.llm] + [j.client for j in self.judges] if c is not None}.values())
+        # a jury's every juror: its calls are the run's too (issue 85: a two-model jury counted only the first)
+        judged = [c for j in self.judges for c in [j.client] + [x.client for x in getattr(j, "jurors", ())]]
+        return list({id(c): c for c in [self.llm] + judged if c is not None}.values())
 
 
 def build_parts(cfg: RunConfig, ws: Workspace, index: str, limiter_for=None) -> RunParts:

@@ -337,7 +337,8 @@ def run_spend(cfg: RunConfig, plan: RunPlan, done: set | None = None, ws=None) -
         each = {n: per * (auto if n == "llm_context_sufficiency" else shapes) for n in run_judges(cfg)}
         spend.judge_calls = sum(each.values())
         ragas = " (a ragas judge makes several an item)" if any(n.startswith("ragas") for n in each) else ""
-        who = (f"a jury of {len(cfg.jury)} ({', '.join(cfg.jury)})" if cfg.jury else cfg.judge.model)
+        who = (f"a jury of {len(cfg.jury)} ({', '.join(cfg.jury)}; up to {spend.judge_calls // len(cfg.jury):,} "
+               "each)" if cfg.jury else cfg.judge.model)
         spend.judge_line = (f"up to {spend.judge_calls:,} judge call(s) to {who} ("
                             + ", ".join(f"{n} {c:,}" for n, c in each.items())
                             + f"{ragas}; none for an abstention; {price_text(cfg.judge.model, cfg.prices)})")

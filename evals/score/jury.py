@@ -48,6 +48,11 @@ class Jury:
         ok = [(m, s.value) for m, s in got if s.status == "ok" and s.value is not None]
         said = "; ".join(f"juror {m} " + (f"{s.value:g}" if s.status == "ok" and s.value is not None else s.status)
                          for m, s in got)
+        # a juror's flag (its input addresses the grader) stays with the jury's verdict (issue 85: it was dropped)
+        from .judge_io import FLAG_NOTE
+
+        flag = next((s.detail[s.detail.index(FLAG_NOTE):] for _, s in got if FLAG_NOTE in (s.detail or "")), "")
+        said += f"; {flag}" if flag else ""
         if not ok:
             return Score(None, got[0][1].status, f"jury of {len(got)}: no usable verdict ({said})")
         values = [v for _, v in ok]
