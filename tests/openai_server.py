@@ -403,6 +403,10 @@ class Handler(BaseHTTPRequestHandler):
         # echo-judge: a judge that echoes its prompt's last line (as Gemma 3 270M did), never a verdict
         judged = (judge_reply(sysmsg, msgs[-1].get("content") or "", model) if isinstance(sysmsg, str)
                   and model != "echo-judge" else None)
+        if judged is not None and model == "constant-judge":  # one verdict whatever it reads: agreement at chance
+            d = json.loads(judged)
+            judged = json.dumps({k: ([1] * len(v) if isinstance(v, list) else 3 if k == "relevance" else 1)
+                                 for k, v in d.items()})
         if judged is not None and model == "fail-marked-judge" and "ZZFAIL" in (msgs[-1].get("content") or ""):
             judged = "I think it is fine."  # prose, no verdict: a parse_error on exactly the marked items
         if judged is not None and model == "noisy-judge":  # a sampled judge: every second verdict turned over

@@ -133,3 +133,31 @@ def test_a_jury_counts_every_jurors_calls_and_keeps_the_flag(server, tmp_path, c
     assert main(["show", "JY", "--workspace", str(tmp_path / "ws")]) == 0
     shown = capsys.readouterr().out
     assert "contain text addressed to the grader" in shown and "may be steered" in shown
+
+
+def test_a_judge_at_chance_decides_nothing_without_trust_judge(server, tmp_path, capsys):
+    """Item 9: a constant judge measured by `ragwb agreement` sits at chance; its metric is marked where it shows
+    (show: the same agreement line the report and the page print) and refused as a deciding metric by best, gate and
+    a race, unless --trust-judge."""
+    ws = tmp_path / "ws"
+    assert main(["agreement", "--judge-base-url", server, "--judge-model", "constant-judge", "--judges",
+                 "llm_faithfulness", "--limit", "60", "--workspace", str(ws)]) == 0
+    capsys.readouterr()
+    docs, q = herons(tmp_path, ["Where do herons nest?", "What do herons eat?", "Where is the lake?"])
+    base = ["run", "--dataset", str(docs), "--questions", str(q), "--embedder", "hash", "--workspace", str(ws),
+            "--llm-base-url", server, "--llm-model", "local-extractive", "--judge-base-url", server, "--judge-model",
+            "constant-judge", "--judges", "llm_faithfulness", "--yes", "--no-progress", "--no-report"]
+    assert main([*base, "--strategies", "chunks", "--set", "chunks.top_k=1,2", "--run-id", "CH"]) == 0
+    capsys.readouterr()
+    assert main(["show", "CH", "--workspace", str(ws)]) == 0
+    assert "this judge agrees with people at chance: its values do not rank points" in capsys.readouterr().out
+    assert main(["best", "CH", "--metric", "llm_faithfulness", "--workspace", str(ws)]) == 2
+    assert "at chance" in capsys.readouterr().err
+    assert main(["best", "CH", "--metric", "llm_faithfulness", "--workspace", str(ws), "--trust-judge"]) == 0
+    assert main(["best", "CH", "--metric", "context_tokens", "--workspace", str(ws)]) == 0  # other metrics decide
+    capsys.readouterr()
+    assert main(["gate", "--baseline", "CH", "--candidate", "CH", "--metrics", "llm_faithfulness", "--workspace",
+                 str(ws)]) == 2
+    assert "at chance" in capsys.readouterr().err
+    assert main([*base, "--strategies", "chunks", "--set", "chunks.top_k=1,2", "--race", "llm_faithfulness"]) == 2
+    assert "at chance" in capsys.readouterr().err

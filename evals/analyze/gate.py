@@ -499,6 +499,14 @@ def run_gate(a):
                                     crun.get("index_built")) if brun.get("config") else "")
     if a.metrics is not None:  # "f1,faithfulness" as `score --metrics` takes it, or "f1 faithfulness"
         a.metrics = [m.strip() for x in a.metrics for m in x.split(",") if m.strip()]
+    if a.metrics and not getattr(a, "trust_judge", False):  # a judge at chance decides nothing (issue 85)
+        from .summary import chance_judged
+
+        with ResultStore(db, read_only=True) as st:
+            why = chance_judged(crun, Path(st.path).parent)
+        bad = [why[m] for m in a.metrics if m in why]
+        if bad:
+            raise ValueError(f"--metrics: {bad[0]}")
     if a.metrics is not None:  # a mistyped metric in CI would gate nothing: every name must be known and scored
         scored = set(cand[1]["metric"].unique()) | set(base[1]["metric"].unique())
         unknown = [m for m in a.metrics if m not in METRICS and m not in scored]

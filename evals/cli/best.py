@@ -18,6 +18,12 @@ def cmd_best(a) -> int:
         raise ValueError(f"--min-effect must be a difference above 0, got {a.min_effect}")
     with open_store(a) as st:
         rid = st.resolve_run(a.run)
+        if not a.trust_judge:  # a judge at chance ranks nothing: it does not pick a point (issue 85)
+            from evals.analyze.summary import chance_judged
+
+            why = chance_judged(st.run(rid), Path(st.path).parent).get(a.metric)
+            if why:
+                raise ValueError(f"--metric {a.metric}: {why}")
         choice = choose(st, rid, a.metric, a.max_context_tokens, a.race_cost, a.min_effect)
     if a.json:
         import json
@@ -69,5 +75,8 @@ def add_best(sub) -> None:
                         "an existing file is refused without --force")
     s.add_argument("--force", action="store_true", help="--out may replace an existing file (a link is replaced "
                                                         "itself, never followed)")
+    s.add_argument("--trust-judge", action="store_true",
+                   help="choose on an LLM-judged metric even when its judge's stored agreement with people is at "
+                        "chance (refused by default: such values do not rank points)")
     add_store_args(s)
     s.set_defaults(fn=cmd_best)

@@ -79,5 +79,8 @@ def add_gate_args(p) -> None:
                    help="a pull-request comment body (at most 65,000 characters): the verdict, the failing rows and "
                         "a line for the report (--report-url)")
     p.add_argument("--report-url", default=None, metavar="URL", help="the report artifact's link for --comment")
+    p.add_argument("--trust-judge", action="store_true",
+                   help="gate on an LLM-judged metric (--metrics) even when its judge's stored agreement with people "
+                        "is at chance (refused by default)")
     p.add_argument("--workspace", default="results", help="workspace folder (default: results)")
     p.add_argument("--db", default=None, help="DuckDB file (default: WORKSPACE/results.duckdb)")

@@ -201,6 +201,16 @@ def cmd_run(a) -> int:
     if a.resume and (a.confirm is not None or a.confirm_metric or a.confirm_seed is not None):
         raise ValueError("--confirm with --resume: a run keeps the confirm part it started with (drop --confirm*)")
     confirm = confirm_config(a.confirm, a.confirm_seed, a.confirm_metric, race)
+    decides = (race or {}).get("metric") or (confirm or {}).get("metric")
+    if decides and judge is not None and not a.trust_judge:  # a judge at chance decides no race (issue 85)
+        from evals.analyze.summary import chance_judged
+
+        names = tuple(dict.fromkeys(a.judges or DEFAULT_LLM_JUDGES))
+        why = chance_judged({"config": {"judge": judge.public(), "judges": list(names), "judge_repeats":
+                                        a.judge_repeats, "jury": list(jury_models(a, judge) or ())}},
+                            a.workspace).get(decides)
+        if why:
+            raise ValueError(f"--race/--confirm-metric {decides}: {why}")
     status, declined = 0, 0
     run_ids, done_runs = [], []
     from evals.run.engines import get_run_engine
@@ -474,6 +484,9 @@ def add_run(sub) -> None:
                    help="keep the quality/cost Pareto front: a point also leaves when a cheaper one (context tokens) "
                         "is at least as good within TOLERANCE (e.g. 0.02)")
     r.add_argument("--race-seed", type=int, default=None, help="seed of the question order (0)")
+    r.add_argument("--trust-judge", action="store_true",
+                   help="race (or confirm) on an LLM-judged metric even when its judge's stored agreement with people "
+                        "is at chance (refused by default: such values do not rank points)")
     c = s.add_argument_group("confirm questions (docs/sweeps.md, Confirm questions)")
     c.add_argument("--confirm", default=None, metavar="SHARE|N",
                    help="set aside a share (0 < SHARE < 1) or N questions by a seeded hash of the question id; the "

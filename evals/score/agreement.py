@@ -334,8 +334,21 @@ def check_measurable(judges) -> None:
                              f"would store them under its name (valid: {', '.join(MEASURABLE)})")
 
 
+AT_CHANCE = "this judge agrees with people at chance: its values do not rank points"
+
+
+def at_chance(workspace, name: str, model: str, base_url: str | None, settings: dict | None = None) -> bool:
+    """Whether this judge's stored agreement with people has chance (0.50) inside its 95% interval (issue 85: a
+    judge at chance ranks nothing; best, race and gate refuse it as a deciding metric without --trust-judge)."""
+    ident = judge_identity(name, model, base_url, settings)
+    hit = next((e for e in reversed(stored_agreements(workspace)) if e.get("identity") == ident), None)
+    figure = _stored_figure(hit) if hit is not None else None
+    return isinstance(figure, tuple) and figure[1] <= 0.5
+
+
 def agreement_line(workspace, name: str, model: str, base_url: str | None, settings: dict | None = None) -> str:
-    """"judge M: balanced accuracy 0.71 [0.66, 0.76] on 400 labelled claims", or why there is no figure."""
+    """"judge M: balanced accuracy 0.71 [0.66, 0.76] on 400 labelled claims", or why there is no figure; a judge
+    whose interval holds chance is said to rank nothing, in a newcomer's words."""
     ident = judge_identity(name, model, base_url, settings)
     hit = next((e for e in reversed(stored_agreements(workspace)) if e.get("identity") == ident), None)
     if hit is not None:
@@ -345,11 +358,12 @@ def agreement_line(workspace, name: str, model: str, base_url: str | None, setti
         ba, lo, hi, n, when = figure
         from .agreement_sets import LABEL_SOURCES
 
+        chance = f"; {AT_CHANCE}" if lo <= 0.5 else ""
         if name in SUPPORT_LABELLED:
             return (f"{name} judged by {model}: balanced accuracy {ba:.2f} [{lo:.2f}, {hi:.2f}] on {n:,} labelled "
-                    f"claims (chance 0.50; ExpertQA, human support labels; measured {when})")
+                    f"claims (chance 0.50; ExpertQA, human support labels; measured {when}){chance}")
         return (f"{name} judged by {model}: balanced accuracy {ba:.2f} [{lo:.2f}, {hi:.2f}] on {n:,} labelled items "
-                f"(chance 0.50; {LABEL_SOURCES[name]}; measured {when})")
+                f"(chance 0.50; {LABEL_SOURCES[name]}; measured {when}){chance}")
     if name in MEASURABLE:
         from rag.llm.urls import redact_url
 
