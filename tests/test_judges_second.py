@@ -161,3 +161,25 @@ def test_a_judge_at_chance_decides_nothing_without_trust_judge(server, tmp_path,
     assert "at chance" in capsys.readouterr().err
     assert main([*base, "--strategies", "chunks", "--set", "chunks.top_k=1,2", "--race", "llm_faithfulness"]) == 2
     assert "at chance" in capsys.readouterr().err
+
+
+def test_the_repeats_hint_can_be_followed_and_clears_the_line(server, tmp_path, capsys):
+    """Item 6: with --judge-repeats, show said "agreement not measured (ragwb agreement ... --judges X)", and
+    `ragwb agreement` took no repeats, so following the hint never cleared the line. Now the hint names the repeats,
+    agreement takes them, and the figure lands on the run's judge identity."""
+    ws = tmp_path / "ws"
+    docs, q = herons(tmp_path, ["Where do herons nest?", "What do herons eat?"])
+    assert main(["run", "--dataset", str(docs), "--questions", str(q), "--embedder", "hash", "--workspace", str(ws),
+                 "--llm-base-url", server, "--llm-model", "local-extractive", "--judges", "llm_faithfulness",
+                 "--judge-repeats", "2", "--strategies", "chunks", "--yes", "--no-progress", "--no-report",
+                 "--run-id", "R2"]) == 0
+    capsys.readouterr()
+    assert main(["show", "R2", "--workspace", str(ws)]) == 0
+    hint = re.search(r"agreement not measured \((ragwb agreement [^)]*)\)", capsys.readouterr().out).group(1)
+    assert "--judge-repeats 2" in hint
+    argv = hint.split()[1:] + ["--limit", "40", "--workspace", str(ws)]
+    assert main(argv) == 0
+    capsys.readouterr()
+    assert main(["show", "R2", "--workspace", str(ws)]) == 0
+    out = capsys.readouterr().out
+    assert "llm_faithfulness judged by local-extractive: balanced accuracy" in out and "agreement not measured" not in out

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 
-from .common import URL_SECRETS, YES_HELP, at_least, positive_float
+from .common import URL_SECRETS, YES_HELP, at_least, between, positive_float
 
 
 def cmd_score_claims(a) -> int:
@@ -44,6 +44,9 @@ def add_agreement(sub) -> None:
     s.add_argument("--judge-max-tokens", type=at_least(1), default=1024,
                    help="max tokens per judge reply (1024; a truncated JSON verdict is a parse_error)")
     s.add_argument("--timeout", type=positive_float, default=60.0, help="per-call timeout in seconds (60)")
+    s.add_argument("--judge-repeats", type=between(1, 20), default=1, metavar="N",
+                   help="judge each claim N times, sampled, as `ragwb run --judge-repeats N` does (the mean of the "
+                        "samples is another instrument: its figure is stored for that judge identity)")
     s.add_argument("--json", dest="json_out", default=None, help="also write the table as JSON")
     s.add_argument("--workspace", default="results", help="workspace (LLM cache)")
     s.add_argument("--yes", action="store_true", help=YES_HELP)

@@ -75,7 +75,7 @@ def judge_offline(rows: list[dict], embed=None):
     return [support_score(r["claim"], r["evidence"], "en", embed) for r in rows], 0.0
 
 
-def judge_llm(name: str, client, rows: list[dict], progress=None):
+def judge_llm(name: str, client, rows: list[dict], progress=None, repeats: int = 1):
     """``progress``: a tqdm class (``tqdm.auto.tqdm`` in a notebook draws one widget; default: text on stderr, for
     the command line)."""
     from .judges import get_judge
@@ -84,13 +84,16 @@ def judge_llm(name: str, client, rows: list[dict], progress=None):
 
     from tqdm import tqdm
 
+    from .judges import judge_repeated
+
     j = get_judge(name, client)
+    j.repeats = repeats  # each claim judged as a run with --judge-repeats judges an item: the mean of N samples
     before = client.stats.dollars_spent + client.stats.dollars_saved
     scores, statuses = [], {}
     bar = (progress(rows, desc=f"judge {name}", unit="claim", leave=False) if progress is not None else
            tqdm(rows, desc=f"judge {name}", unit="claim", file=sys.stderr, dynamic_ncols=True))
     for r in bar:
-        sc = j.score("", r["claim"], r["evidence"], 0, None)
+        sc = judge_repeated(j, "", r["claim"], r["evidence"], 0, None)
         scores.append(sc.value if sc.status == "ok" and sc.value is not None else np.nan)
         statuses[sc.status] = statuses.get(sc.status, 0) + 1
         if sc.status != "ok":
@@ -102,7 +105,7 @@ def judge_llm(name: str, client, rows: list[dict], progress=None):
 
 
 def run_agreement(limit: int | None = None, llm_client=None, llm_judges=(), resamples: int = 1000,
-                  on_row=None, offline: bool = True, progress=None) -> list[dict]:
+                  on_row=None, offline: bool = True, progress=None, repeats: int = 1) -> list[dict]:
     """Every judge's agreement with the human labels; ``on_row(row)`` as each judge finishes. ``offline=False``: the
     LLM judges only (the page measures its judge, not the offline scorers again)."""
     from .support import support_embedder, threshold
@@ -116,7 +119,7 @@ def run_agreement(limit: int | None = None, llm_client=None, llm_judges=(), resa
                    ("offline, lexical only (no e5)", lambda: judge_offline(rows, None), threshold()),
                    ("word overlap (baseline)", lambda: (_overlap(rows), 0.0), 0.6)]
     for name in llm_judges:
-        judges.append((name, lambda n=name: judge_llm(n, llm_client, rows, progress), 0.5))
+        judges.append((name, lambda n=name: judge_llm(n, llm_client, rows, progress, repeats), 0.5))
     for name, fn, thr in judges:
         t0 = time.perf_counter()
         scores, dollars = fn()
@@ -183,8 +186,13 @@ def main_agreement(a) -> int:
     if a.judge_base_url:
         from rag.llm.client import LLMClient, LLMConfig
 
-        client = LLMClient(LLMConfig(a.judge_base_url, a.judge_model or "", a.judge_key_env, 0.0,
-                                     a.judge_max_tokens, a.timeout),
+        repeats = int(getattr(a, "judge_repeats", 1) or 1)
+        # --judge-repeats: the judge as a run with repeats asks it (sampled, the mean of N replies): the identity a
+        # run's agreement line looks up, so `show`'s hint can be satisfied (issue 85)
+        from evals.cli.run import JUDGE_REPEAT_TEMPERATURE
+
+        client = LLMClient(LLMConfig(a.judge_base_url, a.judge_model or "", a.judge_key_env,
+                                     JUDGE_REPEAT_TEMPERATURE if repeats > 1 else 0.0, a.judge_max_tokens, a.timeout),
                            Path(a.workspace) / "cache" / "llm.sqlite")
         from .judges import DEFAULT_LLM_JUDGES
 
@@ -213,19 +221,22 @@ def main_agreement(a) -> int:
             return 0
     print(render_header(sum(r["label"] for r in data), sum(1 - r["label"] for r in data)), flush=True)
     # each judge's row as soon as it is measured: a slow LLM judge never hides the offline rows
-    rows = run_agreement(a.limit, client, on_support, a.resamples, on_row=lambda r: print(render_row(r), flush=True))
+    repeats = int(getattr(a, "judge_repeats", 1) or 1)
+    rows = run_agreement(a.limit, client, on_support, a.resamples, on_row=lambda r: print(render_row(r), flush=True),
+                         repeats=repeats)
     if on_built:
         from .agreement_sets import items_for
 
         for name in on_built:
-            row = measure_built(name, client, items_for(name, min(a.limit or BUILT_ITEMS, BUILT_ITEMS)), a.resamples)
+            row = measure_built(name, client, items_for(name, min(a.limit or BUILT_ITEMS, BUILT_ITEMS)), a.resamples,
+                                repeats)
             print(render_alignment(row), flush=True)
             rows.append(row)
     if client is not None:  # each LLM judge's figure kept with its identity: every judged metric prints it, and
         for r in rows:      # a measurement that got no usable verdict is kept as failed (show says it was tried)
             if r["judge"] in judges:
                 remember_agreement(a.workspace, r["judge"], client.cfg.model, client.cfg.base_url, r,
-                                   judge_settings(client.cfg))
+                                   judge_settings(client.cfg, repeats))
     if a.json_out:
         Path(a.json_out).parent.mkdir(parents=True, exist_ok=True)
         Path(a.json_out).write_text(json.dumps(rows, indent=1))
@@ -367,13 +378,17 @@ def agreement_line(workspace, name: str, model: str, base_url: str | None, setti
     if name in MEASURABLE:
         from rag.llm.urls import redact_url
 
+        st = settings or {}
+        # the command measures this very identity: its repeats and token budget too, so following it clears the line
+        more = ((f" --judge-repeats {st['repeats']}" if st.get("repeats") else "")
+                + (f" --judge-max-tokens {st['max_tokens']}" if st.get("max_tokens", 1024) != 1024 else ""))
         return (f"{name} judged by {model}: agreement not measured (ragwb agreement --judge-base-url "
-                f"{redact_url(base_url)} --judge-model {model} --judges {name})")
+                f"{redact_url(base_url)} --judge-model {model} --judges {name}{more})")
     return (f"{name} judged by {model}: agreement not measured (no human-labelled set for this judge ships yet; "
             "read its scores as the judge's, not people's)")
 
 
-def measure_built(name: str, client, items: list[dict], resamples: int = 1000) -> dict:
+def measure_built(name: str, client, items: list[dict], resamples: int = 1000, repeats: int = 1) -> dict:
     """Agreement of judge ``name`` with the items' labels: n (usable verdicts), failed, balanced accuracy at 0.5 with
     its 95% bootstrap interval, Cohen's kappa, the confusion matrix, calibration by bucket and the worst misses."""
     import sys
@@ -384,6 +399,7 @@ def measure_built(name: str, client, items: list[dict], resamples: int = 1000) -
     from .judges import get_judge
 
     j = get_judge(name, client)
+    j.repeats = repeats
     values, statuses, last = [], {}, ""
     for item in tqdm(items, desc=f"judge {name}", unit="item", file=sys.stderr, dynamic_ncols=True):
         sc = judge_item(j, item)

@@ -99,10 +99,12 @@ def items_for(name: str, n: int) -> list[dict]:
 
 
 def judge_item(j, item: dict):
-    """The judge's Score of one labelled item."""
+    """The judge's Score of one labelled item (asked ``j.repeats`` times, as a run asks it: judges.judge_repeated)."""
+    from .judges import judge_repeated
+
     if "answer" in item:
-        return j.score(item["question"], item["answer"], [], 0, None)
-    return j.score(item["question"], "", item["contexts"], 0, None)
+        return judge_repeated(j, item["question"], item["answer"], [], 0, None)
+    return judge_repeated(j, item["question"], "", item["contexts"], 0, None)
 
 
 def cohen_kappa(y: np.ndarray, pred: np.ndarray) -> float:
