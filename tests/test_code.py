@@ -167,7 +167,8 @@ def test_syntax_error_keeps_the_definitions_around_it_with_a_warning(tmp_path):
     assert sorted(d.doc_id for d in ds.documents) == ["bad.py", "good.py", "hopeless.py"]  # still ingested
     warn = {Path(s.path).name: s.reason for s in ds.skipped if s.kind == "warning"}
     assert set(warn) == {"bad.py", "hopeless.py"}
-    assert warn["bad.py"] == ("grammar gap at line 4: kept 2 definitions around it; lines 4-5 chunked by "
+    # the gap says which construct the grammar did not read (its line's start, issue 86)
+    assert warn["bad.py"] == ("grammar gap at line 4 ()))) (((): kept 2 definitions around it; lines 4-5 chunked by "
                               "line windows")
     assert "does not parse as python" in warn["hopeless.py"] and "line windows" in warn["hopeless.py"]
     bad = next(d for d in ds.documents if d.doc_id == "bad.py")
@@ -216,7 +217,8 @@ def test_typescript_grammar_gap_namespaces_and_overloads(tmp_path):
     kept, the warning says so); namespace members are qualified (`A.Props`, `B.Props`); overload signatures
     join their implementation's chunk instead of the class header."""
     doc, chunks, _ = _chunks(tmp_path, "box.ts", TS_NEW)
-    assert doc.code_parse.warning == "grammar gap at line 2: kept 11 definitions around it; no lines lost"
+    assert doc.code_parse.warning == ("grammar gap at line 2 (export interface Box<out T> {): kept 11 definitions "
+                                      "around it; no lines lost")
     got = [(c.kind, c.symbol) for c in chunks]
     assert got == [("type", "Box"), ("function", "unbox"), ("module", "A"), ("type", "A.Props"),
                    ("function", "A.make"), ("module", "B"), ("type", "B.Props"), ("class", "Parser"),

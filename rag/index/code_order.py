@@ -12,7 +12,8 @@ from rag.ingest.code import KINDS
 STUB_POLICIES = ("last", "keep")
 
 
-_NAME = re.compile(r"[A-Za-z_$][\w$]*(?:(?:\.|::|#)[A-Za-z_$][\w$]*)*")
+# a name as people type it: dotted, `::` or `#` joined; Ruby's `?` and `!` stay part of the last name (`put?`)
+_NAME = re.compile(r"[A-Za-z_$][\w$]*(?:(?:\.|::|#)[A-Za-z_$][\w$]*)*[?!]?")
 
 
 def query_names(question: str) -> set[str]:
@@ -31,6 +32,33 @@ def query_names(question: str) -> set[str]:
     return out
 
 
+def named_rows(reader: "IndexReader", name: str) -> list[int]:
+    """The chunk rows a typed name means: the definition of that full qualified name; else every definition whose
+    path ends in the name and holds the typed qualifiers in order (``Request.put?``, ``Helpers.put?`` and ``put?``
+    all name ``Rack.Request.Helpers.put?``: issue 86), the fullest match (fewest skipped qualifiers) first."""
+    rows = reader.symbol_rows.get(name)
+    if rows:
+        return list(rows)
+    if name[-1:] in "?!":  # Ruby's `put?` is its name; elsewhere a question's own "?" ("What does x.get?")
+        found = _suffix_rows(reader, name)
+        return found or named_rows(reader, name[:-1])
+    return _suffix_rows(reader, name)
+
+
+def _suffix_rows(reader: "IndexReader", name: str) -> list[int]:
+    parts = name.split(".")
+    found = []
+    for sym, rs in reader.symbols_by_last.get(parts[-1], ()):
+        path = sym.split(".")[:-1]
+        i = 0
+        for p in path:  # the typed qualifiers, in order, among the symbol's own
+            if i < len(parts) - 1 and p == parts[i]:
+                i += 1
+        if i == len(parts) - 1:
+            found.append((len(path) - i, sym, rs))
+    return [r for _, _, rs in sorted(found, key=lambda x: (x[0], x[1])) for r in rs]
+
+
 def code_order(reader: "IndexReader", question: str, rows, scores, key: "SearchKey", qvec=None, mask=None):
     """A code index's ranking with exact names first and stubs last (``key.exact_names``, ``key.stubs``,
     ``key.imports``): the chunks whose qualified symbol is a name the query spells out (``query_names``) lead,
@@ -43,8 +71,7 @@ def code_order(reader: "IndexReader", question: str, rows, scores, key: "SearchK
     scores = np.asarray(scores, np.float32)
     lead = np.zeros(len(rows), bool)
     if key.exact_names:
-        wanted = [r for n in query_names(question) for r in reader.symbol_rows.get(n, ())
-                  if mask is None or mask[r]]
+        wanted = [r for n in query_names(question) for r in named_rows(reader, n) if mask is None or mask[r]]
         if wanted:
             have = set(rows.tolist())
             extra = [r for r in dict.fromkeys(wanted) if r not in have]

@@ -179,6 +179,19 @@ class IndexReader:
             self._symbol_rows = out
         return self._symbol_rows
 
+    _symbols_by_last: dict | None = None
+
+    @property
+    def symbols_by_last(self) -> dict[str, list[tuple[str, list[int]]]]:
+        """a definition's own name (the last part of its qualified symbol) -> [(qualified symbol, its rows)]: the
+        names people type without their full path (rag/index/code_order.named_rows), built once."""
+        if self._symbols_by_last is None:
+            out: dict = {}
+            for sym, rows in self.symbol_rows.items():
+                out.setdefault(sym.rsplit(".", 1)[-1], []).append((sym, rows))
+            self._symbols_by_last = out
+        return self._symbols_by_last
+
     @property
     def has_code(self) -> bool:
         """Any source code in the index: queries then split identifiers as the chunks' terms were."""

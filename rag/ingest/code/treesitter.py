@@ -68,6 +68,8 @@ def parse(text: str, language: str) -> list[Def] | tuple[list[Def], str]:
     root = p.parse(src).root_node
     if root.has_error and language in ("typescript", "tsx"):
         root, src = _reparse_call_signatures(p, root, src)
+    if root.has_error and language in ("c", "cpp"):
+        root, src = _reparse_macros(p, root, src)
     defs = _visit(root, src, language, "", False)
     if root.has_error:
         # tree-sitter recovers around a syntax it does not know (TS 4.7 `interface Box<out T>` in a pinned
@@ -75,6 +77,10 @@ def parse(text: str, language: str) -> list[Def] | tuple[list[Def], str]:
         # "lines" definition (line windows); parse_code says so, per file, with the count kept
         bad = _first_error(root)
         where = f"line {bad.start_point[0] + 1}" if bad is not None else "somewhere"
+        if bad is not None:  # which construct: the line's start, so a gap says what the grammar did not read
+            line = src.split(b"\n")[bad.start_point[0]].decode("utf-8", "replace").strip()
+            line = "".join(ch if ch.isprintable() else "?" for ch in line[:60]) + ("..." if len(line) > 60 else "")
+            where += f" ({line})" if line else ""
         if not any(_real(d) for d in defs):
             raise CodeParseError(f"syntax error at {where}")
         # read as a grammar gap, not a failure: nothing is lost (the note says what was kept and how)
@@ -109,6 +115,40 @@ def _reparse_call_signatures(parser, root, src: bytes):
     if not changed:
         return root, src
     patched = b"\n".join(lines)
+    again = parser.parse(patched).root_node
+    return (again, patched) if _broken_count(again) < _broken_count(root) else (root, src)
+
+
+# C and C++ declarations through their macros (issue 86: libusb's `int LIBUSB_CALL libusb_open(...);` broke the
+# grammar, 140 of libusb.h's 263 chunks were single lines). A calling-convention, export or attribute macro between
+# the return type and the name (or before the declaration) is blanked, columns and lines kept, and the file parsed
+# again; the parse with fewer broken nodes is kept. Which all-caps words are such macros: the file's own
+# `#define`s of nothing or of another such word, and the names that say so themselves.
+_MACRO_WORD = rb"[A-Z][A-Z0-9_]{2,}"
+_MACRO_NAMED = re.compile(rb"(?:_CALL|_API|_EXPORT(?:ED)?|_IMPORT|_EXTERN|_INLINE|_DEPRECATED|CALLBACK|WINAPI|"
+                          rb"APIENTRY|_CDECL|_STDCALL|_FASTCALL|_NORETURN|_PUBLIC|_HIDDEN|_LOCAL|_VISIBLE|EXTERN_C|"
+                          rb"_NONNULL|_NULLABLE|_WARN_UNUSED(?:_RESULT)?|_PURE|_CONST_FN)$")
+_DEFINED_EMPTY = re.compile(rb"(?m)^[ \t]*#[ \t]*define[ \t]+(" + _MACRO_WORD + rb")[ \t]*(?:"
+                            + _MACRO_WORD + rb"|__\w+(?:\(\([^\n]*\)\))?|)[ \t]*(?://[^\n]*|/\*[^\n]*)?$")
+# the word after a type (or first on the line) and before a declarator: `int MACRO name(`, `MACRO int name(`,
+# `const struct x * MACRO name(`; a macro call `MACRO(args)` likewise
+_BEFORE_NAME = re.compile(rb"(?<![\w#])(" + _MACRO_WORD + rb")(\s*\([^()\n]*\))?(?=[ \t*]+[A-Za-z_]\w*[ \t*]*[(\w])")
+
+
+def _reparse_macros(parser, root, src: bytes):
+    known = set(_DEFINED_EMPTY.findall(src))
+
+    def blank(m):
+        word = m.group(1)
+        # a macro call right before a declaration on its line (`DEPRECATED_FOR(x) int f(`) can only be an attribute
+        if word in known or _MACRO_NAMED.search(word) or m.group(2):
+            return b" " * len(m.group(0))
+        return m.group(0)
+
+    lines = src.split(b"\n")
+    patched = b"\n".join(_BEFORE_NAME.sub(blank, x) if not x.lstrip().startswith(b"#") else x for x in lines)
+    if patched == src:
+        return root, src
     again = parser.parse(patched).root_node
     return (again, patched) if _broken_count(again) < _broken_count(root) else (root, src)
 
@@ -256,11 +296,16 @@ def _visit(node, src: bytes, language: str, prefix: str, in_class: bool) -> list
             out.append(Def(name, "method" if in_class else "function", c.start_point[0], _last_line(c),
                            [], _statements(val), c.start_point[0]))
             continue
+        if kind is None and language in ("c", "cpp") and c.type in ("declaration", "field_declaration") \
+                and _declares_function(c):
+            kind = "function"  # a prototype (a header's API): its symbol, as people look it up (issue 86)
         if kind is None:
             if c.named_child_count and c.type not in ("comment", "string", "block_comment", "line_comment"):
                 # definitions inside `if`, `#ifdef`, `extern "C" {}` ... still count
                 out.extend(_visit(c, src, language, prefix, in_class))
             continue
+        if language in ("c", "cpp") and kind in ("type", "class") and inner.child_by_field_name("body") is None:
+            continue  # `struct x;` or a parameter's `struct x *`: a use of the type, not its definition (issue 86)
         name = _name(inner, src, language)
         if inner.type == "method_declaration" and language == "go":
             recv = _receiver(inner, src)
@@ -284,6 +329,16 @@ def _visit(node, src: bytes, language: str, prefix: str, in_class: bool) -> list
             if inner.type in _SIGNATURES:
                 signatures.add(id(out[-1]))
     return _join_overloads(out, signatures)
+
+
+def _declares_function(node) -> bool:
+    """A C/C++ declaration whose declarator is a function's (through pointers and parentheses): a prototype."""
+    d = node.child_by_field_name("declarator")
+    while d is not None:
+        if d.type == "function_declarator":
+            return True
+        d = d.child_by_field_name("declarator")
+    return False
 
 
 def _join_overloads(defs: list[Def], signatures: set[int]) -> list[Def]:
