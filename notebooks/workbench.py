@@ -291,9 +291,11 @@ def _(mo):
 
 
 @app.cell
-def _(get_quality_pick, mo, needs_ok, page, plan_line, session, set_quality_pick, summary):
+def _(args, get_quality_pick, mo, needs_ok, page, plan_line, session, set_quality_pick, summary):
+    # a judge at chance ranks nothing: its metric is marked and never the one the chart falls back to (issue 85)
     _opts, _shown, quality_note = page.metric_choices(summary, get_quality_pick(),
-                                                      page.applicable_metrics(session, page.QUALITY_CHOICES))
+                                                      page.applicable_metrics(session, page.QUALITY_CHOICES),
+                                                      chance=page.chance_metrics(session, args.workspace))
     quality = mo.ui.dropdown(_opts, value=_shown, label="quality metric", on_change=set_quality_pick)
     cost = mo.ui.dropdown(["context_tokens", "prompt_tokens", "cost_usd"], value="context_tokens", label="cost")
     # why the chart shows another metric (or none) is said under the chart, so the points stay on the first screen

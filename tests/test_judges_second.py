@@ -183,3 +183,28 @@ def test_the_repeats_hint_can_be_followed_and_clears_the_line(server, tmp_path, 
     assert main(["show", "R2", "--workspace", str(ws)]) == 0
     out = capsys.readouterr().out
     assert "llm_faithfulness judged by local-extractive: balanced accuracy" in out and "agreement not measured" not in out
+
+
+def test_the_page_never_falls_back_to_a_judge_at_chance(server, tmp_path, capsys):
+    """The page's quality list marks a metric whose judge is at chance and never falls back to it (the chart's
+    default moves to the next metric with values)."""
+    from evals.interactive import page
+
+    ws = tmp_path / "ws"
+    assert main(["agreement", "--judge-base-url", server, "--judge-model", "constant-judge", "--judges",
+                 "llm_faithfulness", "--limit", "60", "--workspace", str(ws)]) == 0
+    docs, q = herons(tmp_path, ["Where do herons nest?", "What do herons eat?"])
+    from evals.workbench import Workbench
+
+    wb = Workbench(str(docs), questions=str(q), workspace=str(ws), embedder="hash", progress=False,
+                   llm=(server, "local-extractive"), judge=(server, "constant-judge"))
+    wb.apply(["chunks"], send=True)
+    chance = page.chance_metrics(wb.session, str(ws))
+    assert chance == {"llm_faithfulness"}
+    opts, shown, note = page.metric_choices(wb.summary(), "f1", page.applicable_metrics(wb.session,
+                                                                                         page.QUALITY_CHOICES),
+                                            chance=chance)
+    assert opts[shown] != "llm_faithfulness" and any(lab.endswith(page.CHANCE_MARK) for lab in opts), (shown, opts)
+    unmarked, shown2, _ = page.metric_choices(wb.summary(), "f1", page.applicable_metrics(wb.session,
+                                                                                           page.QUALITY_CHOICES))
+    assert unmarked[shown2] == "llm_faithfulness"  # without the mark it would be the chart's metric: can fail

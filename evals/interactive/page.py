@@ -148,20 +148,41 @@ def applicable_metrics(sess, metrics) -> list[str]:
     return [m for m in metrics if m not in drop]
 
 
+CHANCE_MARK = " (judge at chance)"
+
+
+def chance_metrics(sess, workspace: str) -> set[str]:
+    """The metrics of the session's LLM judges whose stored agreement with people is at chance (issue 85): marked in
+    the quality list and never the metric the chart falls back to."""
+    from evals.score.agreement import at_chance, judge_settings
+    from evals.score.judges import judge_metric
+
+    out = set()
+    for j in session_judges(sess):
+        for c in [x.client for x in getattr(j, "jurors", ())] or [j.client]:
+            if at_chance(workspace, j.name, c.cfg.model, c.cfg.base_url,
+                         judge_settings(c.cfg, getattr(j, "repeats", 1))):
+                out.add(judge_metric(j.name))
+    return out
+
+
 def metric_choices(summary: pd.DataFrame, wanted: str | None, choices: list[str] = QUALITY_CHOICES,
-                   also: set | frozenset = frozenset()) -> tuple[dict[str, str], str, str]:
-    """The quality dropdown: label -> metric (a metric with no value on these questions is marked n/a here),
-    the label to show (the user's pick while it has values, else the first metric that has) and a note saying
-    why the default moved ("" when it did not)."""
+                   also: set | frozenset = frozenset(), chance: set | frozenset = frozenset()
+                   ) -> tuple[dict[str, str], str, str]:
+    """The quality dropdown: label -> metric (a metric with no value on these questions is marked n/a here, one
+    whose judge agrees with people at chance is marked so), the label to show (the user's pick while it has values,
+    else the first metric that has and whose judge is not at chance) and a note saying why the default moved ("" when
+    it did not)."""
     have = metrics_with_values(summary) | set(also)  # also: metrics with values beside the summary (judged)
     # metrics with values first (in their order), the n/a ones after: the list starts with what can be charted
     choices = [m for m in choices if m in have] + [m for m in choices if m not in have]
-    options = {m + ("" if m in have else NA_MARK if m not in STANDINS else STANDIN_MARK): m for m in choices}
+    options = {m + ("" if m in have else NA_MARK if m not in STANDINS else STANDIN_MARK)
+               + (CHANCE_MARK if m in chance else ""): m for m in choices}
     label_of = {m: lab for lab, m in options.items()}
     if wanted in have or summary is None or not len(summary):
         return options, label_of.get(wanted, label_of[choices[0]]), ""
     # never fallen back to a stand-in: it is charted only when picked, under its stand-in name (issue 72)
-    first = next((m for m in choices if m in have and m not in STANDINS), None)
+    first = next((m for m in choices if m in have and m not in STANDINS and m not in chance), None)
     if first is None:  # e.g. plain questions answered by the offline answerer: no quality metric applies
         standin = [m for m in STANDINS if m in have]
         return options, label_of.get(wanted, label_of[choices[0]]), (
