@@ -1,8 +1,6 @@
 """Code, fifth pass (issue 86): C through its macros (every function its symbol, a gap that names its construct),
 bodiless struct uses and prototypes, and names as people type them (any qualified suffix, Ruby's ? and ! kept)."""
-from pathlib import Path
 
-from evals.cli import main
 from rag.ingest.code import parse_code
 from rag.index.code_order import query_names
 from test_code_symbols import _search_order

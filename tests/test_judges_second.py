@@ -10,7 +10,7 @@ import pytest
 
 from evals.cli import main
 from evals.score.judge_io import addresses_grader, fence, fence_key, neutralise, normalise
-from openai_server import PLANTED as PLANTED_RE, _lookalike_obeys, start
+from openai_server import _lookalike_obeys, start
 from test_judge_trust import CONTROL, PLANTED, herons, judges
 
 DATA = Path(__file__).parent / "data"
