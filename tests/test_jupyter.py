@@ -193,9 +193,14 @@ def test_the_example_notebook_runs_top_to_bottom_in_a_kernel(tmp_path):
 
 
 def _jupyterlab(root: Path, port: int):
+    # in a virtualenv that sees the base installation's packages (CI's, `.ci/run`), JupyterLab looks for the lab
+    # extensions of those packages (ipywidgets' manager, plotly's renderer) under the virtualenv's prefix only: the
+    # base prefix's data folder is named, as a user's environment with both installed in it would have them
+    shared = [str(Path(p) / "share" / "jupyter") for p in dict.fromkeys([sys.prefix, sys.base_prefix])]
     env = {**os.environ, "JUPYTER_CONFIG_DIR": str(root / "cfg"), "JUPYTER_DATA_DIR": str(root / "data"),
            "JUPYTER_RUNTIME_DIR": str(root / "rt"), "JUPYTERLAB_SETTINGS_DIR": str(root / "settings"),
-           "JUPYTERLAB_WORKSPACES_DIR": str(root / "lab-ws")}
+           "JUPYTERLAB_WORKSPACES_DIR": str(root / "lab-ws"),
+           "JUPYTER_PATH": os.pathsep.join(shared + [x for x in [os.environ.get("JUPYTER_PATH")] if x])}
     return subprocess.Popen([sys.executable, "-m", "jupyterlab", "--no-browser", f"--port={port}", "--ip=127.0.0.1",
                              "--ServerApp.token=", "--ServerApp.password=", "--ServerApp.disable_check_xsrf=True",
                              f"--ServerApp.root_dir={root / 'work'}", "--LabApp.expose_app_in_browser=True",

@@ -276,8 +276,9 @@ def test_gate_matches_points_by_parameters_and_fails_on_missing_points(tmp_path,
     assert main(["run", "--run-id", "B"] + base) == 0
     assert main(["run", "--run-id", "C", "--set", "chunks.top_k=8,4"] + base) == 0
     md = tmp_path / "gate.md"
+    # a candidate point with no baseline: the runs are not comparable, exit 3 (docs/gate.md, Exit codes)
     assert main(["gate", "--baseline", "B", "--candidate", "C", "--workspace", str(ws), "--markdown", str(md),
-                 "--json", str(tmp_path / "g.json")]) == 1
+                 "--json", str(tmp_path / "g.json")]) == 3
     text = md.read_text()
     assert "compared 1 of 2 candidate points" in text and "top_k=4" in text and "FAILED" in text
     res = json.loads((tmp_path / "g.json").read_text())

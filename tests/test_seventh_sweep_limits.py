@@ -173,7 +173,7 @@ def test_the_cost_line_names_every_juror(tmp_path):
     finally:
         srv.shutdown()
     assert got.returncode == 0, got.stderr[-2000:]
-    assert "a jury of 3 (juror-a, juror-b, juror-c)" in got.stdout, got.stdout
+    assert "a jury of 3 (juror-a, juror-b, juror-c; up to 1 each)" in got.stdout, got.stdout
     assert {"juror-a", "juror-b", "juror-c"} <= asked, asked
 
 

@@ -1,10 +1,8 @@
 """``ragwb run`` and ``ragwb score``: evaluate strategies x budgets (or a system's logged outputs) into the store."""
 from __future__ import annotations
 
-import math
 import os
 import sys
-import tomllib
 from pathlib import Path
 
 from .common import (URL_SECRETS, YES_HELP, add_index_args, at_least, between, confirm_spend, engine_address,
@@ -17,80 +15,7 @@ from .judging import failed_judges, jury_models  # the run's judge checks
 from evals.run.config import JUDGE_REPEATS_MAX, JUDGE_REPEATS_WHY
 
 
-SWEEP_SECTIONS = {"run", "strategies", "prices", "index"}
-
-RUN_KEYS = {"datasets": "a list of dataset names", "strategies": "a list of strategy names",
-            "answerer": "extractive or openai", "limit": "an integer >= 1", "repeats": "an integer >= 1",
-            "prices": "a table MODEL = [input, output]", "plugins": "a list of strategy plugin files or modules",
-            "index_in_points": "a list of [index] settings each point carries in its params (ragwb best writes it)",
-            "questions": "the questions file of a folder dataset (a path; ragwb best writes it)"}
-
-
-def load_sweep(path: str) -> dict:
-    """Read and check a sweep TOML: an unknown section, key, strategy or parameter, or a value of the
-    wrong type, is an error naming the file and the key (a typo must never run the defaults)."""
-    try:
-        with open(path, "rb") as f:
-            d = tomllib.load(f)
-    except OSError as e:
-        raise ValueError(f"{path}: cannot read the sweep file ({e.strerror})") from None
-    except tomllib.TOMLDecodeError as e:
-        raise ValueError(f"{path}: not valid TOML ({e})") from None
-    except UnicodeDecodeError as e:
-        raise ValueError(f"{path}: not UTF-8 text, so not TOML (byte {e.start}: {e.reason})") from None
-    from rag.strategies import STRATEGIES, make_params
-
-    for k in d:
-        if k not in SWEEP_SECTIONS:
-            raise ValueError(f"{path}: unknown section [{k}]; valid: {', '.join(sorted(SWEEP_SECTIONS))}")
-    run = d.get("run", {})
-    if not isinstance(run, dict):
-        raise ValueError(f"{path}: [run] must be a table")
-    for k, v in run.items():
-        if k not in RUN_KEYS:
-            raise ValueError(f"{path}: unknown key [run] {k}; valid: {', '.join(RUN_KEYS)}")
-        bad = ((k in ("limit", "repeats") and (not isinstance(v, int) or isinstance(v, bool) or v < 1))
-               or (k in ("datasets", "strategies", "plugins", "index_in_points") and not (isinstance(v, str) or
-                                                             (isinstance(v, list) and all(isinstance(x, str) for x in v))))
-               or (k == "answerer" and v not in ("extractive", "openai"))
-               or (k == "questions" and (not isinstance(v, str) or not v.strip())))
-        if bad:
-            raise ValueError(f"{path}: [run] {k} must be {RUN_KEYS[k]}, got {v!r}")
-    if run.get("plugins"):  # loaded before the strategy tables are checked: they may name a plugin's shapes
-        from rag.strategies import load_plugins
-
-        plugs = [run["plugins"]] if isinstance(run["plugins"], str) else run["plugins"]
-        here = Path(path).parent
-        run["plugins"] = [str(here / x) if (here / x).is_file() else x for x in plugs]
-        load_plugins(run["plugins"])
-    if "index" in d:  # index axes: chunker, chunk_tokens, overlap, leaf sizes, parent size, embedder
-        from evals.run.index_grid import check_axes, fold_fixed
-
-        if not isinstance(d["index"], dict):
-            raise ValueError(f"{path}: [index] must be a table of SETTING = value or [values]")
-        try:
-            d["index"] = check_axes(d["index"])
-        except ValueError as e:
-            raise ValueError(f"{path}: [index] {e}") from None
-    strategies = d.get("strategies", {})
-    for name, axes in strategies.items():
-        if name not in STRATEGIES:
-            raise ValueError(f"{path}: unknown strategy [strategies.{name}]; valid: {', '.join(STRATEGIES)}")
-        if not isinstance(axes, dict):
-            raise ValueError(f"{path}: [strategies.{name}] must be a table of PARAM = value or [values]")
-        for param, vals in axes.items():
-            if isinstance(vals, list) and not vals:  # an empty axis would drop the strategy without a word
-                raise ValueError(f"{path}: [strategies.{name}] {param} is an empty list; give at least one value")
-            for v in (vals if isinstance(vals, list) else [vals]):
-                try:
-                    make_params(name, **{param: v})
-                except ValueError as e:
-                    raise ValueError(f"{path}: [strategies.{name}] {param}: {e}") from None
-    for model, pr in {**d.get("prices", {}), **run.get("prices", {})}.items():
-        if not (isinstance(pr, list) and len(pr) == 2 and all(isinstance(x, (int, float)) and not isinstance(x, bool)
-                                                               and math.isfinite(x) and x >= 0 for x in pr)):
-            raise ValueError(f"{path}: prices {model} must be [input, output] dollars per million tokens, got {pr!r}")
-    return d
+from .sweep_file import RUN_KEYS, SWEEP_SECTIONS, load_sweep  # noqa: F401,E402  (the sweep TOML)
 
 
 def memory_grid(names: str | None, axes: dict) -> dict:
@@ -201,16 +126,7 @@ def cmd_run(a) -> int:
     if a.resume and (a.confirm is not None or a.confirm_metric or a.confirm_seed is not None):
         raise ValueError("--confirm with --resume: a run keeps the confirm part it started with (drop --confirm*)")
     confirm = confirm_config(a.confirm, a.confirm_seed, a.confirm_metric, race)
-    decides = (race or {}).get("metric") or (confirm or {}).get("metric")
-    if decides and judge is not None and not a.trust_judge:  # a judge at chance decides no race (issue 85)
-        from evals.analyze.summary import chance_judged
-
-        names = tuple(dict.fromkeys(a.judges or DEFAULT_LLM_JUDGES))
-        why = chance_judged({"config": {"judge": judge.public(), "judges": list(names), "judge_repeats":
-                                        a.judge_repeats, "jury": list(jury_models(a, judge) or ())}},
-                            a.workspace).get(decides)
-        if why:
-            raise ValueError(f"--race/--confirm-metric {decides}: {why}")
+    refuse_chance_judge(a, (race or {}).get("metric") or (confirm or {}).get("metric"), judge)
     status, declined = 0, 0
     run_ids, done_runs = [], []
     from evals.run.engines import get_run_engine
@@ -274,6 +190,21 @@ def _absolute(path: str | None) -> str | None:
 
 
 DECLINED = 1  # the exit status of a run whose cost line was answered no: nothing sent, nothing stored
+
+
+def refuse_chance_judge(a, decides: str | None, judge) -> None:
+    """A race or a confirm part deciding on an LLM-judged metric whose judge agrees with people at chance (its stored
+    figure) is refused without --trust-judge: such values rank nothing (issue 85)."""
+    if not decides or judge is None or a.trust_judge:
+        return
+    from evals.analyze.summary import chance_judged
+    from evals.score.judges import DEFAULT_LLM_JUDGES
+
+    names = tuple(dict.fromkeys(a.judges or DEFAULT_LLM_JUDGES))
+    why = chance_judged({"config": {"judge": judge.public(), "judges": list(names), "judge_repeats": a.judge_repeats,
+                                    "jury": list(jury_models(a, judge) or ())}}, a.workspace).get(decides)
+    if why:
+        raise ValueError(f"--race/--confirm-metric {decides}: {why}")
 
 
 def chosen_grid(a, sweep: dict, run_sec: dict, grid: dict, cli_axes: dict) -> tuple[dict, tuple]:
@@ -340,13 +271,14 @@ def endpoints(a) -> tuple:
     if judge is not None and getattr(a, "judge_repeats", 1) > 1:  # repeats are samples, not one reply read N times
         from dataclasses import replace
 
+        from evals.score.judges import JUDGE_REPEAT_TEMPERATURE  # --judge-repeats samples the judge
+
         judge = replace(judge, temperature=JUDGE_REPEAT_TEMPERATURE)
     if getattr(a, "judge_repeats", 1) > 1 and judge is None and not a.resume:
         raise ValueError("--judge-repeats needs a judge: an LLM answerer (--llm-base-url) or --judge-base-url")
     return llm, judge, prompt
 
 
-JUDGE_REPEAT_TEMPERATURE = 0.7  # --judge-repeats samples the judge (at 0 a server gives one reply N times)
 
 
 def write_reports(a, run_ids: list, status: int) -> int:

@@ -189,7 +189,7 @@ def main_agreement(a) -> int:
         repeats = int(getattr(a, "judge_repeats", 1) or 1)
         # --judge-repeats: the judge as a run with repeats asks it (sampled, the mean of N replies): the identity a
         # run's agreement line looks up, so `show`'s hint can be satisfied (issue 85)
-        from evals.cli.run import JUDGE_REPEAT_TEMPERATURE
+        from .judges import JUDGE_REPEAT_TEMPERATURE
 
         client = LLMClient(LLMConfig(a.judge_base_url, a.judge_model or "", a.judge_key_env,
                                      JUDGE_REPEAT_TEMPERATURE if repeats > 1 else 0.0, a.judge_max_tokens, a.timeout),

@@ -282,6 +282,9 @@ def count_judge_calls(judges, question, answer: str | None, contexts: list[str],
     return new, cached, unknown
 
 
+JUDGE_REPEAT_TEMPERATURE = 0.7  # --judge-repeats samples the judge (at 0 a server gives one reply N times)
+
+
 def judge_metric(name: str) -> str:
     """The metric a judge writes (its name, unless it writes a shared metric such as context_sufficiency)."""
     return getattr(JUDGES.get(name), "score_name", name)
