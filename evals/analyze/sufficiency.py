@@ -22,8 +22,10 @@ import pandas as pd
 
 # "correct or supported": on plain questions "correct" is only the judge's faithfulness >= 0.5 (issue 72), so the
 # label says both
-OUTCOMES = ("sufficient, correct or supported", "sufficient, wrong or unsupported (context ignored)", "insufficient, abstained (right call)",
-            "insufficient, answered (hallucination risk)")
+# the second names abstentions too: a sufficient context the model declined is filed there (issue 83: the legend
+# said "wrong or unsupported" and held abstentions without saying so)
+OUTCOMES = ("sufficient, correct or supported", "sufficient, wrong, unsupported or abstained (context ignored)",
+            "insufficient, abstained (right call)", "insufficient, answered (hallucination risk)")
 UNPLACED = "undetermined"
 CORRECT_AT = 0.5
 # the metric that decides "correct or supported", first with a value wins

@@ -307,8 +307,14 @@ def sufficiency_figure(dec: pd.DataFrame):
             customdata=list(zip(dec[o], dec["placed"], dec[UNPLACED], dec["correct decided by"])),
             hovertemplate=("%{y}<br>" + o + ": %{x:.0%} (%{customdata[0]} of %{customdata[1]} placed)<br>"
                            "unplaced: %{customdata[2]}<br>correct decided by: %{customdata[3]}<extra></extra>")))
-    fig.update_layout(barmode="stack", height=140 + 28 * len(dec), margin=dict(l=10, r=10, t=40, b=10),
-                      title="Context sufficiency x answer outcome (share of items placed)",
+    # what decided "correct" is on the figure, not only on hover (issue 83): the metrics that decided it here
+    deciders = sorted({m.split(" (")[0].strip() for x in dec["correct decided by"].fillna("")
+                       for m in str(x).split(",") if m.strip() and m.strip() != "-"}) if "correct decided by" in dec else []
+    fig.update_layout(barmode="stack", height=160 + 28 * len(dec), margin=dict(l=10, r=10, t=58, b=10),
+                      title="Context sufficiency x answer outcome (share of items placed)<br><sup>correct = "
+                            + (plot_text(", ".join(deciders)) if deciders else "no metric here") + " at 0.5 or more (f1 where "
+                            "answers exist, else the judge's faithfulness); abstentions on a sufficient context count as "
+                            "context ignored</sup>",
                       xaxis=dict(tickformat=".0%", range=[0, 1]), yaxis=dict(autorange="reversed", automargin=True),
                       legend=dict(orientation="h", y=-0.15, x=0, traceorder="normal"), template="plotly_white")
     return fig
