@@ -208,3 +208,20 @@ def test_the_page_never_falls_back_to_a_judge_at_chance(server, tmp_path, capsys
     unmarked, shown2, _ = page.metric_choices(wb.summary(), "f1", page.applicable_metrics(wb.session,
                                                                                            page.QUALITY_CHOICES))
     assert unmarked[shown2] == "llm_faithfulness"  # without the mark it would be the chart's metric: can fail
+
+
+def test_a_judge_whose_repeats_disagree_past_thirty_percent_decides_nothing(server, tmp_path, capsys):
+    """A judge whose sampled repeats flip on over 30% of its items ranks nothing: said in its flip line, refused by
+    best without --trust-judge."""
+    ws = tmp_path / "ws"
+    docs, q = herons(tmp_path, ["Where do herons nest?", "What do herons eat?", "Where is the lake?"])
+    assert main(["run", "--dataset", str(docs), "--questions", str(q), "--embedder", "hash", "--workspace", str(ws),
+                 "--llm-base-url", server, "--llm-model", "local-extractive", "--judge-base-url", server,
+                 "--judge-model", "noisy-judge", "--judges", "llm_context_sufficiency", "--judge-repeats", "2",
+                 "--strategies", "chunks", "--set", "chunks.top_k=1,2", "--yes", "--no-progress", "--no-report",
+                 "--run-id", "NZ"]) == 0
+    err = capsys.readouterr().err
+    assert re.search(r"flip rate (\d+)%.*over 30%: this judge's values do not rank points", err), err
+    assert main(["best", "NZ", "--metric", "context_sufficiency", "--workspace", str(ws)]) == 2
+    assert "flips on" in capsys.readouterr().err
+    assert main(["best", "NZ", "--metric", "context_sufficiency", "--workspace", str(ws), "--trust-judge"]) == 0

@@ -503,7 +503,7 @@ def run_gate(a):
         from .summary import chance_judged
 
         with ResultStore(db, read_only=True) as st:
-            why = chance_judged(crun, Path(st.path).parent)
+            why = chance_judged(crun, Path(st.path).parent, cand[1])
         bad = [why[m] for m in a.metrics if m in why]
         if bad:
             raise ValueError(f"--metrics: {bad[0]}")

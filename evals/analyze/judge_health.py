@@ -92,6 +92,24 @@ def flagged_items(scores: pd.DataFrame) -> dict[str, int]:
     return {point_name(s, p): n for (s, p), n in items.groupby(["strategy", label]).size().items()}
 
 
+FLIP_AT_CHANCE = 0.30  # a judge whose sampled repeats disagree on more items than this ranks nothing (issue 85)
+
+
+def flip_rates(scores: pd.DataFrame) -> dict[str, tuple[float, int]]:
+    """{metric: (share of items whose sampled repeats disagree, items)} of the run's repeated judges."""
+    from evals.score.judges import FLIPPED
+
+    out = {}
+    if scores is None or not len(scores) or "detail" not in scores:
+        return out
+    for metric in JUDGE_METRICS:
+        rows = scores[(scores["metric"] == metric) & (scores["status"] == "ok")]
+        rows = rows[rows["detail"].fillna("").str.match(r"^\d+ of \d+ repeats")]
+        if len(rows):
+            out[metric] = (float(rows["detail"].str.contains(f"; {FLIPPED}", regex=False).mean()), len(rows))
+    return out
+
+
 def flip_lines(scores: pd.DataFrame) -> list[str]:
     """--judge-repeats: each judge's flip rate (items whose sampled repeats disagree) and the points it flips most."""
     from evals.score.judges import FLIPPED
@@ -114,7 +132,9 @@ def flip_lines(scores: pd.DataFrame) -> list[str]:
         out.append(f"judge {judge} flip rate {flipped.mean():.0%}: {int(flipped.sum()):,} of {len(rows):,} item(s) "
                    f"whose {n_reps} sampled repeats disagree; most at " + ", ".join(
                        f"{s} · {p} {v:.0%}" for (s, p), v in worst.items()) + "; each value is the repeats' mean, "
-                   "so the intervals carry the judge's noise")
+                   "so the intervals carry the judge's noise"
+                   + (f"; over {FLIP_AT_CHANCE:.0%}: this judge's values do not rank points" if flipped.mean() >
+                      FLIP_AT_CHANCE else ""))
     return out
 
 

@@ -21,7 +21,9 @@ def cmd_best(a) -> int:
         if not a.trust_judge:  # a judge at chance ranks nothing: it does not pick a point (issue 85)
             from evals.analyze.summary import chance_judged
 
-            why = chance_judged(st.run(rid), Path(st.path).parent).get(a.metric)
+            from evals.analyze.summary import run_scores
+
+            why = chance_judged(st.run(rid), Path(st.path).parent, run_scores(st, rid)).get(a.metric)
             if why:
                 raise ValueError(f"--metric {a.metric}: {why}")
         choice = choose(st, rid, a.metric, a.max_context_tokens, a.race_cost, a.min_effect)
