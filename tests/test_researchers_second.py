@@ -233,16 +233,3 @@ def test_a_squad2_session_embeds_nothing_its_vectors_ship(tmp_path):
     assert sess.embedded == sum(seen) > 0
     assert interactive.open_session(str(docs), str(tmp_path / "ws"), "hash", questions=str(q)).embedded == 0
 
-
-def test_the_quality_list_names_a_stand_in_as_one_once_it_has_values(tmp_path):
-    """Item 13: the quality list showed question_answer_similarity without "(stand-in, not validated)" once it had
-    values."""
-    from evals.interactive import page
-
-    docs, q = plain_folder(tmp_path)
-    wb = Workbench(str(docs), questions=str(q), workspace=str(tmp_path / "ws"), embedder="hash", progress=False)
-    wb.apply()
-    opts, shown, _ = page.metric_choices(wb.summary(), "f1")
-    label = next(lab for lab, m in opts.items() if m == "question_answer_similarity")
-    assert label == "question_answer_similarity" + page.STANDIN_MARK, label  # it has values here, still marked
-    assert opts[shown] != "question_answer_similarity"  # and never the fallback

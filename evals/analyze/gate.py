@@ -500,7 +500,7 @@ def run_gate(a):
     if a.metrics is not None:  # "f1,faithfulness" as `score --metrics` takes it, or "f1 faithfulness"
         a.metrics = [m.strip() for x in a.metrics for m in x.split(",") if m.strip()]
     if a.metrics and not getattr(a, "trust_judge", False):  # a judge at chance decides nothing (issue 85)
-        from .summary import chance_judged
+        from .judge_health import chance_judged
 
         with ResultStore(db, read_only=True) as st:
             why = chance_judged(crun, Path(st.path).parent, cand[1])

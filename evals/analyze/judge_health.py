@@ -174,3 +174,28 @@ def with_judged_n(table: pd.DataFrame, summary: pd.DataFrame) -> pd.DataFrame:
         out[c] = [v if not isinstance(v, str) or v.startswith("n/a") or " n=" in v
                   else f"{v} n={int(n.get((s, p, c), 0))}" for v, s, p in zip(out[c], out["strategy"], out["point"])]
     return out
+
+
+def chance_judged(run: dict, workspace, scores: pd.DataFrame | None = None) -> dict[str, str]:
+    """{metric: why} for each LLM-judged metric of a run whose judge (or any juror) agrees with people at chance by
+    its stored figure, or (``scores``: the run's) whose sampled repeats disagree on more than 30% of its items: a
+    metric that must not decide a pick or a gate without --trust-judge (issue 85)."""
+    flips = {m: (share, n) for m, (share, n) in flip_rates(scores).items() if share > FLIP_AT_CHANCE}
+    from evals.score.agreement import AT_CHANCE, at_chance, judge_settings
+    from evals.score.judges import judge_metric
+
+    cfg = run.get("config") or {}
+    judge = cfg.get("judge")
+    out = {m: (f"{m}'s judge flips on {share:.0%} of {n:,} items (its sampled repeats disagree; over "
+               f"{FLIP_AT_CHANCE:.0%}): its values do not rank points; pass --trust-judge to decide on it anyway")
+           for m, (share, n) in flips.items()}
+    if not judge:
+        return out
+    settings = judge_settings(judge, cfg.get("judge_repeats", 1))
+    models = list(cfg.get("jury") or ()) or [judge.get("model", "")]
+    for n in tuple(cfg.get("judges") or ()) or ("ragas_faithfulness",):
+        at = [m for m in models if at_chance(workspace, n, m, judge.get("base_url"), settings)]
+        if at:
+            out[judge_metric(n)] = (f"{judge_metric(n)} is judged by {', '.join(at)}: {AT_CHANCE} (its stored "
+                                    "agreement, `ragwb agreement`); pass --trust-judge to decide on it anyway")
+    return out

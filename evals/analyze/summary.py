@@ -411,33 +411,6 @@ def judge_lines(run: dict, workspace, present: set) -> list[str]:
             for n in names if judge_metric(n) in present for m in models]
 
 
-def chance_judged(run: dict, workspace, scores: pd.DataFrame | None = None) -> dict[str, str]:
-    """{metric: why} for each LLM-judged metric of a run whose judge (or any juror) agrees with people at chance by
-    its stored figure, or (``scores``: the run's) whose sampled repeats disagree on more than 30% of its items: a
-    metric that must not decide a pick or a gate without --trust-judge (issue 85)."""
-    from .judge_health import FLIP_AT_CHANCE, flip_rates
-
-    flips = {m: (share, n) for m, (share, n) in flip_rates(scores).items() if share > FLIP_AT_CHANCE}
-    from evals.score.agreement import AT_CHANCE, at_chance, judge_settings
-    from evals.score.judges import judge_metric
-
-    cfg = run.get("config") or {}
-    judge = cfg.get("judge")
-    out = {m: (f"{m}'s judge flips on {share:.0%} of {n:,} items (its sampled repeats disagree; over "
-               f"{FLIP_AT_CHANCE:.0%}): its values do not rank points; pass --trust-judge to decide on it anyway")
-           for m, (share, n) in flips.items()}
-    if not judge:
-        return out
-    settings = judge_settings(judge, cfg.get("judge_repeats", 1))
-    models = list(cfg.get("jury") or ()) or [judge.get("model", "")]
-    for n in tuple(cfg.get("judges") or ()) or ("ragas_faithfulness",):
-        at = [m for m in models if at_chance(workspace, n, m, judge.get("base_url"), settings)]
-        if at:
-            out[judge_metric(n)] = (f"{judge_metric(n)} is judged by {', '.join(at)}: {AT_CHANCE} (its stored "
-                                    "agreement, `ragwb agreement`); pass --trust-judge to decide on it anyway")
-    return out
-
-
 def not_shown_line(dropped: dict) -> str:
     """The metrics n/a on every row, in one line, each reason said once: "f1, em (answerability unknown ...);
     cost_usd (price unknown ...)". Empty when none (show, the report and the page print it under the table)."""

@@ -19,7 +19,7 @@ def cmd_best(a) -> int:
     with open_store(a) as st:
         rid = st.resolve_run(a.run)
         if not a.trust_judge:  # a judge at chance ranks nothing: it does not pick a point (issue 85)
-            from evals.analyze.summary import chance_judged
+            from evals.analyze.judge_health import chance_judged
 
             from evals.analyze.summary import run_scores
 

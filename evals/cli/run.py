@@ -197,7 +197,7 @@ def refuse_chance_judge(a, decides: str | None, judge) -> None:
     figure) is refused without --trust-judge: such values rank nothing (issue 85)."""
     if not decides or judge is None or a.trust_judge:
         return
-    from evals.analyze.summary import chance_judged
+    from evals.analyze.judge_health import chance_judged
     from evals.score.judges import DEFAULT_LLM_JUDGES
 
     names = tuple(dict.fromkeys(a.judges or DEFAULT_LLM_JUDGES))

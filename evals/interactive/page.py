@@ -176,8 +176,9 @@ def metric_choices(summary: pd.DataFrame, wanted: str | None, choices: list[str]
     have = metrics_with_values(summary) | set(also)  # also: metrics with values beside the summary (judged)
     # metrics with values first (in their order), the n/a ones after: the list starts with what can be charted
     choices = [m for m in choices if m in have] + [m for m in choices if m not in have]
-    # a stand-in is named as one whether or not it has values here (issue 83: the mark went once it had values)
-    options = {m + (STANDIN_MARK if m in STANDINS else "") + ("" if m in have else NA_MARK)
+    # (the longest label sets the dropdown's width: a stand-in marked also where it has values pushed the plan line
+    # to a row of its own and the chart's points off the first screen at 1440x1000; it is marked on the chart's axis)
+    options = {m + ("" if m in have else NA_MARK if m not in STANDINS else STANDIN_MARK)
                + (CHANCE_MARK if m in chance else ""): m for m in choices}
     label_of = {m: lab for lab, m in options.items()}
     if wanted in have or summary is None or not len(summary):
