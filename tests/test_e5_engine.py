@@ -182,7 +182,13 @@ def test_the_thread_count_follows_the_cores_free_now():
                 break
             time.sleep(0.1)
         assert running >= 3
-        assert e5_onnx.free_cores() <= max(1, n - 2)
+        # the free cores are read from the run queue at the moment asked: on a busy machine (the suite's other worker)
+        # a look can fall between two scheduler ticks, so the condition is waited for, never read once
+        free = e5_onnx.free_cores()
+        while free > max(1, n - 2) and time.time() < deadline + 30:
+            time.sleep(0.1)
+            free = e5_onnx.free_cores()
+        assert free <= max(1, n - 2)
     finally:
         for p in procs:
             p.kill()
