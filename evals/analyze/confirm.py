@@ -5,12 +5,9 @@ them is the optimism measured. ``show``, ``best``, the report and the page print
 from __future__ import annotations
 
 import dataclasses
-import math
-
-import numpy as np
 import pandas as pd
 
-from .pick import Z95, wilson
+from .pick import _normal, wilson  # the pick's own intervals: one implementation
 
 SMALL_CONFIRM = 20  # a confirm part this small tells no two close points apart: said beside its figure
 
@@ -55,13 +52,6 @@ def confirm_figures(store, run_id: str, metric: str, table: pd.DataFrame, points
         rows.append({"point": p, "tune": tune, "tune_n": int(by.loc[p, "n_ok"]) if p in by.index else 0,
                      "confirm": conf, "gap": gap, "small": bool(conf and conf["n"] < SMALL_CONFIRM)})
     return Confirmed(metric, picked_on, len(table), tq, len(ids), rows, confirmed)
-
-
-def _normal(v: np.ndarray) -> tuple[float, float]:
-    if len(v) < 2:
-        return float("nan"), float("nan")
-    h = Z95 * float(v.std(ddof=1)) / math.sqrt(len(v))
-    return float(v.mean()) - h, float(v.mean()) + h
 
 
 def confirm_lines(c: Confirmed | None) -> list[str]:
