@@ -41,7 +41,7 @@ code("""
 wb.apply(chunks__top_k=4, hybrid__alpha=0.5, max_context_tokens=1500)
 """)
 code("""
-fig = wb.figure()  # quality vs context tokens; earlier applies faded, the Pareto front outlined
+fig = wb.figure()  # quality vs context tokens; earlier applies faded, the Pareto front ringed
 fig
 """)
 code("""

@@ -235,7 +235,8 @@ def test_a_strategy_keeps_its_colour_whatever_else_the_chart_draws():
     before = summarize_scores(frame({"chunks · top_k=8": [0.5, 0.5, 0.5, 0.5]}))
 
     def colours(fig):
-        return {t.name: t.marker.color for t in fig.data if t.name not in ("earlier budgets", "Pareto front")}
+        return {t.name: t.marker.color for t in fig.data
+                if t.name not in ("earlier budgets", "Pareto front", "tied with the front")}
 
     plain, with_history = quality_cost_figure(now, "f1"), quality_cost_figure(now, "f1", history=before)
     assert colours(plain) == colours(with_history) == {"chunks": strategy_colour("chunks"),
@@ -270,8 +271,7 @@ def test_chart_symbols_are_fixed_per_strategy_and_the_pareto_status_is_an_outlin
     outline (black: front, grey: tied), said in the caption; labels are not clipped; history is open circles."""
     import pandas as pd
 
-    from evals.report.charts import (FRONT_OUTLINE, PARETO_CAPTION, TIE_OUTLINE, quality_cost_figure,
-                                     strategy_colour, strategy_symbol)
+    from evals.report.charts import PARETO_CAPTION, quality_cost_figure, strategy_colour, strategy_symbol
 
     rows = []
     for strat, pts in {"chunks": [("top_k=2", 100, 0.30, 0.25, 0.35), ("top_k=8", 400, 0.50, 0.45, 0.55)],
@@ -296,11 +296,11 @@ def test_chart_symbols_are_fixed_per_strategy_and_the_pareto_status_is_an_outlin
     for system in ("v1", "prod-rag", "full_documents_v2"):
         assert strategy_colour(system) not in {c for c, _ in shapes}
         assert strategy_symbol(system) not in {s for _, s in shapes}
-    chunks = by["chunks"]
-    assert list(chunks.marker.line.color) == [FRONT_OUTLINE["color"]] * 2  # both chunks points are on the front
-    assert list(by["hybrid"].marker.line.color) == [TIE_OUTLINE["color"]]  # dominated by chunks top_k=8, tied
-    assert list(by["full_documents"].marker.line.width) == [0]  # dominated, not tied
-    assert "Black outline: on the Pareto front" in PARETO_CAPTION
-    assert any("black outline" in (a.text or "") for a in fig.layout.annotations)
+    # the status is a ring of its own (issue 83, item 14): the strategy's marker keeps its colour, outline-free
+    assert all(by[n].marker.line.width == 0 for n in ("chunks", "hybrid", "full_documents"))
+    assert list(by["Pareto front"].x) == [100, 400]  # both chunks points: top_k=8's interval lies above top_k=2's
+    assert list(by["tied with the front"].x) == [500]  # hybrid: its interval reaches chunks top_k=8's
+    assert "Black ring: on the Pareto front" in PARETO_CAPTION
+    assert any("black ring" in (a.text or "") for a in fig.layout.annotations)
     lo, hi = fig.layout.xaxis.range
     assert lo < 90 and hi > 5000  # room beyond the outermost points (history included) for their labels

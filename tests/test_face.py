@@ -189,7 +189,7 @@ def test_auto_and_tokens_that_build_the_same_chunks_are_not_an_index_difference(
     assert "build one index on notes" in capsys.readouterr().err
 
 
-def test_chart_labels_of_an_index_sweep_go_on_hover_and_notes_sit_above_the_plot():
+def test_chart_labels_of_an_index_sweep_say_what_varies_and_notes_sit_above_the_plot():
     from evals.report.charts import quality_cost_figure
 
     rows = [{"strategy": "chunks", "point": f"index.chunk_tokens={t},top_k={k}", "metric": m, "n": 5, "n_ok": 5,
@@ -197,7 +197,10 @@ def test_chart_labels_of_an_index_sweep_go_on_hover_and_notes_sit_above_the_plot
             for t in (48, 96, 192) for k in (2, 4) for m, v in (("f1", 1.0), ("context_tokens", t * k))]
     fig = quality_cost_figure(pd.DataFrame(rows), "f1")
     tr = next(t for t in fig.data if t.name == "chunks")
-    assert "text" not in tr.mode and "%{text}" in tr.hovertemplate  # six long labels: hover, never overprinted
+    # six points: the cheapest and the dearest say their budget in short (issue 83, item 14), the rest on hover
+    assert "text" in tr.mode and "%{hovertext}" in tr.hovertemplate
+    assert list(tr.text) == ["chunk=48 k=2", "", "", "", "", "chunk=192 k=4"]
+    assert list(tr.hovertext)[0] == "index.chunk_tokens=48,top_k=2"
     assert "every point scores 1.000" in fig.layout.title.text  # the note under the title, above the plot area
     assert not any("every point" in (a.text or "") for a in fig.layout.annotations)
     few = quality_cost_figure(pd.DataFrame([r for r in rows if r["point"].endswith("top_k=2")]).assign(

@@ -233,3 +233,51 @@ def test_a_squad2_session_embeds_nothing_its_vectors_ship(tmp_path):
     assert sess.embedded == sum(seen) > 0
     assert interactive.open_session(str(docs), str(tmp_path / "ws"), "hash", questions=str(q)).embedded == 0
 
+
+
+def _summary(points: dict) -> "pd.DataFrame":
+    """A summary frame from {(strategy, point): (cost, mean, low, high)} (f1 and context_tokens)."""
+    import pandas as pd
+
+    rows = []
+    for (strat, point), (cost, m, lo, hi) in points.items():
+        rows += [{"strategy": strat, "point": point, "metric": "f1", "n_ok": 300, "mean": m, "low": lo, "high": hi},
+                 {"strategy": strat, "point": point, "metric": "context_tokens", "n_ok": 300, "mean": cost,
+                  "low": cost, "high": cost}]
+    return pd.DataFrame(rows)
+
+
+def test_markers_stay_visible_keep_their_shape_and_say_their_budget():
+    """Item 14, from its repro: hybrid (238.7 tokens) hidden under two_phase_pages (236.5); the front's outline
+    turning parent_child's cross black in the legend too; one rule for the front (300 questions, full_documents at
+    8,705 tokens against chunks' 213 at the same f1: chunks is the front); sweep markers naming their top_k."""
+    from evals.report.charts import quality_cost_frame, quality_cost_figure, strategy_symbol
+
+    s = _summary({("chunks", "defaults"): (213.0, 0.700, 0.650, 0.750),
+                  ("full_documents", "defaults"): (8705.0, 0.702, 0.660, 0.744),
+                  ("hybrid", "defaults"): (238.7, 0.620, 0.570, 0.670),
+                  ("two_phase_pages", "defaults"): (236.5, 0.640, 0.590, 0.690),
+                  ("parent_child", "defaults"): (190.0, 0.590, 0.540, 0.640)})
+    fig = quality_cost_figure(s, "f1")
+    by = {t.name: t for t in fig.data}
+    drawn = [t.name for t in fig.data]
+    first, later = sorted(["hybrid", "two_phase_pages"], key=drawn.index)
+    assert list(by[later].marker.size)[0] < list(by[first].marker.size)[0]  # the one on top is smaller: both show
+    # parent_child is the cheapest, so on the front; its cross keeps its colour and no outline, in the legend too
+    pc = by["parent_child"]
+    assert pc.marker.symbol == strategy_symbol("parent_child") == "cross" and pc.marker.line.width == 0
+    assert 190.0 in list(by["Pareto front"].x) and by["Pareto front"].marker.symbol == "circle-open"
+    df = quality_cost_frame(s, "f1").set_index("strategy")
+    # one rule: chunks' interval lies above parent_child's (cheaper), so its extra 23 tokens buy f1: front;
+    # full_documents is within noise of chunks at 40 times the tokens: tied, never front, and never un-outlined
+    assert df.loc["chunks", "pareto"] and not df.loc["full_documents", "pareto"] and df.loc["full_documents", "tie"]
+    assert not df.loc["hybrid", "pareto"] and not df.loc["two_phase_pages", "pareto"]
+    # every score equal: the cheapest alone is the front, the rest tied with it (the same rule, not a second one)
+    eq = quality_cost_frame(_summary({("chunks", "defaults"): (213.0, 1.0, 1.0, 1.0),
+                                      ("full_documents", "defaults"): (8705.0, 1.0, 1.0, 1.0)}), "f1")
+    assert list(eq["pareto"]) == [True, False] and list(eq["tie"]) == [False, True]
+    # a sweep's markers say their top_k on the plot, not on hover only
+    sweep = quality_cost_figure(_summary({("chunks", f"top_k={k}"): (100.0 * k, 0.5 + k / 100, 0.4, 0.7)
+                                          for k in (2, 4, 8)}), "f1")
+    tr = next(t for t in sweep.data if t.name == "chunks")
+    assert "text" in tr.mode and list(tr.text) == ["k=2", "k=4", "k=8"]

@@ -49,16 +49,10 @@ def is_unit_interval(metric: str) -> bool:
     return not any(metric.endswith(s) for s in ("tokens", "_usd", "_ms", "_count", "calls", "_chars"))
 
 
-def pareto_front(points: list[tuple[float, float]]) -> list[bool]:
-    """Mask of points not dominated (lower cost and higher quality is better)."""
-    mask = []
-    for i, (c, q) in enumerate(points):
-        dominated = any((c2 <= c and q2 >= q) and (c2 < c or q2 > q) for j, (c2, q2) in enumerate(points) if j != i)
-        mask.append(not dominated)
-    return mask
-
-
 def quality_cost_frame(summary: pd.DataFrame, quality: str, cost: str = "context_tokens") -> pd.DataFrame:
+    """One row a point: quality (mean, 95% interval) and cost, with its place on the front (``pareto``: the cost
+    buys measurable quality; ``tie``: within noise of such a point). One rule whatever the data (issue 83, item 14):
+    see ``measured_front``."""
     cols = ["strategy", "point", "mean", "low", "high", "cost", "pareto", "tie"]
     if summary is None or not len(summary) or "metric" not in summary:
         return pd.DataFrame(columns=cols)  # nothing summarised yet (no questions, or nothing scored)
@@ -67,16 +61,39 @@ def quality_cost_frame(summary: pd.DataFrame, quality: str, cost: str = "context
     df = q[["mean", "low", "high"]].join(c[["mean"]].rename(columns={"mean": "cost"}), how="inner").reset_index()
     if not len(df):
         return pd.DataFrame(columns=cols)
-    df["pareto"] = pareto_front(list(zip(df["cost"], df["mean"])))
-    df["tie"] = pareto_ties(df)
-    if no_point_differs(df):  # a front drawn from noise would read as a winner: none is outlined (issue 72)
-        df["pareto"], df["tie"] = False, False
+    df["pareto"], df["tie"] = measured_front(df)
     return df
+
+
+def measured_front(df: pd.DataFrame) -> tuple[list[bool], list[bool]]:
+    """The Pareto front as the data can claim it, by one rule (issue 83, item 14: the old outline followed two, so
+    at 300 questions nothing was outlined though full_documents spent 40 times chunks' tokens for the same f1).
+
+    A point is on the front when no point as cheap or cheaper is within noise of it or better: every such point's
+    95% interval lies wholly below this point's (so its extra cost buys quality the data can see). The cheapest
+    point is always on it. A point off the front is *tied* with it when its interval reaches a front point's.
+    A point without an interval (one question) counts its mean as its interval. Equal costs are broken by the
+    higher mean, then by the order of the rows."""
+    import numpy as np
+
+    cost, mean = df["cost"].to_numpy(float), df["mean"].to_numpy(float)
+    low = np.where(np.isnan(df["low"].to_numpy(float)), mean, df["low"].to_numpy(float))
+    high = np.where(np.isnan(df["high"].to_numpy(float)), mean, df["high"].to_numpy(float))
+    n = len(df)
+    front = []
+    for i in range(n):
+        before = (cost < cost[i]) | ((cost == cost[i]) & ((mean > mean[i]) | ((mean == mean[i])
+                                                                              & (np.arange(n) < i))))
+        front.append(not bool((before & (high >= low[i])).any()))
+    on = np.array(front, bool)
+    tie = [bool(not on[i] and ((high[i] >= low[on]) & (high[on] >= low[i])).any()) for i in range(n)]
+    return front, tie
 
 
 def no_point_differs(df: pd.DataFrame) -> bool:
     """Every point's 95% interval overlaps every other's (the highest low under the lowest high): the data cannot
-    tell any two points apart on quality, so no front is claimed. Two points or more, with intervals."""
+    tell any two points apart on quality, so only the cheapest is on the front (said under the chart's title).
+    Two points or more, with intervals."""
     if len(df) < 2:
         return False
     low, high = df["low"].astype(float), df["high"].astype(float)
@@ -86,36 +103,25 @@ def no_point_differs(df: pd.DataFrame) -> bool:
 
 
 def coincident_sizes(xs: list, ys: list, xspan: float, yspan: float, size: int = 12) -> list[int]:
-    """Marker sizes in drawing order: a point that sits on a point drawn before it (within 1% of each axis's span)
-    is drawn smaller, so both stay visible (hybrid's marker hid chunks' at 751.3 vs 751.2 tokens: issue 72)."""
+    """Marker sizes in drawing order: a point whose marker would cover one drawn before it is drawn smaller on top,
+    so both stay visible (hybrid's marker hid chunks' at 751.3 vs 751.2 tokens: issue 72; two_phase_pages' hid
+    hybrid's at 236.5 vs 238.7 tokens and 0.02 apart: issue 83). A 12-pixel marker on the default plot spans about
+    2.5% of the x axis and 4% of the y axis, so closer than that is under."""
     out = []
     for i, (x, y) in enumerate(zip(xs, ys)):
-        under = sum(abs(x - xs[j]) <= 0.01 * (xspan or 1) and abs(y - ys[j]) <= 0.01 * (yspan or 1)
+        under = sum(abs(x - xs[j]) <= 0.025 * (xspan or 1) and abs(y - ys[j]) <= 0.04 * (yspan or 1)
                     for j in range(i))
         out.append(max(size - 4 * under, 5))
     return out
 
 
-def pareto_ties(df: pd.DataFrame) -> list[bool]:
-    """Dominated points that are statistically tied with the front: the 95% interval of the point
-    reaches every point that dominates it (so the data cannot say the front point is better)."""
-    cost, mean = df["cost"].to_numpy(float), df["mean"].to_numpy(float)
-    low, high = df["low"].to_numpy(float), df["high"].to_numpy(float)
-    out = []
-    for i, front in enumerate(df["pareto"].to_numpy(bool)):  # arrays, not a frame filter per point
-        if front:
-            out.append(False)
-            continue
-        dom = (cost <= cost[i]) & (mean >= mean[i])
-        dom[i] = False
-        out.append(bool(dom.any()) and bool((high[i] >= low[dom]).all()))
-    return out
-
-
-FRONT_OUTLINE = {"color": "#111", "width": 3}  # a point on the Pareto front
-TIE_OUTLINE = {"color": "#999", "width": 3}  # a point tied with the front (its 95% interval reaches it)
-PARETO_CAPTION = ("Each strategy has one colour and one symbol. Black outline: on the Pareto front (no other point "
-                  "is cheaper and better); grey outline: tied with the front (95% intervals overlap).")
+# the front's status is a ring around the marker, a trace of its own: an outline on the marker itself turned
+# parent_child's cross black, in the legend too (issue 83, item 14)
+FRONT_RING = {"color": "#111", "name": "Pareto front"}
+TIE_RING = {"color": "#999", "name": "tied with the front"}
+PARETO_CAPTION = ("Each strategy has one colour and one symbol. Black ring: on the Pareto front (the cheapest point, "
+                  "and each point whose 95% interval lies above every cheaper point's: its extra tokens buy quality "
+                  "the data can see); grey ring: tied with the front (its interval reaches a front point's).")
 HISTORY_CAPTION = "Small open circles: earlier budgets of this dataset and question set."
 
 
@@ -136,12 +142,35 @@ def display_name(metric: str) -> str:
     return DISPLAY_NAMES.get(metric, metric)
 
 
+# a budget's key as a point label says it: the few every sweep varies get a short name (the rest their last part)
+SHORT_KEYS = {"top_k": "k", "chunk_tokens": "chunk", "overlap_tokens": "overlap", "max_context_tokens": "max",
+              "parent_tokens": "parent", "child_tokens": "child", "alpha": "α"}
+
+
+def short_labels(points: list[str]) -> list[str]:
+    """Labels for one strategy's points that say what varies among them: ``index.chunk_tokens=48,top_k=2`` and
+    ``index.chunk_tokens=96,top_k=2`` are ``chunk=48`` and ``chunk=96``; a lone point keeps its name when short.
+    A name that is no ``key=value`` list is kept whole."""
+    parsed = []
+    for p in points:
+        parts = [x.split("=", 1) for x in str(p).split(",")]
+        parsed.append(dict(parts) if all(len(x) == 2 for x in parts) else None)
+    if any(d is None for d in parsed) or len(points) < 2:
+        return [str(p) if len(str(p)) <= 16 or d is None else
+                " ".join(f"{SHORT_KEYS.get(k.rsplit('.', 1)[-1], k.rsplit('.', 1)[-1])}={v}" for k, v in d.items())
+                for p, d in zip(points, parsed)]
+    keys = [k for k in dict.fromkeys(k for d in parsed for k in d) if len({d.get(k) for d in parsed}) > 1]
+    keys = keys or list(dict.fromkeys(k for d in parsed for k in d))
+    return [" ".join(f"{SHORT_KEYS.get(k.rsplit('.', 1)[-1], k.rsplit('.', 1)[-1])}={d[k]}" for k in keys if k in d)
+            for d in parsed]
+
+
 def quality_cost_figure(summary: pd.DataFrame, quality: str, cost: str = "context_tokens",
                         history: pd.DataFrame | None = None, title: str | None = None, picked: dict | None = None):
     """Quality against cost per point: lines join a strategy's budget points, each strategy with one fixed symbol
-    (its legend entry never changes); the Pareto status is the marker's outline (black: front, grey: tied with it),
+    (its legend entry never changes); the Pareto status is a ring around the marker (black: front, grey: tied),
     said in ``PARETO_CAPTION``; ``history`` (earlier summaries) shows previously applied budgets as small open
-    circles. Point labels are never clipped at the plot's edges. ``picked`` ({"point": "strategy · label", "hover"}):
+    circles. Each point says its budget in a short label (``short_labels``), never clipped at the plot's edges. ``picked`` ({"point": "strategy · label", "hover"}):
     the best point's hover also says what to expect of it on new questions (evals/analyze/best.pick_figures)."""
     import plotly.graph_objects as go
 
@@ -160,41 +189,51 @@ def quality_cost_figure(summary: pd.DataFrame, quality: str, cost: str = "contex
                                          "color": [strategy_colour(x) for x in h["strategy"]]},
                                  hovertemplate="%{text}<br>cost %{x:.0f}<br>" + plot_text(quality)
                                  + " %{y:.3f}<extra></extra>"))
-    # point labels on the plot only while they can be read: a few short ones a strategy; an index sweep's
-    # (index.chunk_tokens=48,top_k=2) or many points overprint one another, so their labels are on hover alone
-    readable = bool(len(df)) and df.groupby("strategy").size().max() <= 4 and df["point"].str.len().max() <= 16
-    order = [g.sort_values("cost") for _, g in df.groupby("strategy")]  # each strategy's points in cost order
+    # every point says its budget on the plot (issue 83, item 14: a sweep's top_k or chunk size showed on hover
+    # only): a short label of what varies within its strategy; past five points a strategy, its cheapest and its
+    # dearest are labelled (the direction of the sweep), the rest on hover
+    order = [g.sort_values("cost") for _, g in df.groupby("strategy", sort=False)]  # points in cost order
     drawn = pd.concat(order) if order else df
     xspan = float(drawn["cost"].max() - drawn["cost"].min()) if len(drawn) else 1.0
     yspan = 1.0 if is_unit_interval(quality) else (float(drawn["mean"].max() - drawn["mean"].min()) if len(drawn)
                                                     else 1.0)
     sizes = iter(coincident_sizes(list(drawn["cost"]), list(drawn["mean"]), xspan, yspan))
+    rings = {"front": [], "tie": []}
     for g in order:
         strat = g["strategy"].iloc[0]  # a strategy's budget points joined in cost order
-        outline = [FRONT_OUTLINE if p else TIE_OUTLINE if t else {"color": strategy_colour(strat), "width": 0}
-                   for p, t in zip(g["pareto"], g["tie"])]
+        short = short_labels(list(g["point"]))
+        if len(g) > 5:
+            short = [t if i in (0, len(g) - 1) else "" for i, t in enumerate(short)]
+        size = [next(sizes) for _ in range(len(g))]
+        for (_, r), sz in zip(g.iterrows(), size):
+            if r["pareto"] or r["tie"]:
+                rings["front" if r["pareto"] else "tie"].append((r["cost"], r["mean"], sz))
         fig.add_trace(go.Scatter(
-            x=g["cost"], y=g["mean"], mode=("lines+markers+text" if readable else "lines+markers") if len(g) > 1
-            else "markers", name=plot_text(strat),
-            text=g["point"].map(plot_text), cliponaxis=False, textfont={"size": 11},
+            x=g["cost"], y=g["mean"], mode="lines+markers+text" if len(g) > 1 else "markers+text",
+            name=plot_text(strat), text=[plot_text(t) for t in short], hovertext=g["point"].map(plot_text),
+            cliponaxis=False, textfont={"size": 11},
             # labels alternate above and below the points, so two close points (two chunk sizes) stay readable
             textposition=["top center" if i % 2 == 0 else "bottom center" for i in range(len(g))],
             error_y={"type": "data", "symmetric": False, "array": g["high"] - g["mean"],
                      "arrayminus": g["mean"] - g["low"], "color": strategy_colour(strat)},
             line={"color": strategy_colour(strat)},
-            marker={"size": [next(sizes) for _ in range(len(g))], "color": strategy_colour(strat),
-                    "symbol": strategy_symbol(strat),
-                    "line": {"color": [o["color"] for o in outline], "width": [o["width"] for o in outline]}},
+            marker={"size": size, "color": strategy_colour(strat), "symbol": strategy_symbol(strat),
+                    "line": {"width": 0}},
             customdata=[("Pareto front" if p else "tied with the front" if t else "dominated")
                         + (f"; {plot_text(picked['hover'])}" if picked and f"{strat} · {pt}" == picked["point"]
                            else "")
                         for p, t, pt in zip(g["pareto"], g["tie"], g["point"])],
-            hovertemplate="%{text} (%{customdata})<br>cost %{x:.0f}<br>" + plot_text(quality) + " %{y:.3f}<extra>"
-                          + plot_text(strat) + "</extra>"))
-    front = df[df["pareto"].astype(bool)].sort_values("cost")
-    if len(front) > 1:
-        fig.add_trace(go.Scatter(x=front["cost"], y=front["mean"], mode="lines", name="Pareto front",
-                                 line={"dash": "dot", "color": "grey"}))
+            hovertemplate="%{hovertext} (%{customdata})<br>cost %{x:.0f}<br>" + plot_text(quality)
+                          + " %{y:.3f}<extra>" + plot_text(strat) + "</extra>"))
+    for kind, ring in (("front", FRONT_RING), ("tie", TIE_RING)):
+        pts = sorted(rings[kind])
+        if pts:  # an open ring a little wider than the marker it circles, drawn over it: never a filled shape
+            fig.add_trace(go.Scatter(
+                x=[p[0] for p in pts], y=[p[1] for p in pts], name=ring["name"], hoverinfo="skip",
+                mode="lines+markers" if kind == "front" and len(pts) > 1 else "markers",
+                line={"dash": "dot", "color": "grey", "width": 1},
+                marker={"symbol": "circle-open", "size": [p[2] + 9 for p in pts], "color": ring["color"],
+                        "line": {"width": 2, "color": ring["color"]}}))
     notes = []
     if not len(df) and summary is not None and len(summary):
         notes.append(f"no point has a {quality} value on these questions (n/a: see the table's reasons); "
@@ -202,15 +241,15 @@ def quality_cost_figure(summary: pd.DataFrame, quality: str, cost: str = "contex
     if len(df) > 1 and df["mean"].nunique() <= 1:
         notes.append(f"every point scores {df['mean'].iloc[0]:.3f}: {quality} does not separate these points")
     elif no_point_differs(df):
-        notes.append(f"no point differs: every 95% interval of {display_name(quality)} overlaps every other, so no "
-                     "front is outlined (more questions may separate them)")
+        notes.append(f"no point differs: every 95% interval of {display_name(quality)} overlaps every other, so the "
+                     "cheapest point alone is on the front (more questions may separate them)")
     if len(df) and cost == "cost_usd" and (df["cost"] == 0).all():
         notes.append("cost is 0 everywhere: no prices set (--price MODEL=IN,OUT) or a local answerer")
     # notes sit under the title, above the plot area: never over a marker
     shown = display_name(quality)
     head = plot_text(title or f"{shown} vs {cost}") + "".join(
         f"<br><span style='font-size:11px;color:#a33'>{html.escape(n)}</span>" for n in notes)
-    fig.add_annotation(text="black outline: Pareto front · grey outline: tied with it (95% CIs overlap)",
+    fig.add_annotation(text="black ring: Pareto front · grey ring: tied with it (95% CIs overlap)",
                        xref="paper", yref="paper", x=1, y=-0.22, showarrow=False, xanchor="right",
                        font={"size": 10, "color": "#555"})
     fig.update_layout(title=head, xaxis_title=f"{cost.replace('_', ' ')} per question (mean)",

@@ -380,7 +380,7 @@ def build_report_html(store: ResultStore, run_id: str, compare: str | None = Non
             "optimistic). Expected on new questions: the same choice made on part of the questions and scored on "
             "the rest. Confirm: the point scored on questions set aside before the grid ran (ragwb run --confirm). "
             "docs/sweeps.md, How far to trust the best point.</p>"]
-    parts += ["<h2>Quality vs token cost (black outline: Pareto front; grey outline: tied with it)</h2>",
+    parts += ["<h2>Quality vs token cost (black ring: Pareto front; grey ring: tied with it)</h2>",
               f"<p class='src'>{_esc(PARETO_CAPTION)}</p>"]
     for i, fig in enumerate(sec["figures"]):
         parts.append(pio.to_html(fig, full_html=False, include_plotlyjs=(i == 0), div_id=f"chart{i}",

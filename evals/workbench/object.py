@@ -230,7 +230,7 @@ class Workbench:
         return table
 
     def figure(self, metric: str | None = None, cost: str = "context_tokens", history: bool = True):
-        """The quality-vs-cost chart (plotly Figure): Pareto front outlined, earlier Applies faded. ``metric``:
+        """The quality-vs-cost chart (plotly Figure): Pareto front ringed, earlier Applies faded. ``metric``:
         the quality axis (default f1, moved to a metric with values here, as the page moves it)."""
         hist = pd.concat(self.history, ignore_index=True) if history and self.history else None
         fig, _, _ = quality_figure(self.summary(), metric, cost, hist)
