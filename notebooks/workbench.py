@@ -157,10 +157,21 @@ def _(args, base_session, loaded_line, mo):
 
 
 @app.cell
-def _(base_session, interactive, mo):
+def _():
+    # the last applied budgets: a plain dict, never a state (nothing re-runs when it changes), read when the form is
+    # built again (new questions after Generate, another dataset), so the form keeps them (issue 83, item 16)
+    budget_memory = {}
+    return (budget_memory,)
+
+
+@app.cell
+def _(base_session, budget_memory, interactive, mo):
     # budgets are batched in a form: moving sliders costs nothing until "Apply"; the code-index budgets only where
     # the corpus holds source files (on a Markdown folder they would change nothing)
     _code = any(d.code_language for d in base_session.dataset.documents)
+
+    def _kept(name, default):  # the last applied value of a budget, else its shipped one
+        return budget_memory.get(name, default)
     _code_line = ("""
         code indexes: code_block_chars {code_block_chars} (0 = whole) code_cut {code_cut} ·
         exact names first {exact_names} · stubs {stubs} · imports {imports} · where {where} ·
@@ -168,13 +179,13 @@ def _(base_session, interactive, mo):
         """ if _code else "")
     _code_ui = dict(
         # code budgets (docs/strategies.md, Code corpora); "shipped" leaves each strategy its own default
-        code_block_chars=mo.ui.slider(0, 4000, step=250, value=1000, show_value=True),
-        code_cut=mo.ui.dropdown(["comments", "top"], value="comments"),
-        exact_names=mo.ui.checkbox(value=True),
-        stubs=mo.ui.dropdown(["last", "keep"], value="last"),
-        imports=mo.ui.dropdown([interactive.SHIPPED, "last", "keep"], value=interactive.SHIPPED),
-        where=mo.ui.text(placeholder="kind=method;file=src/*.py"),
-        hybrid__bm25_stopwords=mo.ui.dropdown(["auto", "drop", "keep"], value="auto"),
+        code_block_chars=mo.ui.slider(0, 4000, step=250, value=_kept("code_block_chars", 1000), show_value=True),
+        code_cut=mo.ui.dropdown(["comments", "top"], value=_kept("code_cut", "comments")),
+        exact_names=mo.ui.checkbox(value=_kept("exact_names", True)),
+        stubs=mo.ui.dropdown(["last", "keep"], value=_kept("stubs", "last")),
+        imports=mo.ui.dropdown([interactive.SHIPPED, "last", "keep"], value=_kept("imports", interactive.SHIPPED)),
+        where=mo.ui.text(value=_kept("where", ""), placeholder="kind=method;file=src/*.py"),
+        hybrid__bm25_stopwords=mo.ui.dropdown(["auto", "drop", "keep"], value=_kept("hybrid__bm25_stopwords", "auto")),
     ) if _code else {}
     budgets = mo.md(
         """
@@ -188,22 +199,32 @@ def _(base_session, interactive, mo):
         every strategy: max_context_tokens {max_context_tokens} (0 = no limit) overflow {overflow}
         """ + _code_line
     ).batch(
-        chunks__top_k=mo.ui.slider(1, 30, value=8, show_value=True),
-        hybrid__top_k=mo.ui.slider(1, 30, value=8, show_value=True),
-        hybrid__alpha=mo.ui.slider(0.0, 1.0, step=0.05, value=0.8, show_value=True),
-        hybrid__fusion=mo.ui.dropdown(["weighted", "rrf"], value="weighted"),
-        full_documents__top_k=mo.ui.slider(1, 30, value=8, show_value=True),
-        full_documents__max_total_chars=mo.ui.slider(2000, 80000, step=2000, value=80000, show_value=True),
-        two_phase_pages__top_chunks=mo.ui.slider(0, 20, value=5, show_value=True),
-        two_phase_pages__top_pages=mo.ui.slider(1, 10, value=5, show_value=True),
-        parent_child__top_k=mo.ui.slider(1, 60, value=20, show_value=True),
-        parent_child__max_parents=mo.ui.slider(1, 10, value=4, show_value=True),
-        max_context_tokens=mo.ui.slider(0, 8000, step=250, value=0, show_value=True),
-        overflow=mo.ui.dropdown(["truncate", "drop"], value="truncate"),
+        chunks__top_k=mo.ui.slider(1, 30, value=_kept("chunks__top_k", 8), show_value=True),
+        hybrid__top_k=mo.ui.slider(1, 30, value=_kept("hybrid__top_k", 8), show_value=True),
+        hybrid__alpha=mo.ui.slider(0.0, 1.0, step=0.05, value=_kept("hybrid__alpha", 0.8), show_value=True),
+        hybrid__fusion=mo.ui.dropdown(["weighted", "rrf"], value=_kept("hybrid__fusion", "weighted")),
+        full_documents__top_k=mo.ui.slider(1, 30, value=_kept("full_documents__top_k", 8), show_value=True),
+        full_documents__max_total_chars=mo.ui.slider(2000, 80000, step=2000, value=_kept("full_documents__max_total_chars", 80000), show_value=True),
+        two_phase_pages__top_chunks=mo.ui.slider(0, 20, value=_kept("two_phase_pages__top_chunks", 5), show_value=True),
+        two_phase_pages__top_pages=mo.ui.slider(1, 10, value=_kept("two_phase_pages__top_pages", 5), show_value=True),
+        parent_child__top_k=mo.ui.slider(1, 60, value=_kept("parent_child__top_k", 20), show_value=True),
+        parent_child__max_parents=mo.ui.slider(1, 10, value=_kept("parent_child__max_parents", 4), show_value=True),
+        max_context_tokens=mo.ui.slider(0, 8000, step=250, value=_kept("max_context_tokens", 0), show_value=True),
+        overflow=mo.ui.dropdown(["truncate", "drop"], value=_kept("overflow", "truncate")),
         **_code_ui,
     ).form(submit_button_label="Apply budgets")
+    # what the form starts from stands until its first Apply (kept budgets apply as shown, not the defaults)
+    budget_start = {k: v for k, v in budget_memory.items() if k in budgets.element.elements}
     budgets
-    return (budgets,)
+    return budget_start, budgets
+
+
+@app.cell
+def _(budget_memory, budget_start, budgets):
+    budget_values = budgets.value or budget_start  # the budgets every Apply, Sweep, Race and search uses
+    if budgets.value:
+        budget_memory.update(budgets.value)
+    return (budget_values,)
 
 
 @app.cell
@@ -216,14 +237,14 @@ def _(mo):
 
 
 @app.cell
-def _(SYSTEMS, budgets, get_sent, interactive, limit, mo, page, session, strategies):
+def _(SYSTEMS, budget_values, get_sent, interactive, limit, mo, page, session, strategies):
     get_sent()  # noqa: B018  (after a send the line counts again: what was sent is cached now)
     _none = not session.dataset.questions
     if _none:  # a folder with no questions: searchable below; nothing to answer (a script or an export ends here)
         page.exit_headless("workbench: " + page.no_questions_message(session, markdown=False))
     mo.stop(_none, mo.callout(mo.md(page.no_questions_message(session)), kind="info"))
     # before an Apply sends anything: the calls, prompt tokens and dollars it would cost, and what is cached
-    applied_points = interactive.points_from_budgets(strategies.value, budgets.value or {}, systems=SYSTEMS)
+    applied_points = interactive.points_from_budgets(strategies.value, budget_values, systems=SYSTEMS)
     plan = interactive.answer_plan(session, applied_points, limit.value)
     _model = session.client.cfg.model if session.client is not None else ""
     # the judge's calls (the answering model judges by default) are in the same line and the same Send
@@ -316,19 +337,19 @@ def _(HEADLINE, cost, get_history, headline_all, headline_table, history_key, ju
     _hist = [s for k, s in get_history()[:-1] if k == history_key]
     # the answer-side metrics an LLM answer is scored on join the headline (faithfulness and citations against
     # token cost: what the budgets trade); judged first, the columns past the fourth behind *all columns*
-    _first, _more = page.headline_first(page.headline_order(summary, HEADLINE))
-    _table, _dropped = page.headline(summary, headline_table, _first + _more if headline_all.value else _first)
-    _more = [m for m in _more if m not in _dropped and not headline_all.value]
+    _table, _dropped, _more = page.headline_columns(summary, headline_table, page.headline_order(summary, HEADLINE),
+                                                    headline_all.value)
     _fig = quality_cost_figure(summary, quality.value, cost.value, pd.concat(_hist, ignore_index=True) if _hist else None)
-    _fig.update_layout(height=_fig.layout.height - 50, margin_b=60)  # the points on the first screen at 1440x1000
+    _fig.update_layout(height=_fig.layout.height - 80, margin_b=60)  # the points on the first screen at 1440x1000
     mo.vstack([
         page.plotly(_fig),
         mo.md(quality_note) if quality_note else mo.md(""),
         mo.ui.table(show_download=False, show_column_summaries=False, data=page.labelled(_table), selection=None, freeze_columns_left=["strategy", "point"]),
         mo.md("<small>not shown (n/a on every row): " + page.esc(page.not_shown_line(_dropped)) + "</small>")
         if _dropped else mo.md(""),
+        # the toggle only where it adds a column with a value (or to take them away again)
         mo.hstack([headline_all, mo.md(f"<small>{len(_more)} more column(s): {page.esc(', '.join(_more))}</small>")
-                   if _more else mo.md("")], justify="start"),
+                   if _more else mo.md("")], justify="start") if _more or headline_all.value else mo.md(""),
     ] + [mo.md(f"<small>judge: {page.esc(_l)}</small>") for _l in judge_notes]
       + [mo.md(f"<small>{_c}</small>") for _c in page.chart_captions(bool(_hist), summary, quality.value)]
     ) if len(summary) else mo.md("Pick at least one strategy.")
@@ -654,14 +675,14 @@ def _(STRATEGIES, mo):
 
 
 @app.cell
-def _(budgets, confirm_share, curve_param, curve_strategy, curve_values, get_sent, interactive, limit, mo, page,
-      session):
+def _(budget_values, confirm_share, curve_param, curve_strategy, curve_values, get_sent, interactive, limit,
+      mo, page, session):
     get_sent()  # noqa: B018  (counted again after every send)
     mo.stop(not session.dataset.questions, mo.md(f"Sweep and Race need questions: {page.needs_questions(session)}"))
     # what a Sweep would send, before it sends anything: the same line as Apply's, then the buttons
     try:
         sweep_points = interactive.sweep_points(curve_strategy.value, curve_param.value, curve_values.value,
-                                                budgets.value or {})
+                                                budget_values)
         sweep_plan = interactive.answer_plan_kept(session, sweep_points, limit.value, get_sent())
         _line, _said = sweep_plan.line(session.client.cfg.model if session.client is not None else ""), None
         if confirm_share.value:  # the grid on the tune part and the pick on the rest: never more than this
@@ -691,17 +712,18 @@ def _(mo):
 
 
 @app.cell
-def _(args, budgets, confirm_share, curve_go, curve_param, curve_strategy, curve_values, get_curve, interactive,
-      limit, mo, page, quality, quality_cost_figure, session, set_curve, set_saved, set_sent, summarize_scores,
-      sweep_plan, sweep_points, wb):
-    mo.stop(not curve_go.value, get_curve() or mo.md("Press Sweep to draw the curve (the line above says what it "
+def _(args, budget_values, confirm_share, curve_go, curve_param, curve_strategy, curve_values, get_curve,
+      interactive, limit, mo, page, quality, quality_cost_figure, session, set_curve, set_saved, set_sent,
+      summarize_scores, sweep_plan, sweep_points, wb):
+    # a curve drawn on other questions (before Generate loaded new ones) is not this page's any more
+    mo.stop(not curve_go.value, page.kept_output(get_curve(), session) or mo.md("Press Sweep to draw the curve (the line above says what it "
                                                      "sends first)."))
     _title = (f"{quality.value} vs context tokens: {', '.join(curve_strategy.value)} sweeping "
               f"{curve_param.value.strip()} = {curve_values.value} (other budgets as applied)")
     if confirm_share.value:  # a stored run: the grid on the tune part, the pick scored on the confirm part
         try:
             _rid = interactive.sweep_stored(session, args.db, args.workspace, curve_strategy.value, curve_param.value,
-                                            curve_values.value, budgets.value or {}, limit.value, quality.value,
+                                            curve_values.value, budget_values, limit.value, quality.value,
                                             confirm_share.value, prices=wb.prices)
             _pick = interactive.pick_of(args.db, _rid, quality.value)
             _out = mo.vstack([mo.md(f"Swept and stored as **{page.esc(_rid)}** "
@@ -716,7 +738,7 @@ def _(args, budgets, confirm_share, curve_go, curve_param, curve_strategy, curve
     else:
         _sc = interactive.evaluate_points(session, sweep_points, limit.value)
         _out = page.plotly(quality_cost_figure(summarize_scores(_sc), quality.value, "context_tokens", title=_title))
-    set_curve(_out)
+    set_curve((page.questions_key(session), _out))
     if sweep_plan.calls + sweep_plan.service_requests:
         set_sent(lambda n: n + 1)  # every cost line counts again: what was sent is cached now
     _out
@@ -731,9 +753,9 @@ def _(mo):
 
 
 @app.cell
-def _(args, budgets, confirm_share, curve_param, curve_strategy, curve_values, get_race, interactive, limit, mo,
+def _(args, budget_values, confirm_share, curve_param, curve_strategy, curve_values, get_race, interactive, limit, mo,
       page, quality, quality_cost_figure, race_go, session, set_race, set_saved, set_sent, sweep_plan, wb):
-    mo.stop(not race_go.value, get_race() or mo.md(""))
+    mo.stop(not race_go.value, page.kept_output(get_race(), session) or mo.md(""))
     # the live leaderboard: replaced after every batch while the race runs; the run is stored like any other
     def _look(seen, alive, exits):
         mo.output.replace(mo.vstack([mo.md(f"**Racing on {page.esc(quality.value)}**: {seen} questions so far, "
@@ -742,7 +764,7 @@ def _(args, budgets, confirm_share, curve_param, curve_strategy, curve_values, g
 
     try:
         _rid = interactive.race_budgets(session, args.db, args.workspace, curve_strategy.value, curve_param.value,
-                                        curve_values.value, budgets.value or {}, limit.value, quality.value,
+                                        curve_values.value, budget_values, limit.value, quality.value,
                                         on_look=_look, prices=wb.prices, confirm=confirm_share.value)
         _line, _board = interactive.race_result(args.db, _rid)
         # the curve of every point raced (a point raced out is drawn on the questions it was scored on), who left
@@ -755,7 +777,7 @@ def _(args, budgets, confirm_share, curve_param, curve_strategy, curve_values, g
     except (ValueError, KeyError) as _e:
         _rid, _out = None, mo.callout(mo.md(f"**Race not run:** {page.esc(_e.args[0] if _e.args else _e)}"),
                                       kind="danger")
-    set_race(_out)  # kept before the store and the cost line are counted again (they re-run this cell's inputs)
+    set_race((page.questions_key(session), _out))  # kept before the store and the cost line are counted again (they re-run this cell's inputs)
     if _rid:
         set_saved(lambda n: n + 1)
         if sweep_plan.calls + sweep_plan.service_requests:
@@ -812,7 +834,9 @@ def _(applied_points, args, get_saved, index_form, limit, mo, page, session):
     _model = session.client.cfg.model if session.client is not None else ""
     index_go = mo.ui.run_button(label=(f"Embed {index_plan.chunks:,} chunks and run (about "
                                        f"{index_plan.seconds / 60:.1f} min)") if index_plan.chunks
-                                else "Run the index sweep")
+                                else "Run the index sweep" + (
+                                    f" ({index_plan.exact.new_calls + index_plan.exact.judge_calls:,} new call(s))"
+                                    if index_plan.exact is not None else ""))
     mo.vstack([mo.md(f"**{page.esc(session.answerer_label)}**: {page.esc(index_plan.line(_model))}"),
                mo.ui.table(show_download=False, show_column_summaries=False, data=index_plan.table, selection=None, label="index configs (applied-index table)"), index_go])
     return index_axes, index_go
@@ -821,7 +845,7 @@ def _(applied_points, args, get_saved, index_form, limit, mo, page, session):
 @app.cell
 def _(applied_points, args, get_index_result, index_axes, index_go, interactive, limit, mo, page, quality,
       quality_cost_figure, session, set_index_result, set_saved, set_sent, wb):
-    mo.stop(not index_go.value, get_index_result() or mo.md(""))
+    mo.stop(not index_go.value, page.kept_output(get_index_result(), session) or mo.md(""))
     from evals.interactive import index_sweep as _ix
 
     try:
@@ -836,7 +860,8 @@ def _(applied_points, args, get_index_result, index_axes, index_go, interactive,
     except (ValueError, KeyError) as _e:
         _rid, _out = None, mo.callout(mo.md(f"**Index sweep not run:** {page.esc(_e.args[0] if _e.args else _e)}"),
                                       kind="danger")
-    set_index_result(_out)  # kept before the plan is counted again (built now, nothing left to embed)
+    # kept before the plan is counted again (built now, nothing left to embed)
+    set_index_result((page.questions_key(session), _out))
     if _rid:
         set_saved(lambda n: n + 1)
         if session.client is not None:
@@ -1090,9 +1115,7 @@ def _(gen_client, gen_form, gen_go, gen_plan, generating, mo, page, session, set
             _path, _line = generating.generate_for_page(session, gen_client, int(_v["n"]), _v["types"],
                                                         int(_v["seed"]), gen_plan.out, progress=_bar,
                                                         language=_v["language"], max_overlap=int(_v["max_overlap"]))
-            _done = (True, f"**Generated:** {page.esc(_line)}. The page evaluates them now (loaded above); review "
-                           "them before trusting them: "
-                           f"{page.md_code(f'marimo run notebooks/review.py -- --questions {_path}')}.")
+            _done = (True, generating.done_line(_line, _path, session.client is not None))
         except ValueError as _e:  # every reply dropped or failed: nothing written, the file keeps what it held
             _done = (False, f"**Nothing written:** {page.esc(_e.args[0] if _e.args else _e)}")
     set_gen_done(_done)  # the line above is counted again and shows this under it
@@ -1191,9 +1214,9 @@ def _(STRATEGIES, base_session, mo):
 
 
 @app.cell
-def _(budgets, interactive, look_form, mo, session):
+def _(budget_values, interactive, look_form, mo, session):
     _v = look_form.value or {}
-    mo.ui.table(show_download=False, show_column_summaries=False, data=interactive.search_frame(session, _v["query"], _v["strategy"], budgets.value or {}), selection=None,
+    mo.ui.table(show_download=False, show_column_summaries=False, data=interactive.search_frame(session, _v["query"], _v["strategy"], budget_values), selection=None,
                 page_size=10) if _v.get("query") and session is not None else mo.md("")
     return
 

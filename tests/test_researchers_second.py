@@ -281,3 +281,90 @@ def test_markers_stay_visible_keep_their_shape_and_say_their_budget():
                                           for k in (2, 4, 8)}), "f1")
     tr = next(t for t in sweep.data if t.name == "chunks")
     assert "text" in tr.mode and list(tr.text) == ["k=2", "k=4", "k=8"]
+
+
+def test_the_quality_list_marks_a_stand_in_and_all_columns_offers_only_columns_with_values(tmp_path):
+    """Item 13, from its repro (offline, plain questions): the quality list showed question_answer_similarity without
+    its stand-in mark once it had values; "all columns" offered 14 more columns and added none; a point with no
+    value vanished from the chart and its legend while the caption said "every point scores 1.000"."""
+    from evals.analyze.summary import HEADLINE, headline_table
+    from evals.interactive import page
+    from evals.report.charts import quality_cost_figure
+
+    docs, q = plain_folder(tmp_path)
+    wb = Workbench(str(docs), questions=str(q), workspace=str(tmp_path / "ws"), embedder="hash", progress=False)
+    wb.apply()
+    s = wb.summary()
+    opts, shown, _ = page.metric_choices(s, "f1")
+    label = next(lab for lab, m in opts.items() if m == "question_answer_similarity")
+    assert "question_answer_similarity" in page.metrics_with_values(s)  # it has values here ...
+    assert label == "question_answer_similarity" + page.STANDIN_MARK, label  # ... and is still marked
+    assert opts[shown] != "question_answer_similarity"  # never the fallback
+    order = page.headline_order(s, HEADLINE)
+    table, dropped, more = page.headline_columns(s, headline_table, order, False)
+    assert dropped and all(m not in table.columns for m in dropped)  # n/a on every row: named, not shown
+    full, _, none_more = page.headline_columns(s, headline_table, order, True)
+    # what the toggle offers is exactly what it adds: columns with a value
+    assert set(full.columns) - set(table.columns) == set(more) and none_more == []
+    assert not set(more) & set(dropped)
+    # a point with no value on the charted metric is named under the title, not silently gone
+    gone = s[~((s.strategy == "full_documents") & (s.metric == "question_answer_similarity"))]
+    fig = quality_cost_figure(gone, "question_answer_similarity")
+    assert "full_documents" not in [t.name for t in fig.data]
+    assert "not drawn, no question_answer_similarity value: full_documents · " in fig.layout.title.text
+    assert "every point scores" not in fig.layout.title.text
+
+
+def test_the_index_plan_after_its_run_counts_what_a_second_press_sends_and_says_what_hierarchy_ignores(tmp_path,
+                                                                                                       server):
+    """Item 17, from its repro: after the index sweep ran, its plan still said "up to N answer / M judge call(s)"
+    while a second press sent 0; the hierarchy row showed chunk_tokens 64 (a setting hierarchy ignores) and
+    "built: no" after the run. Against a real counting 127.0.0.1 model server, with its judge."""
+    from evals import interactive
+    from evals.interactive import index_sweep as ix
+
+    docs, q = plain_folder(tmp_path)
+    ws, db = str(tmp_path / "ws"), str(tmp_path / "r.duckdb")
+    wb = interactive.workbench_args(["--llm-base-url", server, "--llm-model", "local-extractive"], environ={})
+    base = interactive.open_session(str(docs), ws, "hash", questions=str(q))
+    sess = interactive.session_for_answerer({}, base, f"LLM: {wb.llm.model}", wb.llm, {}, wb.judge)
+    points = interactive.points_from_budgets(["chunks"], {})
+    axes = ix.form_axes({"chunker": "tokens,hierarchy", "chunk_tokens": "64"})
+    before = ix.plan_index_sweep(sess, ws, axes, points, 3)
+    rows = before.table.set_index("chunker")
+    assert rows.loc["hierarchy", "chunk_tokens"].startswith("not read (")  # never shown as if it applied
+    assert rows.loc["tokens", "chunk_tokens"] == "64"
+    assert before.exact is None and "up to 6 answer call(s)" in before.line("local-extractive")
+    sent = len(Handler.bodies)
+    ix.run_index_sweep(sess, db, ws, axes, points, 3)
+    assert len(Handler.bodies) > sent  # the run asked the server
+    after = ix.plan_index_sweep(sess, ws, axes, points, 3)
+    assert set(after.table["built"].str[:3]) == {"yes"}, after.table  # hierarchy's twin index counts as built
+    assert after.exact is not None and after.exact.new_calls == 0 and after.exact.judge_calls == 0
+    line = after.line("local-extractive")
+    assert "0 answer call(s)" in line and "up to" not in line.split("judge")[0], line
+    sent = len(Handler.bodies)
+    ix.run_index_sweep(sess, db, ws, axes, points, 3)  # the second press: what the line said, nothing
+    assert len(Handler.bodies) == sent
+
+
+def test_after_generate_the_page_says_what_it_waits_for_and_drops_results_of_other_questions(tmp_path):
+    """Item 16: after Generate the line said "The page evaluates them now" while the page waited for its Send; the
+    old questions' sweep and race charts stayed on screen (the page keys them by the questions they were drawn on);
+    the budget form kept no applied value (the page's notebook keeps them in a dict its form is built from)."""
+    from evals import interactive
+    from evals.interactive import generating, page
+
+    llm_line = generating.done_line("12 questions written to q.jsonl", "q.jsonl", True)
+    assert "nothing is answered until you press Send" in llm_line and "evaluates them now" not in llm_line
+    assert "evaluates them now" in generating.done_line("12 questions", "q.jsonl", False)
+    docs, q = plain_folder(tmp_path)
+    sess = interactive.open_session(str(docs), str(tmp_path / "ws"), "hash", questions=str(q))
+    kept = (page.questions_key(sess), "the old sweep chart")
+    assert page.kept_output(kept, sess) == "the old sweep chart"
+    q2 = tmp_path / "generated.jsonl"
+    q2.write_text(json.dumps({"question": "Who keeps the brood warm?"}) + "\n")
+    other = interactive.open_session(str(docs), str(tmp_path / "ws"), "hash", questions=str(q2))
+    assert page.kept_output(kept, other) is None  # drawn on other questions: not shown
+    source = (ROOT / "notebooks" / "workbench.py").read_text()
+    assert "budget_memory.update(budgets.value)" in source and '_kept("chunks__top_k", 8)' in source

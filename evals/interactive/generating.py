@@ -113,3 +113,16 @@ def generate_for_page(sess, client: LLMClient, n: int, types, seed: int, out: Pa
     by_type = ", ".join(f"{t} {sum(q['type'] == t for q in res.questions)}" for t in _types(types))
     return path, (f"wrote {path}: {len(res.questions)} question(s) ({by_type}) with {client.cfg.model}; {spent}; "
                   f"dropped or flagged: {counted}{remembered}")
+
+
+def done_line(line: str, path, answers_with_llm: bool) -> str:
+    """What the page says once questions are written: the page loads them as its questions, and says what it does
+    next. With an LLM answerer the Apply waits for its Send (issue 83, item 16: the line said "The page evaluates
+    them now" while the page waited for "Send up to 239 call(s)")."""
+    from .page import esc, md_code
+
+    nxt = ("They are loaded above as the page's questions; **nothing is answered until you press Send** on the "
+           "Apply line above (it counts the calls first)" if answers_with_llm else
+           "They are loaded above as the page's questions, and the page evaluates them now (offline: nothing is sent)")
+    review = md_code(f"marimo run notebooks/review.py -- --questions {path}")
+    return f"**Generated:** {esc(line)}. {nxt}. Review them before trusting them: {review}."

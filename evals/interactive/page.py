@@ -176,9 +176,10 @@ def metric_choices(summary: pd.DataFrame, wanted: str | None, choices: list[str]
     have = metrics_with_values(summary) | set(also)  # also: metrics with values beside the summary (judged)
     # metrics with values first (in their order), the n/a ones after: the list starts with what can be charted
     choices = [m for m in choices if m in have] + [m for m in choices if m not in have]
-    # (the longest label sets the dropdown's width: a stand-in marked also where it has values pushed the plan line
-    # to a row of its own and the chart's points off the first screen at 1440x1000; it is marked on the chart's axis)
-    options = {m + ("" if m in have else NA_MARK if m not in STANDINS else STANDIN_MARK)
+    # a stand-in is named as one whether or not it has values here (issue 83, item 13: the mark went once it had
+    # values); it is never also marked n/a, so its label is no longer than before (the longest label sets the
+    # dropdown's width, and a wider one pushed the plan line to a row of its own, the chart's points off the screen)
+    options = {m + (STANDIN_MARK if m in STANDINS else "" if m in have else NA_MARK)
                + (CHANCE_MARK if m in chance else ""): m for m in choices}
     label_of = {m: lab for lab, m in options.items()}
     if wanted in have or summary is None or not len(summary):
@@ -387,6 +388,35 @@ def headline_first(order: list[str], shown: int = HEADLINE_SHOWN) -> tuple[list[
     cost = [m for m in order if m in ("context_tokens",)]
     metrics = [m for m in order if m not in cost]
     return metrics[:shown] + cost, metrics[shown:]
+
+
+def questions_key(sess) -> tuple:
+    """What a result drawn on the page belongs to: the dataset, the answerer and its questions (their ids and text).
+    A sweep or race drawn on 12 questions is not shown once Generate loaded others (issue 83, item 16)."""
+    import hashlib
+
+    h = hashlib.sha256()
+    for q in sess.dataset.questions:
+        h.update(f"{q.qid}\x00{q.text}\x01".encode("utf-8", "replace"))
+    return sess.dataset.name, sess.answerer_label, h.hexdigest()
+
+
+def kept_output(kept, sess):
+    """A kept (questions_key, output) pair's output while it belongs to ``sess``'s questions, else None."""
+    return kept[1] if kept and kept[0] == questions_key(sess) else None
+
+
+def headline_columns(summary: pd.DataFrame, headline_table, order: list[str], all_columns: bool
+                     ) -> tuple[pd.DataFrame, dict, list[str]]:
+    """(the headline table, the columns n/a on every row {metric: why}, the columns *all columns* would add).
+    Only a column with a value is offered behind the toggle (issue 83, item 13: offline on plain questions it
+    offered 14 more and added none, every one n/a); the n/a ones are named in the line under the table."""
+    first, rest = headline_first(order)
+    full, dropped = headline(summary, headline_table, first + rest)
+    more = [m for m in rest if m in full.columns]  # not n/a on every row, and scored at all
+    if all_columns or not more:
+        return full, dropped, []
+    return headline(summary, headline_table, first)[0], dropped, more
 
 
 def csv_bytes(df: pd.DataFrame) -> bytes:

@@ -238,8 +238,18 @@ def quality_cost_figure(summary: pd.DataFrame, quality: str, cost: str = "contex
     if not len(df) and summary is not None and len(summary):
         notes.append(f"no point has a {quality} value on these questions (n/a: see the table's reasons); "
                      "pick a metric that has values")
+    # a point with no value is named, never silently absent from the chart and its legend (issue 83, item 13)
+    missing = []
+    if len(df) and summary is not None and "strategy" in summary:
+        drawn_keys = set(zip(df["strategy"], df["point"]))
+        missing = [f"{a} · {b}" for a, b in dict.fromkeys(zip(summary["strategy"], summary["point"]))
+                   if (a, b) not in drawn_keys]
+    if missing:
+        notes.append(f"not drawn, no {quality} value: " + ", ".join(missing[:4])
+                     + (f" and {len(missing) - 4} more" if len(missing) > 4 else ""))
     if len(df) > 1 and df["mean"].nunique() <= 1:
-        notes.append(f"every point scores {df['mean'].iloc[0]:.3f}: {quality} does not separate these points")
+        notes.append(f"{'every drawn point' if missing else 'every point'} scores {df['mean'].iloc[0]:.3f}: "
+                     f"{quality} does not separate these points")
     elif no_point_differs(df):
         notes.append(f"no point differs: every 95% interval of {display_name(quality)} overlaps every other, so the "
                      "cheapest point alone is on the front (more questions may separate them)")
