@@ -368,3 +368,23 @@ def test_after_generate_the_page_says_what_it_waits_for_and_drops_results_of_oth
     assert page.kept_output(kept, other) is None  # drawn on other questions: not shown
     source = (ROOT / "notebooks" / "workbench.py").read_text()
     assert "budget_memory.update(budgets.value)" in source and '_kept("chunks__top_k", 8)' in source
+
+
+def test_the_browser_benchs_model_answers_each_judge_in_its_schema_and_the_bench_counts_the_verdicts(tmp_path):
+    """Item 19: `ragwb bench --only browser` timed a cached LLM Apply whose every judge score was a parse error (its
+    model answered judge prompts in prose). Its own handler on 127.0.0.1, the page's judges, the bundled set."""
+    import threading
+    from http.server import ThreadingHTTPServer
+
+    from evals.bench.browser import _EchoHandler, judged_values
+
+    srv = ThreadingHTTPServer(("127.0.0.1", 0), _EchoHandler)
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    try:
+        url = f"http://127.0.0.1:{srv.server_address[1]}/v1"
+        got = judged_values("squad2", tmp_path / "ws", "hash", 4, url)
+    finally:
+        srv.shutdown()
+    assert got.get("ok", 0) > 0, got
+    bad = {k: v for k, v in got.items() if k not in ("ok", "n/a")}
+    assert not bad, got  # no parse_error, no error: the judges read every verdict

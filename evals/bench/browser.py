@@ -25,6 +25,36 @@ from pathlib import Path
 TOGGLE = (2, 4)  # chunks top_k values the clicks toggle between (both applied before the clock runs)
 
 
+_WORDS = re.compile(r"[a-z0-9]{3,}")
+
+
+def judge_reply(system: str, user: str) -> str | None:
+    """A judge's verdict in the schema its prompt asks for (evals/score/judges.py), from word overlap: faithfulness
+    (a statement is supported when 60% of its words are in the context: ``{"verdicts": [...]}``), answer relevance
+    (``{"relevance": 0-3}``) and context sufficiency (``{"sufficient": 0|1}``). None: not a judge prompt. The bench's
+    judged figure is of verdicts the judges parse, never of parse errors."""
+    # the judges fence what they read in data blocks (evals/score/judge_io.py): the text inside is what is judged
+    user = re.sub(r'\n</data id="[0-9a-f]+">', "", re.sub(r'<data id="[0-9a-f]+">\n', "", user))
+
+    def words(t: str) -> set:
+        return set(_WORDS.findall(t.lower()))
+
+    if system.startswith("You check whether statements are supported"):
+        ctx = re.search(r"Context:\n(.*?)\n\nStatements:\n", user, re.S)
+        stmts = re.findall(r"^\d+\. (.*)$", user.split("\n\nStatements:\n", 1)[-1], re.M)
+        have = words(ctx.group(1) if ctx else "")
+        return json.dumps({"verdicts": [int(len(words(x) & have) >= 0.6 * max(len(words(x)), 1)) for x in stmts]})
+    m = re.search(r"^Question: (.*?)\n\n(Answer: |Context:\n)(.*)$", user, re.S)
+    if system.startswith("You rate whether an answer addresses") and m:
+        q, a = words(m.group(1)), words(m.group(3))
+        share = len(q & a) / len(q) if q else 0.0
+        return json.dumps({"relevance": 3 if share >= 0.5 else 2 if share >= 0.25 else 1 if share > 0 else 0})
+    if system.startswith("You decide whether a context holds enough") and m:
+        q, c = words(m.group(1)), words(m.group(3))
+        return json.dumps({"sufficient": int(bool(q) and len(q & c) >= 0.6 * len(q))})
+    return None
+
+
 class _EchoHandler(BaseHTTPRequestHandler):
     """An OpenAI-compatible chat endpoint for the bench: the first sentence of the context, cited [1]; a judge
     prompt gets a well-formed verdict. Only the warm-up reaches it: every timed click is answered from the cache."""
@@ -34,12 +64,10 @@ class _EchoHandler(BaseHTTPRequestHandler):
         msgs = body.get("messages") or []
         text = "\n".join(str(m.get("content") or "") for m in msgs)
         system = next((str(m.get("content") or "") for m in msgs if m.get("role") == "system"), "")
-        if "statements" in system:
-            reply = json.dumps({"statements": [{"statement": "s", "verdict": 1}]})
-        elif "rate whether an answer" in system:
-            reply = "##final score: 2"
-        elif "context" in system.lower() and "decide" in system.lower():
-            reply = json.dumps({"sufficient": True})
+        user = next((str(m.get("content") or "") for m in reversed(msgs) if m.get("role") == "user"), "")
+        verdict = judge_reply(system, user)
+        if verdict is not None:  # each judge answered in its own schema (issue 83, item 19: prose was a parse error)
+            reply = verdict
         else:
             m = re.search(r"\[1\][^\n]*\n(.+?[.!?])", text, re.S)
             reply = (m.group(1).strip() if m else "I don't know.") + " [1]"
@@ -151,6 +179,27 @@ def library_toggle(dataset: str, workspace: Path, embedder: str, n: int, clicks:
     return statistics.median(times)
 
 
+def judged_values(dataset: str, workspace: Path, embedder: str, n: int, llm_url: str) -> dict:
+    """What the LLM Apply's judges drew for both toggle values on ``n`` questions, from the response cache the page
+    filled (nothing is sent: every prompt is cached by then): {status: count} over the judged metrics, so the figure
+    says it timed verdicts, not parse errors (issue 83, item 19)."""
+    from evals.interactive import evaluate_points, open_session, points_from_budgets, session_for_answerer, \
+        workbench_args
+    from evals.score.judges import judge_metric
+    from rag.strategies import default_strategies
+
+    wb = workbench_args(["--llm-base-url", llm_url, "--llm-model", "bench-echo"], environ={})
+    base = open_session(dataset, str(workspace), embedder)
+    sess = session_for_answerer({}, base, "LLM: bench-echo", wb.llm, {}, wb.judge)
+    judged = {judge_metric(j.name) for j in getattr(sess.evaluator, "judges", []) or []}
+    out: dict = {}
+    for v in TOGGLE:
+        sc = evaluate_points(sess, points_from_budgets(list(default_strategies()), {"chunks__top_k": v}), n)
+        for status, k in sc[sc.metric.isin(judged)].status.value_counts().items():
+            out[status] = out.get(status, 0) + int(k)
+    return out
+
+
 def page_toggle(browser, dataset: str, workspace: Path, embedder: str, n: int, llm_url: str | None, busy: int,
                 clicks: int) -> dict:
     """One page (a fresh marimo kernel) on ``n`` questions: both toggle values applied (and, with the LLM,
@@ -215,6 +264,8 @@ def browser_figure(workspace: Path, dataset: str = "squad2", embedder: str = "e5
                 for answerer, llm in (("offline", None), ("LLM (cached)", url)):
                     for busy in (0, 2):
                         r = page_toggle(browser, dataset, workspace, embedder, n, llm, busy, clicks)
+                        if llm:  # the judged values the page's Apply drew: verdicts, not parse errors
+                            r["judged"] = judged_values(dataset, workspace, embedder, n, llm)
                         rows.append({"questions": n, "answerer": answerer, "busy_processes": busy,
                                      "library_s": lib, **r})
                         print(f"browser apply: {n} questions, {answerer}, {busy} busy: median {r['median_s']:.2f} s "
@@ -242,4 +293,7 @@ def render(f: dict) -> list[str]:
         lines.append(f"  {r['questions']:>4} questions, {r['answerer']:<13} {r['busy_processes']} busy: median "
                      f"{r['median_s']:.2f} s (max {r['max_s']:.2f} s); library {r['library_s']:.2f} s; first load "
                      f"{r['first_load_s']:.1f} s")
+        if r.get("judged"):
+            lines.append("       judged values its Apply drew: " + ", ".join(
+                f"{k} {v:,}" for k, v in sorted(r["judged"].items())))
     return lines
