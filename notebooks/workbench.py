@@ -11,9 +11,9 @@ def _():
     import marimo as mo
     import pandas as pd
 
-    from evals import interactive
+    from evals.workbench import calls as interactive
     from evals.analyze import explore
-    from evals.interactive import page
+    from evals.workbench import page
     from evals.report.charts import quality_cost_figure
     from evals.analyze.summary import HEADLINE, headline_table, summarize_scores
     from rag.strategies import default_strategies
@@ -822,7 +822,7 @@ def _(mo):
 def _(applied_points, args, get_saved, index_form, limit, mo, page, session):
     get_saved()  # noqa: B018  (counted again after a sweep is stored: its configs are built now, its texts cached)
     mo.stop(index_form.value is None, mo.md("Nothing is embedded until you plan the sweep and press its button."))
-    from evals.interactive import index_sweep as _ix
+    from evals.workbench import index_sweep as _ix
 
     try:
         index_axes = _ix.form_axes(index_form.value)
@@ -846,7 +846,7 @@ def _(applied_points, args, get_saved, index_form, limit, mo, page, session):
 def _(applied_points, args, get_index_result, index_axes, index_go, interactive, limit, mo, page, quality,
       quality_cost_figure, session, set_index_result, set_saved, set_sent, wb):
     mo.stop(not index_go.value, page.kept_output(get_index_result(), session) or mo.md(""))
-    from evals.interactive import index_sweep as _ix
+    from evals.workbench import index_sweep as _ix
 
     try:
         with mo.status.spinner(title="Building the index configs, then answering and judging"):
@@ -874,7 +874,7 @@ def _(applied_points, args, get_index_result, index_axes, index_go, interactive,
 def _(mo, page, rows):
     mo.vstack([mo.md("## Data out\n\nThe CSV buttons write through the project's CSV writer (a cell that starts like "
                      "a formula is escaped, as `ragwb export` writes it; the tables' own export is off). In your own code: "
-                     "`from evals.interactive import open_session, evaluate_points; rows = "
+                     "`from evals.workbench.calls import open_session, evaluate_points; rows = "
                      "evaluate_points(open_session('squad2'), [('chunks', {'top_k': 4})])` (a pandas DataFrame, one "
                      "row per question x point x metric), or `ragwb export RUN --format parquet` for a stored run."),
                # 3 decimals, n/a cells empty (never NaN or 16-digit floats); the first rows only (30,000 rows at 300
@@ -1051,7 +1051,7 @@ def _(args, interactive, logged_form, mo, page, session, set_saved):
 def _(args, mo, session, wb):
     # `ragwb generate` in the page: an LLM writes gold questions from this dataset's passages (evidence by
     # construction); the form only counts the cost, the Send button below spends
-    from evals.interactive import generating
+    from evals.workbench import generating
 
     gen_form = mo.md(
         "## Generate gold questions with an LLM (`ragwb generate`)\n\n"
@@ -1139,7 +1139,7 @@ def _(args, get_agreed, interactive, mo, page, session):
     # how far to trust the judge: its agreement with human labels, measured behind its own cost line and Send
     agreement_plan = interactive.agreement_plan(session, args.workspace)
     agreement_go = mo.ui.run_button(label=f"Send {agreement_plan['calls']:,} judge call(s)")
-    _align = interactive.page.judge_alignment_table(session, args.workspace)  # each judge on its own labels
+    _align = page.judge_alignment_table(session, args.workspace)  # each judge on its own labels
     mo.vstack([mo.md("## How far to trust the judge"), mo.md(agreement_plan["line"])]
               + [mo.md(f"judge: {page.esc(_l)}") for _l in interactive.judge_lines(session, args.workspace)]
               + ([mo.ui.table(_align, selection=None, show_download=False, show_column_summaries=False,

@@ -72,7 +72,7 @@ def test_one_agreement_gives_each_default_judge_a_line_on_its_own_labels(tmp_pat
         assert main(["report", "R", "--workspace", str(ws)]) == 0
         report = Path(capsys.readouterr().out.strip().splitlines()[-1]).read_text()
         assert "How far to trust the judges" in report and "confusion (label/judged" in report
-        from evals.interactive.page import judge_alignment_table
+        from evals.workbench.page import judge_alignment_table
         from evals.workbench import Workbench
 
         wb = Workbench(str(docs), questions=str(q), workspace=str(ws), embedder="hash", llm=(url, "local-extractive"),

@@ -353,7 +353,7 @@ def test_the_page_scores_a_logged_file_as_the_cli_does(shape, tmp_path):
     questions (plain.jsonl: no ids, no answers; messy.jsonl: a BOM, CRLF, a blank line, a question twice) or with
     none at all, stored as a run under the page's dataset, its report written; a malformed line is named and
     stores nothing."""
-    from evals import interactive
+    from evals.workbench import calls as interactive
     from evals.store import ResultStore
 
     docs, ws = _folder(tmp_path), tmp_path / "ws"

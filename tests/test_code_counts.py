@@ -63,7 +63,7 @@ def test_a_full_document_cut_short_says_so_and_earns_nothing_past_the_cut(tmp_pa
     symbol and evidence metrics credit only what was shown."""
     import json
 
-    from evals.interactive import evaluate_points, item_for, open_session, side_by_side_html
+    from evals.workbench.calls import evaluate_points, item_for, open_session, side_by_side_html
     from rag.answer.prompts import render_context
     from rag.strategies import Block
 
@@ -97,7 +97,7 @@ def test_a_doc_comment_piece_of_a_split_definition_is_never_packed_as_an_empty_f
     top instead: every block of the index shows lines."""
     import re
 
-    from evals.interactive import open_session, search_frame
+    from evals.workbench.calls import open_session, search_frame
     from rag.ingest.code.blocks import code_block_text
     from rag.strategies import look
 
@@ -129,7 +129,7 @@ def test_a_jsdoc_split_definition_shows_code_in_every_block_and_embeds_its_signa
     from rag.index.workspace import IndexConfig
     from rag.ingest.chunking import ChunkConfig, chunk_document
     from rag.ingest.folders import load_folder
-    from evals.interactive import open_session
+    from evals.workbench.calls import open_session
     from rag.strategies import look
 
     jsdoc = "/**\n" + "".join(f" * Line {i}: checks a boolean at subscription time and picks one source.\n"

@@ -229,7 +229,7 @@ def test_import_blocks_are_kind_imports_and_rank_below_implementations(tmp_path,
 def test_the_workbench_code_budgets_keep_each_strategys_own_default():
     """The notebook's code row: "shipped" leaves parent_child its imports=keep; a value picked is sent where it
     differs from a strategy's default; the defaults of the form send nothing."""
-    from evals.interactive import SHIPPED, points_from_budgets
+    from evals.workbench.calls import SHIPPED, points_from_budgets
 
     form = {"code_block_chars": 1000, "code_cut": "comments", "exact_names": True, "stubs": "last",
             "imports": SHIPPED, "where": ""}
@@ -249,7 +249,7 @@ def test_the_workbench_code_budgets_keep_each_strategys_own_default():
 def test_the_workbench_search_box_shows_what_ragwb_search_prints(tmp_path, capsys):
     """The notebook's search (interactive.search_frame) and `ragwb search` are one function (rag.strategies.look):
     the same blocks in the same order, the exact name first, the applied budgets followed."""
-    from evals.interactive import open_session, search_frame
+    from evals.workbench.calls import open_session, search_frame
 
     repo = tmp_path / "proj"
     repo.mkdir()

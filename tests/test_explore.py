@@ -143,7 +143,7 @@ def test_session_summary_groups_the_applied_frame_like_groupby(tmp_path):
     """summarize_session slices evaluate_points' frame by the point lengths it noted instead of
     grouping ~100,000 string pairs; any other frame (filtered, shuffled) is grouped. Both equal the
     plain summary of the frame."""
-    from evals.interactive import evaluate_points, open_session, points_from_budgets, summarize_session
+    from evals.workbench.calls import evaluate_points, open_session, points_from_budgets, summarize_session
     from evals.analyze.summary import summarize_scores
 
     sess = open_session("xquad-en", str(tmp_path / "ws"), "hash")
@@ -162,7 +162,7 @@ def test_session_summary_groups_the_applied_frame_like_groupby(tmp_path):
     # (issue 37, 13); a metric one point lacks is a row with empty cells for it, never a shifted row
     import re
 
-    from evals.interactive import item_for, side_by_side_html
+    from evals.workbench.calls import item_for, side_by_side_html
 
     qid = sess.dataset.questions[0].qid
     a, b = "chunks · top_k=3", "full_documents · defaults"
@@ -174,7 +174,7 @@ def test_session_summary_groups_the_applied_frame_like_groupby(tmp_path):
     assert page.count("showing: ") == 2  # both answers and their blocks still shown
     assert side_by_side_html(sess, qid, a).count("<table") == 1  # one point: its own table, as before
     # the Sweep starts from the applied budgets, overlays strategies, and a wrong name says which are valid
-    from evals.interactive import sweep_from_applied
+    from evals.workbench.calls import sweep_from_applied
 
     sw = sweep_from_applied(sess, ["chunks", "hybrid"], "max_context_tokens", "300,600",
                             {"chunks__top_k": 3}, 10)
@@ -185,7 +185,7 @@ def test_session_summary_groups_the_applied_frame_like_groupby(tmp_path):
         sweep_from_applied(sess, ["chunks"], "topk", "2,4", {}, 10)
     # Save as run: the applied items become a stored run that runs, show and the gate read; nothing re-done
     from evals.cli import main
-    from evals.interactive import save_as_run
+    from evals.workbench.calls import save_as_run
 
     db = tmp_path / "ws" / "results.duckdb"
     n_items = len(sess.items)
@@ -258,7 +258,7 @@ def test_b_worse_than_a_filter_and_the_paired_table_leads_with_the_chosen_metric
 
 
 def test_the_applied_budgets_table_says_what_changed_since_the_defaults():
-    from evals.interactive import applied_budgets_table, points_from_budgets
+    from evals.workbench.calls import applied_budgets_table, points_from_budgets
 
     t = applied_budgets_table(points_from_budgets(["chunks", "hybrid"], {"chunks__top_k": 4, "hybrid__alpha": 0.8}))
     assert t.to_dict("records") == [

@@ -213,7 +213,7 @@ def test_a_prompt_two_points_pack_alike_is_said_as_one_call_not_as_cached(tmp_pa
     two identical prompts within the plan. Both points pack every chunk of the handbook (top_k over its 15 chunks)."""
     from openai_server import start
 
-    from evals import interactive
+    from evals.workbench import calls as interactive
     from rag.llm.client import LLMConfig
 
     srv, url = start()
@@ -233,7 +233,7 @@ def test_a_prompt_two_points_pack_alike_is_said_as_one_call_not_as_cached(tmp_pa
 def test_the_pages_judged_scores_follow_a_grade_though_the_grades_are_kept_between_applies(tmp_path):
     """The page keeps the grades it read while the store is unchanged (issue 63, item 7); a grade stored changes the
     store, and the next Apply's judged metrics show it."""
-    from evals import interactive
+    from evals.workbench import calls as interactive
     from evals.store import ResultStore
 
     shutil.copytree(DATA / "handbook", tmp_path / "handbook")

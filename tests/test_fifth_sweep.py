@@ -368,7 +368,7 @@ def test_the_pages_csv_downloads_escape_formula_cells():
     download through the project's writer (tests/test_as_written.py clicks it in Chromium)."""
     import pandas as pd
 
-    from evals.interactive.page import csv_bytes
+    from evals.workbench.page import csv_bytes
 
     raw = csv_bytes(pd.DataFrame({"question_id": ["q1", "-5"], "answer": ["+cmd|' /C calc'!A0", "ok\r=1+1"],
                                   "value": [1.0, float("nan")]})).decode()

@@ -219,11 +219,11 @@ def test_a_killed_generate_leaves_no_file_and_the_rerun_asks_only_the_rest(corpu
 
 
 def test_the_page_generates_questions_after_its_cost_line_and_the_same_set_as_the_cli(corpus, server, tmp_path):
-    """The workbench page's Generate (evals.interactive.generating): the cost line counts one call per sampled
+    """The workbench page's Generate (evals.workbench.generating): the cost line counts one call per sampled
     passage and sends nothing (price unknown, never $0); the write is the CLI's set for the same seed, remembered as
     the folder's questions (a reload evaluates on them); counted again, every call is cached."""
-    from evals import interactive
-    from evals.interactive import generating
+    from evals.workbench import calls as interactive
+    from evals.workbench import generating
     from rag.llm.client import LLMConfig
 
     ws = tmp_path / "ws"
@@ -292,8 +292,8 @@ def test_the_cost_line_counts_the_prompts_in_the_language_asked(corpus, server, 
     """`--language el` changes every prompt: the cost line looks those prompts up in the response cache (a rerun
     says 0 new calls, and sends none), never the auto-language ones; the page's Generate takes the language and
     --max-overlap as the CLI does."""
-    from evals import interactive
-    from evals.interactive import generating
+    from evals.workbench import calls as interactive
+    from evals.workbench import generating
     from rag.llm.client import LLMConfig
 
     ws = tmp_path / "ws"

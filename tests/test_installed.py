@@ -237,7 +237,7 @@ def test_edit_writes_a_copy_that_runs_on_open_and_keeps_a_changed_one(tmp_path):
 def test_the_page_flags_go_through_ragwb_workbench_as_given():
     from evals.cli.main import build_parser
     from evals.cli.workbench import page_argv
-    from evals.interactive.datasets import workbench_args, workbench_parser
+    from evals.workbench.datasets import workbench_args, workbench_parser
 
     a = build_parser().parse_args(["workbench", "--dataset", "xquad-en", "--limit", "7", "--system", "v1=http://x/a",
                                    "--system", "v2=http://x/b", "--plugins", "a.py", "b.py", "--send", "--port", "9"])

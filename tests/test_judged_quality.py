@@ -305,7 +305,7 @@ def test_the_page_judges_every_point_behind_its_cost_line_and_save_as_run_keeps_
     judge (the answering model, no environment variable), the Apply line counts its calls before any is sent, every
     point gets the judged metrics, the line counted again is 0 calls, and Save as run stores the judge's identity
     for show and the report."""
-    from evals import interactive
+    from evals.workbench import calls as interactive
     from evals.report.html import write_report
 
     docs, ws = _folder(tmp_path), tmp_path / "ws"

@@ -188,7 +188,7 @@ def test_the_repeats_hint_can_be_followed_and_clears_the_line(server, tmp_path, 
 def test_the_page_never_falls_back_to_a_judge_at_chance(server, tmp_path, capsys):
     """The page's quality list marks a metric whose judge is at chance and never falls back to it (the chart's
     default moves to the next metric with values)."""
-    from evals.interactive import page
+    from evals.workbench import page
 
     ws = tmp_path / "ws"
     assert main(["agreement", "--judge-base-url", server, "--judge-model", "constant-judge", "--judges",

@@ -162,7 +162,7 @@ def test_generate_and_judge_through_llama_cpp_count_every_reply(llama_server, tm
 def test_llama_cpp_model_answers_in_the_workbench_session(llama_server, tmp_path):
     """The test extra's Gemma 270M behind llama.cpp's server answers two questions through the workbench's session
     code: each answer kept with its status, scored, and in the response cache the next session reads."""
-    from evals import interactive
+    from evals.workbench import calls as interactive
     from rag.llm.client import LLMConfig
 
     from test_workbench_own import _folder

@@ -317,7 +317,7 @@ def test_workbench_in_chromium_apply_matrix_drilldown_pairs_offline(browser, tmp
 
 
 def test_budget_form_sends_each_strategy_only_its_own_budgets():
-    from evals.interactive import points_from_budgets
+    from evals.workbench.calls import points_from_budgets
     pts = dict(points_from_budgets(["chunks", "parent_child", "hybrid"],
                                    {"chunks__top_k": 3, "hybrid__top_k": 8, "parent_child__top_k": 20,
                                     "max_context_tokens": 500, "overflow": "truncate", "hybrid__alpha": 0.5}))

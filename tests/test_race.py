@@ -136,7 +136,7 @@ def test_race_flags_are_checked(tmp_path, capsys):
 def test_the_workbench_races_a_sweep_into_the_store_with_a_live_leaderboard(tmp_path):
     """Issue 45, item 4: "Race these budgets" (the library call the page makes): a stored raced run, and a
     leaderboard after every batch with the points that left."""
-    from evals import interactive
+    from evals.workbench import calls as interactive
 
     ws = tmp_path / "ws"
     sess = interactive.open_session("squad2", str(ws), "hash")

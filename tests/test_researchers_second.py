@@ -223,7 +223,7 @@ def test_the_example_notebook_comes_out_of_the_installation(tmp_path, capsys):
 def test_a_squad2_session_embeds_nothing_its_vectors_ship(tmp_path):
     """Item 10: the page said "embedded 1,185 chunks (172.5 chunks/s)" for squad2, whose vectors ship; the CLI
     said 0. A folder's first open embeds its chunks, and says that many."""
-    from evals import interactive
+    from evals.workbench import calls as interactive
 
     assert interactive.open_session("squad2", str(tmp_path / "ws"), "e5").embedded == 0
     docs, q = plain_folder(tmp_path)
@@ -288,7 +288,7 @@ def test_the_quality_list_marks_a_stand_in_and_all_columns_offers_only_columns_w
     its stand-in mark once it had values; "all columns" offered 14 more columns and added none; a point with no
     value vanished from the chart and its legend while the caption said "every point scores 1.000"."""
     from evals.analyze.summary import HEADLINE, headline_table
-    from evals.interactive import page
+    from evals.workbench import page
     from evals.report.charts import quality_cost_figure
 
     docs, q = plain_folder(tmp_path)
@@ -320,8 +320,8 @@ def test_the_index_plan_after_its_run_counts_what_a_second_press_sends_and_says_
     """Item 17, from its repro: after the index sweep ran, its plan still said "up to N answer / M judge call(s)"
     while a second press sent 0; the hierarchy row showed chunk_tokens 64 (a setting hierarchy ignores) and
     "built: no" after the run. Against a real counting 127.0.0.1 model server, with its judge."""
-    from evals import interactive
-    from evals.interactive import index_sweep as ix
+    from evals.workbench import calls as interactive
+    from evals.workbench import index_sweep as ix
 
     docs, q = plain_folder(tmp_path)
     ws, db = str(tmp_path / "ws"), str(tmp_path / "r.duckdb")
@@ -352,8 +352,8 @@ def test_after_generate_the_page_says_what_it_waits_for_and_drops_results_of_oth
     """Item 16: after Generate the line said "The page evaluates them now" while the page waited for its Send; the
     old questions' sweep and race charts stayed on screen (the page keys them by the questions they were drawn on);
     the budget form kept no applied value (the page's notebook keeps them in a dict its form is built from)."""
-    from evals import interactive
-    from evals.interactive import generating, page
+    from evals.workbench import calls as interactive
+    from evals.workbench import generating, page
 
     llm_line = generating.done_line("12 questions written to q.jsonl", "q.jsonl", True)
     assert "nothing is answered until you press Send" in llm_line and "evaluates them now" not in llm_line
@@ -388,3 +388,26 @@ def test_the_browser_benchs_model_answers_each_judge_in_its_schema_and_the_bench
     assert got.get("ok", 0) > 0, got
     bad = {k: v for k, v in got.items() if k not in ("ok", "n/a")}
     assert not bad, got  # no parse_error, no error: the judges read every verdict
+
+
+def test_the_page_and_the_object_call_one_facade_and_the_old_door_holds_no_code():
+    """Item 22: the page imported `evals.interactive` (a 328-line list of re-exports) while the object imported the
+    same calls: one room now, `evals/workbench/`, whose `calls` both use; `from evals import interactive` still
+    works as a door onto it."""
+    import ast
+
+    from evals import interactive
+    from evals.interactive import page as old_page
+    from evals.workbench import calls, page
+
+    nb = (ROOT / "notebooks" / "workbench.py").read_text()
+    assert "from evals.workbench import calls as interactive" in nb and "evals.interactive" not in nb
+    obj = (ROOT / "evals" / "workbench" / "object.py").read_text()
+    assert "from . import calls as interactive" in obj and "evals.interactive" not in obj
+    assert interactive.open_session is calls.open_session and old_page is page
+    door = ROOT / "evals" / "interactive" / "__init__.py"
+    tree = ast.parse(door.read_text())
+    assert not [n for n in tree.body if isinstance(n, (ast.FunctionDef, ast.ClassDef))]  # no code of its own
+    assert len(door.read_text().splitlines()) < 25
+    loose = [p.name for p in (ROOT / "evals").glob("*.py")]
+    assert len(loose) <= 6, loose

@@ -204,7 +204,7 @@ def test_memory_and_query_mode_axes_count_under_the_grids_one_cap(tmp_path, caps
 def test_the_library_sweep_and_the_pages_sweep_points_count_under_the_same_cap(tmp_path):
     """Item 7: Workbench.sweep("top_k", range(1, 12001), strategies=["chunks", "hybrid"]) evaluated 24,000 points
     (214 s, 2.0 GB); sweep_points, which the page's Sweep and Race call, had no cap."""
-    from evals.interactive.sweeps import sweep_points
+    from evals.workbench.sweeps import sweep_points
     from evals.workbench import Workbench
 
     with pytest.raises(ValueError, match=r"the grid has 24,000 points \(2 strategies x 12,000 value\(s\) of top_k\), "

@@ -51,7 +51,7 @@ def llm():
 def test_workbench_library_on_a_folder_with_an_llm(tmp_path, llm):
     """The session code the page calls: the cost line counts exactly what is then sent; a CLI run's answers are
     cache hits for the notebook; systems and LLM points share one store when saved."""
-    from evals import interactive
+    from evals.workbench import calls as interactive
 
     docs, q = _folder(tmp_path)
     ws = tmp_path / "ws"
@@ -210,7 +210,7 @@ def test_a_deployed_service_is_a_point_beside_the_shapes_in_the_workbench(tmp_pa
     shown in the matrix, the drill-down and a saved run beside the shapes."""
     from rag_service import start as start_service
 
-    from evals import interactive
+    from evals.workbench import calls as interactive
     from evals.analyze import explore
 
     srv, url = start_service()

@@ -27,7 +27,7 @@ def apply_figure(dataset: str, workspace: Path, embedder: str, n: int) -> dict:
 
     from evals.analyze import explore
     from evals.report.charts import quality_cost_figure
-    from evals.interactive import (evaluate_points, open_session, points_from_budgets, side_by_side_html,
+    from evals.workbench.calls import (evaluate_points, open_session, points_from_budgets, side_by_side_html,
                               summarize_session)
     from evals.analyze.summary import HEADLINE, headline_table
     from rag.strategies import default_strategies

@@ -156,7 +156,7 @@ def library_toggle(dataset: str, workspace: Path, embedder: str, n: int, clicks:
 
     from evals.analyze import explore
     from evals.analyze.summary import HEADLINE, headline_table
-    from evals.interactive import evaluate_points, open_session, points_from_budgets, side_by_side_html, \
+    from evals.workbench.calls import evaluate_points, open_session, points_from_budgets, side_by_side_html, \
         summarize_session
     from evals.report.charts import quality_cost_figure
     from rag.strategies import default_strategies
@@ -183,7 +183,7 @@ def judged_values(dataset: str, workspace: Path, embedder: str, n: int, llm_url:
     """What the LLM Apply's judges drew for both toggle values on ``n`` questions, from the response cache the page
     filled (nothing is sent: every prompt is cached by then): {status: count} over the judged metrics, so the figure
     says it timed verdicts, not parse errors (issue 83, item 19)."""
-    from evals.interactive import evaluate_points, open_session, points_from_budgets, session_for_answerer, \
+    from evals.workbench.calls import evaluate_points, open_session, points_from_budgets, session_for_answerer, \
         workbench_args
     from evals.score.judges import judge_metric
     from rag.strategies import default_strategies

@@ -39,7 +39,7 @@ def cmd_generate(a) -> int:
                                  response_format=a.llm_format, temperature=0.0),
                        Path(a.workspace) / "cache" / "llm.sqlite", use_cache=not a.no_cache,
                        prices=cli_prices(a))
-    from evals.interactive.generating import plan_generation
+    from evals.workbench.generating import plan_generation
 
     plan = plan_generation(ds.documents, client, a.n, types, a.seed, out, cfg.chunking.encoding, a.dataset,
                            a.language)
@@ -83,7 +83,7 @@ def _validate(a, out) -> None:
     import pandas as pd
 
     from evals.generate import validate
-    from evals.interactive import open_session
+    from evals.workbench.calls import open_session
     from rag.ingest.questions import load_questions_jsonl
 
     sess = open_session(a.dataset, a.workspace, a.embedder)

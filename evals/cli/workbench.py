@@ -126,14 +126,14 @@ def cmd_workbench(a) -> int:
     if a.example_notebook:
         return write_example(a.example_notebook, a.force)
     from evals.bench.browser import free_port, wait_http
-    from evals.interactive.datasets import workbench_args, workbench_parser
+    from evals.workbench.datasets import workbench_args, workbench_parser
     from rag.ingest.bundled import notebook
 
     argv = page_argv(a, workbench_parser(add_help=False))
     checked = workbench_args(argv)  # a bad flag is one line here, before any server starts
     if checked.error:
         raise ValueError(checked.error.removeprefix("workbench: "))
-    from evals.interactive.datasets import resolve_dataset
+    from evals.workbench.datasets import resolve_dataset
 
     resolve_dataset(checked.args.dataset, checked.args.workspace)  # an unknown set: one line, no server
     if a.edit and not is_loopback(a.host) and not a.allow_remote_edit:

@@ -1,6 +1,6 @@
 """The workbench as a Python object, for Jupyter, VS Code and marimo cells: ``Workbench("squad2")``.
 
-It is the page without the page: the same library calls the marimo workbench makes (``evals.interactive``), so a
+It is the page without the page: the same library calls the marimo workbench makes (``calls``, the facade both use, in this room), so a
 frame, a figure or a cost line here is the one the page shows for the same budgets. Every call that would spend
 (an LLM answerer, a judge, a deployed service, Generate) first returns its cost line and sends only when told
 (``send=True``), counted against the same response cache as the page and ``ragwb run``. Nothing here runs an

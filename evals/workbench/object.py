@@ -70,7 +70,7 @@ class Workbench:
     ``system=["v1=https://rag/ask"]``, ``plugins=["my_strategies.py"]``). A bad one is a ValueError naming it."""
 
     def __init__(self, dataset: str = "squad2", *, progress: bool = True, **flags):
-        from evals.interactive import datasets as dsets
+        from evals.workbench import datasets as dsets
 
         parsed = dsets.workbench_args(_argv(dataset, flags))
         if parsed.error:
@@ -89,8 +89,8 @@ class Workbench:
 
     # ---- opening
     def _open(self) -> None:
-        from evals import interactive
-        from evals.interactive.answering import OFFLINE
+        from . import calls as interactive
+        from evals.workbench.answering import OFFLINE
 
         cost = interactive.ingest_cost(self.spec, self.args.workspace, self.args.embedder)
         bar = None
@@ -137,7 +137,7 @@ class Workbench:
     def points(self, strategies: list[str] | None = None, budgets: dict | None = None, **kw) -> list:
         """The points an Apply evaluates: one per strategy, with only the budgets that differ from its shipped
         defaults (the page's ``points_from_budgets``; a budget no strategy has is a ValueError naming the valid)."""
-        from evals import interactive
+        from . import calls as interactive
 
         names = list(strategies) if strategies is not None else list(self.strategies)
         unknown = [s for s in names if s not in self.strategies]
@@ -153,7 +153,7 @@ class Workbench:
 
     def _cost(self, points: list, limit: int, how: str) -> tuple[CostLine, int]:
         """(the cost line of evaluating ``points``, the new items it counts): one count, as the page's."""
-        from evals import interactive
+        from . import calls as interactive
 
         plan = interactive.answer_plan(self.session, points, limit)
         model = self.session.client.cfg.model if self.session.client is not None else ""
@@ -178,10 +178,10 @@ class Workbench:
         return result
 
     def _evaluate(self, points: list, limit: int, send: bool, how: str) -> Applied:
-        from evals import interactive
+        from . import calls as interactive, page
 
         if not self.session.dataset.questions:  # a folder with no questions: said, as the page says it
-            raise ValueError(interactive.page.no_questions_message(self.session, markdown=False))
+            raise ValueError(page.no_questions_message(self.session, markdown=False))
 
         cost, items = self._cost(points, limit, how)
         if cost.calls and not send:
@@ -216,14 +216,14 @@ class Workbench:
     def projection(self, questions: int = 10_000) -> pd.DataFrame:
         """What each applied point would cost on ``questions`` questions: its mean tokens and dollars a question on
         these questions, times that many; dollars "unknown" where the model has no price (never $0)."""
-        from evals.interactive import page
+        from evals.workbench import page
 
         return page.cost_projection(self.summary(), questions, self.session.client is not None)
 
     def headline(self) -> pd.DataFrame:
         """The page's headline table: "mean [low, high] n=K" per metric, as ``ragwb show`` prints it."""
         from evals.analyze.summary import HEADLINE, headline_table
-        from evals.interactive import page
+        from evals.workbench import page
 
         s = self.summary()
         table, _ = page.headline(s, headline_table, page.headline_order(s, HEADLINE))
@@ -248,7 +248,7 @@ class Workbench:
         """The question x point matrix (a row per question, a column per point, spread and failures); filters as
         the page's: ``disagree=True``, ``failures=True``, ``unanswerable=True``, ``field=``, ``value=``,
         ``search=``."""
-        from evals.interactive import page
+        from evals.workbench import page
 
         metric = metric or self.quality_metric()[0]
         judged = self.judged_scores()
@@ -256,7 +256,7 @@ class Workbench:
         return matrix
 
     def judged_scores(self) -> pd.DataFrame:
-        from evals import interactive
+        from . import calls as interactive
 
         return interactive.session_judged_scores(self.args.db, self.session, self.scores())
 
@@ -269,7 +269,7 @@ class Workbench:
         """Point ``b`` against point ``a`` of the last Apply, paired per question: delta, 95% interval, verdict
         (default: the first two points)."""
         from evals.analyze import explore
-        from evals.interactive import page
+        from evals.workbench import page
 
         pts = self.point_names()
         a = explore.pick_point(pts, a) if a else pts[0]
@@ -288,18 +288,18 @@ class Workbench:
         return decomposition_table(decomposition(sc))
 
     def sufficiency_figure(self):
-        from evals.interactive import page
+        from evals.workbench import page
 
         return page.sufficiency_bar(self.scores())
 
     def budgets_table(self) -> pd.DataFrame:
-        from evals import interactive
+        from . import calls as interactive
 
         return interactive.applied_budgets_table(self._applied().points)
 
     def search(self, query: str, strategy: str = "hybrid", budgets: dict | None = None) -> pd.DataFrame:
         """The blocks ``strategy`` returns for ``query`` (``ragwb search``; nothing stored)."""
-        from evals import interactive
+        from . import calls as interactive
 
         return interactive.search_frame(self.session, query, strategy, _budgets(budgets, {}))
 
@@ -310,7 +310,7 @@ class Workbench:
         line first where it would send. ``confirm`` (a share such as 0.3, or a count of questions): a stored run
         whose grid tunes on the rest and whose pick on ``metric`` is scored on the questions set aside; returns
         ``Best`` of that run (its confirm figures in ``.confirm``)."""
-        from evals import interactive
+        from . import calls as interactive
 
         vals = values if isinstance(values, str) else ",".join(map(str, values))
         names = list(strategies) if strategies is not None else [s for s in self.strategies if _has(s, param)]
@@ -335,7 +335,7 @@ class Workbench:
         """The sweep raced as a stored run: points clearly worse than the leader leave as batches land. Returns
         the cost line (an upper bound: a race asks less) until ``send=True``, then (run id, line, leaderboard).
         ``confirm`` (a share or a count of questions): set aside; the winner is scored on them after the race."""
-        from evals import interactive
+        from . import calls as interactive
 
         vals = values if isinstance(values, str) else ",".join(map(str, values))
         names = list(strategies) if strategies is not None else [s for s in self.strategies if _has(s, param)]
@@ -354,7 +354,7 @@ class Workbench:
 
     def save(self, run_id: str | None = None) -> str:
         """Save as run: the last Apply's items stored (nothing evaluated again) with its HTML report; the run id."""
-        from evals import interactive
+        from . import calls as interactive
 
         applied = self._applied()
         rid, report, why = interactive.save_with_report(self.session, self.args.db, applied.points, applied.limit,
@@ -363,19 +363,19 @@ class Workbench:
         return rid
 
     def runs(self) -> pd.DataFrame:
-        from evals import interactive
+        from . import calls as interactive
 
         return interactive.list_runs(self.args.db)
 
     def stored_summary(self, run_id: str) -> pd.DataFrame:
-        from evals import interactive
+        from . import calls as interactive
 
         return interactive.stored_summary(self.args.db, run_id)
 
     def best(self, run_id: str, metric: str | None = None) -> "Best":
         """The best point of a stored run (a Save, a race): the prose, and its config as TOML for ``ragwb run
         --config``."""
-        from evals.interactive.index_sweep import best_choice
+        from evals.workbench.index_sweep import best_choice
 
         from evals.store import ResultStore
 
@@ -389,20 +389,20 @@ class Workbench:
     # ---- the judge and generated questions
     def judge_lines(self) -> list[str]:
         """How far to trust each judge of this workbench (its stored agreement with people), as ``ragwb show``."""
-        from evals import interactive
+        from . import calls as interactive
 
         return interactive.judge_lines(self.session, self.args.workspace)
 
     def measure_judge(self, send: bool = False):
         """How far to trust the judge: its agreement with human labels. The cost line until ``send=True``, then
         the stored agreement line."""
-        from evals import interactive
+        from . import calls as interactive, page
 
         plan = interactive.agreement_plan(self.session, self.args.workspace)
         cost = CostLine(plan["line"].replace("**", ""), plan["calls"], how="wb.measure_judge(send=True)")
         if plan["calls"] and not send:
             return cost
-        if not any(j.name == "llm_faithfulness" for j in interactive.page.session_judges(self.session)):
+        if not any(j.name == "llm_faithfulness" for j in page.session_judges(self.session)):
             return cost
         return interactive.measure_agreement(self.session, self.args.workspace, progress=_tqdm_auto(self.progress))
 
@@ -411,7 +411,7 @@ class Workbench:
         """Gold questions an LLM writes from this dataset's passages (``ragwb generate``). The cost line until
         ``send=True``; then the file is written, remembered for a folder, and (``evaluate``) the workbench reopens
         on it, so the next Apply evaluates them."""
-        from evals.interactive import generating
+        from evals.workbench import generating
 
         if self.flags.llm is None:
             raise ValueError("generate needs an LLM: Workbench(..., llm=(base_url, model))")

@@ -93,7 +93,7 @@ def wide_rows(scores: pd.DataFrame) -> pd.DataFrame:
 def chosen_metric(summary: pd.DataFrame, metric: str | None) -> tuple[str, str]:
     """(the metric the chart shows for ``metric``, the note when the wanted one has no value here): the page's
     default moves to a metric with values and says so, as the page's dropdown does; an unknown name is an error."""
-    from evals.interactive import page
+    from evals.workbench import page
 
     options, shown, note = page.metric_choices(summary, metric or "f1")
     if metric and metric not in set(options.values()):
