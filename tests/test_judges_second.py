@@ -225,3 +225,40 @@ def test_a_judge_whose_repeats_disagree_past_thirty_percent_decides_nothing(serv
     assert main(["best", "NZ", "--metric", "context_sufficiency", "--workspace", str(ws)]) == 2
     assert "flips on" in capsys.readouterr().err
     assert main(["best", "NZ", "--metric", "context_sufficiency", "--workspace", str(ws), "--trust-judge"]) == 0
+
+
+def test_the_gate_reads_repeated_judgments_refuses_a_flipping_judge_and_checks_k_of_n(server, tmp_path, capsys):
+    """Issue 84, item 4 and issue 85: with --judge-repeats the gate refuses a judge that flips on over 30% of its
+    items unless --trust-judge (it read no detail, so it never saw the flips); --aa-noise widens the judged metric's
+    tolerance by the judge's repeat noise and says so; --require K/N fails the questions below it, by name, and a
+    rule the run cannot be read against (fewer repeats) fails instead of passing."""
+    ws = tmp_path / "ws"
+    docs, q = herons(tmp_path, ["Where do herons nest?", "What do herons eat?", "Where is the lake?",
+                                "How tall is a heron?"])
+    assert main(["run", "--dataset", str(docs), "--questions", str(q), "--embedder", "hash", "--workspace", str(ws),
+                 "--llm-base-url", server, "--llm-model", "local-extractive", "--judge-base-url", server,
+                 "--judge-model", "noisy-judge", "--judges", "llm_context_sufficiency", "--judge-repeats", "2",
+                 "--strategies", "chunks", "--yes", "--no-progress", "--no-report", "--run-id", "NG"]) == 0
+    capsys.readouterr()
+    gate = ["gate", "--baseline", "NG", "--candidate", "NG", "--workspace", str(ws)]
+    assert main(gate + ["--metrics", "context_sufficiency"]) == 2
+    assert "flips on" in capsys.readouterr().err
+    out = tmp_path / "g.json"
+    assert main(gate + ["--metrics", "context_sufficiency", "--trust-judge", "--aa-noise", "--json", str(out)]) == 0
+    row = json.loads(out.read_text())["rows"][0]
+    assert row["tolerance_from"] == "judge repeat noise" and row["tolerance"] > 0.02, row
+    capsys.readouterr()
+    junit = tmp_path / "g.xml"
+    code = main(gate + ["--require", "context_sufficiency=2/2", "--junit", str(junit), "--json", str(out)])
+    req = json.loads(out.read_text())["requires"]
+    assert len(req) == 1 and req[0]["items"] == 4
+    assert (code == 1) == bool(req[0]["failing"]) and req[0]["failing"], req  # noisy-judge flips some question
+    text = capsys.readouterr().out
+    assert "**Judgment rules**" in text and "item(s) below it: " in text
+    assert 'type="require"' in junit.read_text()
+    assert main(gate + ["--require", "2/3", "--json", str(out)]) == 1  # the run has two repeats: not readable
+    assert json.loads(out.read_text())["requires"][0]["verdict"] == "too few judgments"
+    for bad in ("4/3", "context_sufficiency=x/2", "f1=1/2", "1/2@1.5"):
+        assert main(gate + ["--require", bad]) == 2
+        err = capsys.readouterr().err
+        assert "--require" in err and len(err.strip().splitlines()) == 1, err

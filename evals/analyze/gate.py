@@ -80,7 +80,9 @@ def per_question(store: ResultStore, run_id: str, part: str = "tune") -> tuple[s
     con = store.con
     cond = store._part(con, run_id, part, "s.question_id")
     df = con.execute(
-        "SELECT s.strategy, r.point_label, r.params, s.question_id, s.repeat, s.metric, s.value, s.status "
+        # a repeated judgment's detail keeps each repeat (--judge-repeats): the gate reads its noise and --require
+        "SELECT s.strategy, r.point_label, r.params, s.question_id, s.repeat, s.metric, s.value, s.status, "
+        "CASE WHEN s.detail LIKE '% repeats [%' THEN s.detail END AS detail "
         "FROM scores s JOIN results r USING (run_id, strategy, point_id, question_id, repeat) "
         f"WHERE s.run_id = ? AND {cond}", [run_id]).df()
     from .judgments import judged_scores
@@ -187,10 +189,13 @@ def point_error_rates(df: pd.DataFrame) -> dict[str, float]:
 def gate(base: tuple[str, pd.DataFrame], cand: tuple[str, pd.DataFrame], metrics: list[str] | None = None,
          tolerances: dict | None = None, max_error_rate: float = 0.02, aa_noise: bool = False,
          resamples: int = 2000, seed: int = DEFAULT_SEED, allow_missing_points: bool = False,
-         judged_gap: float = JUDGED_GAP, index_differs: str = "", budgets: list | None = None) -> dict:
+         judged_gap: float = JUDGED_GAP, index_differs: str = "", budgets: list | None = None,
+         requires: list | None = None) -> dict:
     """``index_differs``: the two runs' index settings differ (``index_difference``); points still pair by
     question, and the token costs a chunking moves are reported but gated only when ``metrics`` names them.
     ``budgets``: absolute limits [(kind "max"|"min", metric, value)] on the candidate's point means (``check_budgets``).
+    ``requires``: K-of-N rules on repeated judgments (evals/analyze/judge_repeats.py). ``aa_noise`` also widens a
+    judged metric's tolerance by its judge's repeat noise where either run repeated its judgments.
     The result's ``exit_code``: 0 passed, 1 a regression or a budget exceeded, 3 the runs are not comparable."""
     asked = set(metrics or ())
     (bds, b), (cds, c) = base, cand
@@ -230,6 +235,13 @@ def gate(base: tuple[str, pd.DataFrame], cand: tuple[str, pd.DataFrame], metrics
         for key, g in aa.groupby(["strategy", "point_label", "metric"]):
             pb = paired_bootstrap(g.a0, g.a1, resamples, seed=seed)
             noise[key] = max(abs(pb["low"]), abs(pb["high"]))
+    judge_noise = {}
+    if aa_noise:  # the judge's own noise: the same answers judged again (either run's repeats, the larger)
+        from .judge_repeats import judge_noise as _jn
+
+        for side in (b, c):
+            for key, v in _jn(side, resamples, seed).items():
+                judge_noise[key] = max(judge_noise.get(key, 0.0), v)
     boot = _point_bootstraps(joined, resamples, seed)
     for (strategy, point, metric) in sorted(boot):
         pb = boot[(strategy, point, metric)]
@@ -237,9 +249,11 @@ def gate(base: tuple[str, pd.DataFrame], cand: tuple[str, pd.DataFrame], metrics
             continue
         hib = METRICS[metric].higher_is_better if metric in METRICS else True
         base_tol, aa = _tol(tols, metric, pb["baseline"]), noise.get((strategy, point, metric), 0.0)
-        tol = max(base_tol, aa)
-        tol_from = ("A/A noise" if aa > base_tol else "file" if metric in (tolerances or {}) or (
-            "default" in (tolerances or {}) and metric not in DEFAULT_TOLERANCES) else "default")
+        jn = judge_noise.get((strategy, point, metric), 0.0)
+        tol = max(base_tol, aa, jn)
+        tol_from = ("judge repeat noise" if jn > max(base_tol, aa) else "A/A noise" if aa > base_tol else "file"
+                    if metric in (tolerances or {}) or ("default" in (tolerances or {})
+                                                        and metric not in DEFAULT_TOLERANCES) else "default")
         worse = (pb["high"] < -tol) if hib else (pb["low"] > tol)
         better = (pb["low"] > tol) if hib else (pb["high"] < -tol)
         if index_differs and metric in INDEX_COSTS and metric not in asked:  # a different index moves its costs
@@ -256,8 +270,12 @@ def gate(base: tuple[str, pd.DataFrame], cand: tuple[str, pd.DataFrame], metrics
                             f"(95% CI {pb['low']:+.4f} .. {pb['high']:+.4f}) beyond tolerance {tol:.4f}")
     checked = check_budgets(c, budgets or [])
     failures += [budget_line(x) for x in checked if x["verdict"] == "OVER BUDGET"]
+    from .judge_repeats import check_requires, require_line
+
+    required = check_requires(c, requires) if requires else []
+    failures += [require_line(x) for x in required if x["verdict"] != "met"]
     return {"passed": not failures, "failures": failures, "warnings": warnings, "rows": rows,
-            "budgets": checked, "not_comparable": not_comparable,
+            "budgets": checked, "requires": required, "not_comparable": not_comparable,
             "exit_code": 3 if not_comparable else (0 if not failures else 1),
             "index_difference": index_differs,
             "error_rates": {"baseline": error_rate(b), "candidate": error_rate(c)},
@@ -419,6 +437,11 @@ def to_markdown(res: dict, base_name: str, cand_name: str) -> str:
     if res.get("budgets"):  # every budget, met or not (the exceeded ones are failures above too)
         lines += ["**Budgets** (the candidate's point means, 95% intervals)", ""] + [
             f"- {budget_line(b)}" for b in res["budgets"]] + [""]
+    if res.get("requires"):  # every K-of-N rule, met or not (the unmet ones are failures above too)
+        from .judge_repeats import require_line
+
+        lines += ["**Judgment rules** (--require, per question)", ""] + [
+            f"- {require_line(r)}" for r in res["requires"]] + [""]
     if any(r["metric"] == "faithfulness" for r in res["rows"]):
         from evals.score.support import support_caption
         lines += [f"_faithfulness (offline): {support_caption()}_", ""]
@@ -523,7 +546,7 @@ def run_gate(a):
             tols = tomllib.load(f).get("tolerances", {})
     res = gate(base, cand, a.metrics, tols, a.max_error_rate, a.aa_noise, a.resamples, a.seed,
                a.allow_missing_points, a.judged_gap, index_differs=differs,
-               budgets=getattr(a, "budgets", None) or [])
+               budgets=getattr(a, "budgets", None) or [], requires=getattr(a, "requires", None) or [])
     md = to_markdown(res, bname, cid)
     print(md)
     if a.markdown:

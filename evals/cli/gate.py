@@ -8,7 +8,10 @@ def cmd_gate(a) -> int:
     from evals.analyze.gate import parse_budgets, run_gate
     from evals.report import ci
 
+    from evals.analyze.judge_repeats import parse_requires
+
     a.budgets = parse_budgets(a.max, a.min)  # a bad budget: one line, exit 2, before any run is read
+    a.requires = parse_requires(a.require)  # a bad K/N rule too
     junit = ci.check_out_path(a.junit, "--junit")
     comment = ci.check_out_path(a.comment, "--comment")
     ci.check_out_path(a.markdown, "--markdown")
@@ -30,7 +33,8 @@ def add_gate(sub) -> None:
                        formatter_class=argparse.RawDescriptionHelpFormatter,
                        description="Compare a candidate run against a baseline (run id or committed baseline "
                        "file) per strategy and metric, and check absolute budgets (--max/--min).\n\nexit codes:\n"
-                       "  0  passed\n  1  a regression beyond tolerance, a budget exceeded, or a point that lost too "
+                       "  0  passed\n  1  a regression beyond tolerance, a budget exceeded, a --require rule unmet, or a "
+                       "point that lost too "
                        "many items\n  2  a usage error (a flag, a file, a run id)\n  3  the runs are not comparable "
                        "(other datasets, other question sets, candidate points without a baseline)\n\n"
                        "CI outputs (docs/gate.md): --junit FILE, --comment FILE, --markdown FILE, --json FILE; inside "
@@ -51,7 +55,8 @@ def add_gate_args(p) -> None:
     p.add_argument("--max-error-rate", type=float, default=0.02,
                    help="cap on the share of a point's items that failed, per point (0.02)")
     p.add_argument("--aa-noise", action="store_true",
-                   help="widen each tolerance by the A/A noise floor measured between repeats 0 and 1 of the baseline")
+                   help="widen each tolerance by the A/A noise floor measured between repeats 0 and 1 of the baseline, "
+                        "and each LLM-judged metric's by its judge's repeat noise (--judge-repeats, either run)")
     p.add_argument("--resamples", type=int, default=2000, help="bootstrap resamples (2000)")
     p.add_argument("--seed", type=int, default=DEFAULT_SEED, help="bootstrap seed (fixed: reproducible verdicts)")
     p.add_argument("--markdown", default=None, help="also write the Markdown summary to this file")
@@ -72,6 +77,10 @@ def add_gate_args(p) -> None:
                         "context_tokens=6000: a point fails when its whole 95%% interval is above it")
     p.add_argument("--min", action="append", default=None, metavar="METRIC=VALUE",
                    help="a floor, e.g. --min evidence_recall=0.8: a point fails when its whole 95%% interval is below")
+    p.add_argument("--require", action="append", default=None, metavar="[METRIC=]K/N[@AT]",
+                   help="a question must pass K of N repeated judgments (a judgment passes at AT or more, default 0.5; "
+                        "repeatable; no METRIC: every LLM-judged metric), e.g. --require llm_faithfulness=2/3; needs a "
+                        "candidate run with --judge-repeats N; fails per question, listed")
     p.add_argument("--junit", default=None, metavar="FILE",
                    help="JUnit XML: a testsuite per strategy x point, a testcase per metric and budget (GitLab, "
                         "Jenkins, Azure DevOps, CircleCI and GitHub test-report actions read it)")

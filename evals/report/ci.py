@@ -10,7 +10,7 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 COMMENT_MAX = 65_000  # GitHub's limit on a comment body is 65,536 characters
-EXIT_CODES = {0: "passed", 1: "a regression, or a budget exceeded", 2: "a usage error (a flag, a file, a run id)",
+EXIT_CODES = {0: "passed", 1: "a regression, a budget exceeded, or a --require rule unmet", 2: "a usage error (a flag, a file, a run id)",
               3: "the runs are not comparable (other datasets, other questions, candidate points without a baseline)"}
 _XML_BAD = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ufffe\uffff]")  # not allowed in XML 1.0 at all
 
@@ -62,6 +62,8 @@ def junit_xml(res: dict, base: str, cand: str, commit: str | None = None) -> str
         suites.setdefault((r["strategy"], r["point"]), []).append(("metric", r))
     for b in res.get("budgets", []):
         suites.setdefault((b["strategy"], b["point"]), []).append(("budget", b))
+    for q in res.get("requires", []):  # --require K/N: a testcase per rule and metric, its failing questions named
+        suites.setdefault((q["strategy"], q["point"]), []).append(("require", q))
     root = ET.Element("testsuites", name="ragwb gate")
     props = {"baseline": base, "candidate": cand, "commit": commit or "", "passed": str(res["passed"]).lower(),
              "index_difference": res.get("index_difference") or "", "exit_code": str(res.get("exit_code", 0)),
@@ -100,6 +102,16 @@ def junit_xml(res: dict, base: str, cand: str, commit: str | None = None) -> str
                     ET.SubElement(case, "skipped", message=_x(f"not gated: {r['verdict']}: {detail}"))
                 else:
                     ET.SubElement(case, "system-out").text = _x(detail)
+            elif kind == "require":
+                from evals.analyze.judge_repeats import require_line
+
+                case = ET.SubElement(suite, "testcase", name=_x(f"require {r['metric']} {r['rule']}"),
+                                     classname=_x(f"{strategy}.{point}"), time="0")
+                if r["verdict"] != "met":
+                    ET.SubElement(case, "failure", message=_x(require_line(r)[:500]),
+                                  type="require").text = _x(require_line(r))
+                else:
+                    ET.SubElement(case, "system-out").text = _x(require_line(r))
             else:
                 case = ET.SubElement(suite, "testcase", name=_x(f"budget {r['metric']} {r['kind']} {r['limit']:g}"),
                                      classname=_x(f"{strategy}.{point}"), time="0")
