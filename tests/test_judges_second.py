@@ -262,3 +262,49 @@ def test_the_gate_reads_repeated_judgments_refuses_a_flipping_judge_and_checks_k
         assert main(gate + ["--require", bad]) == 2
         err = capsys.readouterr().err
         assert "--require" in err and len(err.strip().splitlines()) == 1, err
+
+
+def test_the_page_marks_a_judge_at_chance_in_chromium(server, tmp_path, browser):
+    """Item 9 on the page itself (Chromium): a constant judge measured at chance by `ragwb agreement`; the page
+    opened with it as the judge marks its metric "(judge at chance)" in the quality list, never shows it as the
+    chart's metric, and says why in the judge line under the chart."""
+    import subprocess
+    import sys
+
+    from test_page_truth import DEEP
+    from test_workbench_own import _port, _wait_http
+
+    ws = tmp_path / "ws"
+    assert main(["agreement", "--judge-base-url", server, "--judge-model", "constant-judge", "--judges",
+                 "llm_faithfulness", "--limit", "60", "--workspace", str(ws)]) == 0
+    docs, q = herons(tmp_path, ["Where do herons nest?", "What do herons eat?", "Where is the lake?"])
+    port = _port()
+    proc = subprocess.Popen([sys.executable, "-m", "marimo", "run", "--headless", "--no-token", "--port", str(port),
+                             str(Path(__file__).resolve().parents[1] / "notebooks" / "workbench.py"), "--",
+                             "--dataset", str(docs), "--questions", str(q), "--embedder", "hash", "--workspace",
+                             str(ws), "--llm-base-url", server, "--llm-model", "local-extractive",
+                             "--judge-base-url", server, "--judge-model", "constant-judge", "--send"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        _wait_http(f"http://127.0.0.1:{port}/")
+        page = browser.new_page(viewport={"width": 1440, "height": 1000})
+        page.goto(f"http://127.0.0.1:{port}/")
+        page.wait_for_selector("th:has-text('chunks · defaults')", timeout=180000)
+        # the quality list: the chance judge's metric marked, and not the one shown
+        page.wait_for_function("(d) => eval(d)('option').some(o => o.text.startsWith('llm_faithfulness')"
+                               " && o.text.includes('(judge at chance)'))", arg=DEEP, timeout=120000)
+        chosen = page.evaluate("""() => { const all = (r) => [...r.querySelectorAll('*')].flatMap(
+                   e => e.shadowRoot ? [e, ...all(e.shadowRoot)] : [e]);
+                 const s = all(document).filter(e => e.tagName === 'SELECT'
+                   && [...e.options].some(o => o.text.includes('(judge at chance)')));
+                 return s.map(e => e.options[e.selectedIndex].text); }""")
+        assert chosen and not any("judge at chance" in c for c in chosen), chosen
+        page.wait_for_function("(d) => eval(d)('*').some(e => (e.text || '').includes('agrees with people at "
+                               "chance'))", arg=DEEP, timeout=120000)
+        page.close()
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
