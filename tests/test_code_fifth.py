@@ -79,3 +79,76 @@ def test_names_as_people_type_them(tmp_path, capsys):
     assert got[0].endswith("Rack.Request.Helpers.not_found"), got
     got = _search_order(["halt!", *common], capsys)
     assert got[0].endswith("Rack.Request.Helpers.halt!"), got
+
+
+IO_C = """/**
+ * \\page libusb_io Synchronous and asynchronous device I/O
+ *
+ * libusb offers two separate interfaces for device I/O.
+ *
+ * \\code
+ * unsigned char data[4];
+ * int r = libusb_bulk_transfer(handle, LIBUSB_ENDPOINT_IN, data, sizeof(data), &n, 0);
+ * \\endcode
+ */
+
+/** Initialise the I/O of a context.
+ * \\param ctx the context
+ */
+int usbi_io_init(struct libusb_context *ctx)
+{
+	return 0;
+}
+"""
+
+
+def test_a_doxygen_page_is_a_doc_chunk_of_its_own_and_the_function_keeps_its_own_doc():
+    """Issue 86, 4: io.c's `\\page` block was attached to `usbi_io_init` (its `\\code` example shown as code)."""
+    from test_code_languages import _chunks
+
+    doc, chunks = _chunks(IO_C, "io.c")
+    page = [c for c in chunks if "\\page libusb_io" in c.text]
+    assert len(page) == 1 and page[0].kind == "doc" and "usbi_io_init(" not in page[0].text, page
+    fn = next(c for c in chunks if c.symbol == "usbi_io_init")
+    assert "Initialise the I/O of a context." in fn.text and "\\page" not in fn.text
+    # directly above the function, with no doc of its own between them: still not the function's doc
+    doc2, chunks2 = _chunks(IO_C.replace("/** Initialise the I/O of a context.\n * \\param ctx the context\n */\n",
+                                         ""), "io2.c")
+    fn2 = next(c for c in chunks2 if c.symbol == "usbi_io_init")
+    assert "\\page" not in fn2.text and any(c.kind == "doc" for c in chunks2)
+    assert "".join(c.text for c in sorted(chunks2, key=lambda c: c.chunk_index)) == doc2.text  # rebuilds exactly
+
+
+def _long_rust_fn() -> str:
+    doc = "".join(f"    /// Line {i} of the doc that explains what parse_value reads and returns.\n" for i in range(6))
+    body = "".join(f"        let v{i} = input.read_token({i}).unwrap_or_default();\n" for i in range(160))
+    return ("impl Parser {\n" + "    /// Parse a JSON value from the reader and return it whole.\n" + doc
+            + "    #[inline]\n    #[must_use]\n    pub fn parse_value(&mut self, input: &mut Reader) -> Value {\n"
+            + body + "        Value::Null\n    }\n}\n")
+
+
+def test_a_split_definition_keeps_its_doc_with_its_signature_and_the_count_sees_it():
+    """Issue 86, 3: a definition cut for size had its doc in a piece of its own (no code line), its later pieces
+    showing `#[inline]` as the code it documents, and the ingest's count left split definitions out (it said 0)."""
+    from rag.ingest.chunking import Chunk
+    from rag.index.summary import doc_splits
+    from test_code_languages import _chunks
+
+    doc, chunks = _chunks(_long_rust_fn(), "src/parser.rs")
+    pieces = sorted((c for c in chunks if c.symbol.endswith("parse_value")), key=lambda c: c.line_start)
+    assert len(pieces) >= 2, [(c.symbol, c.line_start, c.line_end) for c in chunks]
+    first = pieces[0].text
+    assert "Parse a JSON value from the reader" in first and "pub fn parse_value(" in first  # doc and signature
+    assert "let v0 = " in first  # and the body's first statements: no piece of doc alone
+    for p in pieces[1:]:  # a later piece names the signature, never an attribute, as the code it belongs to
+        assert "pub fn parse_value(" in p.breadcrumb and "#[inline]" not in p.breadcrumb, p.breadcrumb
+    documented, split, _ = doc_splits(doc, chunks)
+    assert documented == 1 and split == 0
+    # the count now reads split definitions too: the same pieces with the doc cut off alone are counted, named
+    sig = next(i for i, x in enumerate(doc.text.split("\n")) if "pub fn parse_value(" in x)
+    cut = [Chunk("a", doc.doc_id, "", 0, 0, 0, "", 0, "", symbol=pieces[0].symbol, line_start=pieces[0].line_start,
+                 line_end=sig - 1),
+           Chunk("b", doc.doc_id, "", 1, 0, 0, "", 0, "", symbol=pieces[0].symbol, line_start=sig,
+                 line_end=pieces[0].line_end)] + [c for c in chunks if c is not pieces[0]]
+    documented, split, named = doc_splits(doc, cut)
+    assert split == 1 and named and "parse_value" in named[0], named

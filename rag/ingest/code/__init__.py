@@ -33,7 +33,8 @@ LANGUAGES = {
 }
 CODE_SUFFIXES = tuple(LANGUAGES)
 # what a code chunk can be; "overload": a piece of nothing but a function's overload signatures (not its evidence)
-KINDS = ("function", "method", "class", "type", "module", "imports", "lines", "stub", "overload")
+# "doc": documentation of no definition (a Doxygen \page or @defgroup block, a long banner), prose of its own
+KINDS = ("function", "method", "class", "type", "module", "imports", "lines", "stub", "overload", "doc")
 STUB_SUFFIXES = (".pyi", ".d.ts", ".d.mts", ".d.cts")  # declarations only: every chunk of one is kind "stub"
 
 
@@ -141,7 +142,9 @@ def doc_above_blanks(lines: list[str], i: int, floor: int) -> int:
             return i
     else:
         return i
-    if _FILE_DOC.search("\n".join(lines[k:j])):
+    from .docs import documents_no_definition
+
+    if _FILE_DOC.search("\n".join(lines[k:j])) or documents_no_definition(lines[k:j]):  # a \page: no one's doc
         return i
     return k
 

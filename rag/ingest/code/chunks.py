@@ -110,11 +110,18 @@ def _join_comment_only(segs: list[Segment], bare: list[str]) -> list[Segment]:
     """A module or class gap of nothing but comments (a section banner `/* NOTIFICATIONS */`, a licence header, a
     doc comment no definition took) is never a chunk of its own: it ranked above code and showed none. It joins
     the segment after it (the definition it stands above), the last one joins the segment before."""
+    from .docs import documents_no_definition
+
     out: list[Segment] = []
     carry = None
     for s in segs:
         if s.kind in ("module", "class") and all(not bare[i].strip() or _COMMENT_LINE.match(bare[i])
                                                 for i in range(s.first, s.last + 1)):
+            if documents_no_definition(bare[s.first:s.last + 1], banner=True):  # a Doxygen \page, a long banner: prose of its
+                if carry is not None:  # own, kind "doc", never the next definition's comment (issue 86, 4)
+                    s, carry = dataclasses.replace(s, first=carry), None
+                out.append(dataclasses.replace(s, kind="doc"))
+                continue
             carry = s.first if carry is None else carry
             continue
         if carry is not None:
@@ -149,14 +156,49 @@ def _code_start(seg: Segment, bare: list[str]) -> int:
     return seg.first
 
 
-def _signature_line(seg: Segment, bare: list[str]) -> int:
-    """The implementation's signature: the first code line at or after its own start (decorators, comments
-    skipped), not the first overload's."""
+def _code_head(seg: Segment, bare: list[str]) -> int:
+    """Where the implementation's code starts: its first line at or after its own start that is no comment
+    (decorators and attributes in: a cut there keeps them with the definition)."""
     start = seg.head if seg.head >= 0 else seg.first
     for i in range(start, seg.last + 1):
         if bare[i].strip() and not _COMMENT_LINE.match(bare[i]):
             return i
     return start
+
+
+def _signature_line(seg: Segment, bare: list[str]) -> int:
+    """The implementation's signature: the first code line at or after its own start that is no comment and no
+    attribute, annotation or decorator (one spanning lines included), not the first overload's. A later piece
+    showed `#[inline]` or `@CanIgnoreReturnValue` as "the code it documents" (issue 86, 3)."""
+    from .docs import is_attribute_line
+
+    start = seg.head if seg.head >= 0 else seg.first
+    first_code, depth = None, 0
+    for i in range(start, seg.last + 1):
+        x = bare[i]
+        if not x.strip() or _COMMENT_LINE.match(x):
+            continue
+        first_code = i if first_code is None else first_code
+        if depth > 0 or is_attribute_line(x):  # an attribute, or a line inside one still open
+            depth = max(0, depth + x.count("(") + x.count("[") - x.count(")") - x.count("]"))
+            continue
+        return i
+    return start if first_code is None else first_code
+
+
+BODY_LINES_TO_CUT = 3  # a body of fewer code lines stays whole with its signature (a one-line body alone is noise)
+
+
+def _doc_with_signature(seg: Segment, bare: list[str], costs: list, impl: int) -> bool:
+    """Can the first piece hold the doc, the signature and the body's first statements, the rest of the body after?
+    Only for a body of ``BODY_LINES_TO_CUT`` code lines or more with a statement to cut at: a split definition then
+    keeps its doc with its signature (issue 86, 3: libusb's doc questions found doc pieces that showed no code);
+    a short body stays with its signature (issue 65, 2)."""
+    sig = _signature_line(seg, bare)
+    body = sum(1 for i in range(sig + 1, seg.last + 1) if bare[i].strip() and not _COMMENT_LINE.match(bare[i]))
+    if body < BODY_LINES_TO_CUT:
+        return False
+    return any(st > sig and not any(sum(lt[impl:st]) > cap for lt, cap in costs) for st in seg.statements)
 
 
 def cut_tiers(seg: Segment, bare: list[str], costs: list | None = None) -> list[tuple[set, bool]]:
@@ -170,14 +212,15 @@ def cut_tiers(seg: Segment, bare: list[str], costs: list | None = None) -> list[
     Where the code (signature and body, under ``costs``) fits on its own, the doc comment is cut off first, then at
     its paragraphs: signature and body stay one piece (rxjs's `exhaustAll` was [doc tail + signature] and
     [`return exhaustMap(identity); }`] alone; issue 65, 2)."""
-    sig = _signature_line(seg, bare)
+    sig = _code_head(seg, bare)
     impl = _comment_up(seg.head, seg.first, bare) if seg.head > seg.first else seg.first
     ovl = {_comment_up(o, seg.first, bare) for o in seg.overloads[1:]}
     tiers: list[tuple[set, bool]] = []
     if seg.overloads:
         tiers.append(({impl}, True))
     code0 = _code_start(dataclasses.replace(seg, first=impl), bare)
-    if costs is not None and code0 > impl and not any(sum(lt[code0:seg.last + 1]) > cap for lt, cap in costs):
+    if costs is not None and code0 > impl and not any(sum(lt[code0:seg.last + 1]) > cap for lt, cap in costs) \
+            and not _doc_with_signature(seg, bare, costs, impl):
         # one cut: the code with as much of its doc (from a paragraph break down) as fits; the doc above it is
         # then cut at its paragraphs
         paragraphs = sorted(i + 1 for i in range(impl, code0 - 1) if _DOC_PARAGRAPH.match(bare[i]))

@@ -75,7 +75,7 @@ def leading_start(lines: list[str], i: int, floor: int) -> int:
             break
         if s.endswith("*/"):
             k = _block_start(lines, i - 1, floor)
-            if k < 0:
+            if k < 0 or documents_no_definition(lines[k:i]):  # a \page block is no function's doc (issue 86, 4)
                 break
             i = k
         elif _LINE_COMMENT.match(above) or s.startswith("*"):
@@ -87,6 +87,23 @@ def leading_start(lines: list[str], i: int, floor: int) -> int:
         else:
             break
     return i
+
+
+# Doxygen commands that open documentation of no definition: a page, a group, the main page, a file's own doc
+_DOC_PAGE = re.compile(r"[\\@](page|mainpage|defgroup)\b")
+DOC_BANNER_LINES = 40  # a comment this long that documents no definition by its own word is still a doc block
+
+
+def documents_no_definition(block: list[str], banner: bool = False) -> bool:
+    """A comment block that documents no definition: it names a Doxygen page, group or main page
+    (``\\page``, ``@defgroup``, ...), or is a banner of ``DOC_BANNER_LINES`` lines or more. It is a ``doc`` chunk
+    of its own, never the next function's comment (io.c's 350-line ``\\page`` block was ``usbi_io_init``'s doc in 17
+    pieces, its ``\\code`` examples shown as code: issue 86, 4). ``banner``: a comment no definition took (a gap
+    of the file), where length alone says it too (right above a function, a long doc is still its doc)."""
+    if banner and len(block) >= DOC_BANNER_LINES:
+        return True
+    # a one- or two-line `/** @defgroup x */` opener stays with what follows (a chunk of its own would be noise)
+    return sum(1 for x in block if x.strip()) >= 3 and any(_DOC_PAGE.search(x) for x in block[:MAX_BLOCK_LINES])
 
 
 def is_attribute_line(line: str) -> bool:
