@@ -152,3 +152,77 @@ def test_a_split_definition_keeps_its_doc_with_its_signature_and_the_count_sees_
                  line_end=pieces[0].line_end)] + [c for c in chunks if c is not pieces[0]]
     documented, split, named = doc_splits(doc, cut)
     assert split == 1 and named and "parse_value" in named[0], named
+
+
+RUST_IMPL = """use serde::de;
+use std::fmt;
+
+pub struct RawValue {
+    json: Box<str>,
+}
+
+impl<'de> de::Deserialize<'de> for &'de RawValue {
+    type Value = &'de RawValue;
+    type Error = de::Error;
+
+    fn deserialize<D>(deserializer: D) -> Result<Self, D::Error>
+    where
+        D: de::Deserializer<'de>,
+    {
+        deserializer.deserialize_newtype_struct(TOKEN, ReferenceVisitor)
+    }
+}
+"""
+
+
+def _shape(chunks):
+    return [(c.kind, c.symbol, c.line_start, c.line_end) for c in sorted(chunks, key=lambda c: c.chunk_index)]
+
+
+def test_no_tiny_chunk_stands_alone_in_c_and_rust_and_the_file_rebuilds():
+    """Issue 86, 2: one- and two-line chunks ranked first (C prototypes indexed alone, Rust associated types and
+    impl headers). A header's prototypes join the run around them; an associated type joins its impl's header;
+    every function still has its symbol in the parse; the file rebuilds exactly."""
+    from test_code_languages import _chunks
+
+    doc, chunks = _chunks(HEADER, "libusb.h")
+    tiny = [c for c in chunks if sum(1 for x in c.text.split("\n") if x.strip()) <= 2]
+    assert not tiny, _shape(chunks)
+    assert "".join(c.text for c in sorted(chunks, key=lambda c: c.chunk_index)) == HEADER
+    assert {d.name for d in parse_code(HEADER, "c").defs} == FUNCTIONS  # the parse names every function
+    # the prototypes run keeps a name; the definitions with bodies keep theirs
+    syms = {c.symbol for c in chunks}
+    assert {"libusb_close", "helper", "libusb_init"} <= syms and "libusb_open" in syms, _shape(chunks)
+
+    doc, chunks = _chunks(RUST_IMPL, "src/raw.rs")
+    assert "".join(c.text for c in sorted(chunks, key=lambda c: c.chunk_index)) == RUST_IMPL
+    holder = next(c for c in chunks if "type Value = &'de RawValue;" in c.text)
+    assert "impl<'de> de::Deserialize<'de> for &'de RawValue {" in holder.text, _shape(chunks)
+    assert "type Error = de::Error;" in holder.text
+    assert not [c for c in chunks if c.kind == "type" and sum(1 for x in c.text.split("\n") if x.strip()) <= 2]
+    assert any(c.symbol.endswith("deserialize") for c in chunks)  # the method keeps its own chunk and name
+
+
+def test_python_keeps_its_chunks_as_measured():
+    """Tiny chunks merge only where they ranked first (C, C++, Rust): a Python module's one-line statement stays its
+    own chunk (the bundled code set's shipped vectors still cover every chunk)."""
+    from test_code_languages import _chunks
+
+    text = "def a():\n    return 1\n\n\nX = 2\n\n\ndef b():\n    return 3\n"
+    _, chunks = _chunks(text, "m.py")
+    assert any(c.text.strip() == "X = 2" for c in chunks), _shape(chunks)
+
+
+def test_the_ingest_says_the_code_chunks_sizes(tmp_path, capsys):
+    """Issue 86, 2: the ingest summary says the size distribution of the code chunks (none of one or two lines in a
+    C header whose prototypes merged)."""
+    from evals.cli import main
+
+    repo = tmp_path / "usb"
+    repo.mkdir()
+    (repo / "libusb.h").write_text(HEADER)
+    (repo / "io.c").write_text(IO_C)
+    assert main(["ingest", str(repo), "--embedder", "hash", "--workspace", str(tmp_path / "ws")]) == 0
+    out = capsys.readouterr()
+    line = next(x for x in (out.out + out.err).splitlines() if "code chunks by non-blank lines:" in x)
+    assert "1-2 0 (0%)" in line and "3-10 " in line, line

@@ -42,8 +42,14 @@ class IngestSummary:
     documented: int = 0
     doc_split: int = 0
     doc_split_named: list = field(default_factory=list)
+    code_sizes: dict = field(default_factory=dict)  # band of non-blank lines -> code chunks
 
     def note_doc_splits(self, doc, chunks) -> None:
+        for c in chunks:  # the code chunks' sizes in lines, said in the summary (issue 86, 2: tiny ones ranked first)
+            if c.line_end:
+                lines = sum(1 for x in c.text.split("\n") if x.strip())
+                band = next(b for b, top in SIZE_BANDS if lines <= top)
+                self.code_sizes[band] = self.code_sizes.get(band, 0) + 1
         n, m, named = doc_splits(doc, chunks)
         self.documented += n
         self.doc_split += m
@@ -87,6 +93,10 @@ class IngestSummary:
             lines.append("  slowest files: " + "; ".join(
                 f"{_short_path(f)} parse {self.file_parse_seconds.get(f, 0):.2f}s embed "
                 f"{self.file_embed_seconds.get(f, 0):.2f}s" for f in slow[:5]))
+        if self.code_sizes:
+            total = sum(self.code_sizes.values())
+            lines.append("  code chunks by non-blank lines: " + ", ".join(
+                f"{b} {self.code_sizes.get(b, 0):,} ({self.code_sizes.get(b, 0) / total:.0%})" for b, _ in SIZE_BANDS))
         if self.documented:  # 0 split where docs attach as the language's doc tool reads them (issue 75)
             lines.append(f"  code: {self.documented:,} documented definition(s), {self.doc_split:,} with the doc in "
                          "another chunk" + (f" (e.g. {'; '.join(self.doc_split_named)})" if self.doc_split else ""))
@@ -104,6 +114,9 @@ class IngestSummary:
 
         # file names come from outside: a control character in one is shown escaped, never run by the terminal
         return "\n".join(printable(x) for x in lines)
+
+
+SIZE_BANDS = (("1-2", 2), ("3-10", 10), ("11-40", 40), ("41+", 10**9))
 
 
 def doc_splits(doc, chunks) -> tuple[int, int, list[str]]:

@@ -298,7 +298,7 @@ def code_chunks(doc: Document, cfg: ChunkConfig) -> tuple[list[Chunk], list[Pare
 
     parsed = code_parse(doc)
     segs, lines, line_tokens = code_segments(doc.text, parsed, cfg.leaf_max, cfg.encoding, cfg.embed_window,
-                                              doc.doc_id)
+                                              doc.doc_id, doc.code_language)
     page = doc.pages[0]
     starts = [0]
     for ln in lines:
