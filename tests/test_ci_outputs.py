@@ -185,3 +185,54 @@ def test_a_comment_body_is_cut_to_githubs_limit_with_a_note():
            "coverage": {"questions_compared": 40}}
     body = ci.comment(res, "B", "C")
     assert len(body) <= ci.COMMENT_MAX and body.rstrip().endswith("every row)")
+
+
+# GitHub's own look for a step summary's table, near enough to judge the layout: borders, padding, a grey header
+GFM_CSS = ("body{font:14px -apple-system,'Segoe UI',Helvetica,Arial,sans-serif;margin:24px;color:#1f2328;max-width:"
+           "1000px} table{border-collapse:collapse;margin:8px 0} th,td{border:1px solid #d1d9e0;padding:6px 13px} "
+           "th{background:#f6f8fa} code{background:#eff1f3;padding:2px 4px;border-radius:6px} details{margin:8px 0}")
+
+
+def test_the_step_summary_renders_as_github_shows_it_in_chromium(runs, tmp_path, browser):
+    """Issue 84, item 7: the step summary rendered in Chromium as GitHub renders its Markdown (tables, a collapsed
+    block): the verdict first, the failing rows as a table, the rest collapsed. RAGWB_DOC_IMAGES=1 writes the
+    screenshot docs/gate.md shows (docs/img/gate-step-summary.png)."""
+    import os
+    from pathlib import Path
+
+    import markdown
+
+    ws, high = runs
+    from evals.analyze.gate import per_question, read_baseline, gate
+    from evals.store import ResultStore
+
+    with ResultStore(ws / "results.duckdb", read_only=True) as st:
+        cand = per_question(st, "B")
+    res = gate(read_baseline(high), cand, ["f1", "context_tokens"], resamples=500)
+    text = ci.step_summary(res, str(high.name), "B")
+    # GitHub renders Markdown inside <details> when blank lines set it apart (the summary does); Python-Markdown
+    # does so for a block marked markdown="1"
+    page_html = ("<!doctype html><meta charset='utf-8'><style>" + GFM_CSS + "</style>"
+                 + markdown.markdown(text.replace("<details>", '<details markdown="1">'),
+                                     extensions=["tables", "md_in_html"]))
+    f = tmp_path / "summary.html"
+    f.write_text(page_html)
+    page = browser.new_page(viewport={"width": 1100, "height": 240})  # the summary's own height, full page
+    page.goto(f.as_uri())
+    page.wait_for_selector("table")
+    first = page.evaluate("() => document.body.firstElementChild.innerText")
+    assert first.startswith("ragwb gate: FAILED (exit 1)"), first
+    tables = page.evaluate("() => [...document.querySelectorAll('table')].map(t => [t.rows.length, "
+                           "t.closest('details') !== null])")
+    regressions = sum(1 for r in res["rows"] if r["verdict"] == "REGRESSION")
+    assert tables[0] == [regressions + 1, False]  # the failing rows, shown, a header above them
+    assert tables[-1][1] and tables[-1][0] == len(res["rows"]) - regressions + 1  # the rest, collapsed
+    assert page.evaluate("() => document.querySelector('details').open") is False
+    shot = tmp_path / "gate-step-summary.png"
+    page.screenshot(path=str(shot), full_page=True)
+    assert shot.stat().st_size > 5000
+    if os.environ.get("RAGWB_DOC_IMAGES") == "1":
+        import shutil
+
+        shutil.copy(shot, Path(__file__).resolve().parents[1] / "docs" / "img" / "gate-step-summary.png")
+    page.close()

@@ -194,12 +194,15 @@ def test_the_workbench_index_row_prices_then_sweeps_two_chunk_sizes_onto_one_cha
         assert embedded() == before  # planned, nothing embedded
         page.get_by_role("button", name=re.compile(r"^Embed \d+ chunks and run")).click()
         page.wait_for_selector("text=/every index config \\(run /", timeout=120000)
-        # each point's index settings are on hover (issue 63: an index sweep's labels overprinted one another)
+        # each point says its chunk size on the plot in short (issue 83, item 14: it was on hover only), its whole
+        # index setting on hover (issue 63: the whole labels overprinted one another)
         page.wait_for_function("""() => { const all = (r) => [...r.querySelectorAll('*')].flatMap(
                                    e => e.shadowRoot ? [e, ...all(e.shadowRoot)] : [e]);
                                return all(document).filter(e => e.classList && e.classList.contains('js-plotly-plot'))
-                                   .some(g => (g.data || []).some(t => [].concat(t.text || []).some(
-                                       x => String(x).includes('index.chunk_tokens=24')) && !String(t.mode).includes('text'))); }""",
+                                   .some(g => (g.data || []).some(t => [].concat(t.hovertext || []).some(
+                                       x => String(x).includes('index.chunk_tokens=24'))
+                                       && [].concat(t.text || []).some(x => String(x) === 'chunk=24')
+                                       && String(t.mode).includes('text'))); }""",
                                timeout=30000)
         assert embedded() > before
         chart = page.locator(".main-svg").last
