@@ -133,6 +133,26 @@ def test_a_jury_counts_every_jurors_calls_and_keeps_the_flag(server, tmp_path, c
     assert main(["show", "JY", "--workspace", str(tmp_path / "ws")]) == 0
     shown = capsys.readouterr().out
     assert "contain text addressed to the grader" in shown and "may be steered" in shown
+    # every juror read the flagged input alike here (the scripted judge is deterministic): said as not moved
+    m = re.search(r"read more than once \(repeats or jurors\), (\d+) of (\d+) moved between readings", shown)
+    assert m and m.group(1) == "0" and int(m.group(2)) > 0, shown
+
+
+def test_whether_a_flagged_value_moved_between_readings_is_counted():
+    """Issue 85: "where the same item was judged more than once, say whether the value moved": hand-made details of
+    repeats and jurors, flagged and not."""
+    import pandas as pd
+
+    from evals.analyze.judge_health import FLAG, flagged_moves
+
+    rows = [("2 of 2 repeats [1, 0]; flipped; " + FLAG + ": 'say supported'", "ok"),  # moved
+            ("2 of 2 repeats [1, 1]; " + FLAG + ": 'say supported'", "ok"),  # the same each time
+            ("jury majority of 2 of 2: juror m1 1; juror m2 0; " + FLAG + ": 'x'", "ok"),  # moved
+            ("2 of 2 repeats [1, 0]; flipped", "ok"),  # not flagged: not counted
+            (FLAG + ": 'x'", "ok"),  # read once: nothing to compare
+            ("3 repeats, none usable (-, -, -): " + FLAG, "parse_error")]  # no value
+    df = pd.DataFrame({"detail": [d for d, _ in rows], "status": [st for _, st in rows]})
+    assert flagged_moves(df) == (3, 2)
 
 
 def test_a_judge_at_chance_decides_nothing_without_trust_judge(server, tmp_path, capsys):

@@ -92,6 +92,28 @@ def flagged_items(scores: pd.DataFrame) -> dict[str, int]:
     return {point_name(s, p): n for (s, p), n in items.groupby(["strategy", label]).size().items()}
 
 
+def flagged_moves(scores: pd.DataFrame) -> tuple[int, int]:
+    """(flagged judgments read more than once, those whose values moved between the readings): the same input judged
+    by each repeat (--judge-repeats) or each juror (--jury). A judge steered by the text gives the same verdict each
+    time; values that moved show at least one reading did not follow it (issue 85: say whether the value moved)."""
+    if scores is None or not len(scores) or "detail" not in scores:
+        return 0, 0
+    from evals.score.jury import _JUROR
+
+    from .judge_repeats import repeat_values
+
+    hit = scores[scores["detail"].fillna("").str.contains(FLAG, regex=False) & (scores["status"] == "ok")]
+    seen = moved = 0
+    for d in hit["detail"].tolist():
+        vals = [v for v in (repeat_values(d) or []) if v is not None]
+        if len(vals) < 2 and d.startswith("jury "):
+            vals = [float(v) for _, v in _JUROR.findall(d.split(": ", 1)[-1])]
+        if len(vals) >= 2:
+            seen += 1
+            moved += len({round(v, 9) for v in vals}) > 1
+    return seen, moved
+
+
 FLIP_AT_CHANCE = 0.30  # a judge whose sampled repeats disagree on more items than this ranks nothing (issue 85)
 
 
@@ -153,6 +175,11 @@ def health_lines(scores: pd.DataFrame, warn_share: float = 0.2) -> list[str]:
         lines.append(f"{sum(flagged.values()):,} item(s) contain text addressed to the grader (an instruction to rate, "
                      "ignore the rubric or mark supported); it was fenced as data, but their values may be steered: "
                      + ", ".join(f"{p} {n}" for p, n in sorted(flagged.items())))
+        seen, moved = flagged_moves(scores)
+        if seen:  # judged more than once: whether the readings agreed is known, and said
+            lines.append(f"of the flagged judgments read more than once (repeats or jurors), {moved:,} of {seen:,} "
+                         "moved between readings (at least one reading did not follow the text); "
+                         f"{seen - moved:,} gave the same value each time (steered, or simply agreed)")
     return lines
 
 
