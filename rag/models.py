@@ -23,12 +23,14 @@ class Page:
 
 
 # bump when code chunks change shape (rag/ingest/code/chunks.py): every indexed source file is re-chunked
-CODE_CHUNKS_VERSION = 7  # 4: a doc-only piece carries its signature; one-line pieces join a neighbour
+CODE_CHUNKS_VERSION = 8  # 4: a doc-only piece carries its signature; one-line pieces join a neighbour
 # 5: a TS generic call signature on its own line no longer breaks the parse (the grammar gap is gone)
 # 6: a JSDoc block or a /// run a blank line or two above its definition belongs to it; a comment-only gap (a
 #    section banner, a licence header) joins the definition after it, never a chunk of its own
 # 7: a /** */ block attaches whatever its inner lines start with (Javadoc without `*`), Rust attributes and
 #    annotations between a doc and its item keep them together, a Rust impl is named without its generics
+# 8: C/C++ through their macros; a split definition's first piece holds its doc and signature; Doxygen pages and
+#    long banners are `doc` chunks; in C, C++ and Rust no chunk of one or two lines stands alone (issue 86)
 
 
 @dataclass

@@ -9,6 +9,7 @@ import re
 # the strategies' shipped code block (chunks, hybrid, two_phase_pages): 1,000 characters, comments given up first
 DEFAULT_BLOCK_CHARS = 1000
 DEFAULT_CUT = "comments"
+DOC_LABEL = "Documentation (of no definition)"
 _KIND_LABEL = {"function": "Function", "method": "Method", "class": "Class", "type": "Type", "module": "Module",
                "overload": "Overload signatures of"}
 
@@ -23,6 +24,8 @@ def code_header(path: str, language: str, symbol: str = "", kind: str = "", line
     head += f"\nLanguage: {language}"
     if symbol and kind in _KIND_LABEL:
         head += f"\n{_KIND_LABEL[kind]}: {symbol}"
+    elif kind == "doc":  # a Doxygen page or a long banner: prose, said as such (its fence holds no code)
+        head += f"\n{DOC_LABEL}"
     return head + f"\n```{language}\n"
 
 

@@ -102,8 +102,22 @@ def documents_no_definition(block: list[str], banner: bool = False) -> bool:
     of the file), where length alone says it too (right above a function, a long doc is still its doc)."""
     if banner and len(block) >= DOC_BANNER_LINES:
         return True
-    # a one- or two-line `/** @defgroup x */` opener stays with what follows (a chunk of its own would be noise)
-    return sum(1 for x in block if x.strip()) >= 3 and any(_DOC_PAGE.search(x) for x in block[:MAX_BLOCK_LINES])
+    if not any(_DOC_PAGE.search(x) for x in block[:MAX_BLOCK_LINES]):
+        return False
+    # a group opener (`/** @defgroup styles Node Styles @{ */`) is no documentation: it stays with what follows (a
+    # chunk of its own ranked in the top ten with nothing to read); a page or group with prose of its own is
+    prose = [w for x in block[:MAX_BLOCK_LINES] for w in _prose_line(x).split()]
+    return len(prose) >= DOC_PROSE_WORDS
+
+
+DOC_PROSE_WORDS = 12  # words of prose (besides Doxygen commands) that make a \page or @defgroup block documentation
+
+
+def _prose_line(line: str) -> str:
+    """A comment line's prose: the comment marks off, nothing of a line that is a Doxygen command (``@{``,
+    ``\\defgroup name Title``)."""
+    t = re.sub(r"^\s*(/\*+!?|\*+/?|//+!?)", "", line).replace("*/", "").strip()
+    return "" if t.startswith(("@", "\\")) else t
 
 
 def is_attribute_line(line: str) -> bool:
