@@ -226,3 +226,23 @@ def test_the_ingest_says_the_code_chunks_sizes(tmp_path, capsys):
     out = capsys.readouterr()
     line = next(x for x in (out.out + out.err).splitlines() if "code chunks by non-blank lines:" in x)
     assert "1-2 0 (0%)" in line and "3-10 " in line, line
+
+
+def test_a_doc_chunk_and_a_parent_that_is_one_say_they_are_documentation(tmp_path, capsys):
+    """Issue 86, 4: a file's long introduction (a banner no definition took) is a `doc` chunk; its block, and a
+    parent_child parent of nothing but it, say "Documentation (of no definition)", never read as code (one such
+    parent was the held-out table's one codeless top-10 block in 19,795)."""
+    from evals.cli import main
+    from rag.ingest.code.blocks import DOC_LABEL
+
+    repo = tmp_path / "scan"
+    repo.mkdir()
+    intro = "/*\n * Introduction\n *\n" + "".join(f" * Note {i}: the scanner reads tokens of a YAML stream one "
+                                                  "by one.\n" for i in range(160)) + " */\n\n"
+    (repo / "scanner.c").write_text(intro + "int yaml_scan(int x)\n{\n\treturn x + 1;\n}\n")
+    for strategy in ("chunks", "parent_child"):
+        assert main(["search", "Note 3: the scanner reads tokens of a YAML stream", "--dataset", str(repo),
+                     "--embedder", "hash", "--workspace", str(tmp_path / "ws"), "--strategy", strategy,
+                     "--no-progress"]) == 0
+        out = capsys.readouterr().out
+        assert DOC_LABEL in out and " doc " in out, out
