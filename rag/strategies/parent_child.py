@@ -61,12 +61,12 @@ def _code_parent(rd, par: dict, leaf: int, leaf_offset: int) -> tuple[str, int, 
     first = (int(rd.line_starts[leaf]) - code[:leaf_offset].count("\n")) if rd.line_starts is not None else 0
     lines = (first, first + code.rstrip("\n").count("\n")) if first > 0 else ()
     crumb = list(par.get("header_path") or [])
-    # a parent of nothing but comment (a file's long introduction, its `doc` chunks) is said as documentation, as
-    # those chunks' blocks are (issue 86): never a block that reads as code with none in it
+    # a parent of nothing but comment (a file's long introduction, cut into pieces of a module gap or its `doc`
+    # chunks) is said as documentation, as a `doc` chunk's block is (issue 86): never a block that reads as code
+    # with none in it
     from rag.ingest.code.blocks import first_code_line
 
-    whole_doc = (len(rd.kinds) > leaf and rd.kinds[leaf] == "doc"
-                 and first_code_line(code, rd.code_languages[leaf]) is None)
+    whole_doc = first_code_line(code, rd.code_languages[leaf]) is None
     head = code_header(rd.doc_ids[leaf], rd.code_languages[leaf], crumb[-1] if crumb else "",
                        "doc" if whole_doc else "class" if crumb else "module", lines)
     text = head + code + ("" if code.endswith("\n") else "\n") + "```"
