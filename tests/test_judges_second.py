@@ -292,6 +292,7 @@ def test_the_page_marks_a_judge_at_chance_in_chromium(server, tmp_path, browser)
     import sys
 
     from test_page_truth import DEEP
+    from test_seventh_sweep import _stop
     from test_workbench_own import _port, _wait_http
 
     ws = tmp_path / "ws"
@@ -323,8 +324,4 @@ def test_the_page_marks_a_judge_at_chance_in_chromium(server, tmp_path, browser)
                                "chance'))", arg=DEEP, timeout=120000)
         page.close()
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
+        _stop(proc)
