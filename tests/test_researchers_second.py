@@ -411,3 +411,55 @@ def test_the_page_and_the_object_call_one_facade_and_the_old_door_holds_no_code(
     assert len(door.read_text().splitlines()) < 25
     loose = [p.name for p in (ROOT / "evals").glob("*.py")]
     assert len(loose) <= 6, loose
+
+
+def test_after_generate_in_chromium_the_budgets_stay_old_charts_go_and_the_line_says_it_waits(browser, tmp_path,
+                                                                                               server):
+    """Item 16 from its repro, in Chromium: a folder with plain questions and an LLM answerer (no --send). After a
+    budget is applied and a sweep drawn, Generate writes new questions: the budget form keeps the applied top_k
+    (it reset to its default), the old questions' sweep chart leaves the screen (it stayed), and the line says the
+    page waits for its Send (it said "The page evaluates them now")."""
+    import shutil
+
+    from test_as_written import DATA, _serve, open_page
+    from test_seventh_sweep import _stop
+
+    docs, ws = tmp_path / "handbook", tmp_path / "ws"
+    shutil.copytree(DATA / "handbook", docs)
+    proc, url = _serve(["--dataset", str(docs), "--questions", str(DATA / "plain.jsonl"), "--embedder", "hash",
+                        "--workspace", str(ws), "--llm-base-url", server, "--llm-model", "local-extractive"])
+    try:
+        page, errors = open_page(browser, url)
+        page.wait_for_selector("text=questions (of 8)", timeout=120000)
+        slider = page.locator("[role=slider]").nth(1)  # chunks top_k (the questions slider is the first)
+        slider.wait_for(timeout=60000)
+        slider.focus()
+        for _ in range(5):
+            page.keyboard.press("ArrowLeft")  # 8 -> 3
+        page.get_by_text("Apply budgets").click()
+        page.wait_for_selector("text=Nothing sent yet", timeout=60000)
+        page.get_by_role("button", name=re.compile(r"^Send (up to )?[1-9]\d* call\(s\)$")).first.click()
+        page.wait_for_selector("text=/chunks · top_k=3/", timeout=120000)
+        sweep = page.get_by_role("button", name=re.compile(r"^Sweep"))
+        sweep.first.click()
+        page.wait_for_selector("text=/sweeping top_k = /", timeout=120000)  # the old questions' curve
+        page.get_by_placeholder("model name").fill("questioner")
+        page.get_by_role("button", name="Count the cost").click()
+        send = page.get_by_role("button", name=re.compile(r"^Send [1-9]\d* call\(s\)$"))
+        page.wait_for_selector("text=/Generate: [1-9]\\d* passage\\(s\\) to ask about/", timeout=120000)
+        send.last.click()
+        said = page.locator("text=/Generated: /").first
+        said.wait_for(timeout=120000)
+        text = said.inner_text()
+        assert "nothing is answered until you press Send" in text and "evaluates them now" not in text, text
+        # the page reloads the dataset with the new questions: the form keeps top_k 3, the old curve is gone
+        page.wait_for_function("""() => { const all = (r) => [...r.querySelectorAll('*')].flatMap(
+                                   e => e.shadowRoot ? [e, ...all(e.shadowRoot)] : [e]);
+                               const s = all(document).filter(e => e.getAttribute && e.getAttribute('role') === 'slider');
+                               return s.length > 1 && s[1].getAttribute('aria-valuenow') === '3'; }""",
+                               timeout=120000)
+        page.wait_for_function("() => !document.body.innerText.includes('sweeping top_k = ')", timeout=120000)
+        assert errors == [], errors
+        page.close()
+    finally:
+        _stop(proc)

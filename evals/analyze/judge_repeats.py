@@ -37,9 +37,9 @@ def repeat_values(detail) -> list | None:
 
 def judged_metric_names() -> set[str]:
     """The metrics an LLM judge scores (the ones whose judgments can be repeated)."""
-    from evals.analyze.judge_health import JUDGE_METRICS
+    from evals.score.judges import DEFAULT_LLM_JUDGES, judge_metric
 
-    return set(JUDGE_METRICS)
+    return {judge_metric(n) for n in DEFAULT_LLM_JUDGES}
 
 
 def parse_requires(given: list[str] | None) -> list[tuple]:
@@ -129,7 +129,9 @@ def judge_noise(b: pd.DataFrame, resamples: int = 2000, seed: int = DEFAULT_SEED
 
     out: dict[tuple, float] = {}
     rows = _repeat_rows(b, judged_metric_names())
-    rows = rows[[len(v) >= 2 and v[0] is not None and v[1] is not None for v in rows["values"]]]
+    if not len(rows):  # no repeated judgment: no judge noise to read
+        return out
+    rows = rows[np.array([len(v) >= 2 and v[0] is not None and v[1] is not None for v in rows["values"]], bool)]
     for key, g in rows.groupby(["strategy", "point_label", "metric"], sort=False):
         r0 = np.array([v[0] for v in g["values"]], float)
         r1 = np.array([v[1] for v in g["values"]], float)
