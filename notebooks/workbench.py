@@ -1106,7 +1106,7 @@ def _(gen_form, generating, get_gen_done, mo, page, session, wb):
 
 
 @app.cell
-def _(gen_client, gen_form, gen_go, gen_plan, generating, mo, page, session, set_gen_done, set_qfile):
+def _(args, gen_client, gen_form, gen_go, gen_plan, generating, mo, page, session, set_gen_done, set_qfile):
     mo.stop(not gen_go.value, mo.md(""))
     _v = gen_form.value
     with mo.status.progress_bar(total=gen_plan.jobs, title=f"Asking {page.esc(gen_client.cfg.model)} for questions",
@@ -1115,7 +1115,8 @@ def _(gen_client, gen_form, gen_go, gen_plan, generating, mo, page, session, set
             _path, _line = generating.generate_for_page(session, gen_client, int(_v["n"]), _v["types"],
                                                         int(_v["seed"]), gen_plan.out, progress=_bar,
                                                         language=_v["language"], max_overlap=int(_v["max_overlap"]))
-            _done = (True, generating.done_line(_line, _path, session.client is not None))
+            # with an LLM answerer the Apply waits for its Send, unless the page was opened with --send
+            _done = (True, generating.done_line(_line, _path, session.client is not None and not args.send))
         except ValueError as _e:  # every reply dropped or failed: nothing written, the file keeps what it held
             _done = (False, f"**Nothing written:** {page.esc(_e.args[0] if _e.args else _e)}")
     set_gen_done(_done)  # the line above is counted again and shows this under it
