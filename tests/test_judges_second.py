@@ -239,7 +239,7 @@ def test_a_judge_whose_repeats_disagree_past_thirty_percent_decides_nothing(serv
                  "--llm-base-url", server, "--llm-model", "local-extractive", "--judge-base-url", server,
                  "--judge-model", "noisy-judge", "--judges", "llm_context_sufficiency", "--judge-repeats", "2",
                  "--strategies", "chunks", "--set", "chunks.top_k=1,2", "--yes", "--no-progress", "--no-report",
-                 "--run-id", "NZ"]) == 0
+                 "--concurrency", "1", "--run-id", "NZ"]) == 0  # one call at a time: each item's repeats in a row
     err = capsys.readouterr().err
     assert re.search(r"flip rate (\d+)%.*over 30%: this judge's values do not rank points", err), err
     assert main(["best", "NZ", "--metric", "context_sufficiency", "--workspace", str(ws)]) == 2
@@ -258,7 +258,8 @@ def test_the_gate_reads_repeated_judgments_refuses_a_flipping_judge_and_checks_k
     assert main(["run", "--dataset", str(docs), "--questions", str(q), "--embedder", "hash", "--workspace", str(ws),
                  "--llm-base-url", server, "--llm-model", "local-extractive", "--judge-base-url", server,
                  "--judge-model", "noisy-judge", "--judges", "llm_context_sufficiency", "--judge-repeats", "2",
-                 "--strategies", "chunks", "--yes", "--no-progress", "--no-report", "--run-id", "NG"]) == 0
+                 "--strategies", "chunks", "--yes", "--no-progress", "--no-report", "--concurrency", "1",
+                 "--run-id", "NG"]) == 0  # one call at a time: each item's two repeats in a row, so every one flips
     capsys.readouterr()
     gate = ["gate", "--baseline", "NG", "--candidate", "NG", "--workspace", str(ws)]
     assert main(gate + ["--metrics", "context_sufficiency"]) == 2
