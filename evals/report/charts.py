@@ -151,18 +151,18 @@ def short_labels(points: list[str]) -> list[str]:
     """Labels for one strategy's points that say what varies among them: ``index.chunk_tokens=48,top_k=2`` and
     ``index.chunk_tokens=96,top_k=2`` are ``chunk=48`` and ``chunk=96``; a lone point keeps its name when short.
     A name that is no ``key=value`` list is kept whole."""
+    def said(d: dict, keys) -> str:
+        return " ".join(f"{SHORT_KEYS.get(k.rsplit('.', 1)[-1], k.rsplit('.', 1)[-1])}={d[k]}" for k in keys if k in d)
+
     parsed = []
     for p in points:
         parts = [x.split("=", 1) for x in str(p).split(",")]
         parsed.append(dict(parts) if all(len(x) == 2 for x in parts) else None)
     if any(d is None for d in parsed) or len(points) < 2:
-        return [str(p) if len(str(p)) <= 16 or d is None else
-                " ".join(f"{SHORT_KEYS.get(k.rsplit('.', 1)[-1], k.rsplit('.', 1)[-1])}={v}" for k, v in d.items())
-                for p, d in zip(points, parsed)]
+        return [str(p) if len(str(p)) <= 16 or d is None else said(d, d) for p, d in zip(points, parsed)]
     keys = [k for k in dict.fromkeys(k for d in parsed for k in d) if len({d.get(k) for d in parsed}) > 1]
     keys = keys or list(dict.fromkeys(k for d in parsed for k in d))
-    return [" ".join(f"{SHORT_KEYS.get(k.rsplit('.', 1)[-1], k.rsplit('.', 1)[-1])}={d[k]}" for k in keys if k in d)
-            for d in parsed]
+    return [said(d, keys) for d in parsed]
 
 
 def quality_cost_figure(summary: pd.DataFrame, quality: str, cost: str = "context_tokens",

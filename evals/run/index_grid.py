@@ -284,10 +284,11 @@ def ingest_variants(ws, ds, cfg, progress: bool, lock_wait, ingest_engine, concu
     return out
 
 
-def same_index_built(ws, ds, ic, metas=None):
+def same_index_built(ws, ds, ic, metas=None, say: bool = True):
     """``ic``, or the config of an index of this dataset already built in ``ws`` that builds the same chunks with the
     same embedder (settings its chunker never reads differ): a `ragwb best` TOML, or a flag set to a value no
-    chunker of this corpus reads, runs on the grid's index instead of building its twin (issue 74). Said. ``metas``:
+    chunker of this corpus reads, runs on the grid's index instead of building its twin (issue 74). Said (``say``
+    False: a plan that only asks which index a run would use says nothing). ``metas``:
     what reads the workspace's index metas (``ws.indexes``; a grid passes one that reads them once)."""
     import sys
 
@@ -302,6 +303,8 @@ def same_index_built(ws, ds, ic, metas=None):
         except (KeyError, TypeError, ValueError):
             continue  # a meta row of an older layout: never reused
         if built_identity(other, ds.documents) == want:
+            if not say:
+                return other
             from rag.safeio import printable
 
             differ = sorted(k for k, v in dataclasses.asdict(ic.chunking).items() if getattr(other.chunking, k) != v)

@@ -8,9 +8,6 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-import contextlib
-import io
-
 from ..run.index_grid import AXES, built_identity, index_of, label, same_index_built
 
 # the form's fields, in the order the row shows them
@@ -58,15 +55,14 @@ class IndexPlan:
                if self.chunks else "nothing to embed (every config built, or its texts cached)")
         calls = (f"; up to {self.answer_items:,} answer call(s) to {model} (the response cache answers the ones "
                  "asked before)" if model else f"; {self.answer_items:,} item(s) answered offline")
+        notes = "".join(f". {x[0].upper()}{x[1:]}" for x in self.notices or [])
         if self.exact is not None:  # every config is built: counted prompt by prompt, as Apply's line (item 17)
-            e = self.exact
-            return (f"{n} index config(s): {emb}; " + "; ".join(e.call_parts(model))
-                    + "".join(f". {x[0].upper()}{x[1:]}" for x in self.notices or []))
+            return f"{n} index config(s): {emb}; " + "; ".join(self.exact.call_parts(model)) + notes
         if self.judge_calls:  # the page's judges judge every config's items, as Apply's (issue 72)
             calls += (f"; up to {sum(self.judge_calls.values()):,} judge call(s) to {self.judge_model} ("
                       + ", ".join(f"{k} {v:,}" for k, v in self.judge_calls.items())
                       + "; none for an abstention or a cached verdict)")
-        return f"{n} index config(s): {emb}{calls}" + "".join(f". {x[0].upper()}{x[1:]}" for x in self.notices or [])
+        return f"{n} index config(s): {emb}{calls}{notes}"
 
 
 def plan_index_sweep(sess, workspace: str, axes: dict, points: list, limit: int) -> IndexPlan:
@@ -92,7 +88,7 @@ def plan_index_sweep(sess, workspace: str, axes: dict, points: list, limit: int)
     ds = sess.dataset
     # configs that build the same chunks on this corpus are one config (a sweep that builds one index is refused)
     variants, notices = dataset_variants(ds, base, axes)
-    rows, counted, total, secs = [], set(), 0, 0.0
+    rows, counted, total, secs, uses = [], set(), 0, 0.0, []
     for tag, ic in variants:
         work = ws.embed_work(ds, ic)
         new = [k for k in work if k not in counted]
@@ -102,8 +98,8 @@ def plan_index_sweep(sess, workspace: str, axes: dict, points: list, limit: int)
         secs += est
         # the index the run would use: a built twin that holds the same chunks is reused, not built again (the
         # hierarchy row said "built: no" after its run: issue 83, item 17)
-        with contextlib.redirect_stderr(io.StringIO()):
-            used = same_index_built(ws, ds, ic)
+        used = same_index_built(ws, ds, ic, say=False)
+        uses.append(used)
         built = ws.has_table(f"{ws.index_name(ds.name, used)}__documents")
         ident = built_identity(ic, ds.documents)
         modes = " and ".join(ident["modes"])
@@ -125,22 +121,22 @@ def plan_index_sweep(sess, workspace: str, axes: dict, points: list, limit: int)
     jcalls = {j.name: (auto if j.name == "llm_context_sufficiency" else items) for j in judges}
     exact = None
     if sess.client is not None and rows and all(r["built"] != "no" for r in rows):
-        exact = _count_built(sess, ws, variants, points, qs, limit)
+        exact = _count_built(sess, ws, uses, points, qs, limit)
     return IndexPlan(variants, pd.DataFrame(rows), total, secs, items,
                      [n.removeprefix("notice: ") for n in notices], jcalls,
                      judges[0].client.cfg.model if judges else "", exact)
 
 
-def _count_built(sess, ws, variants: list, points: list, qs: list, limit: int):
+def _count_built(sess, ws, uses: list, points: list, qs: list, limit: int):
     """The answer and judge calls of the sweep, counted prompt by prompt where every config's index is built (after
     its run: the plan said "up to 180 answer / 540 judge call(s)" while a second press sent 0: issue 83, item 17).
-    None where a config cannot be counted (a plugin that fails to build)."""
+    ``uses``: the index config each variant runs on (a built twin where one holds its chunks). None where a config
+    cannot be counted (a plugin that fails to build)."""
     import dataclasses
 
     from rag.llm.client import price_known
 
     from ..run.call_plan import AnswerPlan, count_point
-    from ..run.index_grid import same_index_built
     from ..run.items import build_parts
     from .session import session_run_config
 
@@ -148,9 +144,7 @@ def _count_built(sess, ws, variants: list, points: list, qs: list, limit: int):
     shapes = [(n, kw) for n, kw in points if n not in sess.evaluator.systems]
     try:
         cfg = session_run_config(sess, limit=limit, prices={k: tuple(v) for k, v in sess.client.prices.items()})
-        for _, ic in variants:
-            with contextlib.redirect_stderr(io.StringIO()):
-                used = same_index_built(ws, sess.dataset, ic)
+        for used in uses:
             parts = build_parts(dataclasses.replace(cfg, index=used), ws, ws.index_name(sess.dataset.name, used))
             out.price_known = price_known(parts.llm.cfg.model, parts.llm.prices)
             for name, kw in shapes:

@@ -416,7 +416,7 @@ def headline_columns(summary: pd.DataFrame, headline_table, order: list[str], al
     more = [m for m in rest if m in full.columns]  # not n/a on every row, and scored at all
     if all_columns or not more:
         return full, dropped, []
-    return headline(summary, headline_table, first)[0], dropped, more
+    return full.drop(columns=more), dropped, more  # each cell is its own metric's: the same as computed alone
 
 
 def csv_bytes(df: pd.DataFrame) -> bytes:

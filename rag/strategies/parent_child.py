@@ -64,9 +64,9 @@ def _code_parent(rd, par: dict, leaf: int, leaf_offset: int) -> tuple[str, int, 
     # a parent of nothing but comment (a file's long introduction, cut into pieces of a module gap or its `doc`
     # chunks) is said as documentation, as a `doc` chunk's block is (issue 86): never a block that reads as code
     # with none in it
-    from rag.ingest.code.blocks import first_code_line
+    from rag.ingest.code.blocks import doc_only
 
-    whole_doc = first_code_line(code, rd.code_languages[leaf]) is None
+    whole_doc = doc_only(code, rd.code_languages[leaf])
     head = code_header(rd.doc_ids[leaf], rd.code_languages[leaf], crumb[-1] if crumb else "",
                        "doc" if whole_doc else "class" if crumb else "module", lines)
     text = head + code + ("" if code.endswith("\n") else "\n") + "```"

@@ -461,7 +461,7 @@ def _merge_tiny(segs: list[Segment], bare: list[str], line_tokens: list[int], ma
         if how and how != "member":  # nothing before it to take it: the next one does, if it can
             pending = s
             continue
-        if how == "prototype" or _prototype(s, bare, language):
+        if _prototype(s, bare, language):  # a prototype kept whole (longer than tiny): a run others may join
             protos.add(len(out))
         out.append(s)
     if pending is not None:
